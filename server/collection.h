@@ -123,11 +123,14 @@ class Collection {
       return {e.deadline_ms, e.member->key()};
     }
     static DeadlinePosition PosOf(const DeadlinePosition& p) { return p; }
+    static int64_t DeadlineOf(const DeadlineEntry& e) { return e.deadline_ms; }
+    static int64_t DeadlineOf(const DeadlinePosition& p) { return p.deadline_ms; }
     template <typename A, typename B>
     bool operator()(const A& a, const B& b) const {
-      DeadlinePosition pa = PosOf(a), pb = PosOf(b);
-      if (pa.deadline_ms != pb.deadline_ms) return pa.deadline_ms < pb.deadline_ms;
-      return pa.key < pb.key;
+      // Keys are compared only on a tie: reading one follows a pointer.
+      const int64_t da = DeadlineOf(a), db = DeadlineOf(b);
+      if (da != db) return da < db;
+      return PosOf(a).key < PosOf(b).key;
     }
   };
 

@@ -10,7 +10,6 @@
 #define LAPSE_SERVER_DEADLINE_QUEUE_H_
 
 #include <cstdint>
-#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -29,11 +28,6 @@ class DeadlineQueue {
   // The earliest deadline, or kNone when empty.
   int64_t NextDeadline() const {
     return entries_.empty() ? kNone : entries_.begin()->first;
-  }
-  // The deadline of the entry after the front, or kNone.
-  int64_t SecondDeadline() const {
-    if (entries_.size() < 2) return kNone;
-    return std::next(entries_.begin())->first;
   }
   // The item with the earliest deadline, or nullptr when empty.
   Item* Front() const {

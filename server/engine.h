@@ -38,6 +38,7 @@
 #include "absl/types/span.h"
 #include "server/clock.h"
 #include "server/event_log.h"
+#include "server/journal.h"
 #include "server/limits.h"
 
 namespace lapse {
@@ -155,6 +156,9 @@ class Engine {
     // Upper bound on members expired under one shard lock hold, so writers
     // are never stalled by a large expiry burst.
     size_t expire_batch = 1024;
+    // Where changes are recorded for durability; none when null (memory-only).
+    // Not owned; must outlive the engine.
+    Journal* journal = nullptr;
   };
 
   // `clock` and `log` are not owned and must outlive the engine.
@@ -201,6 +205,29 @@ class Engine {
   // must be cheap and must not call into the engine. Set once, before use.
   void SetEarlierDeadlineListener(std::function<void(absl::Time)> listener);
 
+  // ---- Durability: used by the store in storage/. ----
+
+  // Applies one replayed record (kPut, kRemove, kSetDeadline,
+  // kDeleteCollection, kExpiry) as it was recorded: no validation, no
+  // events, no journaling, nothing expired on the way. Records of kEvent type
+  // are not the engine's and are ignored.
+  void Apply(const JournalRecord& record);
+
+  // A position in Scan: the last member visited.
+  struct ScanCursor {
+    size_t shard = 0;
+    bool started = false;
+    std::string collection;
+    std::string key;
+  };
+  using ScanFn = std::function<void(absl::string_view collection, absl::string_view key,
+                                    absl::string_view value, int64_t deadline_ms)>;
+  // Calls `fn` for up to `max_members` members after `cursor` in (shard,
+  // collection, key) order, holding one shard lock at a time, and advances
+  // the cursor. Returns false once every member has been visited. Members
+  // changed while a scan is under way may be seen in either state.
+  bool Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn);
+
   // Live members across all collections (members past their deadline that
   // are not yet expired included).
   uint64_t total_members() const;
@@ -211,6 +238,8 @@ class Engine {
   class Shard;
 
   Shard& ShardFor(absl::string_view collection) const;
+  // UNAVAILABLE when the journal can no longer record changes.
+  absl::Status Writable() const;
 
   // Constant after construction.
   const Options options_;

@@ -66,22 +66,36 @@ class EventLog {
     uint64_t first_sequence = 1;
     size_t max_events = 1'000'000;
     size_t max_bytes = size_t{256} << 20;
+    // When false, appended events stay invisible to readers until
+    // MakeVisibleThrough: a durable store shows an event only once it is on
+    // disk, so no reader ever sees an event a crash could take back.
+    bool visible_on_append = true;
   };
 
   explicit EventLog(const Options& options);
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-  // Appends `events` in order, assigning consecutive sequences, then calls the
-  // append listener. Returns the sequence of the last one.
+  // Appends `events` in order, assigning consecutive sequences. Returns the
+  // sequence of the last one.
   uint64_t Append(std::vector<ExpiryEvent> events);
 
-  // Called after every non-empty Append, outside the log's lock, with the new
-  // last sequence. Must be cheap and must not block: it runs on the writer's
-  // thread. Set once, before any Append.
+  // Makes events up to `sequence` visible to readers (see
+  // Options::visible_on_append).
+  void MakeVisibleThrough(uint64_t sequence);
+
+  // Replaces the contents of an empty, unused log with recovered events
+  // (sorted by sequence, no duplicates); the next event appended gets
+  // `next_sequence`. Only the run of events contiguous with next_sequence is
+  // kept.
+  void Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence);
+
+  // Called whenever new events become visible, outside the log's lock, with
+  // the newest visible sequence. Must be cheap and must not block: it runs on
+  // the writer's thread. Set once, before any Append.
   void SetAppendListener(std::function<void(uint64_t last_sequence)> listener);
 
-  // The newest sequence; first_sequence - 1 before any event.
+  // The newest visible sequence; first_sequence - 1 before any event.
   uint64_t last_sequence() const;
   // The oldest sequence still retained; last_sequence() + 1 when empty.
   uint64_t oldest_retained_sequence() const;
@@ -110,6 +124,8 @@ class EventLog {
   std::deque<ExpiryEvent> events_ ABSL_GUARDED_BY(mu_);
   // Sequence of events_.front() (or of the next event when empty).
   uint64_t front_sequence_ ABSL_GUARDED_BY(mu_);
+  // Readers see events up to this sequence.
+  uint64_t visible_sequence_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

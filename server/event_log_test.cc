@@ -156,5 +156,54 @@ TEST(EventLogTest, AppendListenerSeesTheNewLastSequence) {
   EXPECT_THAT(seen, ::testing::ElementsAre(2u, 3u));
 }
 
+TEST(EventLogTest, InvisibleEventsAreNotReadUntilMadeVisible) {
+  EventLog log({.first_sequence = 1, .visible_on_append = false});
+  std::vector<uint64_t> notified;
+  log.SetAppendListener([&](uint64_t last) { notified.push_back(last); });
+  EXPECT_EQ(log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")}), 3u);
+  EXPECT_EQ(log.last_sequence(), 0u);
+  EXPECT_TRUE(log.Read(0, EventFilter{}, ReadLimits{})->events.empty());
+  EXPECT_EQ(log.CheckPosition(2).code(), absl::StatusCode::kOutOfRange);
+  log.MakeVisibleThrough(2);
+  EXPECT_EQ(log.last_sequence(), 2u);
+  EXPECT_THAT(KeysOf(*log.Read(0, EventFilter{}, ReadLimits{})), ::testing::ElementsAre("a", "b"));
+  log.MakeVisibleThrough(1);
+  log.MakeVisibleThrough(99);
+  EXPECT_EQ(log.last_sequence(), 3u);
+  EXPECT_THAT(notified, ::testing::ElementsAre(2u, 3u));
+}
+
+TEST(EventLogTest, RetentionNeverDropsEventsThatAreNotVisibleYet) {
+  EventLog log({.first_sequence = 1, .max_events = 2, .visible_on_append = false});
+  log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")});
+  log.MakeVisibleThrough(3);
+  EXPECT_THAT(KeysOf(*log.Read(0, EventFilter{}, ReadLimits{})),
+              ::testing::ElementsAre("a", "b", "c"));
+  log.Append({Event("c", "d")});
+  EXPECT_EQ(log.oldest_retained_sequence(), 3u);
+}
+
+TEST(EventLogTest, RestoreKeepsTheRunContiguousWithTheNextSequence) {
+  std::vector<ExpiryEvent> events;
+  for (uint64_t seq : {3u, 5u, 6u, 7u}) {
+    events.push_back(Event("c", absl::StrCat("k", seq)));
+    events.back().sequence = seq;
+  }
+  EventLog log({});
+  log.Restore(std::move(events), 8);
+  EXPECT_EQ(log.oldest_retained_sequence(), 5u);
+  EXPECT_EQ(log.last_sequence(), 7u);
+  EXPECT_THAT(KeysOf(*log.Read(4, EventFilter{}, ReadLimits{})),
+              ::testing::ElementsAre("k5", "k6", "k7"));
+  EXPECT_EQ(log.Append({Event("c", "new")}), 8u);
+}
+
+TEST(EventLogTest, RestoreWithNoEventsStartsAtTheNextSequence) {
+  EventLog log({.first_sequence = 1});
+  log.Restore({}, 1000);
+  EXPECT_EQ(log.last_sequence(), 999u);
+  EXPECT_EQ(log.Append({Event("c", "a")}), 1000u);
+}
+
 }  // namespace
 }  // namespace lapse
