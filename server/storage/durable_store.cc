@@ -1,0 +1,219 @@
+#include "server/storage/durable_store.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace lapse {
+namespace {
+
+ExpiryEvent EventOf(const JournalRecord& r) {
+  ExpiryEvent e;
+  e.sequence = r.sequence;
+  e.collection = std::string(r.collection);
+  e.key = std::string(r.key);
+  e.value = std::string(r.value);
+  e.expire_time = absl::FromUnixMillis(r.deadline_ms);
+  e.expired_at = absl::FromUnixNanos(r.expired_at_ns);
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const Options& options) {
+  if (absl::Status s = files::EnsureDir(options.dir); !s.ok()) return s;
+  absl::StatusOr<files::DirLock> lock = files::DirLock::Acquire(options.dir);
+  if (!lock.ok()) return lock.status();
+  return std::unique_ptr<DurableStore>(new DurableStore(options, *std::move(lock)));
+}
+
+DurableStore::DurableStore(const Options& options, files::DirLock lock)
+    : options_(options), lock_(std::move(lock)) {}
+
+DurableStore::~DurableStore() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    cv_.SignalAll();
+  }
+  if (snapshotter_.joinable()) snapshotter_.join();
+  wal_.reset();
+}
+
+absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventLog* log) {
+  const absl::Time start = absl::Now();
+  engine_ = engine;
+  log_ = log;
+  RecoveryStats stats;
+
+  absl::StatusOr<std::vector<std::string>> names = files::List(options_.dir);
+  if (!names.ok()) return names.status();
+  std::string newest;
+  uint64_t newest_lsn = 0;
+  for (const std::string& name : *names) {
+    uint64_t lsn;
+    if (absl::EndsWith(name, ".tmp")) {
+      // A snapshot that was being written when the process stopped.
+      if (absl::Status s = files::Remove(absl::StrCat(options_.dir, "/", name)); !s.ok()) return s;
+    } else if (ParseSnapshotName(name, &lsn) && (newest.empty() || lsn > newest_lsn)) {
+      newest = name;
+      newest_lsn = lsn;
+    }
+  }
+
+  std::vector<ExpiryEvent> events;
+  uint64_t replay_from = 1;
+  uint64_t next_event_sequence = log->last_sequence() + 1;
+  if (!newest.empty()) {
+    absl::StatusOr<SnapshotContents> contents =
+        LoadSnapshot(absl::StrCat(options_.dir, "/", newest), [&](const JournalRecord& r) {
+          if (r.type == RecordType::kEvent) {
+            events.push_back(EventOf(r));
+          } else {
+            engine->Apply(r);
+          }
+        });
+    if (!contents.ok()) return contents.status();
+    stats.snapshot = newest;
+    stats.snapshot_members = contents->members;
+    replay_from = contents->replay_from_lsn;
+    next_event_sequence = contents->next_event_sequence;
+  }
+
+  absl::StatusOr<WalReplayResult> replayed = ReplayWal(
+      options_.dir, replay_from, options_.truncate_damaged_wal,
+      [&](uint64_t, absl::string_view batch) {
+        return DecodeBatch(batch, [&](const JournalRecord& r) {
+          engine->Apply(r);
+          if (r.type == RecordType::kExpiry) events.push_back(EventOf(r));
+          return absl::OkStatus();
+        });
+      });
+  if (!replayed.ok()) return replayed.status();
+  stats.batches_replayed = replayed->batches;
+  if (!replayed->cut_file.empty()) {
+    stats.torn_tail = absl::StrCat(replayed->cut_bytes, " bytes at the end of ", replayed->cut_file);
+  }
+  stats.discarded = replayed->discarded;
+
+  // The log holds expiries in commit order, which can differ from sequence
+  // order across shards; a snapshot and the log after it can both hold an
+  // event.
+  std::sort(events.begin(), events.end(),
+            [](const ExpiryEvent& a, const ExpiryEvent& b) { return a.sequence < b.sequence; });
+  events.erase(std::unique(events.begin(), events.end(),
+                           [](const ExpiryEvent& a, const ExpiryEvent& b) {
+                             return a.sequence == b.sequence;
+                           }),
+               events.end());
+  stats.events = events.size();
+  log->Restore(std::move(events), next_event_sequence);
+  stats.members = engine->total_members();
+
+  absl::StatusOr<std::unique_ptr<Wal>> wal =
+      Wal::Open({.dir = options_.dir,
+                 .fsync = options_.fsync,
+                 .segment_bytes = options_.segment_bytes,
+                 .events = log},
+                replayed->next_lsn);
+  if (!wal.ok()) return wal.status();
+  wal_ = *std::move(wal);
+  if (options_.snapshot_after_bytes > 0) snapshotter_ = std::thread([this] { RunSnapshots(); });
+  stats.took = absl::Now() - start;
+  return stats;
+}
+
+void DurableStore::Commit(std::string batch, uint64_t last_event_sequence) {
+  wal_->Append(std::move(batch), last_event_sequence);
+}
+
+absl::Status DurableStore::status() const { return wal_->status(); }
+
+void DurableStore::WhenDurable(std::function<void(absl::Status)> done) {
+  wal_->WhenDurable(std::move(done));
+}
+
+WalStats DurableStore::wal_stats() const { return wal_->stats(); }
+
+std::optional<SnapshotStats> DurableStore::last_snapshot() const {
+  MutexLock lock(&mu_);
+  return last_snapshot_;
+}
+
+absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
+  MutexLock serial(&snapshot_mu_);
+  absl::StatusOr<uint64_t> from = wal_->Rotate();
+  if (!from.ok()) return from.status();
+  // Every batch before the rotation must be durable, so that its events are
+  // visible in the log and land in the snapshot.
+  Mutex mu;
+  CondVar cv;
+  bool done = false;
+  absl::Status durable;
+  wal_->WhenDurable([&](absl::Status s) {
+    MutexLock lock(&mu);
+    durable = s;
+    done = true;
+    cv.Signal();
+  });
+  {
+    MutexLock lock(&mu);
+    while (!done) cv.WaitWithTimeout(&mu, absl::Seconds(1));
+  }
+  if (!durable.ok()) return durable;
+  absl::StatusOr<SnapshotStats> stats = WriteSnapshot(options_.dir, *from, engine_, *log_);
+  if (!stats.ok()) return stats.status();
+  if (absl::Status s = DropCovered(*from, SnapshotName(*from)); !s.ok()) return s;
+  MutexLock lock(&mu_);
+  last_snapshot_ = *stats;
+  ++snapshots_taken_;
+  cv_.SignalAll();
+  return stats;
+}
+
+absl::Status DurableStore::DropCovered(uint64_t lsn, const std::string& keep) {
+  absl::StatusOr<std::vector<std::string>> names = files::List(options_.dir);
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    uint64_t first;
+    const bool old_segment = Wal::ParseSegmentName(name, &first) && first < lsn;
+    const bool old_snapshot = ParseSnapshotName(name, &first) && name != keep;
+    if (old_segment || old_snapshot) {
+      if (absl::Status s = files::Remove(absl::StrCat(options_.dir, "/", name)); !s.ok()) return s;
+    }
+  }
+  return files::FsyncDir(options_.dir);
+}
+
+bool DurableStore::AwaitSnapshotsForTesting(int count, absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  MutexLock lock(&mu_);
+  while (snapshots_taken_ < count) {
+    const absl::Duration left = give_up - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    cv_.WaitWithTimeout(&mu_, left);
+  }
+  return true;
+}
+
+void DurableStore::RunSnapshots() {
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      if (stopping_) return;
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
+      if (stopping_) return;
+    }
+    if (wal_->bytes_since_rotate() < options_.snapshot_after_bytes) continue;
+    absl::StatusOr<SnapshotStats> stats = TakeSnapshot();
+    if (!stats.ok()) {
+      std::fprintf(stderr, "lapsed: snapshot failed: %s\n",
+                   std::string(stats.status().message()).c_str());
+    }
+  }
+}
+
+}  // namespace lapse

@@ -1,0 +1,125 @@
+// DurableStore: lapse's durability. Owns a data directory: a lock, the
+// write-ahead log (wal.h) and snapshots (snapshot.h).
+//
+//   auto store = lapse::DurableStore::Open({.dir = "/var/lib/lapse"});
+//   lapse::EventLog log({... .visible_on_append = false});
+//   lapse::Engine engine({.journal = store->get()}, clock, &log);
+//   auto recovered = (*store)->Recover(&engine, &log);  // before serving
+//   ... engine.Put(...); (*store)->WhenDurable(answer_the_rpc);
+//
+// Recovery loads the newest snapshot, replays the log after it, restores the
+// retained event log and the sequence counter, and cuts off a torn tail.
+// Members whose deadline passed while the server was down are still there
+// afterwards: the Expirer expires them (with their events) as soon as it
+// starts. A background thread takes a snapshot whenever the log has grown by
+// Options::snapshot_after_bytes since the last one, then deletes the log
+// segments and older snapshots it covers.
+//
+// Thread-safe.
+#ifndef LAPSE_SERVER_STORAGE_DURABLE_STORE_H_
+#define LAPSE_SERVER_STORAGE_DURABLE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/engine.h"
+#include "server/event_log.h"
+#include "server/journal.h"
+#include "server/mutex.h"
+#include "server/storage/files.h"
+#include "server/storage/snapshot.h"
+#include "server/storage/wal.h"
+
+namespace lapse {
+
+struct RecoveryStats {
+  std::string snapshot;  // File name, empty when none.
+  uint64_t snapshot_members = 0;
+  uint64_t batches_replayed = 0;
+  uint64_t members = 0;
+  uint64_t events = 0;
+  // A torn tail cut off, as "N bytes at the end of FILE"; empty when none.
+  std::string torn_tail;
+  // What --wal_truncate_damaged discarded; empty when nothing.
+  std::string discarded;
+  absl::Duration took;
+};
+
+class DurableStore final : public Journal {
+ public:
+  struct Options {
+    std::string dir;
+    FsyncPolicy fsync = FsyncPolicy::kEverySecond;
+    size_t segment_bytes = size_t{64} << 20;
+    // Log bytes since the last snapshot that trigger the next one; 0 turns
+    // automatic snapshots off.
+    size_t snapshot_after_bytes = size_t{256} << 20;
+    // Start even when the log is damaged in the middle, discarding
+    // everything from the damage on.
+    bool truncate_damaged_wal = false;
+  };
+
+  // Creates the directory if needed and locks it (FAILED_PRECONDITION when
+  // another process holds it).
+  static absl::StatusOr<std::unique_ptr<DurableStore>> Open(const Options& options);
+  ~DurableStore() override;
+  DurableStore(const DurableStore&) = delete;
+  DurableStore& operator=(const DurableStore&) = delete;
+
+  // Loads the state into `engine` and `log` (both fresh, `engine` built with
+  // this store as its journal), then opens the log for writing and starts
+  // snapshotting. Call once, before the engine serves anything.
+  absl::StatusOr<RecoveryStats> Recover(Engine* engine, EventLog* log);
+
+  // Journal.
+  void Commit(std::string batch, uint64_t last_event_sequence) override;
+  absl::Status status() const override;
+
+  // Calls `done` once every change committed before this call is durable
+  // (see FsyncPolicy), or with the error that prevented it.
+  void WhenDurable(std::function<void(absl::Status)> done);
+
+  // Takes a snapshot now.
+  absl::StatusOr<SnapshotStats> TakeSnapshot();
+  std::optional<SnapshotStats> last_snapshot() const;
+  WalStats wal_stats() const;
+
+  // Waits until at least `count` snapshots have been taken since Recover, or
+  // `timeout` passes. Returns whether they were.
+  bool AwaitSnapshotsForTesting(int count, absl::Duration timeout);
+
+ private:
+  DurableStore(const Options& options, files::DirLock lock);
+  void RunSnapshots();
+  // Deletes log segments before `lsn` and snapshots older than `keep`.
+  absl::Status DropCovered(uint64_t lsn, const std::string& keep);
+
+  // Constant after construction.
+  const Options options_;
+  files::DirLock lock_;
+  // Set by Recover, constant after.
+  Engine* engine_ = nullptr;
+  EventLog* log_ = nullptr;
+  std::unique_ptr<Wal> wal_;
+
+  // Serialises snapshots (the background thread and TakeSnapshot).
+  Mutex snapshot_mu_;
+  // State below is protected by mu_.
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<SnapshotStats> last_snapshot_ ABSL_GUARDED_BY(mu_);
+  int snapshots_taken_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::thread snapshotter_;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_STORAGE_DURABLE_STORE_H_

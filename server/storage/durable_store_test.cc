@@ -1,0 +1,377 @@
+#include "server/storage/durable_store.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lapse {
+namespace {
+
+using ::testing::HasSubstr;
+
+const absl::Time kStart = absl::FromUnixMillis(1'700'000'000'000);
+
+std::vector<std::string> Names(const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> names = files::List(dir);
+  EXPECT_TRUE(names.ok()) << names.status();
+  return names.ok() ? *names : std::vector<std::string>{};
+}
+
+DurableStore::Options WithoutAutomaticSnapshots() {
+  DurableStore::Options options;
+  options.snapshot_after_bytes = 0;
+  return options;
+}
+
+std::string MakeTempDir() {
+  std::string pattern = absl::StrCat(::testing::TempDir(), "/lapse-store-XXXXXX");
+  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+  return pattern;
+}
+
+// One server's worth of state over a data directory, as lapsed wires it.
+struct Server {
+  Server(const std::string& dir, Clock* clock, DurableStore::Options options = {}) {
+    options.dir = dir;
+    absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    store = *std::move(opened);
+    log = std::make_unique<EventLog>(EventLog::Options{
+        .first_sequence = 1000, .visible_on_append = false});
+    Engine::Options engine_options;
+    engine_options.shards = 4;
+    engine_options.journal = store.get();
+    engine = std::make_unique<Engine>(engine_options, clock, log.get());
+    recovered = store->Recover(engine.get(), log.get());
+  }
+  ~Server() {
+    engine.reset();
+    store.reset();
+  }
+
+  absl::Status Durable() {
+    Mutex mu;
+    CondVar cv;
+    bool done = false;
+    absl::Status result;
+    store->WhenDurable([&](absl::Status s) {
+      MutexLock lock(&mu);
+      result = s;
+      done = true;
+      cv.Signal();
+    });
+    MutexLock lock(&mu);
+    while (!done) cv.WaitWithTimeout(&mu, absl::Seconds(1));
+    return result;
+  }
+
+  std::unique_ptr<DurableStore> store;
+  std::unique_ptr<EventLog> log;
+  std::unique_ptr<Engine> engine;
+  absl::StatusOr<RecoveryStats> recovered;
+};
+
+// Everything observable, as text: every collection with every member, and
+// every retained event.
+std::string Dump(Engine& engine, EventLog& log) {
+  std::string out;
+  std::string after;
+  while (true) {
+    auto page = engine.ListCollections("", 1000, after);
+    EXPECT_TRUE(page.ok());
+    for (const CollectionInfo& c : page->collections) {
+      absl::StrAppend(&out, c.name, " n=", c.member_count, " e=", c.expiring_count, "\n");
+      ListMembersOptions options;
+      options.page_size = 1000;
+      while (true) {
+        auto members = engine.ListMembers(c.name, options);
+        EXPECT_TRUE(members.ok());
+        for (const MemberData& m : members->members) {
+          absl::StrAppend(&out, "  ", m.key, "=", m.value, " @",
+                          m.expire_time == NoDeadline() ? -1 : absl::ToUnixMillis(m.expire_time),
+                          "\n");
+        }
+        if (!members->next.has_value()) break;
+        options.after = members->next;
+      }
+    }
+    if (!page->next_after.has_value()) break;
+    after = *page->next_after;
+  }
+  EventFilter all;
+  all.include_values = true;
+  uint64_t cursor = log.oldest_retained_sequence() - 1;
+  while (true) {
+    auto batch = log.Read(cursor, all, ReadLimits{});
+    EXPECT_TRUE(batch.ok());
+    for (const ExpiryEvent& e : batch->events) {
+      absl::StrAppend(&out, "event ", e.sequence, " ", e.collection, "/", e.key, "=", e.value,
+                      " @", absl::ToUnixMillis(e.expire_time), " at ",
+                      absl::ToUnixNanos(e.expired_at), "\n");
+    }
+    if (batch->events.empty()) break;
+    cursor = batch->examined_sequence;
+  }
+  absl::StrAppend(&out, "last=", log.last_sequence(), "\n");
+  return out;
+}
+
+absl::Status Put(Engine& engine, absl::string_view c, absl::string_view k, absl::string_view v,
+                 absl::Duration ttl = absl::ZeroDuration()) {
+  MemberWrite w{k, v, ttl == absl::ZeroDuration() ? Expiration::None() : Expiration::Ttl(ttl)};
+  return engine.Put(c, {w}, {}).status();
+}
+
+// A mix of every kind of change.
+void MakeHistory(Server& s, FakeClock& clock) {
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(Put(*s.engine, absl::StrCat("c", i % 5), absl::StrCat("k", i),
+                    absl::StrCat("v", i), absl::Seconds(1 + i % 9))
+                    .ok());
+  }
+  ASSERT_TRUE(Put(*s.engine, "persist", "p", "forever").ok());
+  absl::string_view keys[] = {"k1", "k6"};
+  ASSERT_TRUE(s.engine->Remove("c1", keys).ok());
+  absl::string_view ekeys[] = {"k2"};
+  ASSERT_TRUE(s.engine->Expire("c2", ekeys, Expiration::Ttl(absl::Hours(2)),
+                               ExpireCondition::kAlways)
+                  .ok());
+  absl::string_view pkeys[] = {"k3"};
+  ASSERT_TRUE(s.engine->Persist("c3", pkeys).ok());
+  ASSERT_TRUE(s.engine->DeleteCollection("c4").ok());
+  clock.Advance(absl::Seconds(4));
+  s.engine->ExpireDue();
+  absl::string_view gkeys[] = {"k0"};
+  ASSERT_TRUE(s.engine->Get("c0", gkeys, Expiration::Ttl(absl::Minutes(5))).ok());
+  ASSERT_TRUE(s.Durable().ok());
+}
+
+TEST(DurableStoreTest, RestartRestoresMembersDeadlinesEventsAndTheSequence) {
+  const std::string dir = MakeTempDir();
+  FakeClock clock(kStart);
+  std::string before;
+  {
+    Server s(dir, &clock);
+    ASSERT_TRUE(s.recovered.ok()) << s.recovered.status();
+    MakeHistory(s, clock);
+    before = Dump(*s.engine, *s.log);
+    EXPECT_THAT(before, HasSubstr("event 1000 "));
+  }
+  Server again(dir, &clock);
+  ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
+  EXPECT_GT(again.recovered->batches_replayed, 0u);
+  EXPECT_EQ(Dump(*again.engine, *again.log), before);
+  // New events continue the sequence: none is reused.
+  const uint64_t last = again.log->last_sequence();
+  clock.Advance(absl::Seconds(10));
+  EXPECT_GT(again.engine->ExpireDue(), 0u);
+  ASSERT_TRUE(again.Durable().ok());
+  auto batch = again.log->Read(last, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  ASSERT_FALSE(batch->events.empty());
+  EXPECT_EQ(batch->events[0].sequence, last + 1);
+}
+
+TEST(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
+  const std::string dir = MakeTempDir();
+  FakeClock clock(kStart);
+  std::string before;
+  {
+    Server s(dir, &clock, WithoutAutomaticSnapshots());
+    ASSERT_TRUE(s.recovered.ok());
+    MakeHistory(s, clock);
+    absl::StatusOr<SnapshotStats> snap = s.store->TakeSnapshot();
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    EXPECT_GT(snap->members, 0u);
+    EXPECT_GT(snap->events, 0u);
+    // More history after the snapshot, replayed from the log.
+    ASSERT_TRUE(Put(*s.engine, "after", "a", "1", absl::Seconds(30)).ok());
+    absl::string_view keys[] = {"k5"};
+    ASSERT_TRUE(s.engine->Remove("c0", keys).ok());
+    clock.Advance(absl::Seconds(3));
+    s.engine->ExpireDue();
+    ASSERT_TRUE(s.Durable().ok());
+    before = Dump(*s.engine, *s.log);
+  }
+  int segments = 0, snapshots = 0;
+  for (const std::string& name : Names(dir)) {
+    uint64_t lsn;
+    segments += Wal::ParseSegmentName(name, &lsn);
+    snapshots += ParseSnapshotName(name, &lsn);
+  }
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(segments, 1) << "segments covered by the snapshot are deleted";
+  Server again(dir, &clock, WithoutAutomaticSnapshots());
+  ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
+  EXPECT_FALSE(again.recovered->snapshot.empty());
+  EXPECT_EQ(Dump(*again.engine, *again.log), before);
+}
+
+TEST(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
+  const std::string dir = MakeTempDir();
+  FakeClock clock(kStart);
+  std::string before;
+  {
+    Server s(dir, &clock, WithoutAutomaticSnapshots());
+    ASSERT_TRUE(s.recovered.ok());
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> writers;
+    for (int t = 0; t < 3; ++t) {
+      writers.emplace_back([&, t] {
+        for (int i = 0; !stop.load() || i < 2000; ++i) {
+          const std::string key = absl::StrCat("k", i % 500);
+          if (i % 5 == 4) {
+            absl::string_view keys[] = {key};
+            ASSERT_TRUE(s.engine->Remove(absl::StrCat("w", t), keys).ok());
+          } else {
+            ASSERT_TRUE(Put(*s.engine, absl::StrCat("w", t), key, absl::StrCat(i),
+                            absl::Milliseconds(500 + i % 3000))
+                            .ok());
+          }
+          if (i % 300 == 0) {
+            clock.Advance(absl::Milliseconds(100));
+            s.engine->ExpireDue();
+          }
+          if (i > 20000) break;
+        }
+      });
+    }
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.store->TakeSnapshot().ok());
+    stop = true;
+    for (auto& w : writers) w.join();
+    ASSERT_TRUE(s.Durable().ok());
+    before = Dump(*s.engine, *s.log);
+  }
+  Server again(dir, &clock, WithoutAutomaticSnapshots());
+  ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
+  EXPECT_EQ(Dump(*again.engine, *again.log), before);
+}
+
+TEST(DurableStoreTest, MembersDueWhileDownExpireAfterStartWithTheirEvents) {
+  const std::string dir = MakeTempDir();
+  FakeClock clock(kStart);
+  uint64_t last_before;
+  {
+    Server s(dir, &clock);
+    ASSERT_TRUE(s.recovered.ok());
+    ASSERT_TRUE(Put(*s.engine, "orders:42", "o1", "unpaid", absl::Minutes(30)).ok());
+    ASSERT_TRUE(Put(*s.engine, "orders:42", "o2", "later", absl::Hours(5)).ok());
+    ASSERT_TRUE(s.Durable().ok());
+    last_before = s.log->last_sequence();
+  }
+  clock.Advance(absl::Hours(1));  // The server was down through o1's deadline.
+  Server again(dir, &clock);
+  ASSERT_TRUE(again.recovered.ok());
+  EXPECT_EQ(again.engine->total_members(), 2u);
+  EXPECT_EQ(again.engine->ExpireDue(), 1u);
+  ASSERT_TRUE(again.Durable().ok());
+  EventFilter with_values;
+  with_values.include_values = true;
+  auto batch = again.log->Read(last_before, with_values, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->events.size(), 1u);
+  EXPECT_EQ(batch->events[0].key, "o1");
+  EXPECT_EQ(batch->events[0].value, "unpaid");
+  EXPECT_EQ(batch->events[0].expire_time, kStart + absl::Minutes(30));
+  EXPECT_EQ(batch->events[0].sequence, last_before + 1);
+}
+
+TEST(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
+  const std::string dir = MakeTempDir();
+  FakeClock clock(kStart);
+  uint64_t position;
+  std::vector<std::string> expected;
+  {
+    Server s(dir, &clock);
+    ASSERT_TRUE(s.recovered.ok());
+    for (int i = 0; i < 6; ++i) {
+      ASSERT_TRUE(Put(*s.engine, "c", absl::StrCat("k", i), "v", absl::Seconds(i + 1)).ok());
+    }
+    clock.Advance(absl::Seconds(2));
+    s.engine->ExpireDue();
+    ASSERT_TRUE(s.Durable().ok());
+    position = s.log->last_sequence();  // A watcher has read k0, k1.
+    clock.Advance(absl::Seconds(2));
+    s.engine->ExpireDue();  // k2, k3: expired while the watcher is away.
+    ASSERT_TRUE(s.Durable().ok());
+    auto rest = s.log->Read(position, EventFilter{}, ReadLimits{});
+    for (const ExpiryEvent& e : rest->events) expected.push_back(absl::StrCat(e.sequence, e.key));
+  }
+  Server again(dir, &clock);
+  ASSERT_TRUE(again.recovered.ok());
+  auto after = again.log->Read(position, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(after.ok()) << after.status();
+  std::vector<std::string> got;
+  for (const ExpiryEvent& e : after->events) got.push_back(absl::StrCat(e.sequence, e.key));
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(got.size(), 2u);
+}
+
+TEST(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
+  const std::string dir = MakeTempDir();
+  DurableStore::Options options;
+  options.dir = dir;
+  absl::StatusOr<std::unique_ptr<DurableStore>> first = DurableStore::Open(options);
+  ASSERT_TRUE(first.ok());
+  absl::StatusOr<std::unique_ptr<DurableStore>> second = DurableStore::Open(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use"));
+  first->reset();
+  EXPECT_TRUE(DurableStore::Open(options).ok());
+}
+
+TEST(DurableStoreTest, ADamagedSnapshotRefusesToStart) {
+  const std::string dir = MakeTempDir();
+  FakeClock clock(kStart);
+  {
+    Server s(dir, &clock, WithoutAutomaticSnapshots());
+    ASSERT_TRUE(s.recovered.ok());
+    MakeHistory(s, clock);
+    ASSERT_TRUE(s.store->TakeSnapshot().ok());
+  }
+  std::string snapshot;
+  for (const std::string& name : Names(dir)) {
+    uint64_t lsn;
+    if (ParseSnapshotName(name, &lsn)) snapshot = absl::StrCat(dir, "/", name);
+  }
+  std::string data = *files::ReadAll(snapshot);
+  data[data.size() / 2] ^= 0x20;
+  ASSERT_TRUE(files::Remove(snapshot).ok());
+  ASSERT_TRUE(files::WriteAtomically(dir, snapshot.substr(dir.size() + 1), data).ok());
+  Server again(dir, &clock);
+  EXPECT_EQ(again.recovered.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(again.recovered.status().message(), HasSubstr(snapshot));
+}
+
+TEST(DurableStoreTest, AutomaticSnapshotsKeepTheLogShort) {
+  const std::string dir = MakeTempDir();
+  FakeClock clock(kStart);
+  std::string before;
+  {
+    DurableStore::Options options;
+    options.segment_bytes = 4096;
+    options.snapshot_after_bytes = 16384;
+    Server s(dir, &clock, options);
+    ASSERT_TRUE(s.recovered.ok());
+    for (int i = 0; i < 3000; ++i) {
+      ASSERT_TRUE(Put(*s.engine, "c", absl::StrCat("k", i % 100), std::string(40, 'v')).ok());
+    }
+    ASSERT_TRUE(s.Durable().ok());
+    ASSERT_TRUE(s.store->AwaitSnapshotsForTesting(1, absl::Seconds(30)));
+    before = Dump(*s.engine, *s.log);
+  }
+  Server again(dir, &clock);
+  ASSERT_TRUE(again.recovered.ok());
+  EXPECT_EQ(Dump(*again.engine, *again.log), before);
+}
+
+}  // namespace
+}  // namespace lapse

@@ -1,0 +1,207 @@
+#include "server/storage/snapshot.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "server/storage/files.h"
+#include "server/storage/frame.h"
+
+namespace lapse {
+namespace {
+
+constexpr absl::string_view kHeaderMagic = "lapse-snapshot-1";
+constexpr absl::string_view kFooterMagic = "end";
+constexpr size_t kMembersPerChunk = 1024;
+constexpr size_t kEventsPerChunk = 4096;
+constexpr size_t kWriteBufferBytes = 1 << 20;
+
+void PutFixed64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+bool GetFixed64(absl::string_view* in, uint64_t* v) {
+  if (in->size() < 8) return false;
+  *v = 0;
+  for (int i = 0; i < 8; ++i) *v |= static_cast<uint64_t>(static_cast<uint8_t>((*in)[i])) << (8 * i);
+  in->remove_prefix(8);
+  return true;
+}
+
+// Streams frames to a file, numbering them.
+class FrameWriter {
+ public:
+  FrameWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+
+  absl::Status Add(absl::string_view payload) {
+    AppendFrame(&buffer_, next_index_++, payload);
+    return buffer_.size() >= kWriteBufferBytes ? Flush() : absl::OkStatus();
+  }
+  absl::Status Flush() {
+    absl::Status s = files::WriteAll(fd_, buffer_, path_);
+    bytes_ += buffer_.size();
+    buffer_.clear();
+    return s;
+  }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  const int fd_;
+  const std::string path_;
+  std::string buffer_;
+  uint64_t next_index_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+absl::Status WriteContents(FrameWriter& out, uint64_t replay_from_lsn, Engine* engine,
+                           const EventLog& log, SnapshotStats* stats) {
+  std::string header(kHeaderMagic);
+  PutFixed64(&header, replay_from_lsn);
+  if (absl::Status s = out.Add(header); !s.ok()) return s;
+
+  Engine::ScanCursor cursor;
+  BatchEncoder members;
+  bool more = true;
+  while (more) {
+    const absl::Time start = absl::Now();
+    more = engine->Scan(&cursor, kMembersPerChunk,
+                        [&](absl::string_view collection, absl::string_view key,
+                            absl::string_view value, int64_t deadline_ms) {
+                          members.Put(collection, key, value, deadline_ms);
+                        });
+    stats->longest_lock_hold = std::max(stats->longest_lock_hold, absl::Now() - start);
+    stats->members += members.count();
+    if (!members.empty()) {
+      if (absl::Status s = out.Add(members.Finish(0)); !s.ok()) return s;
+    }
+  }
+
+  EventFilter all;
+  all.include_values = true;
+  ReadLimits limits;
+  limits.max_events = kEventsPerChunk;
+  limits.max_examined = kEventsPerChunk;
+  limits.max_bytes = size_t{16} << 20;
+  uint64_t after = log.oldest_retained_sequence() - 1;
+  while (true) {
+    absl::StatusOr<EventBatch> batch = log.Read(after, all, limits);
+    if (!batch.ok()) {
+      // Trimmed while we read: those events are out of retention anyway.
+      after = log.oldest_retained_sequence() - 1;
+      continue;
+    }
+    if (batch->events.empty()) break;
+    BatchEncoder events;
+    for (const ExpiryEvent& e : batch->events) events.Event(e);
+    stats->events += events.count();
+    if (absl::Status s = out.Add(events.Finish(0)); !s.ok()) return s;
+    after = batch->examined_sequence;
+  }
+
+  std::string footer(kFooterMagic);
+  PutFixed64(&footer, stats->members);
+  PutFixed64(&footer, stats->events);
+  PutFixed64(&footer, std::max(after, log.last_sequence()) + 1);
+  if (absl::Status s = out.Add(footer); !s.ok()) return s;
+  return out.Flush();
+}
+
+}  // namespace
+
+std::string SnapshotName(uint64_t replay_from_lsn) {
+  return absl::StrFormat("snapshot-%020d.snap", replay_from_lsn);
+}
+
+bool ParseSnapshotName(absl::string_view name, uint64_t* replay_from_lsn) {
+  if (!absl::ConsumePrefix(&name, "snapshot-") || !absl::ConsumeSuffix(&name, ".snap")) {
+    return false;
+  }
+  return name.size() == 20 && absl::SimpleAtoi(name, replay_from_lsn);
+}
+
+absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
+                                            Engine* engine, const EventLog& log) {
+  const absl::Time start = absl::Now();
+  const std::string name = SnapshotName(replay_from_lsn);
+  const std::string tmp = absl::StrCat(dir, "/", name, ".tmp");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", tmp));
+  SnapshotStats stats;
+  FrameWriter out(fd, tmp);
+  absl::Status s = WriteContents(out, replay_from_lsn, engine, log, &stats);
+  if (s.ok()) s = files::Fsync(fd, tmp);
+  ::close(fd);
+  if (s.ok() && ::rename(tmp.c_str(), absl::StrCat(dir, "/", name).c_str()) != 0) {
+    s = absl::InternalError(absl::StrCat("cannot rename ", tmp));
+  }
+  if (s.ok()) s = files::FsyncDir(dir);
+  if (!s.ok()) {
+    files::Remove(tmp).IgnoreError();
+    return s;
+  }
+  stats.bytes = out.bytes();
+  stats.took = absl::Now() - start;
+  return stats;
+}
+
+absl::StatusOr<SnapshotContents> LoadSnapshot(
+    const std::string& path, const std::function<void(const JournalRecord&)>& fn) {
+  absl::StatusOr<std::string> data = files::ReadAll(path);
+  if (!data.ok()) return data.status();
+  SnapshotContents contents;
+  size_t offset = 0;
+  uint64_t index = 0;
+  bool footer_seen = false;
+  auto damaged = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrFormat("snapshot %s is damaged at offset %d: %s", path,
+                                               offset, why));
+  };
+  uint64_t members = 0;
+  uint64_t events = 0;
+  while (!footer_seen) {
+    Frame frame;
+    const FrameStatus fs = ParseFrame(*data, offset, &frame);
+    if (fs == FrameStatus::kEnd) return damaged("it ends before its footer");
+    if (fs != FrameStatus::kOk || frame.lsn != index) return damaged("bad frame");
+    absl::string_view payload = frame.payload;
+    if (index == 0) {
+      if (!absl::ConsumePrefix(&payload, kHeaderMagic) ||
+          !GetFixed64(&payload, &contents.replay_from_lsn)) {
+        return damaged("not a lapse snapshot");
+      }
+    } else if (absl::ConsumePrefix(&payload, kFooterMagic) && payload.size() == 24) {
+      GetFixed64(&payload, &contents.members);
+      GetFixed64(&payload, &contents.events);
+      GetFixed64(&payload, &contents.next_event_sequence);
+      footer_seen = true;
+    } else {
+      absl::Status s = DecodeBatch(frame.payload, [&](const JournalRecord& r) {
+        if (r.type == RecordType::kPut) {
+          ++members;
+        } else if (r.type == RecordType::kEvent) {
+          ++events;
+        } else {
+          return absl::DataLossError("unexpected record type");
+        }
+        fn(r);
+        return absl::OkStatus();
+      });
+      if (!s.ok()) return damaged(s.message());
+    }
+    offset += frame.size;
+    ++index;
+  }
+  if (offset != data->size()) return damaged("bytes after the footer");
+  if (members != contents.members || events != contents.events) {
+    return damaged("the footer's counts do not match the contents");
+  }
+  return contents;
+}
+
+}  // namespace lapse

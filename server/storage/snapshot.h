@@ -1,0 +1,66 @@
+// Snapshot: a compact image of the store, so recovery need not replay the
+// whole history. DIR/snapshot-<LSN>.snap holds every member, the retained
+// event log and the next event sequence; recovery loads it and replays the
+// write-ahead log from LSN on.
+//
+// A snapshot is taken while writes go on ("fuzzy"): the engine is scanned a
+// chunk at a time, one shard lock held per chunk, so no write waits more than
+// one chunk. A member changed during the scan may appear in either state,
+// which is harmless: its change is in the log at an LSN >= the snapshot's,
+// and replaying a record sets state whatever it was (journal.h).
+//
+// File layout: frames (frame.h) numbered from 0.
+//   0:      "lapse-snapshot-1" | replay_from_lsn u64
+//   1..n-1: batches (journal.h) of kPut records, then of kEvent records
+//   n:      "end" | members u64 | events u64 | next_event_sequence u64
+// Written to a temporary name, fsynced, renamed, and the directory fsynced.
+#ifndef LAPSE_SERVER_STORAGE_SNAPSHOT_H_
+#define LAPSE_SERVER_STORAGE_SNAPSHOT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/engine.h"
+#include "server/event_log.h"
+#include "server/journal.h"
+
+namespace lapse {
+
+struct SnapshotStats {
+  uint64_t members = 0;
+  uint64_t events = 0;
+  uint64_t bytes = 0;
+  absl::Duration took;
+  // The longest a shard lock was held for the scan: the longest any write
+  // could have waited for the snapshot.
+  absl::Duration longest_lock_hold;
+};
+
+struct SnapshotContents {
+  uint64_t replay_from_lsn = 0;
+  uint64_t next_event_sequence = 0;
+  uint64_t members = 0;
+  uint64_t events = 0;
+};
+
+std::string SnapshotName(uint64_t replay_from_lsn);
+bool ParseSnapshotName(absl::string_view name, uint64_t* replay_from_lsn);
+
+// Writes DIR/snapshot-<replay_from_lsn>.snap from `engine` and `log`. Every
+// event of a batch with LSN < replay_from_lsn must already be visible in
+// `log`.
+absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
+                                            Engine* engine, const EventLog& log);
+
+// Reads a snapshot, calling `fn` for each kPut and kEvent record. DATA_LOSS
+// naming the file and offset when it is damaged or incomplete.
+absl::StatusOr<SnapshotContents> LoadSnapshot(
+    const std::string& path, const std::function<void(const JournalRecord&)>& fn);
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_STORAGE_SNAPSHOT_H_

@@ -1,0 +1,290 @@
+#include "server/storage/wal.h"
+
+#include <stdlib.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/storage/files.h"
+#include "server/storage/frame.h"
+
+namespace lapse {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string MakeTempDir() {
+  std::string pattern = absl::StrCat(::testing::TempDir(), "/lapse-wal-XXXXXX");
+  char* dir = ::mkdtemp(pattern.data());
+  EXPECT_NE(dir, nullptr);
+  return pattern;
+}
+
+// Waits for WhenDurable's answer.
+absl::Status Durable(Wal& wal) {
+  Mutex mu;
+  CondVar cv;
+  bool done = false;
+  absl::Status result;
+  wal.WhenDurable([&](absl::Status s) {
+    MutexLock lock(&mu);
+    result = s;
+    done = true;
+    cv.Signal();
+  });
+  MutexLock lock(&mu);
+  while (!done) cv.WaitWithTimeout(&mu, absl::Seconds(1));
+  return result;
+}
+
+std::string Batch(int i) { return absl::StrCat("batch-", i, std::string(i % 7, 'x')); }
+
+// Writes `n` batches with LSNs 1..n into a fresh log in `dir`.
+void WriteBatches(const std::string& dir, int n, FsyncPolicy fsync = FsyncPolicy::kNever) {
+  absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open({.dir = dir, .fsync = fsync}, 1);
+  ASSERT_TRUE(wal.ok()) << wal.status();
+  for (int i = 1; i <= n; ++i) (*wal)->Append(Batch(i), 0);
+  ASSERT_TRUE(Durable(**wal).ok());
+}
+
+struct Replayed {
+  absl::StatusOr<WalReplayResult> result;
+  std::vector<std::string> batches;
+};
+
+Replayed Replay(const std::string& dir, uint64_t from = 1, bool truncate_damaged = false) {
+  Replayed r;
+  uint64_t expected = from;
+  r.result = ReplayWal(dir, from, truncate_damaged, [&](uint64_t lsn, absl::string_view batch) {
+    EXPECT_EQ(lsn, expected++);
+    r.batches.emplace_back(batch);
+    return absl::OkStatus();
+  });
+  return r;
+}
+
+std::string OnlySegment(const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> listed = files::List(dir);
+  EXPECT_TRUE(listed.ok());
+  const std::vector<std::string> names = listed.ok() ? *listed : std::vector<std::string>{};
+  std::vector<std::string> segments;
+  for (const std::string& n : names) {
+    uint64_t lsn;
+    if (Wal::ParseSegmentName(n, &lsn)) segments.push_back(absl::StrCat(dir, "/", n));
+  }
+  EXPECT_EQ(segments.size(), 1u);
+  return segments.empty() ? "" : segments[0];
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  ASSERT_TRUE(files::Remove(path).ok());
+  ASSERT_TRUE(files::WriteAtomically(path.substr(0, path.rfind('/')), path.substr(path.rfind('/') + 1),
+                                     data)
+                  .ok());
+}
+
+TEST(WalTest, BatchesReplayInOrderWithTheirLsns) {
+  const std::string dir = MakeTempDir();
+  WriteBatches(dir, 50);
+  Replayed r = Replay(dir);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  ASSERT_EQ(r.batches.size(), 50u);
+  EXPECT_EQ(r.batches[9], Batch(10));
+  EXPECT_EQ(r.result->next_lsn, 51u);
+  EXPECT_TRUE(r.result->cut_file.empty());
+}
+
+TEST(WalTest, ReplayFromAnLsnSkipsEarlierBatches) {
+  const std::string dir = MakeTempDir();
+  WriteBatches(dir, 10);
+  Replayed r = Replay(dir, 8);
+  ASSERT_TRUE(r.result.ok());
+  EXPECT_EQ(r.batches.size(), 3u);
+}
+
+TEST(WalTest, EmptyDirectoryReplaysNothing) {
+  Replayed r = Replay(MakeTempDir(), 7);
+  ASSERT_TRUE(r.result.ok());
+  EXPECT_TRUE(r.batches.empty());
+  EXPECT_EQ(r.result->next_lsn, 7u);
+}
+
+TEST(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
+  const std::string dir = MakeTempDir();
+  auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways}, 1);
+  ASSERT_TRUE(wal.ok());
+  constexpr int kThreads = 8, kPerThread = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        (*wal)->Append(Batch(t * kPerThread + i), 0);
+        ASSERT_TRUE(Durable(**wal).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const WalStats stats = (*wal)->stats();
+  EXPECT_GT(stats.fsyncs, 0u);
+  EXPECT_LE(stats.fsyncs, stats.writes);
+  wal->reset();
+  Replayed r = Replay(dir);
+  ASSERT_TRUE(r.result.ok());
+  EXPECT_EQ(r.batches.size(), static_cast<size_t>(kThreads * kPerThread));
+}
+
+TEST(WalTest, EventsBecomeVisibleOnlyOnceTheirBatchIsDurable) {
+  const std::string dir = MakeTempDir();
+  EventLog log({.first_sequence = 1, .visible_on_append = false});
+  auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways, .events = &log}, 1);
+  ASSERT_TRUE(wal.ok());
+  ExpiryEvent e;
+  e.collection = "c";
+  e.key = "k";
+  const uint64_t seq = log.Append({e});
+  EXPECT_EQ(log.last_sequence(), 0u);
+  (*wal)->Append("batch with the expiry", seq);
+  ASSERT_TRUE(Durable(**wal).ok());
+  EXPECT_EQ(log.last_sequence(), seq);
+}
+
+TEST(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
+  const std::string dir = MakeTempDir();
+  auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever}, 1);
+  ASSERT_TRUE(wal.ok());
+  for (int i = 1; i <= 5; ++i) (*wal)->Append(Batch(i), 0);
+  absl::StatusOr<uint64_t> next = (*wal)->Rotate();
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, 6u);
+  for (int i = 6; i <= 9; ++i) (*wal)->Append(Batch(i), 0);
+  ASSERT_TRUE(Durable(**wal).ok());
+  wal->reset();
+  EXPECT_TRUE(files::ReadAll(absl::StrCat(dir, "/", Wal::SegmentName(6))).ok());
+  Replayed r = Replay(dir);
+  ASSERT_TRUE(r.result.ok());
+  EXPECT_EQ(r.batches.size(), 9u);
+  Replayed tail = Replay(dir, 6);
+  EXPECT_EQ(tail.batches.size(), 4u);
+}
+
+TEST(WalTest, SegmentsRollOverBySize) {
+  const std::string dir = MakeTempDir();
+  {
+    auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever, .segment_bytes = 200}, 1);
+    ASSERT_TRUE(wal.ok());
+    for (int i = 1; i <= 40; ++i) {
+      (*wal)->Append(Batch(i), 0);
+      ASSERT_TRUE(Durable(**wal).ok());
+    }
+  }
+  EXPECT_GT(files::List(dir)->size(), 3u);
+  Replayed r = Replay(dir);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 40u);
+}
+
+TEST(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
+  const std::string dir = MakeTempDir();
+  WriteBatches(dir, 12);
+  const std::string path = OnlySegment(dir);
+  const std::string original = *files::ReadAll(path);
+  // Where each frame ends.
+  std::vector<size_t> ends;
+  for (size_t off = 0; off < original.size();) {
+    Frame f;
+    ASSERT_EQ(ParseFrame(original, off, &f), FrameStatus::kOk);
+    off += f.size;
+    ends.push_back(off);
+  }
+  for (size_t cut = 0; cut <= original.size(); ++cut) {
+    WriteFile(path, original.substr(0, cut));
+    Replayed r = Replay(dir);
+    ASSERT_TRUE(r.result.ok()) << "cut at " << cut << ": " << r.result.status();
+    const size_t whole = std::upper_bound(ends.begin(), ends.end(), cut) - ends.begin();
+    EXPECT_EQ(r.batches.size(), whole) << "cut at " << cut;
+    const size_t kept = whole == 0 ? 0 : ends[whole - 1];
+    EXPECT_EQ(r.result->cut_bytes, cut - kept) << "cut at " << cut;
+    EXPECT_EQ(files::ReadAll(path)->size(), kept) << "the torn tail is cut off the file";
+  }
+}
+
+TEST(WalTest, ABitFlipInTheLastBatchIsATornTail) {
+  const std::string dir = MakeTempDir();
+  WriteBatches(dir, 5);
+  const std::string path = OnlySegment(dir);
+  std::string data = *files::ReadAll(path);
+  data[data.size() - 2] ^= 0x10;
+  WriteFile(path, data);
+  Replayed r = Replay(dir);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 4u);
+  EXPECT_GT(r.result->cut_bytes, 0u);
+}
+
+TEST(WalTest, ABitFlipInTheMiddleRefusesToStartNamingFileAndOffset) {
+  const std::string dir = MakeTempDir();
+  WriteBatches(dir, 10);
+  const std::string path = OnlySegment(dir);
+  const std::string original = *files::ReadAll(path);
+  // Flip one bit in every byte of the first frames, one at a time.
+  Frame first;
+  ASSERT_EQ(ParseFrame(original, 0, &first), FrameStatus::kOk);
+  for (size_t pos = 0; pos < 3 * first.size; ++pos) {
+    std::string data = original;
+    data[pos] ^= 0x04;
+    WriteFile(path, data);
+    Replayed r = Replay(dir);
+    ASSERT_FALSE(r.result.ok()) << "flip at " << pos;
+    EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(r.result.status().message(), HasSubstr(path));
+    EXPECT_THAT(r.result.status().message(), HasSubstr("--wal_truncate_damaged"));
+    EXPECT_EQ(*files::ReadAll(path), data) << "a refused start changes nothing";
+  }
+}
+
+TEST(WalTest, TruncateDamagedKeepsWhatPrecedesTheDamage) {
+  const std::string dir = MakeTempDir();
+  WriteBatches(dir, 10);
+  const std::string path = OnlySegment(dir);
+  std::string data = *files::ReadAll(path);
+  Frame first, second;
+  ASSERT_EQ(ParseFrame(data, 0, &first), FrameStatus::kOk);
+  ASSERT_EQ(ParseFrame(data, first.size, &second), FrameStatus::kOk);
+  data[first.size + second.size + kFrameHeaderSize + 1] ^= 0x01;  // In batch 3.
+  WriteFile(path, data);
+  Replayed r = Replay(dir, 1, /*truncate_damaged=*/true);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 2u);
+  EXPECT_THAT(r.result->discarded, HasSubstr("LSN 3"));
+  EXPECT_EQ(r.result->next_lsn, 3u);
+}
+
+TEST(WalTest, AMissingSegmentIsDataLoss) {
+  const std::string dir = MakeTempDir();
+  {
+    auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever}, 1);
+    ASSERT_TRUE(wal.ok());
+    for (int round = 0; round < 3; ++round) {
+      (*wal)->Append(Batch(round), 0);
+      ASSERT_TRUE((*wal)->Rotate().ok());
+    }
+  }
+  ASSERT_TRUE(files::Remove(absl::StrCat(dir, "/", Wal::SegmentName(2))).ok());
+  Replayed r = Replay(dir);
+  EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.result.status().message(), HasSubstr("missing"));
+}
+
+TEST(WalTest, ParsesFsyncPolicies) {
+  EXPECT_EQ(*ParseFsyncPolicy("always"), FsyncPolicy::kAlways);
+  EXPECT_EQ(*ParseFsyncPolicy("everysec"), FsyncPolicy::kEverySecond);
+  EXPECT_EQ(*ParseFsyncPolicy("never"), FsyncPolicy::kNever);
+  EXPECT_EQ(ParseFsyncPolicy("sometimes").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lapse
