@@ -41,9 +41,9 @@ uint64_t EventLog::Append(std::vector<ExpiryEvent> events) {
       bytes_ += FootprintOf(e);
       events_.push_back(std::move(e));
     }
-    TrimLocked();
     last = next - 1;
     if (options_.visible_on_append) visible_sequence_ = last;
+    TrimLocked();
   }
   if (!events.empty() && options_.visible_on_append && append_listener_) {
     append_listener_(last);

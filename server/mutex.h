@@ -9,6 +9,7 @@
 #ifndef LAPSE_SERVER_MUTEX_H_
 #define LAPSE_SERVER_MUTEX_H_
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <shared_mutex>
@@ -65,7 +66,10 @@ class CondVar {
   // May return early, like every condition variable: callers loop on their
   // condition.
   void WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
-    cv_.wait_for(mu->mu_, absl::ToChronoNanoseconds(timeout));
+    // Bounded so that an infinite timeout does not overflow the conversion;
+    // a spurious early return is allowed anyway.
+    const absl::Duration bounded = std::min(timeout, absl::Hours(24));
+    cv_.wait_for(mu->mu_, absl::ToChronoNanoseconds(bounded));
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
