@@ -1,0 +1,92 @@
+#include "server/lapse_server.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace lapse {
+namespace {
+
+EventLog::Options LogOptions(const ServerOptions& options) {
+  EventLog::Options log;
+  // Never 0: "after the sequence before the first" must stay representable.
+  log.first_sequence = static_cast<uint64_t>(
+      std::max<int64_t>(1, absl::ToUnixNanos(options.clock->Now())));
+  log.max_events = options.event_retention_events;
+  log.max_bytes = options.event_retention_bytes;
+  return log;
+}
+
+Engine::Options EngineOptions(const ServerOptions& options) {
+  Engine::Options engine;
+  engine.shards = options.shards;
+  engine.limits = options.limits;
+  return engine;
+}
+
+WatchHub::Options HubOptions(const ServerOptions& options) {
+  WatchHub::Options hub;
+  hub.heartbeat_interval = options.heartbeat_interval;
+  hub.read_limits.max_events = options.watch_batch_max_events;
+  hub.read_limits.max_bytes = options.watch_batch_max_bytes;
+  return hub;
+}
+
+}  // namespace
+
+LapseServer::LapseServer(const ServerOptions& options)
+    : options_(options),
+      event_log_(LogOptions(options_)),
+      engine_(EngineOptions(options_), options_.clock, &event_log_),
+      hub_(&event_log_, HubOptions(options_)),
+      service_(&engine_, &event_log_, &hub_),
+      expirer_(std::make_unique<Expirer>(&engine_, options_.clock)) {}
+
+LapseServer::~LapseServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::StatusOr<int> LapseServer::Start() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options_.listen_address,
+                           grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  builder.RegisterService(&service_);
+  server_ = builder.BuildAndStart();
+  if (server_ != nullptr && port == 0) {
+    server_->Shutdown();
+    server_.reset();
+  }
+  if (server_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.listen_address));
+  }
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(v1::LapseService::service_full_name(), true);
+  return port;
+}
+
+void LapseServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  service_.StartDraining();
+  if (server_ != nullptr) {
+    // NOT_SERVING for every service, for good.
+    server_->GetHealthCheckService()->Shutdown();
+  }
+  hub_.Shutdown();
+  if (server_ != nullptr) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  }
+  expirer_.reset();
+}
+
+}  // namespace lapse

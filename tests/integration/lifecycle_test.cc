@@ -1,0 +1,96 @@
+// Drain and shutdown: watch streams end with UNAVAILABLE and their resume
+// point, health turns NOT_SERVING.
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "integration/health.grpc.pb.h"
+#include "tests/integration/test_server.h"
+
+namespace lapse::testing {
+namespace {
+
+using ::grpc::health::v1::Health;
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::testing::HasSubstr;
+
+TEST(LifecycleTest, ShutdownEndsWatchStreamsWithTheirLastDeliveredSequence) {
+  TestServer server;
+  PutTtl(server.stub(), "s", {"a", "b"}, absl::Seconds(1));
+  Watcher busy(server.stub(), AllEvents());
+  v1::WatchExpirationsRequest nothing_matches = AllEvents();
+  nothing_matches.add_collections("quiet");
+  Watcher idle(server.stub(), nothing_matches);
+  const uint64_t start = server.server().event_log().last_sequence();
+  server.ExpireAfter(absl::Seconds(1));
+  ASSERT_TRUE(busy.WaitForEvents(2));
+  const uint64_t delivered = busy.responses().back().examined_sequence();
+  EXPECT_EQ(delivered, start + 2);
+
+  server.server().Shutdown(absl::Seconds(5));
+
+  const grpc::Status busy_status = busy.WaitForEnd();
+  EXPECT_EQ(busy_status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(busy_status.error_message(),
+              HasSubstr(absl::StrCat("server shutting down; last delivered "
+                                     "sequence ", delivered)));
+  // A stream that was sent nothing resumes from where it started.
+  const grpc::Status idle_status = idle.WaitForEnd();
+  EXPECT_EQ(idle_status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(idle_status.error_message(),
+              HasSubstr(absl::StrCat("last delivered sequence ", start)));
+}
+
+TEST(LifecycleTest, RpcsAfterShutdownAreUnavailable) {
+  TestServer server;
+  server.server().Shutdown(absl::ZeroDuration());
+  v1::GetCollectionRequest request;
+  request.set_name("c");
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::GetCollectionResponse response;
+  EXPECT_EQ(server.stub().GetCollection(&context, request, &response).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(LifecycleTest, HealthIsServingThenNotServingOnDrain) {
+  TestServer server;
+  std::unique_ptr<Health::Stub> health = Health::NewStub(server.NewChannel());
+  for (const char* service : {"", "lapse.v1.LapseService"}) {
+    HealthCheckRequest request;
+    request.set_service(service);
+    grpc::ClientContext context;
+    GuardDeadline(&context);
+    HealthCheckResponse response;
+    ASSERT_TRUE(health->Check(&context, request, &response).ok()) << service;
+    EXPECT_EQ(response.status(), HealthCheckResponse::SERVING) << service;
+  }
+
+  HealthCheckRequest request;
+  request.set_service("lapse.v1.LapseService");
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> watch =
+      health->Watch(&context, request);
+  HealthCheckResponse response;
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  std::thread drain([&server] { server.server().Shutdown(absl::Seconds(5)); });
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  // Like a load balancer that has seen enough. (gRPC's health service would
+  // otherwise hold the stream open until the shutdown deadline.)
+  context.TryCancel();
+  while (watch->Read(&response)) {
+    EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  }
+  watch->Finish().IgnoreError();
+  drain.join();
+}
+
+}  // namespace
+}  // namespace lapse::testing

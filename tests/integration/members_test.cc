@@ -1,0 +1,345 @@
+// Member RPCs end to end: results, outcomes and expire_time round trips.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/proto_convert.h"
+#include "tests/integration/test_server.h"
+
+namespace lapse::testing {
+namespace {
+
+using ::testing::ElementsAre;
+
+absl::Time Time(const google::protobuf::Timestamp& ts) {
+  return *TimeFromProto(ts, "test");
+}
+
+google::protobuf::Duration Millis(int64_t ms) {
+  google::protobuf::Duration d;
+  d.set_seconds(ms / 1000);
+  d.set_nanos(static_cast<int32_t>(ms % 1000) * 1'000'000);
+  return d;
+}
+
+std::vector<std::string> Keys(const v1::ListMembersResponse& response) {
+  std::vector<std::string> keys;
+  for (const v1::Member& m : response.members()) keys.push_back(m.key());
+  return keys;
+}
+
+class MembersTest : public ::testing::Test {
+ protected:
+  grpc::Status Put(const v1::PutMembersRequest& request,
+                   v1::PutMembersResponse* response) {
+    grpc::ClientContext context;
+    GuardDeadline(&context);
+    return server_.stub().PutMembers(&context, request, response);
+  }
+
+  v1::GetMembersResponse Get(const v1::GetMembersRequest& request) {
+    grpc::ClientContext context;
+    GuardDeadline(&context);
+    v1::GetMembersResponse response;
+    const grpc::Status status =
+        server_.stub().GetMembers(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  v1::ListMembersResponse List(const v1::ListMembersRequest& request) {
+    grpc::ClientContext context;
+    GuardDeadline(&context);
+    v1::ListMembersResponse response;
+    const grpc::Status status =
+        server_.stub().ListMembers(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  TestServer server_;
+};
+
+TEST_F(MembersTest, PutReportsOutcomesAndRoundsDeadlinesUpToTheMillisecond) {
+  v1::PutMembersRequest request;
+  request.set_collection("orders");
+  v1::MemberWrite* ttl = request.add_members();
+  ttl->set_key("ttl");
+  ttl->set_value("1");
+  ttl->mutable_ttl()->set_seconds(1);
+  ttl->mutable_ttl()->set_nanos(500'000'001);
+  v1::MemberWrite* at = request.add_members();
+  at->set_key("at");
+  at->set_value("2");
+  *at->mutable_expire_time() =
+      *TimeToProto(StartTime() + absl::Seconds(10) + absl::Nanoseconds(1));
+  v1::MemberWrite* persistent = request.add_members();
+  persistent->set_key("persistent");
+  persistent->set_value("3");
+
+  v1::PutMembersResponse response;
+  ASSERT_TRUE(Put(request, &response).ok());
+  ASSERT_EQ(response.results_size(), 3);
+  EXPECT_EQ(response.results(0).key(), "ttl");
+  EXPECT_EQ(response.results(0).outcome(), v1::PUT_OUTCOME_CREATED);
+  EXPECT_EQ(Time(response.results(0).expire_time()),
+            StartTime() + absl::Milliseconds(1501));
+  EXPECT_EQ(response.results(1).key(), "at");
+  EXPECT_EQ(Time(response.results(1).expire_time()),
+            StartTime() + absl::Milliseconds(10'001));
+  EXPECT_EQ(response.results(2).outcome(), v1::PUT_OUTCOME_CREATED);
+  EXPECT_FALSE(response.results(2).has_expire_time());
+
+  // Conditions: IF_ABSENT skips an existing member, IF_PRESENT a missing one.
+  v1::PutMembersRequest again;
+  again.set_collection("orders");
+  v1::MemberWrite* absent = again.add_members();
+  absent->set_key("ttl");
+  absent->set_value("new");
+  absent->set_condition(v1::PUT_CONDITION_IF_ABSENT);
+  v1::MemberWrite* present = again.add_members();
+  present->set_key("missing");
+  present->set_condition(v1::PUT_CONDITION_IF_PRESENT);
+  v1::MemberWrite* replace = again.add_members();
+  replace->set_key("at");
+  replace->set_value("2b");
+  replace->set_keep_expiration(true);
+  v1::PutMembersResponse again_response;
+  ASSERT_TRUE(Put(again, &again_response).ok());
+  EXPECT_EQ(again_response.results(0).outcome(), v1::PUT_OUTCOME_SKIPPED);
+  EXPECT_EQ(Time(again_response.results(0).expire_time()),
+            StartTime() + absl::Milliseconds(1501));
+  EXPECT_EQ(again_response.results(1).outcome(), v1::PUT_OUTCOME_SKIPPED);
+  EXPECT_EQ(again_response.results(2).outcome(), v1::PUT_OUTCOME_REPLACED);
+  EXPECT_EQ(Time(again_response.results(2).expire_time()),
+            StartTime() + absl::Milliseconds(10'001));
+}
+
+TEST_F(MembersTest, PutBeyondMaxMembersFailsAndWritesNothing) {
+  PutTtl(server_.stub(), "capped", {"a", "b"}, absl::Seconds(60));
+  v1::PutMembersRequest request;
+  request.set_collection("capped");
+  request.set_max_members(2);
+  request.add_members()->set_key("a");
+  request.add_members()->set_key("c");
+  v1::PutMembersResponse response;
+  EXPECT_EQ(Put(request, &response).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+
+  v1::GetMembersRequest get;
+  get.set_collection("capped");
+  get.add_keys("a");
+  get.add_keys("c");
+  const v1::GetMembersResponse got = Get(get);
+  EXPECT_EQ(got.results(0).member().value(), "v:a");
+  EXPECT_FALSE(got.results(1).found());
+}
+
+TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
+  PutTtl(server_.stub(), "sessions", {"s1"}, absl::Seconds(5));
+  v1::GetMembersRequest request;
+  request.set_collection("sessions");
+  request.add_keys("s1");
+  request.add_keys("nope");
+  v1::GetMembersResponse plain = Get(request);
+  ASSERT_EQ(plain.results_size(), 2);
+  EXPECT_TRUE(plain.results(0).found());
+  EXPECT_EQ(plain.results(0).member().key(), "s1");
+  EXPECT_EQ(plain.results(0).member().value(), "v:s1");
+  EXPECT_EQ(Time(plain.results(0).member().expire_time()),
+            StartTime() + absl::Seconds(5));
+  EXPECT_FALSE(plain.results(1).found());
+  EXPECT_EQ(plain.results(1).member().key(), "nope");
+  EXPECT_FALSE(plain.results(1).member().has_expire_time());
+
+  server_.clock().Advance(absl::Seconds(4));
+  *request.mutable_refresh_ttl() = Millis(30'000);
+  v1::GetMembersResponse refreshed = Get(request);
+  EXPECT_EQ(Time(refreshed.results(0).member().expire_time()),
+            StartTime() + absl::Seconds(34));
+
+  // The old deadline has passed; the refreshed one holds.
+  server_.clock().Advance(absl::Seconds(10));
+  request.clear_refresh_ttl();
+  EXPECT_TRUE(Get(request).results(0).found());
+}
+
+TEST_F(MembersTest, AnExpiredMemberIsNeverReturned) {
+  PutTtl(server_.stub(), "short", {"k"}, absl::Milliseconds(100));
+  server_.clock().Advance(absl::Milliseconds(100));
+  v1::GetMembersRequest request;
+  request.set_collection("short");
+  request.add_keys("k");
+  EXPECT_FALSE(Get(request).results(0).found());
+}
+
+TEST_F(MembersTest, RemoveReportsWhichMembersExisted) {
+  PutTtl(server_.stub(), "carts", {"a"}, absl::Seconds(60));
+  v1::RemoveMembersRequest request;
+  request.set_collection("carts");
+  request.add_keys("a");
+  request.add_keys("b");
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::RemoveMembersResponse response;
+  ASSERT_TRUE(server_.stub().RemoveMembers(&context, request, &response).ok());
+  ASSERT_EQ(response.results_size(), 2);
+  EXPECT_EQ(response.results(0).key(), "a");
+  EXPECT_TRUE(response.results(0).existed());
+  EXPECT_EQ(response.results(1).key(), "b");
+  EXPECT_FALSE(response.results(1).existed());
+}
+
+TEST_F(MembersTest, ExpireReportsEveryOutcome) {
+  PutTtl(server_.stub(), "jobs", {"timed", "gone"}, absl::Seconds(60));
+  v1::PutMembersRequest persistent;
+  persistent.set_collection("jobs");
+  persistent.add_members()->set_key("forever");
+  v1::PutMembersResponse put_response;
+  ASSERT_TRUE(Put(persistent, &put_response).ok());
+
+  auto expire = [&](const std::vector<std::string>& keys,
+                    v1::ExpireCondition condition, bool past) {
+    v1::ExpireMembersRequest request;
+    request.set_collection("jobs");
+    for (const std::string& key : keys) request.add_keys(key);
+    request.set_condition(condition);
+    if (past) {
+      *request.mutable_expire_time() = *TimeToProto(StartTime() - absl::Seconds(1));
+    } else {
+      *request.mutable_ttl() = Millis(120'000);
+    }
+    grpc::ClientContext context;
+    GuardDeadline(&context);
+    v1::ExpireMembersResponse response;
+    const grpc::Status status =
+        server_.stub().ExpireMembers(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  };
+
+  v1::ExpireMembersResponse later =
+      expire({"timed", "forever", "missing"}, v1::EXPIRE_CONDITION_IF_LATER,
+             false);
+  EXPECT_EQ(later.results(0).outcome(), v1::EXPIRE_OUTCOME_UPDATED);
+  EXPECT_EQ(Time(later.results(0).expire_time()),
+            StartTime() + absl::Seconds(120));
+  // A persistent member expires infinitely late: nothing is later.
+  EXPECT_EQ(later.results(1).outcome(), v1::EXPIRE_OUTCOME_CONDITION_NOT_MET);
+  EXPECT_FALSE(later.results(1).has_expire_time());
+  EXPECT_EQ(later.results(2).outcome(), v1::EXPIRE_OUTCOME_NOT_FOUND);
+
+  const uint64_t before = server_.server().event_log().last_sequence();
+  v1::ExpireMembersResponse past =
+      expire({"gone"}, v1::EXPIRE_CONDITION_UNSPECIFIED, true);
+  EXPECT_EQ(past.results(0).outcome(), v1::EXPIRE_OUTCOME_EXPIRED);
+  EXPECT_FALSE(past.results(0).has_expire_time());
+  EXPECT_EQ(server_.server().event_log().last_sequence(), before + 1);
+}
+
+TEST_F(MembersTest, PersistReportsEveryOutcome) {
+  PutTtl(server_.stub(), "p", {"timed"}, absl::Seconds(60));
+  v1::PutMembersRequest persistent;
+  persistent.set_collection("p");
+  persistent.add_members()->set_key("forever");
+  v1::PutMembersResponse put_response;
+  ASSERT_TRUE(Put(persistent, &put_response).ok());
+
+  v1::PersistMembersRequest request;
+  request.set_collection("p");
+  request.add_keys("timed");
+  request.add_keys("forever");
+  request.add_keys("missing");
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::PersistMembersResponse response;
+  ASSERT_TRUE(server_.stub().PersistMembers(&context, request, &response).ok());
+  ASSERT_EQ(response.results_size(), 3);
+  EXPECT_EQ(response.results(0).key(), "timed");
+  EXPECT_EQ(response.results(0).outcome(), v1::PERSIST_OUTCOME_PERSISTED);
+  EXPECT_EQ(response.results(1).outcome(), v1::PERSIST_OUTCOME_NO_EXPIRATION);
+  EXPECT_EQ(response.results(2).outcome(), v1::PERSIST_OUTCOME_NOT_FOUND);
+
+  server_.clock().Advance(absl::Seconds(120));
+  v1::GetMembersRequest get;
+  get.set_collection("p");
+  get.add_keys("timed");
+  EXPECT_TRUE(Get(get).results(0).found());
+}
+
+TEST_F(MembersTest, ListPagesByKeyWithOpaqueTokens) {
+  PutTtl(server_.stub(), "list", {"e", "a", "d", "b", "c"}, absl::Seconds(60));
+  v1::ListMembersRequest request;
+  request.set_collection("list");
+  request.set_page_size(2);
+  std::vector<std::string> keys;
+  int pages = 0;
+  do {
+    const v1::ListMembersResponse page = List(request);
+    for (const v1::Member& m : page.members()) {
+      keys.push_back(m.key());
+      EXPECT_EQ(m.value(), "v:" + m.key());
+    }
+    request.set_page_token(page.next_page_token());
+    ++pages;
+  } while (!request.page_token().empty() && pages < 10);
+  EXPECT_THAT(keys, ElementsAre("a", "b", "c", "d", "e"));
+  EXPECT_EQ(pages, 3);
+}
+
+TEST_F(MembersTest, ListPagesByExpireTimeWithPersistentMembersLast) {
+  PutTtl(server_.stub(), "byexp", {"late"}, absl::Seconds(30));
+  PutTtl(server_.stub(), "byexp", {"early"}, absl::Seconds(10));
+  PutTtl(server_.stub(), "byexp", {"mid"}, absl::Seconds(20));
+  v1::PutMembersRequest persistent;
+  persistent.set_collection("byexp");
+  persistent.add_members()->set_key("aaa-forever");
+  v1::PutMembersResponse put_response;
+  ASSERT_TRUE(Put(persistent, &put_response).ok());
+
+  v1::ListMembersRequest request;
+  request.set_collection("byexp");
+  request.set_order_by(v1::MEMBER_ORDER_EXPIRE_TIME);
+  request.set_page_size(1);
+  request.set_keys_only(true);
+  std::vector<std::string> keys;
+  int pages = 0;
+  do {
+    const v1::ListMembersResponse page = List(request);
+    for (const v1::Member& m : page.members()) {
+      keys.push_back(m.key());
+      EXPECT_TRUE(m.value().empty());
+    }
+    request.set_page_token(page.next_page_token());
+    ++pages;
+  } while (!request.page_token().empty() && pages < 10);
+  EXPECT_THAT(keys, ElementsAre("early", "mid", "late", "aaa-forever"));
+}
+
+TEST_F(MembersTest, ListOfAMissingCollectionIsEmpty) {
+  v1::ListMembersRequest request;
+  request.set_collection("missing");
+  const v1::ListMembersResponse response = List(request);
+  EXPECT_EQ(response.members_size(), 0);
+  EXPECT_TRUE(response.next_page_token().empty());
+}
+
+TEST_F(MembersTest, PageSizeAboveTheMaximumIsCoerced) {
+  ServerOptions options = TestOptions();
+  options.limits.max_page_size = 3;
+  TestServer small(options);
+  PutTtl(small.stub(), "many", {"a", "b", "c", "d", "e"}, absl::Seconds(60));
+  v1::ListMembersRequest request;
+  request.set_collection("many");
+  request.set_page_size(1000);
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::ListMembersResponse response;
+  ASSERT_TRUE(small.stub().ListMembers(&context, request, &response).ok());
+  EXPECT_THAT(Keys(response), ElementsAre("a", "b", "c"));
+  EXPECT_FALSE(response.next_page_token().empty());
+}
+
+}  // namespace
+}  // namespace lapse::testing
