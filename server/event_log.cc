@@ -59,6 +59,8 @@ void EventLog::MakeVisibleThrough(uint64_t sequence) {
     visible = std::min(sequence, last);
     if (visible <= visible_sequence_) return;
     visible_sequence_ = visible;
+    // Retention could not drop these while they were invisible.
+    TrimLocked();
   }
   if (append_listener_) append_listener_(visible);
 }

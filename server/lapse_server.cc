@@ -14,6 +14,8 @@ namespace {
 
 EventLog::Options LogOptions(const ServerOptions& options) {
   EventLog::Options log;
+  // A durable store shows an event only once it is on disk.
+  log.visible_on_append = options.data_dir.empty();
   // Never 0: "after the sequence before the first" must stay representable.
   log.first_sequence = static_cast<uint64_t>(
       std::max<int64_t>(1, absl::ToUnixNanos(options.clock->Now())));
@@ -22,10 +24,11 @@ EventLog::Options LogOptions(const ServerOptions& options) {
   return log;
 }
 
-Engine::Options EngineOptions(const ServerOptions& options) {
+Engine::Options EngineOptions(const ServerOptions& options, Journal* journal) {
   Engine::Options engine;
   engine.shards = options.shards;
   engine.limits = options.limits;
+  engine.journal = journal;
   return engine;
 }
 
@@ -39,17 +42,41 @@ WatchHub::Options HubOptions(const ServerOptions& options) {
 
 }  // namespace
 
-LapseServer::LapseServer(const ServerOptions& options)
-    : options_(options),
-      event_log_(LogOptions(options_)),
-      engine_(EngineOptions(options_), options_.clock, &event_log_),
-      hub_(&event_log_, HubOptions(options_)),
-      service_(&engine_, &event_log_, &hub_),
-      expirer_(std::make_unique<Expirer>(&engine_, options_.clock)) {}
+LapseServer::LapseServer(const ServerOptions& options) : options_(options) {}
 
 LapseServer::~LapseServer() { Shutdown(absl::ZeroDuration()); }
 
+absl::Status LapseServer::OpenStore() {
+  DurableStore::Options store;
+  store.dir = options_.data_dir;
+  store.fsync = options_.fsync;
+  store.segment_bytes = options_.wal_segment_bytes;
+  store.snapshot_after_bytes = options_.snapshot_after_bytes;
+  store.truncate_damaged_wal = options_.wal_truncate_damaged;
+  absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(store);
+  if (!opened.ok()) return opened.status();
+  store_ = *std::move(opened);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> LapseServer::Start() {
+  event_log_ = std::make_unique<EventLog>(LogOptions(options_));
+  if (!options_.data_dir.empty()) {
+    if (absl::Status s = OpenStore(); !s.ok()) return s;
+  }
+  engine_ = std::make_unique<Engine>(EngineOptions(options_, store_.get()), options_.clock,
+                                     event_log_.get());
+  if (store_ != nullptr) {
+    absl::StatusOr<RecoveryStats> recovered = store_->Recover(engine_.get(), event_log_.get());
+    if (!recovered.ok()) return recovered.status();
+    recovery_ = *std::move(recovered);
+  }
+  hub_ = std::make_unique<WatchHub>(event_log_.get(), HubOptions(options_));
+  service_ = std::make_unique<LapseServiceImpl>(engine_.get(), event_log_.get(), hub_.get(),
+                                                store_.get());
+  // Members that came due while the server was down expire now, with events.
+  expirer_ = std::make_unique<Expirer>(engine_.get(), options_.clock);
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -58,7 +85,7 @@ absl::StatusOr<int> LapseServer::Start() {
                            grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
-  builder.RegisterService(&service_);
+  builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ != nullptr && port == 0) {
     server_->Shutdown();
@@ -75,14 +102,14 @@ absl::StatusOr<int> LapseServer::Start() {
 }
 
 void LapseServer::Shutdown(absl::Duration grace) {
-  if (shut_down_) return;
+  if (shut_down_ || service_ == nullptr) return;
   shut_down_ = true;
-  service_.StartDraining();
+  service_->StartDraining();
   if (server_ != nullptr) {
     // NOT_SERVING for every service, for good.
     server_->GetHealthCheckService()->Shutdown();
   }
-  hub_.Shutdown();
+  hub_->Shutdown();
   if (server_ != nullptr) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   }

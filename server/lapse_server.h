@@ -1,13 +1,16 @@
 // LapseServer: a whole lapse server in one object, for lapsed and for tests.
 //
-// Owns the EventLog, the Engine, the Expirer, the WatchHub, the service and
-// the grpc::Server (with the standard health service and server reflection).
-// The store is memory-only: the log's first sequence is the clock's now in
-// nanoseconds since the Unix epoch, so a restarted server never reuses a
-// sequence a client may hold.
+// Owns the EventLog, the Engine, the Expirer, the WatchHub, the service, the
+// grpc::Server (with the standard health service and server reflection) and,
+// with ServerOptions::data_dir set, the DurableStore: then every change is in
+// the write-ahead log before its RPC answers, and Start() recovers the state a
+// previous run left. Without a data_dir the store is memory-only: the log's
+// first sequence is the clock's now in nanoseconds since the Unix epoch, so a
+// restarted server never reuses a sequence a client may hold.
 //
 //   lapse::ServerOptions options;
 //   options.listen_address = "127.0.0.1:0";
+//   options.data_dir = "/var/lib/lapse";
 //   lapse::LapseServer server(options);
 //   absl::StatusOr<int> port = server.Start();
 //   ...
@@ -16,7 +19,7 @@
 // Start and Shutdown must not run concurrently with each other; everything
 // else is thread-safe, and Shutdown may run while clients are mid-RPC. The
 // accessors are for tests that drive the engine directly, e.g. with a
-// FakeClock:
+// FakeClock, and are valid once Start() has succeeded:
 //   clock.Advance(absl::Seconds(30));
 //   server.expirer().Wake();
 #ifndef LAPSE_SERVER_LAPSE_SERVER_H_
@@ -24,6 +27,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -35,6 +39,8 @@
 #include "server/expirer.h"
 #include "server/lapse_service.h"
 #include "server/limits.h"
+#include "server/storage/durable_store.h"
+#include "server/storage/wal.h"
 #include "server/watch_hub.h"
 
 namespace lapse {
@@ -56,6 +62,13 @@ struct ServerOptions {
   int max_message_bytes = 16 << 20;
   // Not owned; must outlive the server.
   Clock* clock = RealClock();
+
+  // Durability: on when data_dir is set (see storage/durable_store.h).
+  std::string data_dir;
+  FsyncPolicy fsync = FsyncPolicy::kEverySecond;
+  size_t snapshot_after_bytes = size_t{256} << 20;
+  size_t wal_segment_bytes = size_t{64} << 20;
+  bool wal_truncate_damaged = false;
 };
 
 class LapseServer {
@@ -66,7 +79,9 @@ class LapseServer {
   LapseServer(const LapseServer&) = delete;
   LapseServer& operator=(const LapseServer&) = delete;
 
-  // Starts serving. Returns the bound port, or UNAVAILABLE when the address
+  // Recovers the data directory (if any) and starts serving. Returns the
+  // bound port; FAILED_PRECONDITION when the data directory is locked by
+  // another server, DATA_LOSS when it is damaged, UNAVAILABLE when the address
   // cannot be listened on. Call at most once.
   absl::StatusOr<int> Start();
 
@@ -76,21 +91,32 @@ class LapseServer {
   // expirer stops. Idempotent.
   void Shutdown(absl::Duration grace);
 
-  Engine& engine() { return engine_; }
-  EventLog& event_log() { return event_log_; }
+  Engine& engine() { return *engine_; }
+  EventLog& event_log() { return *event_log_; }
   // Valid until Shutdown().
   Expirer& expirer() { return *expirer_; }
+  // Null when memory-only.
+  DurableStore* store() { return store_.get(); }
+  // What Start() recovered; empty when memory-only.
+  const std::optional<RecoveryStats>& recovery() const { return recovery_; }
 
  private:
+  absl::Status OpenStore();
+
   // Constant after construction.
   const ServerOptions options_;
 
-  EventLog event_log_;
-  Engine engine_;
-  WatchHub hub_;
-  LapseServiceImpl service_;
+  // Built by Start(), in this order; destroyed in the reverse one: the store
+  // outlives the engine that journals to it, the event log outlives the
+  // store's flusher that makes events visible in it.
+  std::unique_ptr<EventLog> event_log_;
+  std::unique_ptr<DurableStore> store_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<WatchHub> hub_;
+  std::unique_ptr<LapseServiceImpl> service_;
   std::unique_ptr<Expirer> expirer_;
   std::unique_ptr<grpc::Server> server_;
+  std::optional<RecoveryStats> recovery_;
   bool shut_down_ = false;
 };
 

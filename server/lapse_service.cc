@@ -326,8 +326,8 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
 }  // namespace
 
 LapseServiceImpl::LapseServiceImpl(Engine* engine, const EventLog* log,
-                                   WatchHub* hub)
-    : engine_(engine), log_(log), hub_(hub) {}
+                                   WatchHub* hub, DurableStore* store)
+    : engine_(engine), log_(log), hub_(hub), store_(store) {}
 
 void LapseServiceImpl::StartDraining() { draining_.store(true); }
 
@@ -335,72 +335,94 @@ template <typename Request, typename Response>
 grpc::ServerUnaryReactor* LapseServiceImpl::Answer(
     grpc::CallbackServerContext* context, const Request& request,
     Response* response,
-    absl::Status (*handler)(Engine&, const Request&, Response*)) {
+    absl::Status (*handler)(Engine&, const Request&, Response*),
+    Changes changes) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(draining_.load()
-                      ? Draining()
-                      : ToGrpcStatus(handler(*engine_, request, response)));
+  if (draining_.load()) {
+    reactor->Finish(Draining());
+    return reactor;
+  }
+  const absl::Status status = handler(*engine_, request, response);
+  if (!status.ok() || changes == Changes::kNone || store_ == nullptr) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  store_->WhenDurable([reactor](absl::Status durable) {
+    reactor->Finish(ToGrpcStatus(durable));
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::PutMembers(
     grpc::CallbackServerContext* context, const v1::PutMembersRequest* request,
     v1::PutMembersResponse* response) {
-  return Answer(context, *request, response, &HandlePutMembers);
+  return Answer(context, *request, response, &HandlePutMembers,
+                Changes::kDurableBeforeAnswer);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::GetMembers(
     grpc::CallbackServerContext* context, const v1::GetMembersRequest* request,
     v1::GetMembersResponse* response) {
-  return Answer(context, *request, response, &HandleGetMembers);
+  // Only a Get that slides deadlines changes anything.
+  const bool refreshes = request->refresh_expiration_case() !=
+                         v1::GetMembersRequest::REFRESH_EXPIRATION_NOT_SET;
+  return Answer(context, *request, response, &HandleGetMembers,
+                refreshes ? Changes::kDurableBeforeAnswer : Changes::kNone);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::RemoveMembers(
     grpc::CallbackServerContext* context,
     const v1::RemoveMembersRequest* request,
     v1::RemoveMembersResponse* response) {
-  return Answer(context, *request, response, &HandleRemoveMembers);
+  return Answer(context, *request, response, &HandleRemoveMembers,
+                Changes::kDurableBeforeAnswer);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::ExpireMembers(
     grpc::CallbackServerContext* context,
     const v1::ExpireMembersRequest* request,
     v1::ExpireMembersResponse* response) {
-  return Answer(context, *request, response, &HandleExpireMembers);
+  return Answer(context, *request, response, &HandleExpireMembers,
+                Changes::kDurableBeforeAnswer);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::PersistMembers(
     grpc::CallbackServerContext* context,
     const v1::PersistMembersRequest* request,
     v1::PersistMembersResponse* response) {
-  return Answer(context, *request, response, &HandlePersistMembers);
+  return Answer(context, *request, response, &HandlePersistMembers,
+                Changes::kDurableBeforeAnswer);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::ListMembers(
     grpc::CallbackServerContext* context, const v1::ListMembersRequest* request,
     v1::ListMembersResponse* response) {
-  return Answer(context, *request, response, &HandleListMembers);
+  return Answer(context, *request, response, &HandleListMembers,
+                Changes::kNone);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::GetCollection(
     grpc::CallbackServerContext* context,
     const v1::GetCollectionRequest* request,
     v1::GetCollectionResponse* response) {
-  return Answer(context, *request, response, &HandleGetCollection);
+  return Answer(context, *request, response, &HandleGetCollection,
+                Changes::kNone);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::ListCollections(
     grpc::CallbackServerContext* context,
     const v1::ListCollectionsRequest* request,
     v1::ListCollectionsResponse* response) {
-  return Answer(context, *request, response, &HandleListCollections);
+  return Answer(context, *request, response, &HandleListCollections,
+                Changes::kNone);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::DeleteCollection(
     grpc::CallbackServerContext* context,
     const v1::DeleteCollectionRequest* request,
     v1::DeleteCollectionResponse* response) {
-  return Answer(context, *request, response, &HandleDeleteCollection);
+  return Answer(context, *request, response, &HandleDeleteCollection,
+                Changes::kDurableBeforeAnswer);
 }
 
 grpc::ServerWriteReactor<v1::WatchExpirationsResponse>*

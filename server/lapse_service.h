@@ -7,7 +7,11 @@
 // unknown enum values, page tokens, page_size). WatchExpirations validates
 // its request and hands the stream to a WatchReactor served by the WatchHub.
 //
-//   lapse::LapseServiceImpl service(&engine, &log, &hub);
+// With a DurableStore, an RPC that changed state answers only once its
+// changes are durable (DurableStore::WhenDurable), from the store's flusher
+// thread; nothing blocks a gRPC thread.
+//
+//   lapse::LapseServiceImpl service(&engine, &log, &hub, store);  // store may be null
 //   builder.RegisterService(&service);
 //   ...
 //   service.StartDraining();  // every RPC now answers UNAVAILABLE
@@ -25,13 +29,14 @@
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/engine.h"
 #include "server/event_log.h"
+#include "server/storage/durable_store.h"
 #include "server/watch_hub.h"
 
 namespace lapse {
 
 class LapseServiceImpl final : public v1::LapseService::CallbackService {
  public:
-  LapseServiceImpl(Engine* engine, const EventLog* log, WatchHub* hub);
+  LapseServiceImpl(Engine* engine, const EventLog* log, WatchHub* hub, DurableStore* store);
   LapseServiceImpl(const LapseServiceImpl&) = delete;
   LapseServiceImpl& operator=(const LapseServiceImpl&) = delete;
 
@@ -76,17 +81,22 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
       const v1::WatchExpirationsRequest* request) override;
 
  private:
+  // Whether an RPC's answer waits for its changes to be durable.
+  enum class Changes { kNone, kDurableBeforeAnswer };
+
   // Answers a unary RPC with `handler`'s status, or UNAVAILABLE if draining.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Answer(
       grpc::CallbackServerContext* context, const Request& request,
       Response* response,
-      absl::Status (*handler)(Engine&, const Request&, Response*));
+      absl::Status (*handler)(Engine&, const Request&, Response*),
+      Changes changes);
 
   // Constant after construction.
   Engine* const engine_;
   const EventLog* const log_;
   WatchHub* const hub_;
+  DurableStore* const store_;
 
   std::atomic<bool> draining_{false};
 };

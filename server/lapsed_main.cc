@@ -2,9 +2,13 @@
 //
 //   lapsed --listen=0.0.0.0:50051 --shards=16 --max_ttl=720h
 //
+//   lapsed --data-dir=/var/lib/lapse --fsync=everysec
+//
 // Prints one line when it serves (address, bound port, store), drains and
 // exits 0 on SIGTERM or SIGINT, exits 2 on invalid flags and 1 when it cannot
-// listen. The store is memory-only: a restart starts empty.
+// listen or recover its data directory. Without --data_dir the store is
+// memory-only: a restart starts empty. Flag names may be written with dashes
+// or underscores (--data-dir, --data_dir).
 #include <pthread.h>
 
 #include <algorithm>
@@ -80,6 +84,24 @@ ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest gRPC message received or sent");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "On SIGTERM, how long in-flight RPCs get before they are cancelled");
+ABSL_FLAG(std::string, data_dir, "",
+          "Keep state in this directory (write-ahead log + snapshots); empty "
+          "runs memory-only");
+ABSL_FLAG(std::string, fsync, "everysec",
+          "With --data_dir: always (fsync before each answer, with group "
+          "commit), everysec (answer once written; fsync every second) or "
+          "never (leave it to the OS)");
+ABSL_FLAG(int64_t, snapshot_after_bytes,
+          static_cast<int64_t>(Defaults().snapshot_after_bytes),
+          "With --data_dir: write-ahead log bytes that trigger a snapshot; 0 "
+          "turns automatic snapshots off");
+ABSL_FLAG(int64_t, wal_segment_bytes,
+          static_cast<int64_t>(Defaults().wal_segment_bytes),
+          "With --data_dir: size at which a log segment is closed");
+ABSL_FLAG(bool, wal_truncate_damaged, false,
+          "With --data_dir: start even if the log is damaged in the middle, "
+          "DISCARDING everything from the damage on (the start-up error names "
+          "the file and offset)");
 ABSL_FLAG(std::string, log_level, "info",
           "error, warning or info; gRPC's own logging follows GRPC_VERBOSITY");
 
@@ -161,8 +183,14 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
               absl::GetFlag(FLAGS_watch_batch_max_bytes), 1, INT32_MAX,
               &error) &&
       InRange("max_message_bytes", max_message, 4096, INT32_MAX, &error) &&
-      Positive("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), &error);
+      Positive("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), &error) &&
+      InRange("snapshot_after_bytes", absl::GetFlag(FLAGS_snapshot_after_bytes), 0, kMax,
+              &error) &&
+      InRange("wal_segment_bytes", absl::GetFlag(FLAGS_wal_segment_bytes), 4096, kMax,
+              &error);
   if (!ok) return absl::InvalidArgumentError(error);
+  absl::StatusOr<lapse::FsyncPolicy> fsync = lapse::ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
+  if (!fsync.ok()) return absl::InvalidArgumentError(absl::StrCat("--", fsync.status().message()));
 
   lapse::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
@@ -186,6 +214,11 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.watch_batch_max_events = absl::GetFlag(FLAGS_watch_batch_max_events);
   options.watch_batch_max_bytes = absl::GetFlag(FLAGS_watch_batch_max_bytes);
   options.max_message_bytes = static_cast<int>(max_message);
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.fsync = *fsync;
+  options.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
+  options.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
+  options.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a
@@ -220,6 +253,29 @@ bool SetLogLevel(absl::string_view name) {
   return true;
 }
 
+// Lets flags be written --data-dir as well as --data_dir: dashes in a flag's
+// name (not its value) become underscores.
+void UnderscoreFlagNames(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (arg[0] != '-' || arg[1] != '-') continue;
+    if (arg[2] == '\0') break;  // "--" ends the flags.
+    for (char* c = arg + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+}
+
+std::string StoreDescription(const lapse::ServerOptions& options) {
+  if (options.data_dir.empty()) {
+    return "memory-only (no --data-dir: nothing survives a restart)";
+  }
+  const char* fsync = options.fsync == lapse::FsyncPolicy::kAlways        ? "always"
+                      : options.fsync == lapse::FsyncPolicy::kEverySecond ? "everysec"
+                                                                          : "never";
+  return absl::StrCat("durable in ", options.data_dir, " (fsync ", fsync, ")");
+}
+
 // "host:port" with the port actually bound.
 std::string BoundAddress(const std::string& listen, int port) {
   const size_t colon = listen.rfind(':');
@@ -233,6 +289,7 @@ std::string BoundAddress(const std::string& listen, int port) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "lapse server: expiring collections over gRPC (lapse.v1.LapseService)");
+  UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
 
   if (!SetLogLevel(absl::GetFlag(FLAGS_log_level))) {
@@ -262,9 +319,26 @@ int main(int argc, char** argv) {
     Log(LogLevel::kError, "%s", std::string(port.status().message()).c_str());
     return 1;
   }
-  std::printf("lapsed listening on %s (port %d); store: memory-only; shards %zu\n",
+  if (const auto& recovered = server.recovery(); recovered.has_value()) {
+    Log(LogLevel::kInfo,
+        "recovered %llu members and %llu retained events from %s + %llu log batches in %s",
+        static_cast<unsigned long long>(recovered->members),
+        static_cast<unsigned long long>(recovered->events),
+        recovered->snapshot.empty() ? "no snapshot" : recovered->snapshot.c_str(),
+        static_cast<unsigned long long>(recovered->batches_replayed),
+        absl::FormatDuration(recovered->took).c_str());
+    if (!recovered->torn_tail.empty()) {
+      Log(LogLevel::kWarning, "cut a torn write-ahead log tail: %s",
+          recovered->torn_tail.c_str());
+    }
+    if (!recovered->discarded.empty()) {
+      Log(LogLevel::kError, "--wal_truncate_damaged DISCARDED the log from %s on",
+          recovered->discarded.c_str());
+    }
+  }
+  std::printf("lapsed listening on %s (port %d); store: %s; shards %zu\n",
               BoundAddress(options->listen_address, *port).c_str(), *port,
-              options->shards);
+              StoreDescription(*options).c_str(), options->shards);
   std::fflush(stdout);
 
   int signal_number = 0;

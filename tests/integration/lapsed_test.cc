@@ -1,13 +1,8 @@
 // The real lapsed binary: starts on a free port, serves, and exits 0 on
 // SIGTERM; refuses nonsense flags with exit status 2.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -16,90 +11,21 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "tests/integration/test_server.h"
-
-extern char** environ;
+#include "server/storage/files.h"
+#include "server/storage/wal.h"
+#include "tests/lapsed_process.h"
 
 namespace lapse::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-// A child process running lapsed with its stdout on a pipe.
-class Lapsed {
- public:
-  explicit Lapsed(const std::vector<std::string>& flags) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) std::abort();
-    stdout_ = fds[0];
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    std::vector<std::string> args = {LAPSED_PATH};
-    args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    spawned_ = posix_spawn(&pid_, LAPSED_PATH, &actions, nullptr, argv.data(),
-                           environ) == 0;
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-  }
-
-  ~Lapsed() {
-    if (spawned_ && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(stdout_);
-  }
-
-  bool spawned() const { return spawned_; }
-
-  // The first line lapsed prints, or "" if none comes within kPatience.
-  std::string ReadLine() {
-    std::string line;
-    const absl::Time deadline = absl::Now() + kPatience;
-    while (line.empty() || line.back() != '\n') {
-      pollfd fd = {stdout_, POLLIN, 0};
-      const int timeout_ms =
-          static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-      if (timeout_ms <= 0 || poll(&fd, 1, timeout_ms) <= 0) return "";
-      char c;
-      if (read(stdout_, &c, 1) != 1) return "";
-      line.push_back(c);
-    }
-    return line;
-  }
-
-  void Signal(int signal_number) { kill(pid_, signal_number); }
-
-  // Waits for the process to exit; its wait status, or -1 on timeout.
-  int Wait() {
-    absl::Notification exited;
-    int status = -1;
-    std::thread waiter([&] {
-      int s;
-      if (waitpid(pid_, &s, 0) == pid_) status = s;
-      exited.Notify();
-    });
-    if (!exited.WaitForNotificationWithTimeout(kPatience)) kill(pid_, SIGKILL);
-    waiter.join();
-    reaped_ = true;
-    return status;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int stdout_ = -1;
-  bool spawned_ = false;
-  bool reaped_ = false;
-};
+using Lapsed = LapsedProcess;
 
 TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   // A short grace: an idle client connection that this process does not poll
@@ -107,19 +33,15 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   Lapsed lapsed({"--listen=127.0.0.1:0", "--shards=2", "--log_level=error",
                  "--shutdown_grace=500ms"});
   ASSERT_TRUE(lapsed.spawned());
-  const std::string line = lapsed.ReadLine();
+  absl::StatusOr<int> port = lapsed.AwaitPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string& line = lapsed.start_line();
   EXPECT_THAT(line, HasSubstr("memory-only"));
-  const size_t at = line.find("(port ");
-  ASSERT_NE(at, std::string::npos) << line;
-  const size_t end = line.find(')', at);
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(line.substr(at + 6, end - at - 6), &port)) << line;
-  ASSERT_GT(port, 0);
-  EXPECT_THAT(line, HasSubstr(absl::StrCat("127.0.0.1:", port)));
+  EXPECT_THAT(line, HasSubstr(absl::StrCat("127.0.0.1:", *port)));
 
   std::unique_ptr<v1::LapseService::Stub> stub =
       v1::LapseService::NewStub(grpc::CreateChannel(
-          absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+          absl::StrCat("127.0.0.1:", *port), grpc::InsecureChannelCredentials()));
   v1::PutMembersRequest request;
   request.set_collection("smoke");
   v1::MemberWrite* write = request.add_members();
@@ -147,13 +69,95 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
 TEST(LapsedTest, RefusesNonsenseFlagsWithExitStatus2) {
   for (const char* flag :
        {"--shards=0", "--max_page_size=0", "--heartbeat_interval=-1s",
-        "--log_level=loud", "--default_page_size=5000"}) {
+        "--log_level=loud", "--default_page_size=5000", "--fsync=sometimes",
+        "--wal_segment_bytes=10"}) {
     Lapsed lapsed({"--listen=127.0.0.1:0", flag});
     ASSERT_TRUE(lapsed.spawned());
     const int wait_status = lapsed.Wait();
     ASSERT_TRUE(WIFEXITED(wait_status)) << flag;
     EXPECT_EQ(WEXITSTATUS(wait_status), 2) << flag;
   }
+}
+
+std::string MakeTempDir() {
+  std::string dir = absl::StrCat(::testing::TempDir(), "/lapsed-test-XXXXXX");
+  if (::mkdtemp(dir.data()) == nullptr) std::abort();
+  return dir;
+}
+
+// Puts one member through a fresh connection; the RPC's status.
+grpc::Status PutOne(int port, const std::string& key) {
+  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  v1::PutMembersRequest request;
+  request.set_collection("durable");
+  request.add_members()->set_key(key);
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::PutMembersResponse response;
+  return stub->PutMembers(&context, request, &response);
+}
+
+TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
+  const std::string dir = MakeTempDir();
+  Lapsed first({"--listen=127.0.0.1:0", "--log_level=error", "--shutdown_grace=500ms",
+                absl::StrCat("--data-dir=", dir), "--fsync=always"});
+  absl::StatusOr<int> port = first.AwaitPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_THAT(first.start_line(), HasSubstr(absl::StrCat("durable in ", dir, " (fsync always)")));
+  ASSERT_TRUE(PutOne(*port, "k").ok());
+
+  Lapsed second({"--listen=127.0.0.1:0", "--log_level=error", absl::StrCat("--data_dir=", dir)});
+  const int refused = second.Wait();
+  ASSERT_TRUE(WIFEXITED(refused));
+  EXPECT_EQ(WEXITSTATUS(refused), 1) << "the directory is locked by the first server";
+
+  first.Signal(SIGTERM);
+  const int status = first.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
+  const std::string dir = MakeTempDir();
+  const std::vector<std::string> flags = {"--listen=127.0.0.1:0", "--log_level=error",
+                                          "--shutdown_grace=500ms",
+                                          absl::StrCat("--data-dir=", dir)};
+  {
+    Lapsed lapsed(flags);
+    absl::StatusOr<int> port = lapsed.AwaitPort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(PutOne(*port, absl::StrCat("k", i)).ok());
+    lapsed.Signal(SIGTERM);
+    ASSERT_EQ(WEXITSTATUS(lapsed.Wait()), 0);
+  }
+  // Damage the first segment in its middle.
+  absl::StatusOr<std::vector<std::string>> names = files::List(dir);
+  ASSERT_TRUE(names.ok());
+  std::string segment;
+  for (const std::string& name : *names) {
+    uint64_t lsn;
+    if (segment.empty() && Wal::ParseSegmentName(name, &lsn)) segment = absl::StrCat(dir, "/", name);
+  }
+  absl::StatusOr<std::string> data = files::ReadAll(segment);
+  ASSERT_TRUE(data.ok());
+  ASSERT_GT(data->size(), 100u);
+  std::string damaged = *data;
+  damaged[damaged.size() / 3] ^= 0x40;
+  ASSERT_TRUE(files::Remove(segment).ok());
+  ASSERT_TRUE(files::WriteAtomically(dir, segment.substr(dir.size() + 1), damaged).ok());
+
+  Lapsed refused(flags);
+  const int status = refused.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+
+  std::vector<std::string> anyway = flags;
+  anyway.push_back("--wal_truncate_damaged");
+  Lapsed started(anyway);
+  absl::StatusOr<int> port = started.AwaitPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_TRUE(PutOne(*port, "after").ok());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "tests/integration/test_server.h"
 
+#include <stdlib.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -26,6 +28,14 @@ ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock) {
 ServerOptions TestOptions() {
   ServerOptions options;
   options.shards = 4;
+  // The suite runs twice under ctest: memory-only, and durable (every change
+  // through the write-ahead log) when LAPSE_TEST_DURABLE is set.
+  if (std::getenv("LAPSE_TEST_DURABLE") != nullptr) {
+    std::string dir = absl::StrCat(::testing::TempDir(), "/lapse-it-XXXXXX");
+    if (::mkdtemp(dir.data()) == nullptr) std::abort();
+    options.data_dir = dir;
+    options.fsync = FsyncPolicy::kNever;
+  }
   // Long enough that no heartbeat shows up unless a test asks for one.
   options.heartbeat_interval = absl::Hours(1);
   return options;
