@@ -19,7 +19,7 @@ namespace {
 
 constexpr absl::string_view kHeaderMagic = "lapse-snapshot-1";
 constexpr absl::string_view kFooterMagic = "end";
-constexpr size_t kMembersPerChunk = 1024;
+constexpr size_t kMembersPerChunk = 256;
 constexpr size_t kEventsPerChunk = 4096;
 constexpr size_t kWriteBufferBytes = 1 << 20;
 

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Set up, build, run and test lapse on Debian 12 (bookworm). README.md's two
+# set-up commands are this script's two verbs:
+#
+#   bash scripts/dev.sh run [lapsed flags...]   install what is missing, build,
+#                                               start lapsed on its durable store
+#                                               in ./data (--data-dir=... to
+#                                               move it)
+#   bash scripts/dev.sh test                    install what is missing, build,
+#                                               run every test: a clang build
+#                                               (-Wthread-safety), the whole suite
+#                                               under ASan+UBSan, the engine
+#                                               and storage under TSan
+#
+# Packages are installed with apt-get as root, or through sudo.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+jobs=$(nproc)
+
+packages=(
+  cmake ninja-build pkg-config g++ clang libclang-rt-14-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "dev.sh: root is needed to run: $*" >&2
+    exit 1
+  fi
+}
+
+install_missing() {
+  local missing=() p
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "dev.sh: installing ${missing[*]}"
+    as_root apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+}
+
+# build DIR [cmake args...] -- [targets...]
+build() {
+  local dir=$1
+  shift
+  local args=() targets=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  targets=("$@")
+  cmake -S "$root" -B "$dir" -G Ninja "${args[@]}" >/dev/null
+  if [ "${#targets[@]}" -gt 0 ]; then
+    cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
+  else
+    cmake --build "$dir" -j "$jobs"
+  fi
+}
+
+run_tests() {
+  install_missing
+
+  echo "== clang build, every test"
+  build "$root/build/clang" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS=-Werror=thread-safety
+  ctest --test-dir "$root/build/clang" --output-on-failure -j "$jobs"
+
+  echo "== ASan+UBSan build, every test"
+  build "$root/build/asan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=g++ \
+    -DLAPSE_SANITIZE=address,undefined -DLAPSE_BUILD_BENCHMARKS=OFF
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$root/build/asan" --output-on-failure -j "$jobs"
+
+  echo "== TSan build, engine tests"
+  build "$root/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DLAPSE_SANITIZE=thread -DLAPSE_BUILD_BENCHMARKS=OFF \
+    -- clock_test engine_test event_log_test expirer_test crc32c_test wal_test \
+    durable_store_test
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$root/build/tsan" --output-on-failure -j "$jobs" -L '^engine$'
+}
+
+run_server() {
+  install_missing
+  build "$root/build/release" -DCMAKE_BUILD_TYPE=Release -DLAPSE_BUILD_BENCHMARKS=OFF -- lapsed
+  local arg has_dir=0
+  for arg in "$@"; do
+    case "$arg" in --data-dir* | --data_dir*) has_dir=1 ;; esac
+  done
+  [ "$has_dir" = 1 ] || set -- "--data-dir=$root/data" "$@"
+  exec "$root/build/release/server/lapsed" "$@"
+}
+
+case "${1:-}" in
+  run) shift; run_server "$@" ;;
+  test) run_tests ;;
+  *)
+    echo "usage: bash scripts/dev.sh run [lapsed flags...] | test" >&2
+    exit 2
+    ;;
+esac
