@@ -47,23 +47,6 @@ namespace {
 
 using bench::kNameBytes;
 
-// Waits for DurableStore::WhenDurable.
-absl::Status AwaitDurable(DurableStore& store) {
-  Mutex mu;
-  CondVar cv;
-  bool done = false;
-  absl::Status result;
-  store.WhenDurable([&](absl::Status s) {
-    MutexLock lock(&mu);
-    result = s;
-    done = true;
-    cv.Signal();
-  });
-  MutexLock lock(&mu);
-  while (!done) cv.WaitWithTimeout(&mu, absl::Seconds(1));
-  return result;
-}
-
 std::string NewDir(absl::string_view name) {
   std::string base = absl::GetFlag(FLAGS_dir).empty() ? "/tmp" : absl::GetFlag(FLAGS_dir);
   std::string dir = absl::StrCat(base, "/lapse-", name, "-XXXXXX");
@@ -157,7 +140,7 @@ double Throughput(const char* name, FsyncPolicy fsync, bool durable) {
       threads.emplace_back([&, t] {
         for (uint64_t i = t; !stop.load(std::memory_order_relaxed); i += writers) {
           if (!PutOne(*s.engine, i).ok()) std::abort();
-          if (s.store != nullptr && !AwaitDurable(*s.store).ok()) std::abort();
+          if (s.store != nullptr && !s.store->AwaitDurable().ok()) std::abort();
           acked.fetch_add(1, std::memory_order_relaxed);
         }
       });
@@ -199,7 +182,7 @@ void Recovery() {
         std::abort();
       }
     }
-    if (!AwaitDurable(*s.store).ok()) std::abort();
+    if (!s.store->AwaitDurable().ok()) std::abort();
   }
   const uint64_t log_bytes = DirBytes(dir, "wal-");
   absl::Duration from_log;
@@ -213,7 +196,7 @@ void Recovery() {
     std::thread writer([&] {
       for (uint64_t i = members; !stop.load(); ++i) {
         const absl::Time start = absl::Now();
-        if (!PutOne(*s.engine, i).ok() || !AwaitDurable(*s.store).ok()) std::abort();
+        if (!PutOne(*s.engine, i).ok() || !s.store->AwaitDurable().ok()) std::abort();
         longest_put = std::max(longest_put, absl::Now() - start);
       }
     });

@@ -138,6 +138,8 @@ void DurableStore::WhenDurable(std::function<void(absl::Status)> done) {
 
 WalStats DurableStore::wal_stats() const { return wal_->stats(); }
 
+absl::Status DurableStore::AwaitDurable() { return wal_->AwaitDurable(); }
+
 std::optional<SnapshotStats> DurableStore::last_snapshot() const {
   MutexLock lock(&mu_);
   return last_snapshot_;
@@ -149,21 +151,7 @@ absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
   if (!from.ok()) return from.status();
   // Every batch before the rotation must be durable, so that its events are
   // visible in the log and land in the snapshot.
-  Mutex mu;
-  CondVar cv;
-  bool done = false;
-  absl::Status durable;
-  wal_->WhenDurable([&](absl::Status s) {
-    MutexLock lock(&mu);
-    durable = s;
-    done = true;
-    cv.Signal();
-  });
-  {
-    MutexLock lock(&mu);
-    while (!done) cv.WaitWithTimeout(&mu, absl::Seconds(1));
-  }
-  if (!durable.ok()) return durable;
+  if (absl::Status durable = wal_->AwaitDurable(); !durable.ok()) return durable;
   absl::StatusOr<SnapshotStats> stats = WriteSnapshot(options_.dir, *from, engine_, *log_);
   if (!stats.ok()) return stats.status();
   if (absl::Status s = DropCovered(*from, SnapshotName(*from)); !s.ok()) return s;

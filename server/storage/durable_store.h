@@ -85,6 +85,10 @@ class DurableStore final : public Journal {
   // (see FsyncPolicy), or with the error that prevented it.
   void WhenDurable(std::function<void(absl::Status)> done);
 
+  // Blocks until every change committed before the call is durable. Never
+  // from a gRPC thread.
+  absl::Status AwaitDurable();
+
   // Takes a snapshot now.
   absl::StatusOr<SnapshotStats> TakeSnapshot();
   std::optional<SnapshotStats> last_snapshot() const;

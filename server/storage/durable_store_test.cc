@@ -57,21 +57,7 @@ struct Server {
     store.reset();
   }
 
-  absl::Status Durable() {
-    Mutex mu;
-    CondVar cv;
-    bool done = false;
-    absl::Status result;
-    store->WhenDurable([&](absl::Status s) {
-      MutexLock lock(&mu);
-      result = s;
-      done = true;
-      cv.Signal();
-    });
-    MutexLock lock(&mu);
-    while (!done) cv.WaitWithTimeout(&mu, absl::Seconds(1));
-    return result;
-  }
+  absl::Status Durable() { return store->AwaitDurable(); }
 
   std::unique_ptr<DurableStore> store;
   std::unique_ptr<EventLog> log;

@@ -91,6 +91,22 @@ void Wal::WhenDurable(std::function<void(absl::Status)> done) {
   done(ready);
 }
 
+absl::Status Wal::AwaitDurable() {
+  Mutex mu;
+  CondVar cv;
+  bool done = false;
+  absl::Status result;
+  WhenDurable([&](absl::Status s) {
+    MutexLock lock(&mu);
+    result = std::move(s);
+    done = true;
+    cv.Signal();
+  });
+  MutexLock lock(&mu);
+  while (!done) cv.WaitWithTimeout(&mu, absl::Seconds(1));
+  return result;
+}
+
 absl::Status Wal::status() const {
   MutexLock lock(&mu_);
   return failure_;

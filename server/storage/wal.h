@@ -82,6 +82,11 @@ class Wal {
   // or right away when there is nothing to wait for.
   void WhenDurable(std::function<void(absl::Status)> done);
 
+  // Blocks until every batch appended before the call is durable; the error
+  // if the log fails first. For threads that may block (snapshots, tests,
+  // tools), never for a gRPC thread.
+  absl::Status AwaitDurable();
+
   // OK, or UNAVAILABLE once a write or fsync has failed.
   absl::Status status() const;
 

@@ -24,23 +24,6 @@ std::string MakeTempDir() {
   return pattern;
 }
 
-// Waits for WhenDurable's answer.
-absl::Status Durable(Wal& wal) {
-  Mutex mu;
-  CondVar cv;
-  bool done = false;
-  absl::Status result;
-  wal.WhenDurable([&](absl::Status s) {
-    MutexLock lock(&mu);
-    result = s;
-    done = true;
-    cv.Signal();
-  });
-  MutexLock lock(&mu);
-  while (!done) cv.WaitWithTimeout(&mu, absl::Seconds(1));
-  return result;
-}
-
 std::string Batch(int i) { return absl::StrCat("batch-", i, std::string(i % 7, 'x')); }
 
 // Writes `n` batches with LSNs 1..n into a fresh log in `dir`.
@@ -48,7 +31,7 @@ void WriteBatches(const std::string& dir, int n, FsyncPolicy fsync = FsyncPolicy
   absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open({.dir = dir, .fsync = fsync}, 1);
   ASSERT_TRUE(wal.ok()) << wal.status();
   for (int i = 1; i <= n; ++i) (*wal)->Append(Batch(i), 0);
-  ASSERT_TRUE(Durable(**wal).ok());
+  ASSERT_TRUE((*wal)->AwaitDurable().ok());
 }
 
 struct Replayed {
@@ -123,7 +106,7 @@ TEST(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
         (*wal)->Append(Batch(t * kPerThread + i), 0);
-        ASSERT_TRUE(Durable(**wal).ok());
+        ASSERT_TRUE((*wal)->AwaitDurable().ok());
       }
     });
   }
@@ -148,7 +131,7 @@ TEST(WalTest, EventsBecomeVisibleOnlyOnceTheirBatchIsDurable) {
   const uint64_t seq = log.Append({e});
   EXPECT_EQ(log.last_sequence(), 0u);
   (*wal)->Append("batch with the expiry", seq);
-  ASSERT_TRUE(Durable(**wal).ok());
+  ASSERT_TRUE((*wal)->AwaitDurable().ok());
   EXPECT_EQ(log.last_sequence(), seq);
 }
 
@@ -161,7 +144,7 @@ TEST(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(*next, 6u);
   for (int i = 6; i <= 9; ++i) (*wal)->Append(Batch(i), 0);
-  ASSERT_TRUE(Durable(**wal).ok());
+  ASSERT_TRUE((*wal)->AwaitDurable().ok());
   wal->reset();
   EXPECT_TRUE(files::ReadAll(absl::StrCat(dir, "/", Wal::SegmentName(6))).ok());
   Replayed r = Replay(dir);
@@ -178,7 +161,7 @@ TEST(WalTest, SegmentsRollOverBySize) {
     ASSERT_TRUE(wal.ok());
     for (int i = 1; i <= 40; ++i) {
       (*wal)->Append(Batch(i), 0);
-      ASSERT_TRUE(Durable(**wal).ok());
+      ASSERT_TRUE((*wal)->AwaitDurable().ok());
     }
   }
   EXPECT_GT(files::List(dir)->size(), 3u);
