@@ -869,6 +869,7 @@ void Engine::Apply(const JournalRecord& r) {
       if (c != nullptr) shard.Drop(c);
       return;
     case RecordType::kEvent:
+    case RecordType::kNextSequence:
       return;
   }
   if (c != nullptr) shard.Settle(c);

@@ -144,6 +144,12 @@ void BatchEncoder::Event(const ExpiryEvent& e) {
   ++count_;
 }
 
+void BatchEncoder::NextSequence(uint64_t sequence) {
+  buffer_.push_back(static_cast<char>(RecordType::kNextSequence));
+  PutFixed64(sequence);
+  ++count_;
+}
+
 std::string BatchEncoder::Finish(uint64_t first_event_sequence) {
   EncodeFixed64(&buffer_[0], first_event_sequence);
   EncodeFixed32(&buffer_[8], count_);
@@ -188,6 +194,9 @@ absl::Status DecodeBatch(absl::string_view batch,
           ok = in.Fixed64(&r.sequence) && in.String(&r.collection) && in.String(&r.key) &&
                in.String(&r.value) && in.Signed64(&r.deadline_ms) &&
                in.Signed64(&r.expired_at_ns);
+          break;
+        case RecordType::kNextSequence:
+          ok = in.Fixed64(&r.sequence);
           break;
         default:
           return absl::DataLossError(absl::StrCat("unknown record type ", type));

@@ -35,6 +35,7 @@ enum class RecordType : uint8_t {
   kDeleteCollection = 4,  // collection
   kExpiry = 5,            // collection, key, value, deadline_ms, expired_at_ns
   kEvent = 6,             // sequence, collection, key, value, deadline_ms, expired_at_ns
+  kNextSequence = 7,      // sequence: the next event sequence when a run started
 };
 
 // One decoded record. The views point into the batch being decoded.
@@ -46,7 +47,7 @@ struct JournalRecord {
   // kPut, kSetDeadline: the member's deadline (INT64_MAX for none).
   // kExpiry, kEvent: the deadline the member had.
   int64_t deadline_ms = 0;
-  // kExpiry, kEvent.
+  // kExpiry, kEvent; kNextSequence: the next sequence.
   uint64_t sequence = 0;
   int64_t expired_at_ns = 0;
 };
@@ -65,6 +66,9 @@ class BatchEncoder {
   void Expiry(absl::string_view collection, absl::string_view key, absl::string_view value,
               int64_t deadline_ms, int64_t expired_at_ns);
   void Event(const ExpiryEvent& event);
+  // Records where the sequence counter stands, so that a restart continues
+  // from it even when no event has been appended yet.
+  void NextSequence(uint64_t sequence);
 
   bool empty() const { return count_ == 0; }
   uint32_t count() const { return count_; }

@@ -66,7 +66,10 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventLog* lo
 
   std::vector<ExpiryEvent> events;
   uint64_t replay_from = 1;
-  uint64_t next_event_sequence = log->last_sequence() + 1;
+  // Where the sequence counter stands: the snapshot's, each run's
+  // kNextSequence record, and the newest event, whichever is highest. A fresh
+  // directory keeps the log's own starting point.
+  uint64_t next_event_sequence = 0;
   if (!newest.empty()) {
     absl::StatusOr<SnapshotContents> contents =
         LoadSnapshot(absl::StrCat(options_.dir, "/", newest), [&](const JournalRecord& r) {
@@ -89,6 +92,9 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventLog* lo
         return DecodeBatch(batch, [&](const JournalRecord& r) {
           engine->Apply(r);
           if (r.type == RecordType::kExpiry) events.push_back(EventOf(r));
+          if (r.type == RecordType::kNextSequence) {
+            next_event_sequence = std::max(next_event_sequence, r.sequence);
+          }
           return absl::OkStatus();
         });
       });
@@ -110,6 +116,10 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventLog* lo
                            }),
                events.end());
   stats.events = events.size();
+  if (!events.empty()) {
+    next_event_sequence = std::max(next_event_sequence, events.back().sequence + 1);
+  }
+  if (next_event_sequence == 0) next_event_sequence = log->last_sequence() + 1;
   log->Restore(std::move(events), next_event_sequence);
   stats.members = engine->total_members();
 
@@ -121,6 +131,9 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventLog* lo
                 replayed->next_lsn);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);
+  BatchEncoder counter;
+  counter.NextSequence(next_event_sequence);
+  wal_->Append(counter.Finish(0), 0);
   if (options_.snapshot_after_bytes > 0) snapshotter_ = std::thread([this] { RunSnapshots(); });
   stats.took = absl::Now() - start;
   return stats;

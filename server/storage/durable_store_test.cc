@@ -39,13 +39,17 @@ std::string MakeTempDir() {
 
 // One server's worth of state over a data directory, as lapsed wires it.
 struct Server {
-  Server(const std::string& dir, Clock* clock, DurableStore::Options options = {}) {
+  // The log's first sequence is `first_sequence`, or, with 0, the clock's
+  // seconds, as a fresh server seeds it from its clock.
+  Server(const std::string& dir, Clock* clock, DurableStore::Options options = {},
+         uint64_t first_sequence = 1000) {
     options.dir = dir;
     absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
     EXPECT_TRUE(opened.ok()) << opened.status();
     store = *std::move(opened);
+    if (first_sequence == 0) first_sequence = absl::ToUnixSeconds(clock->Now());
     log = std::make_unique<EventLog>(EventLog::Options{
-        .first_sequence = 1000, .visible_on_append = false});
+        .first_sequence = first_sequence, .visible_on_append = false});
     Engine::Options engine_options;
     engine_options.shards = 4;
     engine_options.journal = store.get();
@@ -299,6 +303,37 @@ TEST(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
   for (const ExpiryEvent& e : after->events) got.push_back(absl::StrCat(e.sequence, e.key));
   EXPECT_EQ(got, expected);
   EXPECT_EQ(got.size(), 2u);
+}
+
+TEST(DurableStoreTest, TheSequenceCounterSurvivesARestartWithoutSnapshotOrEvents) {
+  const std::string dir = MakeTempDir();
+  FakeClock clock(kStart);
+  uint64_t first_next;
+  {
+    Server s(dir, &clock, {}, /*first_sequence=*/0);
+    ASSERT_TRUE(s.recovered.ok());
+    ASSERT_TRUE(s.Durable().ok());
+    first_next = s.log->last_sequence() + 1;
+  }
+  {
+    // A later wall clock must not move the counter: positions held by
+    // clients stay valid.
+    clock.Advance(absl::Hours(1));
+    Server s(dir, &clock, {}, /*first_sequence=*/0);
+    ASSERT_TRUE(s.recovered.ok());
+    EXPECT_EQ(s.log->last_sequence() + 1, first_next);
+    EXPECT_TRUE(s.log->CheckPosition(first_next - 1).ok());
+    ASSERT_TRUE(Put(*s.engine, "c", "k", "v", absl::Seconds(1)).ok());
+    clock.Advance(absl::Seconds(1));
+    ASSERT_EQ(s.engine->ExpireDue(), 1u);
+    ASSERT_TRUE(s.Durable().ok());
+    EXPECT_EQ(s.log->last_sequence(), first_next);
+  }
+  clock.Advance(absl::Hours(1));
+  Server again(dir, &clock, {}, /*first_sequence=*/0);
+  ASSERT_TRUE(again.recovered.ok());
+  EXPECT_EQ(again.log->last_sequence(), first_next);
+  EXPECT_TRUE(again.log->CheckPosition(first_next - 1).ok()) << "the event is still retained";
 }
 
 TEST(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
