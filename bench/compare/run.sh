@@ -1,0 +1,537 @@
+#!/usr/bin/env bash
+# Runs the same workload against lapse and against what users would pick
+# instead, in one run on this machine, and prints them side by side.
+#
+#   bench/compare/run.sh [flags]
+#
+# Peers (each started here on a free 127.0.0.1 port with a throwaway config
+# and stopped afterwards, also on error):
+#   lapse            lapsed, memory-only
+#   lapse-durable    lapsed --data_dir --fsync=everysec (when lapsed has them)
+#   redis-classic    Redis: values in a hash per collection, deadlines in one
+#                    sorted set, a poller (Lua: ZRANGEBYSCORE/HMGET/HDEL/
+#                    ZREMRANGEBYRANK) that PUBLISHes what it removed to a
+#                    channel the watcher SUBSCRIBEs to; run with each
+#                    --poll-intervals value (default 100ms and 10ms)
+#   redis-aof        the same with appendonly yes, appendfsync everysec
+#                    (beside lapse-durable)
+#   redis-hfe        native hash-field expiration (HPEXPIREAT + `hexpired`
+#                    keyspace events): needs Redis >= 7.4 or Valkey >= 9, found
+#                    on PATH or given with --redis-hfe-server; otherwise "not
+#                    measured"
+#
+# Scenarios per peer (lapse-bench for lapse, lapse-redis-bench for Redis):
+#   put             --members members at --batch per RPC/pipelined batch and
+#                   --concurrency in flight, TTL 1h; plus resident memory per
+#                   member (lapsed VmRSS, Redis INFO used_memory_rss, after -
+#                   before, over members)
+#   put-batch1      --small-members members, one per RPC/batch
+#   expiry-latency  --pending members, deadlines spread over --spread, one
+#                   watcher: received - deadline, lost
+#   drain           --drain members sharing one deadline
+#   reconnect       --reconnect-members over --reconnect-spread; the watcher
+#                   drops off for --reconnect-pause mid-way (lapse resumes by
+#                   sequence; pub/sub has no replay)
+#   sparse          --sparse-members over --sparse-spread (one expiry every
+#                   half second or so): latency on an otherwise idle server
+#
+# Flags (defaults finish in a few minutes; the 1M-size runs in docs/benchmarks.md
+# use --pending=1000000 --spread=20s --drain=1000000):
+#   --build-dir=DIR          Release build to use (default <repo>/build-bench)
+#   --no-build               use the binaries as they are
+#   --members=N              put size (default 1000000)
+#   --small-members=N        put-batch1 size (default 100000)
+#   --batch=N                members per RPC / pipelined batch (default 1000)
+#   --concurrency=N          RPCs / batches in flight (default 16)
+#   --pending=N              expiry-latency size (default 100000)
+#   --spread=DUR             expiry-latency deadline window (default 10s)
+#   --drain=N                drain size (default 100000)
+#   --reconnect-members=N    (default 50000)
+#   --reconnect-spread=DUR   (default 5s)
+#   --reconnect-pause=DUR    (default 1s)
+#   --sparse-members=N       (default 20)
+#   --sparse-spread=DUR      (default 10s)
+#   --poll-intervals=LIST    classic poller periods (default 100ms,10ms)
+#   --redis-hz=N             Redis hz (default 100; the server's default is 10)
+#   --redis-server=PATH      Redis for the classic recipe (default: redis-server)
+#   --redis-hfe-server=PATH  a Redis >= 7.4 / Valkey >= 9 binary
+#   --lapsed-preload=LIB     LD_PRELOAD for lapsed (e.g. libjemalloc.so.2)
+#   --durable=auto|yes|no    run lapse-durable and redis-aof (default auto)
+#   --only=PEERS             comma-separated subset of the peers above
+#   --smoke                  tiny sizes (the bench-smoke ctest)
+#
+# Exits 1 when a lapse scenario saw errors or lost events (the peers'
+# losses are part of the comparison, not failures), 2 on bad flags.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${repo}/build-bench"
+do_build=1
+members=1000000
+small_members=100000
+batch=1000
+concurrency=16
+pending=100000
+spread=10s
+drain=100000
+reconnect_members=50000
+reconnect_spread=5s
+reconnect_pause=1s
+sparse_members=20
+sparse_spread=10s
+poll_intervals=100ms,10ms
+redis_hz=100
+redis_server=redis-server
+redis_hfe_server=
+lapsed_preload=
+durable=auto
+only=
+smoke=0
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+
+for arg in "$@"; do
+  case "$arg" in
+    --build-dir=*) build="${arg#*=}" ;;
+    --no-build) do_build=0 ;;
+    --members=*) members="${arg#*=}" ;;
+    --small-members=*) small_members="${arg#*=}" ;;
+    --batch=*) batch="${arg#*=}" ;;
+    --concurrency=*) concurrency="${arg#*=}" ;;
+    --pending=*) pending="${arg#*=}" ;;
+    --spread=*) spread="${arg#*=}" ;;
+    --drain=*) drain="${arg#*=}" ;;
+    --reconnect-members=*) reconnect_members="${arg#*=}" ;;
+    --reconnect-spread=*) reconnect_spread="${arg#*=}" ;;
+    --reconnect-pause=*) reconnect_pause="${arg#*=}" ;;
+    --sparse-members=*) sparse_members="${arg#*=}" ;;
+    --sparse-spread=*) sparse_spread="${arg#*=}" ;;
+    --poll-intervals=*) poll_intervals="${arg#*=}" ;;
+    --redis-hz=*) redis_hz="${arg#*=}" ;;
+    --redis-server=*) redis_server="${arg#*=}" ;;
+    --redis-hfe-server=*) redis_hfe_server="${arg#*=}" ;;
+    --lapsed-preload=*) lapsed_preload="${arg#*=}" ;;
+    --durable=*) durable="${arg#*=}" ;;
+    --only=*) only="${arg#*=}" ;;
+    --smoke) smoke=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run.sh: unknown flag $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [[ $smoke == 1 ]]; then
+  members=20000 small_members=2000 pending=3000 spread=1s drain=5000
+  reconnect_members=3000 reconnect_spread=2s reconnect_pause=300ms
+  sparse_members=3 sparse_spread=1s
+fi
+
+lapsed="${build}/server/lapsed"
+lapse_bench="${build}/client/load/lapse-bench"
+redis_bench="${build}/client/load/compare/lapse-redis-bench"
+
+if [[ $do_build == 1 ]]; then
+  build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "${build}/CMakeCache.txt" 2>/dev/null || true)"
+  if [[ "${build_type}" != "Release" ]]; then
+    cmake -S "${repo}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
+  cmake --build "${build}" -j"${JOBS:-2}" --target lapsed lapse-bench lapse-redis-bench
+fi
+for bin in "$lapsed" "$lapse_bench"; do
+  [[ -x "$bin" ]] || { echo "run.sh: $bin is missing (build it, or pass --build-dir)" >&2; exit 2; }
+done
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/lapse-compare.XXXXXX")"
+results="${work}/results"
+: >"$results"
+server_pids=()
+lapse_failed=()
+
+stop_pid() {
+  local pid=$1 i
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for i in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local pid
+  for pid in "${server_pids[@]}"; do stop_pid "$pid"; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wanted() { [[ -z "$only" || ",$only," == *",$1,"* ]]; }
+
+# ---- servers ----------------------------------------------------------------
+
+server_pid=
+server_port=
+
+# start_lapsed [lapsed flags...]: sets server_pid and server_port.
+start_lapsed() {
+  local out="${work}/lapsed.out" i
+  : >"$out"
+  LD_PRELOAD="${lapsed_preload}" "$lapsed" --listen=127.0.0.1:0 --log_level=error \
+    --shutdown_grace=1s "$@" >"$out" 2>"${work}/lapsed.err" &
+  server_pid=$!
+  server_pids+=("$server_pid")
+  server_port=
+  for i in $(seq 300); do
+    server_port="$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$out" | head -1)"
+    [[ -n "$server_port" ]] && return 0
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "run.sh: lapsed did not start: $(cat "${work}/lapsed.err")" >&2
+  exit 1
+}
+
+free_port() {
+  local port
+  while true; do
+    port=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; then
+      echo "$port"
+      return
+    fi
+  done
+}
+
+# start_redis BINARY [config lines...]: sets server_pid and server_port.
+start_redis() {
+  local bin=$1 dir conf i
+  shift
+  server_port="$(free_port)"
+  dir="${work}/redis-${server_port}"
+  mkdir -p "$dir"
+  conf="${dir}/redis.conf"
+  {
+    echo "bind 127.0.0.1"
+    echo "port ${server_port}"
+    echo "dir ${dir}"
+    echo "daemonize no"
+    echo "save \"\""
+    echo "appendonly no"
+    echo "hz ${redis_hz}"
+    echo "logfile ${dir}/redis.log"
+    printf '%s\n' "$@"
+  } >"$conf"
+  "$bin" "$conf" >/dev/null 2>&1 &
+  server_pid=$!
+  server_pids+=("$server_pid")
+  for i in $(seq 100); do
+    [[ "$(redis-cli -p "$server_port" ping 2>/dev/null)" == PONG ]] && return 0
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "run.sh: $bin did not start: $(tail -3 "${dir}/redis.log" 2>/dev/null)" >&2
+  exit 1
+}
+
+stop_server() {
+  stop_pid "$server_pid"
+  local kept=() pid
+  for pid in "${server_pids[@]}"; do [[ "$pid" != "$server_pid" ]] && kept+=("$pid"); done
+  server_pids=("${kept[@]+"${kept[@]}"}")
+}
+
+lapsed_rss() {
+  sleep 1
+  awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"
+}
+# Redis refreshes used_memory_rss in its cron (every 100 ms), hence the pause.
+redis_rss() {
+  sleep 1
+  redis-cli -p "$1" info memory | tr -d '\r' | sed -n 's/^used_memory_rss://p'
+}
+
+# ---- running a scenario -------------------------------------------------------
+
+# run_bench PEER LAPSE|REDIS CMD...: runs one scenario, shows its output, keeps
+# its RESULT line, and notes a lapse failure.
+run_bench() {
+  local peer=$1 kind=$2 status
+  shift 2
+  set +e
+  "$@" 2>&1 | tee "${work}/last"
+  status=${PIPESTATUS[0]}
+  set -e
+  grep '^RESULT ' "${work}/last" >>"$results" || true
+  if [[ $status != 0 && $kind == lapse ]]; then lapse_failed+=("$peer: ${*:2:1}"); fi
+  return 0
+}
+
+memory_result() {  # PEER BEFORE AFTER MEMBERS
+  local per
+  per=$(awk -v b="$2" -v a="$3" -v n="$4" 'BEGIN {printf "%.1f", (a - b) / n}')
+  echo "  resident memory: ${2} -> ${3} bytes, ${per} bytes per member"
+  echo "RESULT $1 memory bytes_per_member=${per} rss_before=${2} rss_after=${3} members=${4}" >>"$results"
+}
+
+common=(--batch="$batch" --concurrency="$concurrency")
+
+run_lapse_peer() {  # PEER [lapsed flags...]
+  local peer=$1 before after
+  shift
+  echo
+  echo "######## ${peer}: lapsed $*"
+  start_lapsed "$@"
+  before=$(lapsed_rss "$server_pid")
+  run_bench "$peer" lapse "$lapse_bench" put --addr="127.0.0.1:${server_port}" --peer="$peer" \
+    "${common[@]}" --members="$members"
+  after=$(lapsed_rss "$server_pid")
+  memory_result "$peer" "$before" "$after" "$members"
+  stop_server
+
+  start_lapsed "$@"
+  run_bench "$peer" lapse "$lapse_bench" put --addr="127.0.0.1:${server_port}" \
+    --peer="${peer}-batch1" --batch=1 --concurrency="$concurrency" --members="$small_members"
+  stop_server
+
+  start_lapsed "$@"
+  run_bench "$peer" lapse "$lapse_bench" expiry-latency --addr="127.0.0.1:${server_port}" \
+    --peer="$peer" "${common[@]}" --members="$pending" --spread="$spread"
+  stop_server
+
+  start_lapsed "$@"
+  run_bench "$peer" lapse "$lapse_bench" drain --addr="127.0.0.1:${server_port}" \
+    --peer="$peer" "${common[@]}" --members="$drain"
+  stop_server
+
+  start_lapsed "$@"
+  run_bench "$peer" lapse "$lapse_bench" expiry-latency --addr="127.0.0.1:${server_port}" \
+    --peer="$peer" "${common[@]}" --members="$reconnect_members" --spread="$reconnect_spread" \
+    --reconnect-at="$(awk -v s="${reconnect_spread%s}" 'BEGIN {print s * 0.3 "s"}')" \
+    --reconnect-pause="$reconnect_pause"
+  stop_server
+
+  start_lapsed "$@"
+  run_bench "$peer" lapse "$lapse_bench" expiry-latency --addr="127.0.0.1:${server_port}" \
+    --peer="${peer}-sparse" --batch=1 --concurrency=1 --members="$sparse_members" \
+    --spread="$sparse_spread" --lead=1s
+  stop_server
+}
+
+# run_redis_peer PEER BINARY MODE POLL_INTERVALS WITH_PUT WITH_RECONNECT [config lines...]
+run_redis_peer() {
+  local peer=$1 bin=$2 mode=$3 intervals=$4 with_put=$5 with_reconnect=$6 before after p label
+  shift 6
+  echo
+  echo "######## ${peer}: $("$bin" --version | head -1)"
+  local rb=("$redis_bench" --mode="$mode" "${common[@]}")
+  if [[ $with_put == 1 ]]; then
+    start_redis "$bin" "$@"
+    before=$(redis_rss "$server_port")
+    run_bench "$peer" redis "${rb[@]}" put --port="$server_port" --peer="$peer" --members="$members"
+    after=$(redis_rss "$server_port")
+    memory_result "$peer" "$before" "$after" "$members"
+    stop_server
+    start_redis "$bin" "$@"
+    run_bench "$peer" redis "$redis_bench" --mode="$mode" put --port="$server_port" \
+      --peer="${peer}-batch1" --batch=1 --concurrency="$concurrency" --members="$small_members"
+    stop_server
+  fi
+  IFS=, read -r -a intervals_list <<<"$intervals"
+  for p in "${intervals_list[@]}"; do
+    label="$peer"
+    local poll=()
+    if [[ $mode == classic ]]; then
+      label="${peer}-poll${p}"
+      poll=(--poll-interval="$p")
+    fi
+    start_redis "$bin" "$@"
+    run_bench "$label" redis "${rb[@]}" expiry-latency --port="$server_port" --peer="$label" \
+      "${poll[@]}" --members="$pending" --spread="$spread"
+    stop_server
+    start_redis "$bin" "$@"
+    run_bench "$label" redis "${rb[@]}" drain --port="$server_port" --peer="$label" \
+      "${poll[@]}" --members="$drain"
+    stop_server
+    if [[ $with_reconnect == 1 ]]; then
+      start_redis "$bin" "$@"
+      run_bench "$label" redis "${rb[@]}" expiry-latency --port="$server_port" --peer="$label" \
+        "${poll[@]}" --members="$reconnect_members" --spread="$reconnect_spread" \
+        --reconnect-at="$(awk -v s="${reconnect_spread%s}" 'BEGIN {print s * 0.3 "s"}')" \
+        --reconnect-pause="$reconnect_pause"
+      stop_server
+    fi
+    start_redis "$bin" "$@"
+    run_bench "$label" redis "$redis_bench" --mode="$mode" expiry-latency --port="$server_port" \
+      --peer="${label}-sparse" "${poll[@]}" --batch=1 --concurrency=1 \
+      --members="$sparse_members" --spread="$sparse_spread" --lead=1s
+    stop_server
+  done
+}
+
+# Redis >= 7.4 or Valkey >= 9: the version of BINARY is new enough.
+hfe_capable() {
+  local v
+  v="$("$1" --version 2>/dev/null | sed -n 's/.* v=\([0-9]*\.[0-9]*\).*/\1/p')"
+  [[ -n "$v" ]] || return 1
+  if "$1" --version | grep -qi valkey; then
+    awk -v v="$v" 'BEGIN {split(v, a, "."); exit !(a[1] >= 9)}'
+  else
+    awk -v v="$v" 'BEGIN {split(v, a, "."); exit !(a[1] > 7 || (a[1] == 7 && a[2] >= 4))}'
+  fi
+}
+
+# ---- the run ------------------------------------------------------------------
+
+echo "== lapse vs Redis, $(date -u +%Y-%m-%dT%H:%MZ), lapse $(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)"
+echo "   machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r); client and servers share it"
+echo "   sizes: put ${members} (batch ${batch}, concurrency ${concurrency}), batch-1 put ${small_members}," \
+  "expiry-latency ${pending} over ${spread}, drain ${drain}, reconnect ${reconnect_members} over ${reconnect_spread}," \
+  "sparse ${sparse_members} over ${sparse_spread}"
+
+hfe_reason=
+if [[ -n "$redis_hfe_server" ]]; then
+  if [[ ! -x "$redis_hfe_server" ]]; then
+    hfe_reason="--redis-hfe-server=${redis_hfe_server} is not an executable"
+    redis_hfe_server=
+  elif ! hfe_capable "$redis_hfe_server"; then
+    hfe_reason="--redis-hfe-server=${redis_hfe_server} is version $("$redis_hfe_server" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'): no hash-field expiration (needs Redis >= 7.4 or Valkey >= 9)"
+    redis_hfe_server=
+  fi
+else
+  for candidate in valkey-server redis-server; do
+    if command -v "$candidate" >/dev/null && hfe_capable "$(command -v "$candidate")"; then
+      redis_hfe_server="$(command -v "$candidate")"
+      break
+    fi
+  done
+  if [[ -z "$redis_hfe_server" ]]; then
+    hfe_reason="no Redis >= 7.4 or Valkey >= 9 on PATH ($("$redis_server" --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/redis-server is \1/p')); pass --redis-hfe-server=PATH"
+  fi
+fi
+
+durable_flags=()
+if [[ "$durable" != no ]]; then
+  help="$("$lapsed" --helpfull 2>&1 || true)"
+  if grep -q -- '-data_dir' <<<"$help" && grep -q -- '-fsync' <<<"$help"; then
+    durable_flags=(--data_dir="${work}/lapse-data" --fsync=everysec)
+  elif grep -q -- '-data-dir' <<<"$help" && grep -q -- '-fsync' <<<"$help"; then
+    durable_flags=(--data-dir="${work}/lapse-data" --fsync=everysec)
+  elif [[ "$durable" == yes ]]; then
+    echo "run.sh: --durable=yes but lapsed has no --data_dir/--fsync flags" >&2
+    exit 2
+  fi
+fi
+
+have_redis=1
+if ! command -v "$redis_server" >/dev/null || [[ ! -x "$redis_bench" ]] || ! command -v redis-cli >/dev/null; then
+  have_redis=0
+  echo "   Redis peers skipped: need redis-server, redis-cli and lapse-redis-bench (libhiredis-dev)"
+fi
+
+wanted lapse && run_lapse_peer lapse
+if wanted redis-classic && [[ $have_redis == 1 ]]; then
+  run_redis_peer redis-classic "$(command -v "$redis_server")" classic "$poll_intervals" 1 1
+fi
+if [[ ${#durable_flags[@]} -gt 0 ]]; then
+  wanted lapse-durable && { rm -rf "${work}/lapse-data"; mkdir -p "${work}/lapse-data"; run_lapse_peer lapse-durable "${durable_flags[@]}"; }
+  if wanted redis-aof && [[ $have_redis == 1 ]]; then
+    run_redis_peer redis-aof "$(command -v "$redis_server")" classic "${poll_intervals##*,}" 1 0 \
+      "appendonly yes" "appendfsync everysec" "aof-use-rdb-preamble yes"
+  fi
+elif [[ "$durable" != no ]]; then
+  echo
+  echo "######## lapse-durable / redis-aof: not measured: this lapsed has no --data_dir and --fsync flags"
+fi
+if wanted redis-hfe && [[ $have_redis == 1 ]]; then
+  if [[ -n "$redis_hfe_server" ]]; then
+    run_redis_peer redis-hfe "$redis_hfe_server" hfe "-" 1 1 "notify-keyspace-events Eh"
+  else
+    echo
+    echo "######## redis-hfe: not measured: ${hfe_reason}"
+  fi
+fi
+
+# ---- the side-by-side table ------------------------------------------------------
+
+declare -A r=()
+while read -r _ peer scenario rest; do
+  for kv in $rest; do r["${peer}|${scenario}|${kv%%=*}"]="${kv#*=}"; done
+done <"$results"
+
+get() { echo "${r[$1|$2|$3]:-}"; }
+
+# One row: LABEL SCENARIO KEY HIGHER_IS_BETTER(1|0) LAPSE_PEER then PEER... pairs
+# of "peer:scenario-peer-name".
+row() {
+  local label=$1 scenario=$2 key=$3 higher=$4 base=$5
+  shift 5
+  local lv out peer pv ratio verdict
+  lv="$(get "$base" "$scenario" "$key")"
+  out="$(printf '%-34s %12s' "$label" "${lv:--}")"
+  for peer in "$@"; do
+    pv="$(get "$peer" "$scenario" "$key")"
+    if [[ -z "$lv" || -z "$pv" ]]; then
+      out+="$(printf ' %12s %8s' "${pv:-n/m}" "")"
+      continue
+    fi
+    ratio="$(awk -v a="$lv" -v b="$pv" 'BEGIN { if (b == 0) print (a == 0 ? "=" : "inf"); else printf "%.2f", a / b }')"
+    verdict="$(awk -v a="$lv" -v b="$pv" -v h="$higher" 'BEGIN { if (a == b) print "="; else if ((h == 1) == (a > b)) print "+"; else print "-" }')"
+    out+="$(printf ' %12s %7s%s' "$pv" "$ratio" "$verdict")"
+  done
+  echo "$out"
+}
+
+table() {  # BASE PEER_SPEC...  (PEER_SPEC = "column-name=peer-for-put=peer-for-watch")
+  local base=$1
+  shift
+  local header spec puts=() watches=() batch1=() sparse=()
+  header="$(printf '%-34s %12s' metric "$base")"
+  for spec in "$@"; do
+    IFS== read -r name put watch <<<"$spec"
+    header+="$(printf ' %12s %8s' "$name" "lapse/it")"
+    puts+=("$put")
+    watches+=("$watch")
+    batch1+=("${put}-batch1")
+    sparse+=("${watch}-sparse")
+  done
+  echo "$header"
+  echo "$header" | sed 's/./-/g'
+  row "put members/s (batch ${batch})" put members_per_s 1 "$base" "${puts[@]}"
+  row "put p99 per RPC/batch (ms)" put rpc_p99_ms 0 "$base" "${puts[@]}"
+  row "put members/s (batch 1)" put members_per_s 1 "${base}-batch1" "${batch1[@]}"
+  row "resident bytes per member" memory bytes_per_member 0 "$base" "${puts[@]}"
+  row "expiry latency p50 (ms)" expiry-latency event_p50_ms 0 "$base" "${watches[@]}"
+  row "expiry latency p99 (ms)" expiry-latency event_p99_ms 0 "$base" "${watches[@]}"
+  row "expiry latency p99.9 (ms)" expiry-latency event_p999_ms 0 "$base" "${watches[@]}"
+  row "expiry latency max (ms)" expiry-latency event_max_ms 0 "$base" "${watches[@]}"
+  row "expiry events lost (steady)" expiry-latency lost 0 "$base" "${watches[@]}"
+  row "drain: all notified after (ms)" drain all_ms 0 "$base" "${watches[@]}"
+  row "drain: events/s" drain events_per_s 1 "$base" "${watches[@]}"
+  row "events lost (watcher reconnects)" reconnect lost 0 "$base" "${watches[@]}"
+  row "sparse expiry latency p50 (ms)" expiry-latency event_p50_ms 0 "${base}-sparse" "${sparse[@]}"
+  row "sparse expiry latency max (ms)" expiry-latency event_max_ms 0 "${base}-sparse" "${sparse[@]}"
+}
+
+echo
+echo "== Side by side (lapse/it = lapse / peer; + lapse ahead, - lapse behind; n/m not measured)"
+specs=()
+IFS=, read -r -a intervals_list <<<"$poll_intervals"
+for p in "${intervals_list[@]}"; do specs+=("classic-${p}=redis-classic=redis-classic-poll${p}"); done
+specs+=("native-hfe=redis-hfe=redis-hfe")
+table lapse "${specs[@]}"
+if [[ ${#durable_flags[@]} -gt 0 ]]; then
+  echo
+  echo "== Durable (lapse --fsync=everysec vs Redis appendfsync everysec, classic recipe)"
+  table lapse-durable "aof-${poll_intervals##*,}=redis-aof=redis-aof-poll${poll_intervals##*,}"
+fi
+if [[ -n "$hfe_reason" ]]; then echo "   native-hfe: not measured: ${hfe_reason}"; fi
+echo
+echo "   Notifications carry: lapse: collection, key, value (include_values), deadline,"
+echo "   expired_at, sequence; classic: whatever the poller publishes (here collection, key,"
+echo "   value, deadline); native-hfe: only the hash (collection) name."
+
+if [[ ${#lapse_failed[@]} -gt 0 ]]; then
+  echo
+  echo "run.sh: lapse scenarios with errors or lost events:"
+  printf '  %s\n' "${lapse_failed[@]}"
+  exit 1
+fi
