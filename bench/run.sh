@@ -27,7 +27,7 @@ echo "== lapse benchmarks: $(git -C "${repo}" describe --always --dirty 2>/dev/n
   "$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 echo
 echo "== engine_bench (single thread; items/s is members, expirations or events per second)"
-"${build}/bench/engine_bench" \
+"${build}/bench/engine/engine_bench" \
   --benchmark_filter='-(members|events):1000/' \
   --benchmark_counters_tabular=true \
   --benchmark_repetitions="${REPETITIONS:-3}" --benchmark_report_aggregates_only=true \
@@ -37,4 +37,4 @@ echo " DEBUG warning; that concerns the harness's own checks, not the code measu
 echo
 echo "== memory_probe"
 # shellcheck disable=SC2086  # MEMORY_PROBE_ARGS is a list of flags.
-"${build}/bench/memory_probe" ${MEMORY_PROBE_ARGS:-}
+"${build}/bench/engine/memory_probe" ${MEMORY_PROBE_ARGS:-}

@@ -22,7 +22,7 @@ packages=(
   cmake ninja-build pkg-config g++ clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server libhiredis-dev
+  redis-server libhiredis-dev grpc-proto
 )
 
 as_root() {
@@ -91,7 +91,7 @@ run_tests() {
 
 run_server() {
   install_missing
-  build "$root/build/release" -DCMAKE_BUILD_TYPE=Release -DLAPSE_BUILD_BENCHMARKS=OFF -- lapsed
+  build "$root/build/release" -DCMAKE_BUILD_TYPE=Release -DLAPSE_BUILD_BENCHMARKS=OFF -- lapsed lapsectl
   local arg has_dir=0
   for arg in "$@"; do
     case "$arg" in --data-dir* | --data_dir*) has_dir=1 ;; esac

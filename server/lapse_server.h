@@ -33,15 +33,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
-#include "server/clock.h"
-#include "server/engine.h"
-#include "server/event_log.h"
-#include "server/expirer.h"
-#include "server/lapse_service.h"
-#include "server/limits.h"
+#include "server/base/clock.h"
+#include "server/engine/engine.h"
+#include "server/engine/event_log.h"
+#include "server/engine/expirer.h"
+#include "server/service/lapse_service.h"
+#include "server/engine/limits.h"
 #include "server/storage/durable_store.h"
 #include "server/storage/wal.h"
-#include "server/watch_hub.h"
+#include "server/service/watch_hub.h"
 
 namespace lapse {
 

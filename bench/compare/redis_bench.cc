@@ -53,11 +53,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/compare/redis_conn.h"
-#include "client/load/args.h"
-#include "client/load/ledger.h"
-#include "client/load/members.h"
-#include "client/load/report.h"
-#include "client/load/stats.h"
+#include "bench/common/args.h"
+#include "bench/common/ledger.h"
+#include "bench/common/members.h"
+#include "bench/common/report.h"
+#include "bench/common/stats.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Redis host");
 ABSL_FLAG(int32_t, port, 6379, "Redis port");

@@ -125,8 +125,8 @@ if [[ $smoke == 1 ]]; then
 fi
 
 lapsed="${build}/server/lapsed"
-lapse_bench="${build}/client/load/lapse-bench"
-redis_bench="${build}/client/load/compare/lapse-redis-bench"
+lapse_bench="${build}/bench/load/lapse-bench"
+redis_bench="${build}/bench/compare/lapse-redis-bench"
 
 if [[ $do_build == 1 ]]; then
   build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "${build}/CMakeCache.txt" 2>/dev/null || true)"

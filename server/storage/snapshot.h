@@ -24,9 +24,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/engine.h"
-#include "server/event_log.h"
-#include "server/journal.h"
+#include "server/engine/engine.h"
+#include "server/engine/event_log.h"
+#include "server/engine/journal.h"
 
 namespace lapse {
 

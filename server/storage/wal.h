@@ -34,8 +34,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/event_log.h"
-#include "server/mutex.h"
+#include "server/engine/event_log.h"
+#include "server/base/mutex.h"
 
 namespace lapse {
 

@@ -15,7 +15,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "tests/integration/test_server.h"
+#include "testing/test_server.h"
 #include "server/storage/files.h"
 #include "server/storage/wal.h"
 #include "tests/lapsed_process.h"

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/health.grpc.pb.h"
-#include "tests/integration/test_server.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "testing/test_server.h"
 
 namespace lapse::testing {
 namespace {

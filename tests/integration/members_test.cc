@@ -4,8 +4,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/proto_convert.h"
-#include "tests/integration/test_server.h"
+#include "server/service/proto_convert.h"
+#include "testing/test_server.h"
 
 namespace lapse::testing {
 namespace {

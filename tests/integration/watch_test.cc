@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/proto_convert.h"
-#include "tests/integration/test_server.h"
+#include "server/service/proto_convert.h"
+#include "testing/test_server.h"
 
 namespace lapse::testing {
 namespace {

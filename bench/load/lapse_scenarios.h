@@ -1,0 +1,90 @@
+// lapse-bench's scenarios against a running lapsed. Each prints a table, then
+// one RESULT line (report.h), and returns false when it saw an RPC error, a
+// watch stream failure, or a lost or duplicated expiry event.
+//
+//   put             members/s of batched PutMembers at a given concurrency.
+//   expiry-latency  N members with deadlines spread over T seconds, one
+//                   watcher: received - deadline percentiles, lost events.
+//                   With reconnect_at the watcher drops and resumes by
+//                   sequence mid-way.
+//   drain           M members sharing one deadline: time until the watcher
+//                   has all M events.
+//   mixed           puts, gets, expires and removes at a fixed rate with K
+//                   watchers; per-op latency (from the intended send time, so
+//                   a stall is not hidden) and errors, events lost per watcher.
+//
+//   lapse::load::ScenarioOptions options;
+//   options.addr = "127.0.0.1:50051";
+//   bool ok = lapse::load::RunDrain(options);
+//
+// Each Run* call is blocking and self-contained (its own channels).
+#ifndef LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_
+#define LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "bench/load/lapse_load.h"
+
+namespace lapse {
+namespace load {
+
+// Relative weights of the mixed scenario's operations.
+struct OpMix {
+  int put = 40;
+  int get = 30;
+  int expire = 15;
+  int remove = 15;
+};
+
+// "put=40,get=30,expire=15,remove=15" (missing ones are 0).
+absl::StatusOr<OpMix> ParseOpMix(absl::string_view text);
+
+struct ScenarioOptions {
+  // The name on RESULT lines, e.g. "lapse" or "lapse-durable".
+  std::string peer = "lapse";
+  std::string addr = "127.0.0.1:50051";
+  int channels = 1;
+  // See MakeStubs; 0 keeps gRPC's default.
+  int lookahead_bytes = 0;
+  Shape shape;
+  // put, expiry-latency and drain: members written (put: or for `duration`).
+  uint64_t members = 0;
+  absl::Duration duration = absl::ZeroDuration();
+  // put and mixed: the TTL of every member written.
+  absl::Duration ttl = absl::Hours(1);
+  // expiry-latency: deadlines are spread over this window.
+  absl::Duration spread = absl::Seconds(10);
+  // expiry-latency and drain: time from the start of loading to the first
+  // deadline; zero picks one from the member count.
+  absl::Duration lead = absl::ZeroDuration();
+  // How long after the last deadline to wait for stragglers.
+  absl::Duration drain_timeout = absl::Seconds(5);
+  bool include_values = true;
+  // expiry-latency: when (after the first deadline) the watcher drops its
+  // stream, and for how long it stays away; zero: never.
+  absl::Duration reconnect_at = absl::ZeroDuration();
+  absl::Duration reconnect_pause = absl::Seconds(1);
+  // mixed.
+  double rate = 2000;
+  int watchers = 2;
+  OpMix mix;
+};
+
+bool RunPut(const ScenarioOptions& options);
+bool RunExpiryLatency(const ScenarioOptions& options);
+bool RunDrain(const ScenarioOptions& options);
+bool RunMixed(const ScenarioOptions& options);
+
+// The lead RunExpiryLatency and RunDrain use when options.lead is zero:
+// enough to load `members` at a pessimistic 100k members/s (a busy shared
+// machine), plus two seconds.
+absl::Duration AutoLead(uint64_t members);
+
+}  // namespace load
+}  // namespace lapse
+
+#endif  // LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_

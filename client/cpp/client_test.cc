@@ -1,0 +1,275 @@
+// Every unary RPC through lapse::client::Client against a real in-process
+// server (FakeClock, 127.0.0.1:0), and the per-call deadline.
+#include "lapse/client.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "testing/fake_lapse_service.h"
+#include "testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/test_server.h"
+
+namespace lapse::client {
+namespace {
+
+using ::lapse::testing::StartTime;
+using ::lapse::testing::TestServer;
+using ::testing::ElementsAre;
+using ::testing::Eq;
+using ::testing::Optional;
+
+MemberWrite Write(const std::string& key, const std::string& value,
+                  Expiration expiration = Expiration::None()) {
+  MemberWrite write;
+  write.key = key;
+  write.value = value;
+  write.expiration = expiration;
+  return write;
+}
+
+std::vector<std::string> Keys(const std::vector<Member>& members) {
+  std::vector<std::string> keys;
+  for (const Member& member : members) keys.push_back(member.key);
+  return keys;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  ClientTest() : client_(absl::StrCat("127.0.0.1:", server_.port())) {}
+
+  // Puts `keys` with a TTL; expects success.
+  void PutTtl(const std::string& collection,
+              const std::vector<std::string>& keys, absl::Duration ttl) {
+    std::vector<MemberWrite> writes;
+    for (const std::string& key : keys) {
+      writes.push_back(Write(key, "v:" + key, Expiration::Ttl(ttl)));
+    }
+    ASSERT_TRUE(client_.PutMembers(collection, writes).ok());
+  }
+
+  TestServer server_;
+  Client client_;
+};
+
+TEST_F(ClientTest, PutReportsEachOutcomeAndTheResultingDeadline) {
+  absl::StatusOr<std::vector<PutResult>> created = client_.PutMembers(
+      "orders", {Write("a", "1", Expiration::Ttl(absl::Seconds(30))),
+                 Write("b", "2", Expiration::At(StartTime() + absl::Hours(1))),
+                 Write("c", "3")});
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_EQ(created->size(), 3u);
+  EXPECT_EQ((*created)[0].key, "a");
+  EXPECT_EQ((*created)[0].outcome, PutOutcome::kCreated);
+  EXPECT_THAT((*created)[0].expire_time,
+              Optional(Eq(StartTime() + absl::Seconds(30))));
+  EXPECT_THAT((*created)[1].expire_time,
+              Optional(Eq(StartTime() + absl::Hours(1))));
+  EXPECT_EQ((*created)[2].expire_time, std::nullopt);
+
+  MemberWrite absent = Write("a", "new");
+  absent.condition = PutCondition::kIfAbsent;
+  MemberWrite present = Write("b", "new");
+  present.condition = PutCondition::kIfPresent;
+  present.keep_expiration = true;
+  absl::StatusOr<std::vector<PutResult>> second =
+      client_.PutMembers("orders", {absent, present});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)[0].outcome, PutOutcome::kSkipped);
+  EXPECT_EQ((*second)[1].outcome, PutOutcome::kReplaced);
+  EXPECT_THAT((*second)[1].expire_time,
+              Optional(Eq(StartTime() + absl::Hours(1))));
+}
+
+TEST_F(ClientTest, PutBeyondMaxMembersIsAFailedPrecondition) {
+  PutOptions options;
+  options.max_members = 1;
+  absl::StatusOr<std::vector<PutResult>> put =
+      client_.PutMembers("user-42", {Write("a", ""), Write("b", "")}, options);
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client_.GetCollection("user-42").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, InvalidInputComesBackAsInvalidArgumentNamingTheField) {
+  absl::StatusOr<std::vector<PutResult>> put = client_.PutMembers(
+      "c", {Write("a", "", Expiration::Ttl(-absl::Seconds(1)))});
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(put.status().message()),
+              ::testing::HasSubstr("members[0].ttl"));
+}
+
+TEST_F(ClientTest, GetReturnsOneResultPerKeyAndCanSlideDeadlines) {
+  PutTtl("sessions", {"s1"}, absl::Seconds(10));
+  absl::StatusOr<std::vector<GetResult>> got =
+      client_.GetMembers("sessions", {"s1", "missing"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_TRUE((*got)[0].found);
+  EXPECT_EQ((*got)[0].member.key, "s1");
+  EXPECT_EQ((*got)[0].member.value, "v:s1");
+  EXPECT_THAT((*got)[0].member.expire_time,
+              Optional(Eq(StartTime() + absl::Seconds(10))));
+  EXPECT_FALSE((*got)[1].found);
+  EXPECT_EQ((*got)[1].member.key, "missing");
+
+  GetOptions refresh;
+  refresh.refresh = Expiration::Ttl(absl::Minutes(5));
+  absl::StatusOr<std::vector<GetResult>> slid =
+      client_.GetMembers("sessions", {"s1"}, refresh);
+  ASSERT_TRUE(slid.ok()) << slid.status();
+  EXPECT_THAT((*slid)[0].member.expire_time,
+              Optional(Eq(StartTime() + absl::Minutes(5))));
+}
+
+TEST_F(ClientTest, RemoveReportsWhichMembersExisted) {
+  PutTtl("c", {"a"}, absl::Seconds(10));
+  absl::StatusOr<std::vector<RemoveResult>> removed =
+      client_.RemoveMembers("c", {"a", "b"});
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  ASSERT_EQ(removed->size(), 2u);
+  EXPECT_EQ((*removed)[0].key, "a");
+  EXPECT_TRUE((*removed)[0].existed);
+  EXPECT_EQ((*removed)[1].key, "b");
+  EXPECT_FALSE((*removed)[1].existed);
+}
+
+TEST_F(ClientTest, ExpireAppliesConditionsAndExpiresPastDeadlinesNow) {
+  PutTtl("c", {"timed"}, absl::Seconds(10));
+  ASSERT_TRUE(client_.PutMembers("c", {Write("forever", "")}).ok());
+
+  absl::StatusOr<std::vector<ExpireResult>> later = client_.ExpireMembers(
+      "c", {"timed", "forever", "missing"}, Expiration::Ttl(absl::Seconds(60)),
+      ExpireCondition::kIfHasExpiration);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ((*later)[0].outcome, ExpireOutcome::kUpdated);
+  EXPECT_THAT((*later)[0].expire_time,
+              Optional(Eq(StartTime() + absl::Seconds(60))));
+  EXPECT_EQ((*later)[1].outcome, ExpireOutcome::kConditionNotMet);
+  EXPECT_EQ((*later)[2].outcome, ExpireOutcome::kNotFound);
+
+  absl::StatusOr<std::vector<ExpireResult>> now = client_.ExpireMembers(
+      "c", {"timed"}, Expiration::At(StartTime() - absl::Seconds(1)));
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ((*now)[0].outcome, ExpireOutcome::kExpired);
+  EXPECT_EQ((*now)[0].expire_time, std::nullopt);
+
+  EXPECT_EQ(client_.ExpireMembers("c", {"forever"}, Expiration::None())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, PersistReportsEveryOutcome) {
+  PutTtl("c", {"timed"}, absl::Seconds(10));
+  ASSERT_TRUE(client_.PutMembers("c", {Write("forever", "")}).ok());
+  absl::StatusOr<std::vector<PersistResult>> persisted =
+      client_.PersistMembers("c", {"timed", "forever", "missing"});
+  ASSERT_TRUE(persisted.ok()) << persisted.status();
+  EXPECT_EQ((*persisted)[0].outcome, PersistOutcome::kPersisted);
+  EXPECT_EQ((*persisted)[1].outcome, PersistOutcome::kNoExpiration);
+  EXPECT_EQ((*persisted)[2].outcome, PersistOutcome::kNotFound);
+  EXPECT_EQ((*persisted)[2].key, "missing");
+}
+
+TEST_F(ClientTest, ListMembersPagesByKeyOrByExpireTime) {
+  PutTtl("c", {"b"}, absl::Seconds(30));
+  PutTtl("c", {"a"}, absl::Seconds(20));
+  ASSERT_TRUE(client_.PutMembers("c", {Write("0", "")}).ok());
+
+  ListMembersOptions by_key;
+  by_key.page_size = 2;
+  absl::StatusOr<MemberPage> first = client_.ListMembers("c", by_key);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_THAT(Keys(first->members), ElementsAre("0", "a"));
+  ASSERT_FALSE(first->next_page_token.empty());
+  by_key.page_token = first->next_page_token;
+  absl::StatusOr<MemberPage> second = client_.ListMembers("c", by_key);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_THAT(Keys(second->members), ElementsAre("b"));
+  EXPECT_TRUE(second->next_page_token.empty());
+
+  ListMembersOptions by_deadline;
+  by_deadline.order_by = MemberOrder::kExpireTime;
+  by_deadline.keys_only = true;
+  absl::StatusOr<MemberPage> all = client_.ListMembers("c", by_deadline);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_THAT(Keys(all->members), ElementsAre("a", "b", "0"));
+  EXPECT_EQ(all->members[0].value, "");
+  EXPECT_THAT(all->members[0].expire_time,
+              Optional(Eq(StartTime() + absl::Seconds(20))));
+}
+
+TEST_F(ClientTest, GetCollectionCountsMembersOrIsNotFound) {
+  PutTtl("c", {"a", "b"}, absl::Seconds(20));
+  ASSERT_TRUE(client_.PutMembers("c", {Write("p", "")}).ok());
+  absl::StatusOr<CollectionInfo> info = client_.GetCollection("c");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->name, "c");
+  EXPECT_EQ(info->member_count, 3u);
+  EXPECT_EQ(info->expiring_count, 2u);
+  EXPECT_THAT(info->next_expire_time,
+              Optional(Eq(StartTime() + absl::Seconds(20))));
+  EXPECT_EQ(client_.GetCollection("nope").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, ListCollectionsPagesByPrefix) {
+  for (const char* name : {"user:1", "user:2", "user:3", "zone"}) {
+    ASSERT_TRUE(client_.PutMembers(name, {Write("k", "")}).ok());
+  }
+  ListCollectionsOptions options;
+  options.prefix = "user:";
+  options.page_size = 2;
+  absl::StatusOr<CollectionPage> first = client_.ListCollections(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->collections.size(), 2u);
+  EXPECT_EQ(first->collections[0].name, "user:1");
+  EXPECT_EQ(first->collections[0].member_count, 1u);
+  EXPECT_EQ(first->collections[0].next_expire_time, std::nullopt);
+  options.page_token = first->next_page_token;
+  absl::StatusOr<CollectionPage> second = client_.ListCollections(options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->collections.size(), 1u);
+  EXPECT_EQ(second->collections[0].name, "user:3");
+  EXPECT_TRUE(second->next_page_token.empty());
+}
+
+TEST_F(ClientTest, DeleteCollectionReturnsHowManyMembersItHad) {
+  PutTtl("c", {"a", "b"}, absl::Seconds(20));
+  absl::StatusOr<uint64_t> removed = client_.DeleteCollection("c");
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 2u);
+  absl::StatusOr<uint64_t> again = client_.DeleteCollection("c");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, 0u);
+}
+
+TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {
+  testing::FakeServer server;
+  server.service().HoldUnaryCalls();
+  ClientOptions options;
+  options.default_timeout = absl::Milliseconds(100);
+  Client client(server.address(), options);
+  EXPECT_EQ(client.GetCollection("c").status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+
+  CallOptions call;
+  call.timeout = absl::Milliseconds(50);
+  EXPECT_EQ(client.ListCollections({}, call).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(ClientDeadlineTest, AnUnreachableServerIsUnavailable) {
+  ClientOptions options;
+  options.max_attempts = 1;
+  Client client(absl::StrCat("127.0.0.1:", testing::UnusedLoopbackPort()),
+                options);
+  EXPECT_EQ(client.GetCollection("c").status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace lapse::client

@@ -1,0 +1,251 @@
+#include "client/cpp/watch_loop.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/string_view.h"
+#include "client/cpp/backoff.h"
+#include "client/cpp/convert.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/client_callback.h"
+
+namespace lapse::client::internal {
+namespace {
+
+// The loop whose thread is running here, so that Cancel() from a handler
+// does not wait for its own thread.
+thread_local const WatchLoop* current_loop = nullptr;
+
+// Streams that end like this are resumed: the server went away or is
+// draining, a connection dropped, or something between us ended the stream
+// (we did not cancel it: that is checked first).
+bool Resumable(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::OK:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A draining lapse server ends a stream with "server shutting down; last
+// delivered sequence N" (see the README's WatchExpirations section).
+std::optional<uint64_t> LastDeliveredSequence(const grpc::Status& status) {
+  constexpr absl::string_view kMarker = "last delivered sequence ";
+  const std::string& message = status.error_message();
+  const size_t at = message.find(kMarker.data(), 0, kMarker.size());
+  if (at == std::string::npos) return std::nullopt;
+  const size_t begin = at + kMarker.size();
+  size_t end = begin;
+  while (end < message.size() && absl::ascii_isdigit(message[end])) ++end;
+  uint64_t sequence = 0;
+  if (!absl::SimpleAtoi(absl::string_view(message).substr(begin, end - begin),
+                        &sequence)) {
+    return std::nullopt;
+  }
+  return sequence;
+}
+
+}  // namespace
+
+// One WatchExpirations call. Its reactions report to the loop; the loop's
+// thread asks for each next response and destroys the Attempt after OnDone.
+class WatchLoop::Attempt final
+    : public grpc::ClientReadReactor<v1::WatchExpirationsResponse> {
+ public:
+  // Creates the call; Start() starts it.
+  Attempt(WatchLoop* loop, v1::WatchExpirationsRequest request)
+      : loop_(loop), request_(std::move(request)) {
+    loop_->connection_->stub().async()->WatchExpirations(&context_, &request_,
+                                                          this);
+    // Between a response and the loop's next StartRead no operation is
+    // pending; the hold keeps OnDone (and the end of this reactor's use) from
+    // happening in that gap. The final OnReadDone releases it.
+    AddHold();
+    StartRead(&response_);
+  }
+
+  void Start() { StartCall(); }
+  void ReadNext() { StartRead(&response_); }
+  void TryCancel() { context_.TryCancel(); }
+  // Valid between a successful read and the next ReadNext().
+  const v1::WatchExpirationsResponse& response() const { return response_; }
+
+  void OnReadInitialMetadataDone(bool ok) override {
+    // Not ok also for a trailers-only answer: the call was refused.
+    if (ok) loop_->OnHeaders();
+  }
+  void OnReadDone(bool ok) override {
+    if (ok) {
+      loop_->OnResponse();
+    } else {
+      RemoveHold();
+    }
+  }
+  void OnDone(const grpc::Status& status) override { loop_->OnEnd(status); }
+
+ private:
+  WatchLoop* const loop_;
+  grpc::ClientContext context_;
+  const v1::WatchExpirationsRequest request_;
+  v1::WatchExpirationsResponse response_;
+};
+
+WatchLoop::WatchLoop(std::shared_ptr<Connection> connection,
+                     const WatchOptions& options, WatchHandlers handlers,
+                     const BackoffPolicy& backoff)
+    : connection_(std::move(connection)),
+      options_(options),
+      handlers_(std::move(handlers)),
+      backoff_(backoff) {
+  if (options_.start == StartPosition::kAfterSequence) {
+    position_ = options_.after_sequence;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+WatchLoop::~WatchLoop() { Cancel(); }
+
+void WatchLoop::Cancel() {
+  std::shared_ptr<Attempt> attempt;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    attempt = attempt_;
+  }
+  if (attempt != nullptr) attempt->TryCancel();
+  if (current_loop == this) return;
+  absl::MutexLock lock(&join_mu_);
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t WatchLoop::position() const {
+  absl::MutexLock lock(&mu_);
+  return position_.value_or(0);
+}
+
+bool WatchLoop::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+void WatchLoop::Run() {
+  current_loop = this;
+  Backoff backoff(backoff_);
+  absl::BitGen random;
+  while (true) {
+    const AttemptEnd end = RunAttempt();
+    if (cancelled()) return;
+    if (!Resumable(end.status)) {
+      if (handlers_.on_error) handlers_.on_error(FromGrpcStatus(end.status));
+      return;
+    }
+    if (end.got_response) backoff.Reset();
+    {
+      absl::MutexLock lock(&mu_);
+      if (!position_.has_value()) position_ = LastDeliveredSequence(end.status);
+    }
+    if (handlers_.on_reconnecting) {
+      handlers_.on_reconnecting(FromGrpcStatus(end.status));
+    }
+    const absl::Duration delay = backoff.Next(random);
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&cancelled_), delay);
+    if (cancelled_) return;
+  }
+}
+
+WatchLoop::AttemptEnd WatchLoop::RunAttempt() {
+  std::optional<uint64_t> position;
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) return {grpc::Status::CANCELLED, false};
+    headers_received_ = false;
+    headers_reported_ = false;
+    response_ready_ = false;
+    ended_ = false;
+    position = position_;
+  }
+  // Created, published and started outside mu_: gRPC may run reactions
+  // inline. A Cancel() that ran before publication is caught right after.
+  auto attempt = std::make_shared<Attempt>(this, WatchRequest(options_, position));
+  {
+    absl::MutexLock lock(&mu_);
+    attempt_ = attempt;
+  }
+  attempt->Start();
+  if (cancelled()) attempt->TryCancel();
+
+  AttemptEnd end;
+  while (true) {
+    mu_.LockWhen(absl::Condition(this, &WatchLoop::AttemptHasNews));
+    if (headers_received_ && !headers_reported_) {
+      headers_reported_ = true;
+      const bool cancelled = cancelled_;
+      mu_.Unlock();
+      if (!cancelled && handlers_.on_connected) handlers_.on_connected();
+      continue;
+    }
+    if (response_ready_) {
+      response_ready_ = false;
+      mu_.Unlock();
+      end.got_response = true;
+      Deliver(attempt->response());
+      attempt->ReadNext();
+      continue;
+    }
+    // OnDone has run: gRPC is finished with the attempt.
+    end.status = end_status_;
+    attempt_.reset();
+    mu_.Unlock();
+    return end;
+  }
+}
+
+bool WatchLoop::AttemptHasNews() const {
+  return (headers_received_ && !headers_reported_) || response_ready_ || ended_;
+}
+
+void WatchLoop::Deliver(const v1::WatchExpirationsResponse& response) {
+  std::optional<uint64_t> position;
+  {
+    absl::MutexLock lock(&mu_);
+    position = position_;
+  }
+  for (const v1::ExpiryEvent& event : response.events()) {
+    if (position.has_value() && event.sequence() <= *position) continue;
+    if (cancelled()) return;
+    handlers_.on_event(EventFromProto(event));
+    position = event.sequence();
+    absl::MutexLock lock(&mu_);
+    position_ = position;
+  }
+  // Every event the response examined has been handed over.
+  absl::MutexLock lock(&mu_);
+  position_ = std::max(position_.value_or(0), response.examined_sequence());
+}
+
+void WatchLoop::OnHeaders() {
+  absl::MutexLock lock(&mu_);
+  headers_received_ = true;
+}
+
+void WatchLoop::OnResponse() {
+  absl::MutexLock lock(&mu_);
+  // A response implies headers, whichever reaction ran first.
+  headers_received_ = true;
+  response_ready_ = true;
+}
+
+void WatchLoop::OnEnd(const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  end_status_ = status;
+  ended_ = true;
+}
+
+}  // namespace lapse::client::internal

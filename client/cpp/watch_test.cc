@@ -1,0 +1,509 @@
+// Client::Watch and Client::WatchStream: delivery, filters, start positions
+// and cancellation against a real in-process server (FakeClock); resuming
+// after a broken stream against a scripted FakeLapseService; and restarts of
+// a real lapsed process.
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "testing/fake_lapse_service.h"
+#include "testing/lapsed_process.h"
+#include "testing/recorder.h"
+#include "testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lapse/client.h"
+#include "testing/test_server.h"
+
+namespace lapse::client {
+namespace {
+
+using ::lapse::testing::StartTime;
+using ::lapse::testing::TestServer;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using testing::FakeServer;
+using testing::LapsedProcess;
+using testing::TempDir;
+using testing::Recorder;
+
+std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+// Client options for tests: quick reconnects, patient calls.
+ClientOptions TestClientOptions() {
+  ClientOptions options;
+  options.default_timeout = testing::kPatience;
+  options.max_attempts = 1'000'000;
+  options.retry_backoff = {absl::Milliseconds(10), absl::Milliseconds(100), 2.0};
+  options.watch_backoff = {absl::Milliseconds(10), absl::Milliseconds(100), 2.0};
+  options.reconnect_backoff_initial = absl::Milliseconds(50);
+  options.reconnect_backoff_max = absl::Milliseconds(200);
+  return options;
+}
+
+WatchOptions From(StartPosition start, uint64_t after_sequence = 0) {
+  WatchOptions options;
+  options.start = start;
+  options.after_sequence = after_sequence;
+  return options;
+}
+
+bool StrictlyIncreasing(const std::vector<uint64_t>& sequences) {
+  for (size_t i = 1; i < sequences.size(); ++i) {
+    if (sequences[i] <= sequences[i - 1]) return false;
+  }
+  return true;
+}
+
+// ---- Against a real in-process server ---------------------------------------
+
+class WatchTest : public ::testing::Test {
+ protected:
+  explicit WatchTest(ServerOptions options = lapse::testing::TestOptions())
+      : server_(std::move(options)),
+        client_(Address(server_.port()), TestClientOptions()) {}
+
+  void Put(const std::string& collection, const std::vector<std::string>& keys,
+           Expiration expiration) {
+    std::vector<MemberWrite> writes;
+    for (const std::string& key : keys) {
+      MemberWrite write;
+      write.key = key;
+      write.value = "v:" + key;
+      write.expiration = expiration;
+      writes.push_back(write);
+    }
+    absl::StatusOr<std::vector<PutResult>> put =
+        client_.PutMembers(collection, writes);
+    ASSERT_TRUE(put.ok()) << put.status();
+  }
+
+  // Puts `keys` and expires them at once: their events are appended, in
+  // order, before this returns.
+  void ExpireNow(const std::string& collection,
+                 const std::vector<std::string>& keys) {
+    Put(collection, keys, Expiration::None());
+    for (const std::string& key : keys) {
+      absl::StatusOr<std::vector<ExpireResult>> expired = client_.ExpireMembers(
+          collection, {key}, Expiration::At(StartTime() - absl::Seconds(1)));
+      ASSERT_TRUE(expired.ok()) << expired.status();
+      ASSERT_EQ((*expired)[0].outcome, ExpireOutcome::kExpired);
+    }
+  }
+
+  std::unique_ptr<Subscription> Watch(const WatchOptions& options,
+                                      Recorder& recorder) {
+    absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+        client_.Watch(options, recorder.Handlers());
+    EXPECT_TRUE(subscription.ok()) << subscription.status();
+    return subscription.ok() ? *std::move(subscription) : nullptr;
+  }
+
+  TestServer server_;
+  Client client_;
+};
+
+TEST_F(WatchTest, DeliversEachExpiryOnceInSequenceOrder) {
+  Recorder recorder;
+  std::unique_ptr<Subscription> subscription =
+      Watch(From(StartPosition::kNew), recorder);
+  ASSERT_TRUE(recorder.WaitForConnections(1));
+  Put("orders", {"a", "b", "c"}, Expiration::Ttl(absl::Seconds(1)));
+  server_.ExpireAfter(absl::Seconds(2));
+
+  ASSERT_TRUE(recorder.WaitForEvents(3));
+  EXPECT_THAT(recorder.keys(), UnorderedElementsAre("a", "b", "c"));
+  EXPECT_TRUE(StrictlyIncreasing(recorder.sequences()));
+  for (const ExpiryEvent& event : recorder.events()) {
+    EXPECT_EQ(event.collection, "orders");
+    EXPECT_EQ(event.value, "");
+    EXPECT_EQ(event.expire_time, StartTime() + absl::Seconds(1));
+    EXPECT_GE(event.expired_at, event.expire_time);
+  }
+  EXPECT_EQ(recorder.reconnects(), 0);
+  subscription->Cancel();
+  EXPECT_GE(subscription->position(), recorder.sequences().back());
+  EXPECT_EQ(recorder.error(), std::nullopt);
+}
+
+TEST_F(WatchTest, FiltersByCollectionNames) {
+  Recorder recorder;
+  WatchOptions options;
+  options.collections = {"mine", "ours"};
+  std::unique_ptr<Subscription> subscription = Watch(options, recorder);
+  ASSERT_TRUE(recorder.WaitForConnections(1));
+  // "other" expires first: had it matched, it would have come first.
+  Put("other", {"x"}, Expiration::Ttl(absl::Seconds(1)));
+  Put("mine", {"y"}, Expiration::Ttl(absl::Seconds(2)));
+  server_.ExpireAfter(absl::Seconds(3));
+
+  ASSERT_TRUE(recorder.WaitForEvents(1));
+  EXPECT_EQ(recorder.events()[0].collection, "mine");
+  EXPECT_EQ(recorder.events()[0].key, "y");
+}
+
+TEST_F(WatchTest, FiltersByPrefixAndCarriesValuesWhenAsked) {
+  Recorder recorder;
+  WatchOptions options;
+  options.collection_prefix = "user:";
+  options.include_values = true;
+  std::unique_ptr<Subscription> subscription = Watch(options, recorder);
+  ASSERT_TRUE(recorder.WaitForConnections(1));
+  Put("zone", {"x"}, Expiration::Ttl(absl::Seconds(1)));
+  Put("user:7", {"y"}, Expiration::Ttl(absl::Seconds(2)));
+  server_.ExpireAfter(absl::Seconds(3));
+
+  ASSERT_TRUE(recorder.WaitForEvents(1));
+  EXPECT_EQ(recorder.events()[0].collection, "user:7");
+  EXPECT_EQ(recorder.events()[0].value, "v:y");
+}
+
+TEST_F(WatchTest, StartsFromTheOldestRetainedEventOrAfterAGivenSequence) {
+  ExpireNow("c", {"a", "b", "c"});
+  Recorder oldest;
+  std::unique_ptr<Subscription> from_oldest =
+      Watch(From(StartPosition::kOldest), oldest);
+  ASSERT_TRUE(oldest.WaitForEvents(3));
+  EXPECT_THAT(oldest.keys(), ElementsAre("a", "b", "c"));
+
+  Recorder resumed;
+  std::unique_ptr<Subscription> after_a = Watch(
+      From(StartPosition::kAfterSequence, oldest.sequences()[0]), resumed);
+  ASSERT_TRUE(resumed.WaitForEvents(2));
+  EXPECT_THAT(resumed.keys(), ElementsAre("b", "c"));
+  const std::vector<uint64_t> all = oldest.sequences();
+  EXPECT_EQ(resumed.sequences(), std::vector<uint64_t>(all.begin() + 1, all.end()));
+}
+
+TEST_F(WatchTest, ANewSubscriptionSeesOnlyLaterEvents) {
+  ExpireNow("c", {"before"});
+  Recorder recorder;
+  std::unique_ptr<Subscription> subscription =
+      Watch(From(StartPosition::kNew), recorder);
+  ASSERT_TRUE(recorder.WaitForConnections(1));
+  ExpireNow("c", {"after"});
+  ASSERT_TRUE(recorder.WaitForEvents(1));
+  EXPECT_THAT(recorder.keys(), ElementsAre("after"));
+}
+
+TEST_F(WatchTest, CancelFromAHandlerStopsDeliveryAtOnce) {
+  ExpireNow("c", {"a", "b", "c"});
+  Recorder recorder;
+  Subscription* self = nullptr;
+  absl::Notification self_set;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription = client_.Watch(
+      From(StartPosition::kOldest),
+      recorder.Handlers([&](const ExpiryEvent&) {
+        self_set.WaitForNotification();
+        self->Cancel();
+      }));
+  ASSERT_TRUE(subscription.ok());
+  self = subscription->get();
+  self_set.Notify();
+  ASSERT_TRUE(recorder.WaitForEvents(1));
+  (*subscription)->Cancel();
+  EXPECT_THAT(recorder.keys(), ElementsAre("a"));
+  EXPECT_EQ((*subscription)->position(), recorder.sequences()[0]);
+  EXPECT_EQ(recorder.error(), std::nullopt);
+}
+
+TEST_F(WatchTest, ABadFilterIsReportedWithoutAConnection) {
+  Recorder recorder;
+  WatchOptions options;
+  options.collections = {""};
+  std::unique_ptr<Subscription> subscription = Watch(options, recorder);
+  const absl::Status error = recorder.WaitForError();
+  EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(error.message()), HasSubstr("collections[0]"));
+  EXPECT_EQ(recorder.connections(), 0);
+}
+
+TEST_F(WatchTest, InvalidOptionsAreRefusedUpFront) {
+  WatchHandlers no_event_handler;
+  EXPECT_EQ(client_.Watch(WatchOptions(), no_event_handler).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Recorder recorder;
+  WatchOptions both;
+  both.collections = {"a"};
+  both.collection_prefix = "b";
+  EXPECT_EQ(client_.Watch(both, recorder.Handlers()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(WatchTest, EventStreamNextReturnsEventsInOrderThroughASmallQueue) {
+  ExpireNow("c", {"a", "b", "c", "d"});
+  absl::StatusOr<std::unique_ptr<EventStream>> stream =
+      client_.WatchStream(From(StartPosition::kOldest), /*queue_capacity=*/1);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::vector<std::string> keys;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<ExpiryEvent> event = (*stream)->Next(testing::kPatience);
+    ASSERT_TRUE(event.ok()) << event.status();
+    keys.push_back(event->key);
+  }
+  EXPECT_THAT(keys, ElementsAre("a", "b", "c", "d"));
+  EXPECT_EQ((*stream)->Next(absl::Milliseconds(10)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(WatchTest, EventStreamCancelWakesABlockedNext) {
+  absl::StatusOr<std::unique_ptr<EventStream>> stream =
+      client_.WatchStream(From(StartPosition::kNew));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::Status status;
+  std::thread reader([&] { status = (*stream)->Next().status(); });
+  (*stream)->Cancel();
+  reader.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+}
+
+class SmallRetentionWatchTest : public WatchTest {
+ protected:
+  static ServerOptions TwoEvents() {
+    ServerOptions options = lapse::testing::TestOptions();
+    options.event_retention_events = 2;
+    return options;
+  }
+  SmallRetentionWatchTest() : WatchTest(TwoEvents()) {}
+};
+
+TEST_F(SmallRetentionWatchTest, EventsNoLongerRetainedAreReportedAsOutOfRange) {
+  ExpireNow("c", {"a", "b", "c", "d"});
+  const uint64_t gone = server_.server().event_log().oldest_retained_sequence() - 2;
+
+  Recorder recorder;
+  std::unique_ptr<Subscription> subscription =
+      Watch(From(StartPosition::kAfterSequence, gone), recorder);
+  const absl::Status error = recorder.WaitForError();
+  EXPECT_EQ(error.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(error.message()), HasSubstr("no longer retained"));
+  EXPECT_THAT(recorder.events(), IsEmpty());
+
+  absl::StatusOr<std::unique_ptr<EventStream>> stream =
+      client_.WatchStream(From(StartPosition::kAfterSequence, gone));
+  ASSERT_TRUE(stream.ok());
+  EXPECT_EQ((*stream)->Next(testing::kPatience).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+// ---- Against a scripted server ----------------------------------------------
+
+TEST(WatchResumeTest, ResumesAfterTheHighestExaminedSequenceWithNoDuplicate) {
+  FakeServer server;
+  server.service().AddStream(
+      {true, {testing::Batch({11, 12}, 12), testing::Batch({}, 15)},
+       grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")});
+  // A server that sends an event again is not believed.
+  server.service().AddStream({true, {testing::Batch({14, 16}, 16)}, {}});
+  Client client(server.address(), TestClientOptions());
+  Recorder recorder;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+
+  ASSERT_TRUE(recorder.WaitForEvents(3));
+  EXPECT_THAT(recorder.sequences(), ElementsAre(11, 12, 16));
+  EXPECT_EQ(recorder.reconnects(), 1);
+  EXPECT_TRUE(recorder.WaitForConnections(2));
+  const std::vector<v1::WatchExpirationsRequest> requests =
+      server.service().watch_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].start_position(), v1::START_POSITION_NEW);
+  EXPECT_EQ(requests[1].start_position(), v1::START_POSITION_AFTER_SEQUENCE);
+  EXPECT_EQ(requests[1].after_sequence(), 15u);
+  (*subscription)->Cancel();
+  EXPECT_EQ((*subscription)->position(), 16u);
+}
+
+TEST(WatchResumeTest, ResumesFromTheSequenceADrainingServerNames) {
+  FakeServer server;
+  server.service().AddStream(
+      {true,
+       {},
+       grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                    "server shutting down; last delivered sequence 41")});
+  Client client(server.address(), TestClientOptions());
+  Recorder recorder;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+
+  ASSERT_TRUE(server.service().WaitForWatchCalls(2));
+  const v1::WatchExpirationsRequest resumed = server.service().watch_requests()[1];
+  EXPECT_EQ(resumed.start_position(), v1::START_POSITION_AFTER_SEQUENCE);
+  EXPECT_EQ(resumed.after_sequence(), 41u);
+}
+
+TEST(WatchResumeTest, KeepsTheFilterAcrossReconnects) {
+  FakeServer server;
+  server.service().AddStream(
+      {true, {testing::Batch({3}, 3)},
+       grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone")});
+  Client client(server.address(), TestClientOptions());
+  Recorder recorder;
+  WatchOptions options;
+  options.collection_prefix = "user:";
+  options.include_values = true;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(options, recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+
+  ASSERT_TRUE(server.service().WaitForWatchCalls(2));
+  const v1::WatchExpirationsRequest resumed = server.service().watch_requests()[1];
+  EXPECT_EQ(resumed.collection_prefix(), "user:");
+  EXPECT_TRUE(resumed.include_values());
+  EXPECT_EQ(resumed.after_sequence(), 3u);
+}
+
+TEST(WatchResumeTest, OutOfRangeMidStreamIsReportedAndNeverRetried) {
+  FakeServer server;
+  server.service().AddStream(
+      {true, {testing::Batch({5}, 5)},
+       grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                    "events after sequence 5 are no longer retained")});
+  Client client(server.address(), TestClientOptions());
+  Recorder recorder;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+
+  EXPECT_EQ(recorder.WaitForError().code(), absl::StatusCode::kOutOfRange);
+  (*subscription)->Cancel();
+  EXPECT_THAT(recorder.sequences(), ElementsAre(5));
+  EXPECT_EQ(server.service().calls("WatchExpirations"), 1);
+  EXPECT_EQ(recorder.reconnects(), 0);
+}
+
+TEST(WatchResumeTest, ARefusedStreamIsNotReportedAsConnected) {
+  FakeServer server;
+  server.service().AddStream(
+      {false, {}, grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "too old")});
+  Client client(server.address(), TestClientOptions());
+  Recorder recorder;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(From(StartPosition::kAfterSequence, 1), recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+  EXPECT_EQ(recorder.WaitForError().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(recorder.connections(), 0);
+}
+
+TEST(WatchResumeTest, DestroyingASubscriptionStopsItsOpenStream) {
+  FakeServer server;
+  Client client(server.address(), TestClientOptions());
+  Recorder recorder;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+  ASSERT_TRUE(recorder.WaitForConnections(1));
+  subscription->reset();
+  EXPECT_EQ(recorder.error(), std::nullopt);
+}
+
+// ---- Against a real lapsed that restarts ------------------------------------
+
+class RestartTest : public ::testing::Test {
+ protected:
+  void ExpireNow(Client& client, const std::string& collection,
+                 const std::vector<std::string>& keys) {
+    std::vector<MemberWrite> writes;
+    for (const std::string& key : keys) {
+      MemberWrite write;
+      write.key = key;
+      writes.push_back(write);
+    }
+    // ListCollections is retried: it waits out the reconnect after a restart
+    // so that the writes, which are not, find the server.
+    ASSERT_TRUE(client.ListCollections().ok());
+    ASSERT_TRUE(client.PutMembers(collection, writes).ok());
+    absl::StatusOr<std::vector<ExpireResult>> expired = client.ExpireMembers(
+        collection, keys, Expiration::At(absl::Now() - absl::Hours(1)));
+    ASSERT_TRUE(expired.ok()) << expired.status();
+  }
+};
+
+TEST_F(RestartTest, AWatchSurvivesADurableServerRestartWithNoGapAndNoDuplicate) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string data_dir = absl::StrCat("--data-dir=", dir.path());
+  LapsedProcess first(LAPSED_PATH, {data_dir});
+  const int port = first.port();
+  ASSERT_GT(port, 0);
+
+  Client client(Address(port), TestClientOptions());
+  Recorder recorder;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+  ASSERT_TRUE(recorder.WaitForConnections(1));
+  ExpireNow(client, "c", {"k1", "k2"});
+  ASSERT_TRUE(recorder.WaitForEvents(2));
+
+  ASSERT_EQ(first.Stop(), 0);
+  ASSERT_TRUE(recorder.WaitForReconnects(1));
+  LapsedProcess second(LAPSED_PATH, {data_dir}, port);
+  ASSERT_EQ(second.port(), port);
+  ExpireNow(client, "c", {"k3", "k4"});
+
+  ASSERT_TRUE(recorder.WaitForEvents(4))
+      << recorder.error().value_or(absl::OkStatus());
+  EXPECT_THAT(recorder.keys(), ElementsAre("k1", "k2", "k3", "k4"));
+  EXPECT_TRUE(StrictlyIncreasing(recorder.sequences()));
+  EXPECT_EQ(recorder.error(), std::nullopt);
+  (*subscription)->Cancel();
+  EXPECT_EQ(recorder.events().size(), 4u);
+}
+
+TEST_F(RestartTest, ANewWatchThatHadNoEventsYetResumesAcrossARestart) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string data_dir = absl::StrCat("--data-dir=", dir.path());
+  LapsedProcess first(LAPSED_PATH, {data_dir});
+  const int port = first.port();
+  ASSERT_GT(port, 0);
+
+  Client client(Address(port), TestClientOptions());
+  Recorder recorder;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+  ASSERT_TRUE(recorder.WaitForConnections(1));
+
+  ASSERT_EQ(first.Stop(), 0);
+  LapsedProcess second(LAPSED_PATH, {data_dir}, port);
+  ASSERT_EQ(second.port(), port);
+  // Whether the watch reconnects before or after these expire, it sees them.
+  ExpireNow(client, "c", {"k1"});
+  ASSERT_TRUE(recorder.WaitForEvents(1))
+      << recorder.error().value_or(absl::OkStatus());
+  EXPECT_THAT(recorder.keys(), ElementsAre("k1"));
+  EXPECT_EQ(recorder.error(), std::nullopt);
+}
+
+TEST_F(RestartTest, AMemoryOnlyRestartIsReportedAsOutOfRangeNotSkipped) {
+  LapsedProcess first(LAPSED_PATH, {});
+  const int port = first.port();
+  ASSERT_GT(port, 0);
+
+  Client client(Address(port), TestClientOptions());
+  Recorder recorder;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+  ASSERT_TRUE(subscription.ok());
+  ASSERT_TRUE(recorder.WaitForConnections(1));
+  ExpireNow(client, "c", {"k1"});
+  ASSERT_TRUE(recorder.WaitForEvents(1));
+
+  ASSERT_EQ(first.Stop(), 0);
+  LapsedProcess second(LAPSED_PATH, {}, port);
+  ASSERT_EQ(second.port(), port);
+  const absl::Status error = recorder.WaitForError();
+  EXPECT_EQ(error.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(recorder.keys(), ElementsAre("k1"));
+}
+
+}  // namespace
+}  // namespace lapse::client

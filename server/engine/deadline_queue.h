@@ -1,0 +1,44 @@
+// DeadlineQueue: items ordered by deadline, earliest first.
+//
+// Each engine shard keeps one, holding every collection that has a member
+// with a deadline, keyed by that collection's earliest deadline. The Expirer
+// asks for the front instead of polling: it sleeps exactly until
+// NextDeadline(). Deadlines are Unix milliseconds.
+//
+// Not thread-safe: the owning shard's lock protects it.
+#ifndef LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
+#define LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "absl/container/btree_set.h"
+
+namespace lapse {
+
+template <typename Item>
+class DeadlineQueue {
+ public:
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+
+  void Add(int64_t deadline_ms, Item* item) { entries_.emplace(deadline_ms, item); }
+  void Remove(int64_t deadline_ms, Item* item) { entries_.erase({deadline_ms, item}); }
+
+  // The earliest deadline, or kNone when empty.
+  int64_t NextDeadline() const {
+    return entries_.empty() ? kNone : entries_.begin()->first;
+  }
+  // The item with the earliest deadline, or nullptr when empty.
+  Item* Front() const {
+    return entries_.empty() ? nullptr : entries_.begin()->second;
+  }
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  absl::btree_set<std::pair<int64_t, Item*>> entries_;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_

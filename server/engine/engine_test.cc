@@ -1,0 +1,791 @@
+#include "server/engine/engine.h"
+
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lapse {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const absl::Time kStart = absl::FromUnixMillis(1'700'000'000'000);
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineTest() : clock_(kStart), log_(EventLog::Options{}), engine_(MakeOptions(), &clock_, &log_) {}
+
+  static Engine::Options MakeOptions() {
+    Engine::Options options;
+    options.shards = 4;
+    return options;
+  }
+
+  absl::Status PutTtl(absl::string_view c, absl::string_view key, absl::string_view value,
+                      absl::Duration ttl) {
+    MemberWrite w{key, value, Expiration::Ttl(ttl)};
+    return engine_.Put(c, {w}, {}).status();
+  }
+  absl::Status PutPersistent(absl::string_view c, absl::string_view key,
+                             absl::string_view value) {
+    MemberWrite w{key, value, Expiration::None()};
+    return engine_.Put(c, {w}, {}).status();
+  }
+
+  // Every event appended since the last call.
+  std::vector<ExpiryEvent> NewEvents() {
+    EventFilter all;
+    all.include_values = true;
+    absl::StatusOr<EventBatch> batch = log_.Read(cursor_, all, ReadLimits{});
+    EXPECT_TRUE(batch.ok()) << batch.status();
+    cursor_ = batch->examined_sequence;
+    return std::move(batch->events);
+  }
+
+  std::vector<std::string> KeysOf(const std::vector<ExpiryEvent>& events) {
+    std::vector<std::string> keys;
+    for (const ExpiryEvent& e : events) keys.push_back(e.key);
+    return keys;
+  }
+
+  GetResult GetOne(absl::string_view c, absl::string_view key) {
+    absl::string_view keys[] = {key};
+    absl::StatusOr<std::vector<GetResult>> r = engine_.Get(c, keys);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return (*r)[0];
+  }
+
+  FakeClock clock_;
+  EventLog log_;
+  Engine engine_;
+  uint64_t cursor_ = 0;
+};
+
+TEST_F(EngineTest, PutThenGetReturnsValueAndDeadlineRoundedUpToTheMillisecond) {
+  ASSERT_TRUE(PutTtl("orders:42", "o1", "v1", absl::Microseconds(1500)).ok());
+  GetResult r = GetOne("orders:42", "o1");
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(r.value, "v1");
+  EXPECT_EQ(r.expire_time, kStart + absl::Milliseconds(2));
+}
+
+TEST_F(EngineTest, PutWithAbsoluteExpireTime) {
+  MemberWrite w{"k", "v", Expiration::At(kStart + absl::Seconds(10))};
+  auto r = engine_.Put("c", {w}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].outcome, PutOutcome::kCreated);
+  EXPECT_EQ((*r)[0].expire_time, kStart + absl::Seconds(10));
+}
+
+TEST_F(EngineTest, PutReportsCreatedThenReplaced) {
+  MemberWrite w{"k", "v", Expiration::None()};
+  EXPECT_EQ((*engine_.Put("c", {w}, {}))[0].outcome, PutOutcome::kCreated);
+  EXPECT_EQ((*engine_.Put("c", {w}, {}))[0].outcome, PutOutcome::kReplaced);
+  EXPECT_EQ(engine_.total_members(), 1u);
+}
+
+TEST_F(EngineTest, PersistentMemberHasNoDeadlineAndNeverExpires) {
+  ASSERT_TRUE(PutPersistent("c", "k", "v").ok());
+  clock_.Advance(absl::Hours(24 * 365));
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  GetResult r = GetOne("c", "k");
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(r.expire_time, NoDeadline());
+}
+
+TEST_F(EngineTest, IfAbsentSkipsExistingMembersAndWritesNewOnes) {
+  ASSERT_TRUE(PutPersistent("c", "a", "old").ok());
+  MemberWrite writes[] = {
+      {"a", "new", Expiration::None(), PutCondition::kIfAbsent},
+      {"b", "new", Expiration::None(), PutCondition::kIfAbsent},
+  };
+  auto r = engine_.Put("c", writes, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].outcome, PutOutcome::kSkipped);
+  EXPECT_EQ((*r)[1].outcome, PutOutcome::kCreated);
+  EXPECT_EQ(GetOne("c", "a").value, "old");
+  EXPECT_EQ(GetOne("c", "b").value, "new");
+}
+
+TEST_F(EngineTest, IfPresentSkipsAbsentMembers) {
+  ASSERT_TRUE(PutPersistent("c", "a", "old").ok());
+  MemberWrite writes[] = {
+      {"a", "new", Expiration::None(), PutCondition::kIfPresent},
+      {"b", "new", Expiration::None(), PutCondition::kIfPresent},
+  };
+  auto r = engine_.Put("c", writes, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].outcome, PutOutcome::kReplaced);
+  EXPECT_EQ((*r)[1].outcome, PutOutcome::kSkipped);
+  EXPECT_EQ(GetOne("c", "a").value, "new");
+  EXPECT_FALSE(GetOne("c", "b").found);
+}
+
+TEST_F(EngineTest, IfPresentOnMissingCollectionCreatesNothing) {
+  MemberWrite w{"a", "v", Expiration::None(), PutCondition::kIfPresent};
+  auto r = engine_.Put("c", {w}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].outcome, PutOutcome::kSkipped);
+  EXPECT_EQ(engine_.GetCollection("c").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(EngineTest, KeepExpirationOverwritesValueAndKeepsDeadline) {
+  ASSERT_TRUE(PutTtl("c", "k", "v1", absl::Seconds(30)).ok());
+  MemberWrite w{"k", "a-longer-value", Expiration::None()};
+  w.keep_expiration = true;
+  auto r = engine_.Put("c", {w}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].expire_time, kStart + absl::Seconds(30));
+  GetResult g = GetOne("c", "k");
+  EXPECT_EQ(g.value, "a-longer-value");
+  EXPECT_EQ(g.expire_time, kStart + absl::Seconds(30));
+  clock_.Advance(absl::Seconds(30));
+  EXPECT_EQ(engine_.ExpireDue(), 1u);
+}
+
+TEST_F(EngineTest, KeepExpirationOnNewMemberMakesItPersistent) {
+  MemberWrite w{"k", "v", Expiration::None()};
+  w.keep_expiration = true;
+  auto r = engine_.Put("c", {w}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].expire_time, NoDeadline());
+}
+
+TEST_F(EngineTest, KeepExpirationWithTtlIsInvalid) {
+  MemberWrite w{"k", "v", Expiration::Ttl(absl::Seconds(1))};
+  w.keep_expiration = true;
+  absl::Status s = engine_.Put("c", {w}, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("members[0].keep_expiration"));
+}
+
+TEST_F(EngineTest, MaxMembersRejectsTheWholeBatchAndWritesNothing) {
+  ASSERT_TRUE(PutPersistent("orders", "o1", "v").ok());
+  ASSERT_TRUE(PutPersistent("orders", "o2", "v").ok());
+  MemberWrite writes[] = {
+      {"o2", "replaced", Expiration::None()},
+      {"o3", "v", Expiration::None()},
+      {"o4", "v", Expiration::None()},
+  };
+  absl::Status s = engine_.Put("orders", writes, {.max_members = 3}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("max_members"));
+  EXPECT_EQ(GetOne("orders", "o2").value, "v");
+  EXPECT_FALSE(GetOne("orders", "o3").found);
+  EXPECT_EQ(engine_.GetCollection("orders")->member_count, 2u);
+}
+
+TEST_F(EngineTest, MaxMembersCountsReplacementsAsNoGrowth) {
+  ASSERT_TRUE(PutPersistent("orders", "o1", "v").ok());
+  MemberWrite writes[] = {{"o1", "v2", Expiration::None()}, {"o2", "v", Expiration::None()}};
+  EXPECT_TRUE(engine_.Put("orders", writes, {.max_members = 2}).ok());
+}
+
+TEST_F(EngineTest, MaxMembersIgnoresMembersPastTheirDeadline) {
+  ASSERT_TRUE(PutTtl("orders", "o1", "v", absl::Seconds(1)).ok());
+  clock_.Advance(absl::Seconds(1));
+  MemberWrite w{"o2", "v", Expiration::None()};
+  EXPECT_TRUE(engine_.Put("orders", {w}, {.max_members = 1}).ok());
+  EXPECT_THAT(KeysOf(NewEvents()), ElementsAre("o1"));
+}
+
+TEST_F(EngineTest, MaxMembersIsAtomicUnderConcurrentWriters) {
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::atomic<int> accepted{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const std::string key = absl::StrCat("t", t, "-", i);
+        MemberWrite w{key, "v", Expiration::None()};
+        if (engine_.Put("limited", {w}, {.max_members = 3}).ok()) ++accepted;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(accepted.load(), 3);
+  EXPECT_EQ(engine_.GetCollection("limited")->member_count, 3u);
+}
+
+TEST_F(EngineTest, MaxTotalMembersIsResourceExhausted) {
+  Engine::Options options = MakeOptions();
+  options.limits.max_total_members = 2;
+  Engine engine(options, &clock_, &log_);
+  MemberWrite a{"a", "v", Expiration::None()}, b{"b", "v", Expiration::None()},
+      c{"c", "v", Expiration::None()};
+  ASSERT_TRUE(engine.Put("x", {a}, {}).ok());
+  ASSERT_TRUE(engine.Put("y", {b}, {}).ok());
+  EXPECT_EQ(engine.Put("z", {c}, {}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(engine.Put("x", {a}, {}).ok()) << "replacing does not grow the total";
+}
+
+TEST_F(EngineTest, ExpiredMemberIsInvisibleBeforeTheExpirerRuns) {
+  ASSERT_TRUE(PutTtl("c", "gone", "v", absl::Seconds(5)).ok());
+  ASSERT_TRUE(PutTtl("c", "stays", "v", absl::Seconds(50)).ok());
+  clock_.Advance(absl::Seconds(5));
+  // No ExpireDue: the member is past its deadline but not yet reaped.
+  EXPECT_FALSE(GetOne("c", "gone").found);
+  absl::StatusOr<CollectionInfo> info = engine_.GetCollection("c");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->member_count, 1u);
+  EXPECT_EQ(info->expiring_count, 1u);
+  EXPECT_EQ(info->next_expire_time, kStart + absl::Seconds(50));
+  auto page = engine_.ListMembers("c", {});
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->members.size(), 1u);
+  EXPECT_EQ(page->members[0].key, "stays");
+  auto cols = engine_.ListCollections("", 0, "");
+  ASSERT_EQ(cols->collections.size(), 1u);
+  EXPECT_EQ(cols->collections[0].member_count, 1u);
+}
+
+TEST_F(EngineTest, MemberIsVisibleUntilTheMillisecondOfItsDeadline) {
+  ASSERT_TRUE(PutTtl("c", "k", "v", absl::Seconds(5)).ok());
+  clock_.Advance(absl::Seconds(5) - absl::Nanoseconds(1));
+  EXPECT_TRUE(GetOne("c", "k").found);
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  clock_.Advance(absl::Nanoseconds(1));
+  EXPECT_FALSE(GetOne("c", "k").found);
+}
+
+TEST_F(EngineTest, EachExpiryProducesExactlyOneEventWithValueAndTimes) {
+  ASSERT_TRUE(PutTtl("orders:42", "o1", "payload", absl::Seconds(30)).ok());
+  clock_.Advance(absl::Seconds(31));
+  EXPECT_EQ(engine_.ExpireDue(), 1u);
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  std::vector<ExpiryEvent> events = NewEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].collection, "orders:42");
+  EXPECT_EQ(events[0].key, "o1");
+  EXPECT_EQ(events[0].value, "payload");
+  EXPECT_EQ(events[0].expire_time, kStart + absl::Seconds(30));
+  EXPECT_EQ(events[0].expired_at, kStart + absl::Seconds(31));
+  EXPECT_TRUE(NewEvents().empty());
+}
+
+TEST_F(EngineTest, LazilyReapedMemberStillProducesExactlyOneEvent) {
+  ASSERT_TRUE(PutTtl("c", "k", "v", absl::Seconds(1)).ok());
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_FALSE(GetOne("c", "k").found);  // Reaps it, emitting its event.
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  EXPECT_THAT(KeysOf(NewEvents()), ElementsAre("k"));
+}
+
+TEST_F(EngineTest, OverwritingAnExpiredButUnreapedMemberEmitsItsEvent) {
+  ASSERT_TRUE(PutTtl("c", "k", "old", absl::Seconds(1)).ok());
+  clock_.Advance(absl::Seconds(2));
+  MemberWrite w{"k", "new", Expiration::None()};
+  auto r = engine_.Put("c", {w}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].outcome, PutOutcome::kCreated);
+  std::vector<ExpiryEvent> events = NewEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].value, "old");
+}
+
+TEST_F(EngineTest, NoEventAfterRemove) {
+  ASSERT_TRUE(PutTtl("c", "k", "v", absl::Seconds(1)).ok());
+  absl::string_view keys[] = {"k", "missing"};
+  auto removed = engine_.Remove("c", keys);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_THAT(*removed, ElementsAre(true, false));
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  EXPECT_TRUE(NewEvents().empty());
+  EXPECT_EQ(engine_.total_members(), 0u);
+}
+
+TEST_F(EngineTest, NoEventAfterOverwriteWithNewDeadline) {
+  ASSERT_TRUE(PutTtl("c", "k", "v", absl::Seconds(1)).ok());
+  ASSERT_TRUE(PutTtl("c", "k", "v2", absl::Seconds(10)).ok());
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  EXPECT_TRUE(NewEvents().empty());
+  clock_.Advance(absl::Seconds(8));
+  EXPECT_EQ(engine_.ExpireDue(), 1u);
+  std::vector<ExpiryEvent> events = NewEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].value, "v2");
+}
+
+TEST_F(EngineTest, NoEventAfterOverwriteWithoutExpiration) {
+  ASSERT_TRUE(PutTtl("c", "k", "v", absl::Seconds(1)).ok());
+  ASSERT_TRUE(PutPersistent("c", "k", "v2").ok());
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  EXPECT_TRUE(NewEvents().empty());
+  EXPECT_TRUE(GetOne("c", "k").found);
+}
+
+TEST_F(EngineTest, NoEventAfterPersist) {
+  ASSERT_TRUE(PutTtl("c", "k", "v", absl::Seconds(1)).ok());
+  ASSERT_TRUE(PutPersistent("c", "p", "v").ok());
+  absl::string_view keys[] = {"k", "p", "missing"};
+  auto r = engine_.Persist("c", keys);
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(*r, ElementsAre(PersistOutcome::kPersisted, PersistOutcome::kNoExpiration,
+                              PersistOutcome::kNotFound));
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  EXPECT_TRUE(NewEvents().empty());
+  EXPECT_EQ(GetOne("c", "k").expire_time, NoDeadline());
+}
+
+TEST_F(EngineTest, NoEventAfterDeleteCollection) {
+  ASSERT_TRUE(PutTtl("c", "a", "v", absl::Seconds(1)).ok());
+  ASSERT_TRUE(PutPersistent("c", "b", "v").ok());
+  auto removed = engine_.DeleteCollection("c");
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 2u);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  EXPECT_TRUE(NewEvents().empty());
+  EXPECT_EQ(*engine_.DeleteCollection("c"), 0u);
+  EXPECT_EQ(engine_.total_members(), 0u);
+}
+
+TEST_F(EngineTest, DeleteCollectionExpiresMembersAlreadyPastTheirDeadlineFirst) {
+  ASSERT_TRUE(PutTtl("c", "due", "v", absl::Seconds(1)).ok());
+  ASSERT_TRUE(PutTtl("c", "later", "v", absl::Seconds(10)).ok());
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(*engine_.DeleteCollection("c"), 1u);
+  EXPECT_THAT(KeysOf(NewEvents()), ElementsAre("due"));
+}
+
+TEST_F(EngineTest, EventsComeInDeadlineOrderWithIncreasingSequences) {
+  ASSERT_TRUE(PutTtl("a", "third", "v", absl::Seconds(3)).ok());
+  ASSERT_TRUE(PutTtl("b", "first", "v", absl::Seconds(1)).ok());
+  ASSERT_TRUE(PutTtl("a", "second", "v", absl::Seconds(2)).ok());
+  ASSERT_TRUE(PutTtl("c", "fourth", "v", absl::Seconds(4)).ok());
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    engine_.ExpireDue();
+  }
+  std::vector<ExpiryEvent> events = NewEvents();
+  EXPECT_THAT(KeysOf(events), ElementsAre("first", "second", "third", "fourth"));
+  for (size_t i = 1; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].sequence, events[i - 1].sequence + 1);
+  }
+}
+
+TEST_F(EngineTest, ABacklogExpiresEveryMemberEachCollectionInDeadlineOrder) {
+  Engine::Options options;
+  options.shards = 1;
+  options.expire_batch = 2;
+  EventLog log(EventLog::Options{});
+  Engine engine(options, &clock_, &log);
+  for (int i = 9; i >= 0; --i) {
+    const std::string key = absl::StrCat("k", i);
+    MemberWrite w{key, "v", Expiration::Ttl(absl::Seconds(i + 1))};
+    ASSERT_TRUE(engine.Put(absl::StrCat("c", i % 3), {w}, {}).ok());
+  }
+  clock_.Advance(absl::Seconds(100));
+  EXPECT_EQ(engine.ExpireDue(), 10u);
+  absl::StatusOr<EventBatch> batch = log.Read(0, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->events.size(), 10u);
+  std::map<std::string, std::vector<std::string>> by_collection;
+  for (const ExpiryEvent& e : batch->events) by_collection[e.collection].push_back(e.key);
+  EXPECT_THAT(by_collection["c0"], ElementsAre("k0", "k3", "k6", "k9"));
+  EXPECT_THAT(by_collection["c1"], ElementsAre("k1", "k4", "k7"));
+  EXPECT_THAT(by_collection["c2"], ElementsAre("k2", "k5", "k8"));
+  EXPECT_EQ(batch->events.front().key, "k0");
+}
+
+TEST_F(EngineTest, SimultaneousExpiriesAllProduceEvents) {
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_TRUE(PutTtl(absl::StrCat("c", i % 37), absl::StrCat("k", i), "v", absl::Seconds(1))
+                    .ok());
+  }
+  EXPECT_EQ(engine_.total_members(), 5000u);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(engine_.ExpireDue(), 5000u);
+  EXPECT_EQ(engine_.total_members(), 0u);
+  size_t events = 0;
+  while (true) {
+    size_t n = NewEvents().size();
+    if (n == 0) break;
+    events += n;
+  }
+  EXPECT_EQ(events, 5000u);
+  EXPECT_EQ(engine_.NextDeadline(), NoDeadline());
+  EXPECT_TRUE(engine_.ListCollections("", 0, "")->collections.empty());
+}
+
+TEST_F(EngineTest, NextDeadlineTracksTheEarliestMember) {
+  EXPECT_EQ(engine_.NextDeadline(), NoDeadline());
+  ASSERT_TRUE(PutTtl("a", "k", "v", absl::Seconds(30)).ok());
+  ASSERT_TRUE(PutTtl("b", "k", "v", absl::Seconds(10)).ok());
+  EXPECT_EQ(engine_.NextDeadline(), kStart + absl::Seconds(10));
+  absl::string_view keys[] = {"k"};
+  ASSERT_TRUE(engine_.Remove("b", keys).ok());
+  EXPECT_EQ(engine_.NextDeadline(), kStart + absl::Seconds(30));
+}
+
+TEST_F(EngineTest, EarlierDeadlineListenerFiresOnlyWhenTheFrontMovesEarlier) {
+  std::vector<absl::Time> notified;
+  engine_.SetEarlierDeadlineListener([&](absl::Time t) { notified.push_back(t); });
+  Engine::Options options;
+  options.shards = 1;
+  Engine one_shard(options, &clock_, &log_);
+  one_shard.SetEarlierDeadlineListener([&](absl::Time t) { notified.push_back(t); });
+  MemberWrite a{"a", "v", Expiration::Ttl(absl::Seconds(30))};
+  MemberWrite b{"b", "v", Expiration::Ttl(absl::Seconds(60))};
+  MemberWrite c{"c", "v", Expiration::Ttl(absl::Seconds(10))};
+  ASSERT_TRUE(one_shard.Put("x", {a}, {}).ok());
+  ASSERT_TRUE(one_shard.Put("y", {b}, {}).ok());
+  ASSERT_TRUE(one_shard.Put("z", {c}, {}).ok());
+  EXPECT_THAT(notified, ElementsAre(kStart + absl::Seconds(30), kStart + absl::Seconds(10)));
+}
+
+// ---- GetMembers with refresh ----
+
+TEST_F(EngineTest, GetWithRefreshTtlSlidesTheDeadline) {
+  ASSERT_TRUE(PutTtl("sessions", "s1", "v", absl::Seconds(10)).ok());
+  clock_.Advance(absl::Seconds(8));
+  absl::string_view keys[] = {"s1", "missing"};
+  auto r = engine_.Get("sessions", keys, Expiration::Ttl(absl::Seconds(10)));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE((*r)[0].found);
+  EXPECT_EQ((*r)[0].expire_time, kStart + absl::Seconds(18));
+  EXPECT_FALSE((*r)[1].found);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(engine_.ExpireDue(), 0u);
+  EXPECT_TRUE(GetOne("sessions", "s1").found);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(engine_.ExpireDue(), 1u);
+}
+
+TEST_F(EngineTest, GetWithRefreshInThePastIsInvalid) {
+  ASSERT_TRUE(PutPersistent("c", "k", "v").ok());
+  absl::string_view keys[] = {"k"};
+  absl::Status s = engine_.Get("c", keys, Expiration::At(kStart - absl::Seconds(1))).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("refresh_expire_time"));
+}
+
+// ---- ExpireMembers ----
+
+struct ExpireCase {
+  const char* name;
+  bool had_deadline;        // Member starts with a 60 s deadline, or persistent.
+  absl::Duration new_ttl;   // New deadline relative to now.
+  ExpireCondition condition;
+  ExpireOutcome outcome;
+};
+
+class ExpireConditionTest : public EngineTest,
+                            public ::testing::WithParamInterface<ExpireCase> {};
+
+TEST_P(ExpireConditionTest, AppliesTheConditionLikeHexpire) {
+  const ExpireCase& tc = GetParam();
+  if (tc.had_deadline) {
+    ASSERT_TRUE(PutTtl("c", "k", "v", absl::Seconds(60)).ok());
+  } else {
+    ASSERT_TRUE(PutPersistent("c", "k", "v").ok());
+  }
+  absl::string_view keys[] = {"k"};
+  auto r = engine_.Expire("c", keys, Expiration::Ttl(tc.new_ttl), tc.condition);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].outcome, tc.outcome);
+  const absl::Time want = tc.outcome == ExpireOutcome::kUpdated
+                              ? kStart + tc.new_ttl
+                              : (tc.had_deadline ? kStart + absl::Seconds(60) : NoDeadline());
+  EXPECT_EQ((*r)[0].expire_time, want);
+  EXPECT_EQ(GetOne("c", "k").expire_time, want);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Conditions, ExpireConditionTest,
+    ::testing::Values(
+        ExpireCase{"AlwaysOnPersistent", false, absl::Seconds(5), ExpireCondition::kAlways,
+                   ExpireOutcome::kUpdated},
+        ExpireCase{"NxOnPersistent", false, absl::Seconds(5),
+                   ExpireCondition::kIfNoExpiration, ExpireOutcome::kUpdated},
+        ExpireCase{"NxOnExpiring", true, absl::Seconds(5), ExpireCondition::kIfNoExpiration,
+                   ExpireOutcome::kConditionNotMet},
+        ExpireCase{"XxOnExpiring", true, absl::Seconds(5),
+                   ExpireCondition::kIfHasExpiration, ExpireOutcome::kUpdated},
+        ExpireCase{"XxOnPersistent", false, absl::Seconds(5),
+                   ExpireCondition::kIfHasExpiration, ExpireOutcome::kConditionNotMet},
+        ExpireCase{"GtLater", true, absl::Seconds(90), ExpireCondition::kIfLater,
+                   ExpireOutcome::kUpdated},
+        ExpireCase{"GtEarlier", true, absl::Seconds(5), ExpireCondition::kIfLater,
+                   ExpireOutcome::kConditionNotMet},
+        ExpireCase{"GtOnPersistentIsNeverMet", false, absl::Hours(1000),
+                   ExpireCondition::kIfLater, ExpireOutcome::kConditionNotMet},
+        ExpireCase{"LtEarlier", true, absl::Seconds(5), ExpireCondition::kIfEarlier,
+                   ExpireOutcome::kUpdated},
+        ExpireCase{"LtLater", true, absl::Seconds(90), ExpireCondition::kIfEarlier,
+                   ExpireOutcome::kConditionNotMet},
+        ExpireCase{"LtOnPersistentIsAlwaysMet", false, absl::Hours(1000),
+                   ExpireCondition::kIfEarlier, ExpireOutcome::kUpdated}),
+    [](const ::testing::TestParamInfo<ExpireCase>& info) { return info.param.name; });
+
+TEST_F(EngineTest, ExpireReportsNotFound) {
+  ASSERT_TRUE(PutPersistent("c", "k", "v").ok());
+  absl::string_view keys[] = {"missing"};
+  auto r = engine_.Expire("c", keys, Expiration::Ttl(absl::Seconds(1)),
+                          ExpireCondition::kAlways);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].outcome, ExpireOutcome::kNotFound);
+  auto none = engine_.Expire("nope", keys, Expiration::Ttl(absl::Seconds(1)),
+                             ExpireCondition::kAlways);
+  EXPECT_EQ((*none)[0].outcome, ExpireOutcome::kNotFound);
+}
+
+TEST_F(EngineTest, ExpireWithAPastDeadlineExpiresNowWithItsEvent) {
+  ASSERT_TRUE(PutPersistent("c", "k", "payload").ok());
+  absl::string_view keys[] = {"k"};
+  const absl::Time past = kStart - absl::Seconds(5);
+  auto r = engine_.Expire("c", keys, Expiration::At(past), ExpireCondition::kAlways);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].outcome, ExpireOutcome::kExpired);
+  EXPECT_FALSE(GetOne("c", "k").found);
+  std::vector<ExpiryEvent> events = NewEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].value, "payload");
+  EXPECT_EQ(events[0].expire_time, past);
+  EXPECT_EQ(events[0].expired_at, kStart);
+  EXPECT_EQ(engine_.total_members(), 0u);
+}
+
+TEST_F(EngineTest, ExpireWithoutExpirationIsInvalid) {
+  absl::string_view keys[] = {"k"};
+  absl::Status s =
+      engine_.Expire("c", keys, Expiration::None(), ExpireCondition::kAlways).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---- ListMembers ----
+
+TEST_F(EngineTest, ListMembersByKeyPagesWithoutGapsOrDuplicates) {
+  for (int i = 0; i < 25; ++i) {
+    ASSERT_TRUE(PutPersistent("c", absl::StrFormat("k%02d", i), absl::StrCat("v", i)).ok());
+  }
+  std::vector<std::string> seen;
+  ListMembersOptions options;
+  options.page_size = 10;
+  int pages = 0;
+  while (true) {
+    auto page = engine_.ListMembers("c", options);
+    ASSERT_TRUE(page.ok());
+    ++pages;
+    for (const MemberData& m : page->members) seen.push_back(m.key);
+    if (!page->next.has_value()) break;
+    options.after = page->next;
+  }
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(seen.size(), 25u);
+  for (int i = 0; i < 25; ++i) EXPECT_EQ(seen[i], absl::StrFormat("k%02d", i));
+}
+
+TEST_F(EngineTest, ListMembersByExpireTimeOrdersByDeadlineThenKeyPersistentLast) {
+  ASSERT_TRUE(PutPersistent("c", "p2", "v").ok());
+  ASSERT_TRUE(PutTtl("c", "late", "v", absl::Seconds(30)).ok());
+  ASSERT_TRUE(PutPersistent("c", "p1", "v").ok());
+  ASSERT_TRUE(PutTtl("c", "tie-b", "v", absl::Seconds(10)).ok());
+  ASSERT_TRUE(PutTtl("c", "tie-a", "v", absl::Seconds(10)).ok());
+  ASSERT_TRUE(PutTtl("c", "early", "v", absl::Seconds(1)).ok());
+  std::vector<std::string> seen;
+  ListMembersOptions options;
+  options.order = MemberOrder::kExpireTime;
+  options.page_size = 2;
+  while (true) {
+    auto page = engine_.ListMembers("c", options);
+    ASSERT_TRUE(page.ok());
+    for (const MemberData& m : page->members) seen.push_back(m.key);
+    if (!page->next.has_value()) break;
+    options.after = page->next;
+  }
+  EXPECT_THAT(seen, ElementsAre("early", "tie-a", "tie-b", "late", "p1", "p2"));
+}
+
+TEST_F(EngineTest, ListMembersKeysOnlyLeavesValuesOut) {
+  ASSERT_TRUE(PutPersistent("c", "k", "v").ok());
+  ListMembersOptions options;
+  options.keys_only = true;
+  auto page = engine_.ListMembers("c", options);
+  ASSERT_EQ(page->members.size(), 1u);
+  EXPECT_EQ(page->members[0].value, "");
+}
+
+TEST_F(EngineTest, ListMembersPageSizeDefaultsAndIsCoercedToTheMaximum) {
+  for (int i = 0; i < 1005; ++i) ASSERT_TRUE(PutPersistent("c", absl::StrCat(i), "v").ok());
+  EXPECT_EQ(engine_.ListMembers("c", {})->members.size(), 100u);
+  ListMembersOptions options;
+  options.page_size = 5000;
+  EXPECT_EQ(engine_.ListMembers("c", options)->members.size(), 1000u);
+  options.page_size = -1;
+  EXPECT_EQ(engine_.ListMembers("c", options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(EngineTest, ListMembersOfMissingCollectionIsEmpty) {
+  auto page = engine_.ListMembers("none", {});
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->members.empty());
+  EXPECT_FALSE(page->next.has_value());
+}
+
+// ---- Collections ----
+
+TEST_F(EngineTest, GetCollectionCountsMembersAndDeadlines) {
+  ASSERT_TRUE(PutTtl("c", "a", "v", absl::Seconds(20)).ok());
+  ASSERT_TRUE(PutTtl("c", "b", "v", absl::Seconds(10)).ok());
+  ASSERT_TRUE(PutPersistent("c", "p", "v").ok());
+  auto info = engine_.GetCollection("c");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->name, "c");
+  EXPECT_EQ(info->member_count, 3u);
+  EXPECT_EQ(info->expiring_count, 2u);
+  EXPECT_EQ(info->next_expire_time, kStart + absl::Seconds(10));
+}
+
+TEST_F(EngineTest, CollectionIsGoneWhenItsLastMemberExpires) {
+  ASSERT_TRUE(PutTtl("c", "a", "v", absl::Seconds(1)).ok());
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(engine_.ExpireDue(), 1u);
+  EXPECT_EQ(engine_.GetCollection("c").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(EngineTest, ListCollectionsPagesByNameAcrossShardsWithPrefix) {
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(PutPersistent(absl::StrFormat("user:%02d", i), "k", "v").ok());
+  }
+  ASSERT_TRUE(PutPersistent("other", "k", "v").ok());
+  std::vector<std::string> seen;
+  std::string after;
+  while (true) {
+    auto page = engine_.ListCollections("user:", 7, after);
+    ASSERT_TRUE(page.ok());
+    for (const CollectionInfo& c : page->collections) seen.push_back(c.name);
+    if (!page->next_after.has_value()) break;
+    after = *page->next_after;
+  }
+  ASSERT_EQ(seen.size(), 30u);
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(seen[i], absl::StrFormat("user:%02d", i));
+}
+
+TEST_F(EngineTest, ListCollectionsSkipsCollectionsWhoseMembersAllExpired) {
+  ASSERT_TRUE(PutTtl("a", "k", "v", absl::Seconds(1)).ok());
+  ASSERT_TRUE(PutPersistent("b", "k", "v").ok());
+  clock_.Advance(absl::Seconds(1));
+  auto page = engine_.ListCollections("", 0, "");
+  ASSERT_EQ(page->collections.size(), 1u);
+  EXPECT_EQ(page->collections[0].name, "b");
+  EXPECT_THAT(KeysOf(NewEvents()), ElementsAre("k"));
+}
+
+// ---- Bad input ----
+
+TEST_F(EngineTest, BadInputIsInvalidArgumentNamingTheFieldAndWritesNothing) {
+  const std::string long_key(2000, 'k');
+  const std::string big_value((1 << 20) + 1, 'v');
+  struct Case {
+    std::string collection;
+    MemberWrite write;
+    const char* field;
+  };
+  const std::vector<Case> cases = {
+      {"", {"k", "v", Expiration::None()}, "collection"},
+      {"has space", {"k", "v", Expiration::None()}, "collection"},
+      {std::string(300, 'c'), {"k", "v", Expiration::None()}, "collection"},
+      {"c", {"", "v", Expiration::None()}, "members[0].key"},
+      {"c", {long_key, "v", Expiration::None()}, "members[0].key"},
+      {"c", {"bad\xff", "v", Expiration::None()}, "members[0].key"},
+      {"c", {"tab\tkey", "v", Expiration::None()}, "members[0].key"},
+      {"c", {"k", big_value, Expiration::None()}, "members[0].value"},
+      {"c", {"k", "v", Expiration::Ttl(absl::ZeroDuration())}, "members[0].ttl"},
+      {"c", {"k", "v", Expiration::Ttl(-absl::Seconds(1))}, "members[0].ttl"},
+      {"c", {"k", "v", Expiration::Ttl(absl::Hours(24 * 3651))}, "members[0].ttl"},
+      {"c", {"k", "v", Expiration::At(kStart - absl::Seconds(1))}, "members[0].expire_time"},
+      {"c", {"k", "v", Expiration::At(kStart)}, "members[0].expire_time"},
+      {"c",
+       {"k", "v", Expiration::At(kStart + absl::Hours(24 * 3651))},
+       "members[0].expire_time"},
+  };
+  for (const Case& tc : cases) {
+    absl::Status s = engine_.Put(tc.collection, {tc.write}, {}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << tc.field;
+    EXPECT_THAT(s.message(), HasSubstr(tc.field));
+  }
+  EXPECT_EQ(engine_.total_members(), 0u);
+}
+
+TEST_F(EngineTest, DuplicateKeysInOneRequestAreInvalid) {
+  MemberWrite writes[] = {{"a", "1", Expiration::None()},
+                          {"b", "2", Expiration::None()},
+                          {"a", "3", Expiration::None()}};
+  absl::Status s = engine_.Put("c", writes, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("members[2].key: duplicates members[0].key"));
+  absl::string_view keys[] = {"x", "x"};
+  EXPECT_THAT(engine_.Remove("c", keys).status().message(), HasSubstr("keys[1]"));
+  EXPECT_EQ(engine_.total_members(), 0u);
+}
+
+TEST_F(EngineTest, EmptyAndOversizedBatchesAreInvalid) {
+  EXPECT_EQ(engine_.Put("c", {}, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> keys(1001);
+  std::vector<absl::string_view> views;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = absl::StrCat("k", i);
+    views.push_back(keys[i]);
+  }
+  absl::Status s = engine_.Get("c", views).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("keys"));
+}
+
+TEST_F(EngineTest, AFailedBatchLeavesEarlierValidMembersUnwritten) {
+  MemberWrite writes[] = {{"good", "v", Expiration::None()},
+                          {"bad", "v", Expiration::Ttl(-absl::Seconds(1))}};
+  EXPECT_FALSE(engine_.Put("c", writes, {}).ok());
+  EXPECT_FALSE(GetOne("c", "good").found);
+}
+
+TEST_F(EngineTest, UnicodeKeysAreAccepted) {
+  ASSERT_TRUE(PutPersistent("c", "caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80", "v").ok());
+  EXPECT_TRUE(GetOne("c", "caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80").found);
+  EXPECT_FALSE(PutPersistent("c", "\xc0\xaf", "v").ok()) << "overlong encoding";
+  EXPECT_FALSE(PutPersistent("c", "\xed\xa0\x80", "v").ok()) << "surrogate";
+}
+
+TEST_F(EngineTest, ConcurrentWritersAndExpirerLoseNoEvent) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 2000;
+  std::vector<std::thread> threads;
+  std::atomic<bool> done{false};
+  std::thread expirer([&] {
+    while (!done.load()) engine_.ExpireDue();
+  });
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string key = absl::StrCat("k", i);
+        MemberWrite w{key, "v", Expiration::Ttl(absl::Milliseconds(1 + i % 7))};
+        ASSERT_TRUE(engine_.Put(absl::StrCat("c", t, "-", i % 13), {w}, {}).ok());
+        if (i % 100 == 0) clock_.Advance(absl::Milliseconds(3));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  done = true;
+  expirer.join();
+  clock_.Advance(absl::Seconds(1));
+  engine_.ExpireDue();
+  EXPECT_EQ(engine_.total_members(), 0u);
+  EXPECT_EQ(log_.last_sequence() - log_.oldest_retained_sequence() + 1,
+            static_cast<uint64_t>(kThreads * kPerThread));
+}
+
+}  // namespace
+}  // namespace lapse

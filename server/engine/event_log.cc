@@ -1,0 +1,164 @@
+#include "server/engine/event_log.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+
+namespace lapse {
+namespace {
+
+// What an event costs the log: its strings plus the fixed part.
+size_t FootprintOf(const ExpiryEvent& e) {
+  return sizeof(ExpiryEvent) + e.collection.size() + e.key.size() + e.value.size();
+}
+
+}  // namespace
+
+bool EventFilter::Matches(absl::string_view collection) const {
+  if (!collections.empty()) return collections.contains(collection);
+  return absl::StartsWith(collection, prefix);
+}
+
+EventLog::EventLog(const Options& options)
+    : options_(options),
+      front_sequence_(options.first_sequence == 0 ? 1 : options.first_sequence),
+      visible_sequence_(front_sequence_ - 1) {}
+
+void EventLog::SetAppendListener(std::function<void(uint64_t)> listener) {
+  append_listener_ = std::move(listener);
+}
+
+uint64_t EventLog::Append(std::vector<ExpiryEvent> events) {
+  uint64_t last;
+  {
+    MutexLock lock(&mu_);
+    uint64_t next = front_sequence_ + events_.size();
+    for (ExpiryEvent& e : events) {
+      e.sequence = next++;
+      bytes_ += FootprintOf(e);
+      events_.push_back(std::move(e));
+    }
+    last = next - 1;
+    if (options_.visible_on_append) visible_sequence_ = last;
+    TrimLocked();
+  }
+  if (!events.empty() && options_.visible_on_append && append_listener_) {
+    append_listener_(last);
+  }
+  return last;
+}
+
+void EventLog::MakeVisibleThrough(uint64_t sequence) {
+  uint64_t visible;
+  {
+    MutexLock lock(&mu_);
+    const uint64_t last = front_sequence_ + events_.size() - 1;
+    visible = std::min(sequence, last);
+    if (visible <= visible_sequence_) return;
+    visible_sequence_ = visible;
+    // Retention could not drop these while they were invisible.
+    TrimLocked();
+  }
+  if (append_listener_) append_listener_(visible);
+}
+
+void EventLog::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence) {
+  MutexLock lock(&mu_);
+  events_.clear();
+  bytes_ = 0;
+  if (!events.empty()) next_sequence = std::max(next_sequence, events.back().sequence + 1);
+  // Keep the run of consecutive sequences that ends right before
+  // next_sequence: a reader's position is an index into that run.
+  size_t first = events.size();
+  while (first > 0 && events[first - 1].sequence + (events.size() - first) + 1 == next_sequence) {
+    --first;
+  }
+  front_sequence_ = next_sequence - (events.size() - first);
+  for (size_t i = first; i < events.size(); ++i) {
+    bytes_ += FootprintOf(events[i]);
+    events_.push_back(std::move(events[i]));
+  }
+  visible_sequence_ = next_sequence - 1;
+  TrimLocked();
+}
+
+void EventLog::TrimLocked() {
+  // The newest event always stays, so a reader that is caught up can read it
+  // even when it alone is larger than the byte bound; and events not yet
+  // visible stay, or a reader could never see them.
+  while (events_.size() > 1 && front_sequence_ <= visible_sequence_ &&
+         (events_.size() > options_.max_events || bytes_ > options_.max_bytes)) {
+    bytes_ -= FootprintOf(events_.front());
+    events_.pop_front();
+    ++front_sequence_;
+  }
+}
+
+uint64_t EventLog::last_sequence() const {
+  ReaderMutexLock lock(&mu_);
+  return visible_sequence_;
+}
+
+uint64_t EventLog::oldest_retained_sequence() const {
+  ReaderMutexLock lock(&mu_);
+  return front_sequence_;
+}
+
+absl::Status EventLog::CheckPosition(uint64_t after) const {
+  ReaderMutexLock lock(&mu_);
+  return CheckPositionLocked(after);
+}
+
+absl::Status EventLog::CheckPositionLocked(uint64_t after) const {
+  const uint64_t last = visible_sequence_;
+  if (after > last) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "sequence %d is beyond the newest sequence %d (a position from another server "
+        "or an earlier run?); the oldest retained sequence is %d",
+        after, last, front_sequence_));
+  }
+  if (after + 1 < front_sequence_) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "events after sequence %d are no longer retained; the oldest retained sequence "
+        "is %d",
+        after, front_sequence_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EventBatch> EventLog::Read(uint64_t after, const EventFilter& filter,
+                                          const ReadLimits& limits) const {
+  ReaderMutexLock lock(&mu_);
+  if (absl::Status s = CheckPositionLocked(after); !s.ok()) return s;
+  EventBatch batch;
+  batch.examined_sequence = after;
+  size_t bytes = 0;
+  size_t examined = 0;
+  const size_t end = visible_sequence_ + 1 - front_sequence_;
+  for (size_t i = after + 1 - front_sequence_; i < end; ++i) {
+    if (examined == limits.max_examined || batch.events.size() == limits.max_events) break;
+    const ExpiryEvent& e = events_[i];
+    if (filter.Matches(e.collection)) {
+      const size_t size = e.collection.size() + e.key.size() +
+                          (filter.include_values ? e.value.size() : 0);
+      // A batch always makes progress, even with one event over the bound.
+      if (!batch.events.empty() && bytes + size > limits.max_bytes) break;
+      bytes += size;
+      ExpiryEvent& out = batch.events.emplace_back();
+      out.sequence = e.sequence;
+      out.collection = e.collection;
+      out.key = e.key;
+      if (filter.include_values) out.value = e.value;
+      out.expire_time = e.expire_time;
+      out.expired_at = e.expired_at;
+    }
+    ++examined;
+    batch.examined_sequence = e.sequence;
+  }
+  return batch;
+}
+
+}  // namespace lapse

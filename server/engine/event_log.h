@@ -1,0 +1,134 @@
+// EventLog: the one bounded, shared, in-memory log of expiry events that every
+// watcher reads through its own cursor (a sequence number).
+//
+// Events get consecutive sequences at Append. Retention is bounded by count
+// and by bytes; the oldest events are dropped first. A reader owns nothing but
+// its cursor, so a slow reader costs no memory and never slows Append. A
+// cursor that has fallen out of retention is reported as OUT_OF_RANGE, naming
+// the oldest retained sequence: never a silent gap.
+//
+//   lapse::EventLog log({.first_sequence = 1, .max_events = 1000});
+//   log.Append(std::move(events));
+//   absl::StatusOr<lapse::EventBatch> batch = log.Read(cursor, filter, limits);
+//
+// All methods are thread-safe. Readers share the lock; Append takes it
+// exclusively for a bounded time.
+#ifndef LAPSE_SERVER_ENGINE_EVENT_LOG_H_
+#define LAPSE_SERVER_ENGINE_EVENT_LOG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "server/base/mutex.h"
+#include "server/engine/expiry_event.h"
+
+namespace lapse {
+
+// Which events a reader wants. With neither `collections` nor `prefix` set it
+// matches every collection.
+struct EventFilter {
+  absl::flat_hash_set<std::string> collections;
+  std::string prefix;
+  bool include_values = false;
+
+  bool Matches(absl::string_view collection) const;
+};
+
+// Bounds on one Read: how much it returns and how long it holds the lock.
+struct ReadLimits {
+  size_t max_events = 1000;
+  size_t max_bytes = 1 << 20;
+  // Events looked at (matching or not) before returning.
+  size_t max_examined = 16384;
+};
+
+struct EventBatch {
+  // Matching events, in sequence order.
+  std::vector<ExpiryEvent> events;
+  // Every event with a sequence <= this has been examined; the next Read
+  // continues after it.
+  uint64_t examined_sequence = 0;
+};
+
+class EventLog {
+ public:
+  struct Options {
+    // Sequence of the first event ever appended. lapsed seeds it from the
+    // wall clock (ns) so a restarted memory-only server never reuses one.
+    uint64_t first_sequence = 1;
+    size_t max_events = 1'000'000;
+    size_t max_bytes = size_t{256} << 20;
+    // When false, appended events stay invisible to readers until
+    // MakeVisibleThrough: a durable store shows an event only once it is on
+    // disk, so no reader ever sees an event a crash could take back.
+    bool visible_on_append = true;
+  };
+
+  explicit EventLog(const Options& options);
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  // Appends `events` in order, assigning consecutive sequences. Returns the
+  // sequence of the last one.
+  uint64_t Append(std::vector<ExpiryEvent> events);
+
+  // Makes events up to `sequence` visible to readers (see
+  // Options::visible_on_append).
+  void MakeVisibleThrough(uint64_t sequence);
+
+  // Replaces the contents of an empty, unused log with recovered events
+  // (sorted by sequence, no duplicates); the next event appended gets
+  // `next_sequence`. Only the run of events contiguous with next_sequence is
+  // kept.
+  void Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence);
+
+  // Called whenever new events become visible, outside the log's lock, with
+  // the newest visible sequence. Must be cheap and must not block: it runs on
+  // the writer's thread. Set once, before any Append.
+  void SetAppendListener(std::function<void(uint64_t last_sequence)> listener);
+
+  // The newest visible sequence; first_sequence - 1 before any event.
+  uint64_t last_sequence() const;
+  // The oldest sequence still retained; last_sequence() + 1 when empty.
+  uint64_t oldest_retained_sequence() const;
+
+  // Checks that reading can start right after `after`: every event after it
+  // is still retained and `after` is not beyond the newest event. Otherwise
+  // OUT_OF_RANGE naming the oldest retained sequence.
+  absl::Status CheckPosition(uint64_t after) const;
+
+  // Events after `after` that match `filter`, within `limits`. OUT_OF_RANGE
+  // as in CheckPosition.
+  absl::StatusOr<EventBatch> Read(uint64_t after, const EventFilter& filter,
+                                  const ReadLimits& limits) const;
+
+ private:
+  absl::Status CheckPositionLocked(uint64_t after) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const Options options_;
+  std::function<void(uint64_t)> append_listener_;
+
+  // State below is protected by mu_.
+  mutable Mutex mu_;
+  std::deque<ExpiryEvent> events_ ABSL_GUARDED_BY(mu_);
+  // Sequence of events_.front() (or of the next event when empty).
+  uint64_t front_sequence_ ABSL_GUARDED_BY(mu_);
+  // Readers see events up to this sequence.
+  uint64_t visible_sequence_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_ENGINE_EVENT_LOG_H_

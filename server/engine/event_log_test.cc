@@ -1,0 +1,215 @@
+#include "server/engine/event_log.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lapse {
+namespace {
+
+using ::testing::HasSubstr;
+
+ExpiryEvent Event(absl::string_view collection, absl::string_view key,
+                  absl::string_view value = "value") {
+  ExpiryEvent e;
+  e.collection = std::string(collection);
+  e.key = std::string(key);
+  e.value = std::string(value);
+  return e;
+}
+
+std::vector<std::string> KeysOf(const EventBatch& batch) {
+  std::vector<std::string> keys;
+  for (const ExpiryEvent& e : batch.events) keys.push_back(e.key);
+  return keys;
+}
+
+TEST(EventLogTest, AssignsConsecutiveSequencesFromTheFirstSequence) {
+  EventLog log({.first_sequence = 100});
+  EXPECT_EQ(log.last_sequence(), 99u);
+  EXPECT_EQ(log.Append({Event("c", "a"), Event("c", "b")}), 101u);
+  EXPECT_EQ(log.Append({Event("c", "c")}), 102u);
+  absl::StatusOr<EventBatch> batch = log.Read(99, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->events.size(), 3u);
+  EXPECT_EQ(batch->events[0].sequence, 100u);
+  EXPECT_EQ(batch->events[2].sequence, 102u);
+  EXPECT_EQ(batch->examined_sequence, 102u);
+}
+
+TEST(EventLogTest, ReadAfterAPositionReturnsOnlyLaterEvents) {
+  EventLog log({});
+  log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")});
+  absl::StatusOr<EventBatch> batch = log.Read(2, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_THAT(KeysOf(*batch), ::testing::ElementsAre("c"));
+}
+
+TEST(EventLogTest, CaughtUpReadIsEmptyAndKeepsThePosition) {
+  EventLog log({});
+  log.Append({Event("c", "a")});
+  absl::StatusOr<EventBatch> batch = log.Read(1, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_TRUE(batch->events.empty());
+  EXPECT_EQ(batch->examined_sequence, 1u);
+}
+
+TEST(EventLogTest, ValuesAreCopiedOnlyWhenAskedFor) {
+  EventLog log({});
+  log.Append({Event("c", "a", "payload")});
+  EventFilter filter;
+  EXPECT_EQ(log.Read(0, filter, ReadLimits{})->events[0].value, "");
+  filter.include_values = true;
+  EXPECT_EQ(log.Read(0, filter, ReadLimits{})->events[0].value, "payload");
+}
+
+TEST(EventLogTest, FiltersByCollectionNamesAndByPrefixButExaminesEverything) {
+  EventLog log({});
+  log.Append({Event("orders:1", "a"), Event("sessions:1", "b"), Event("orders:2", "c"),
+              Event("other", "d")});
+  EventFilter names;
+  names.collections = {"orders:2", "other"};
+  absl::StatusOr<EventBatch> by_name = log.Read(0, names, ReadLimits{});
+  EXPECT_THAT(KeysOf(*by_name), ::testing::ElementsAre("c", "d"));
+  EventFilter prefix;
+  prefix.prefix = "orders:";
+  absl::StatusOr<EventBatch> by_prefix = log.Read(0, prefix, ReadLimits{});
+  EXPECT_THAT(KeysOf(*by_prefix), ::testing::ElementsAre("a", "c"));
+  EXPECT_EQ(by_prefix->examined_sequence, 4u);
+}
+
+TEST(EventLogTest, ReadStopsAtTheEventAndByteAndExaminedBounds) {
+  EventLog log({});
+  for (int i = 0; i < 10; ++i) log.Append({Event("c", absl::StrCat("k", i), "0123456789")});
+  EventFilter filter;
+  filter.include_values = true;
+  absl::StatusOr<EventBatch> by_count =
+      log.Read(0, filter, ReadLimits{.max_events = 3});
+  EXPECT_EQ(by_count->events.size(), 3u);
+  EXPECT_EQ(by_count->examined_sequence, 3u);
+  // Each event counts 1 + 2 + 10 bytes here.
+  absl::StatusOr<EventBatch> by_bytes =
+      log.Read(0, filter, ReadLimits{.max_bytes = 30});
+  EXPECT_EQ(by_bytes->events.size(), 2u);
+  EXPECT_EQ(by_bytes->examined_sequence, 2u);
+  EventFilter none;
+  none.collections = {"nothing"};
+  absl::StatusOr<EventBatch> by_examined =
+      log.Read(0, none, ReadLimits{.max_examined = 4});
+  EXPECT_TRUE(by_examined->events.empty());
+  EXPECT_EQ(by_examined->examined_sequence, 4u);
+}
+
+TEST(EventLogTest, OneEventLargerThanTheByteBoundStillMakesProgress) {
+  EventLog log({});
+  log.Append({Event("c", "big", std::string(1000, 'x'))});
+  EventFilter filter;
+  filter.include_values = true;
+  absl::StatusOr<EventBatch> batch = log.Read(0, filter, ReadLimits{.max_bytes = 10});
+  ASSERT_EQ(batch->events.size(), 1u);
+  EXPECT_EQ(batch->examined_sequence, 1u);
+}
+
+TEST(EventLogTest, RetentionByCountDropsTheOldestAndReportsOutOfRange) {
+  EventLog log({.max_events = 3});
+  for (int i = 1; i <= 5; ++i) log.Append({Event("c", absl::StrCat("k", i))});
+  EXPECT_EQ(log.oldest_retained_sequence(), 3u);
+  EXPECT_EQ(log.last_sequence(), 5u);
+  EXPECT_TRUE(log.CheckPosition(2).ok()) << "events 3.. are all retained";
+  absl::StatusOr<EventBatch> gone = log.Read(1, EventFilter{}, ReadLimits{});
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(gone.status().message(), HasSubstr("oldest retained sequence is 3"));
+}
+
+TEST(EventLogTest, RetentionByBytesDropsTheOldest) {
+  const size_t one = sizeof(ExpiryEvent) + 1 + 2 + 100;
+  EventLog log({.max_bytes = 3 * one});
+  for (int i = 1; i <= 5; ++i) log.Append({Event("c", absl::StrCat("k", i), std::string(100, 'v'))});
+  EXPECT_EQ(log.oldest_retained_sequence(), 3u);
+}
+
+TEST(EventLogTest, APositionBeyondTheNewestIsOutOfRange) {
+  EventLog log({});
+  log.Append({Event("c", "a")});
+  absl::Status s = log.CheckPosition(7);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(s.message(), HasSubstr("beyond the newest sequence 1"));
+}
+
+TEST(EventLogTest, EmptyLogAcceptsTheStartPosition) {
+  EventLog log({.first_sequence = 50});
+  EXPECT_TRUE(log.CheckPosition(49).ok());
+  EXPECT_EQ(log.oldest_retained_sequence(), 50u);
+  EXPECT_EQ(log.CheckPosition(10).code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(EventLogTest, AppendListenerSeesTheNewLastSequence) {
+  EventLog log({});
+  std::vector<uint64_t> seen;
+  log.SetAppendListener([&](uint64_t last) { seen.push_back(last); });
+  log.Append({Event("c", "a"), Event("c", "b")});
+  log.Append({});
+  log.Append({Event("c", "c")});
+  EXPECT_THAT(seen, ::testing::ElementsAre(2u, 3u));
+}
+
+TEST(EventLogTest, InvisibleEventsAreNotReadUntilMadeVisible) {
+  EventLog log({.first_sequence = 1, .visible_on_append = false});
+  std::vector<uint64_t> notified;
+  log.SetAppendListener([&](uint64_t last) { notified.push_back(last); });
+  EXPECT_EQ(log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")}), 3u);
+  EXPECT_EQ(log.last_sequence(), 0u);
+  EXPECT_TRUE(log.Read(0, EventFilter{}, ReadLimits{})->events.empty());
+  EXPECT_EQ(log.CheckPosition(2).code(), absl::StatusCode::kOutOfRange);
+  log.MakeVisibleThrough(2);
+  EXPECT_EQ(log.last_sequence(), 2u);
+  EXPECT_THAT(KeysOf(*log.Read(0, EventFilter{}, ReadLimits{})), ::testing::ElementsAre("a", "b"));
+  log.MakeVisibleThrough(1);
+  log.MakeVisibleThrough(99);
+  EXPECT_EQ(log.last_sequence(), 3u);
+  EXPECT_THAT(notified, ::testing::ElementsAre(2u, 3u));
+}
+
+TEST(EventLogTest, RetentionNeverDropsEventsThatAreNotVisibleYet) {
+  EventLog log({.first_sequence = 1, .max_events = 2, .visible_on_append = false});
+  log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")});
+  log.Append({Event("c", "d")});
+  EXPECT_EQ(log.oldest_retained_sequence(), 1u);
+  EXPECT_EQ(log.last_sequence(), 0u);
+}
+
+TEST(EventLogTest, RetentionAppliesOnceEventsBecomeVisible) {
+  EventLog log({.first_sequence = 1, .max_events = 2, .visible_on_append = false});
+  log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c"), Event("c", "d")});
+  EXPECT_EQ(log.oldest_retained_sequence(), 1u);
+  log.MakeVisibleThrough(4);
+  EXPECT_EQ(log.oldest_retained_sequence(), 3u);
+}
+
+TEST(EventLogTest, RestoreKeepsTheRunContiguousWithTheNextSequence) {
+  std::vector<ExpiryEvent> events;
+  for (uint64_t seq : {3u, 5u, 6u, 7u}) {
+    events.push_back(Event("c", absl::StrCat("k", seq)));
+    events.back().sequence = seq;
+  }
+  EventLog log({});
+  log.Restore(std::move(events), 8);
+  EXPECT_EQ(log.oldest_retained_sequence(), 5u);
+  EXPECT_EQ(log.last_sequence(), 7u);
+  EXPECT_THAT(KeysOf(*log.Read(4, EventFilter{}, ReadLimits{})),
+              ::testing::ElementsAre("k5", "k6", "k7"));
+  EXPECT_EQ(log.Append({Event("c", "new")}), 8u);
+}
+
+TEST(EventLogTest, RestoreWithNoEventsStartsAtTheNextSequence) {
+  EventLog log({.first_sequence = 1});
+  log.Restore({}, 1000);
+  EXPECT_EQ(log.last_sequence(), 999u);
+  EXPECT_EQ(log.Append({Event("c", "a")}), 1000u);
+}
+
+}  // namespace
+}  // namespace lapse

@@ -1,0 +1,84 @@
+#include "server/engine/expirer.h"
+
+#include "absl/time/clock.h"
+#include "server/base/mutex.h"
+#include "gtest/gtest.h"
+
+namespace lapse {
+namespace {
+
+const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
+
+// Wakes a test when the log reaches a sequence: the test synchronises on the
+// append itself. The 30 s bound only matters when the test is about to fail.
+class SequenceWaiter {
+ public:
+  explicit SequenceWaiter(EventLog& log) {
+    log.SetAppendListener([this](uint64_t last) {
+      MutexLock lock(&mu_);
+      last_ = last;
+      cv_.SignalAll();
+    });
+  }
+  bool AwaitAtLeast(uint64_t sequence) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    MutexLock lock(&mu_);
+    while (last_ < sequence) {
+      if (absl::Now() >= give_up) return false;
+      cv_.WaitWithTimeout(&mu_, give_up - absl::Now());
+    }
+    return true;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  uint64_t last_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(ExpirerTest, ExpiresAMemberOnceTheClockPassesItsDeadline) {
+  FakeClock clock(kStart);
+  EventLog log({.first_sequence = 1});
+  SequenceWaiter waiter(log);
+  Engine engine({}, &clock, &log);
+  Expirer expirer(&engine, &clock);
+  MemberWrite w{"k", "v", Expiration::Ttl(absl::Seconds(10))};
+  ASSERT_TRUE(engine.Put("c", {w}, {}).ok());
+  clock.Advance(absl::Seconds(10));
+  expirer.Wake();
+  ASSERT_TRUE(waiter.AwaitAtLeast(1));
+  EXPECT_EQ(engine.total_members(), 0u);
+}
+
+TEST(ExpirerTest, RealClockExpiryHappensAtOrAfterTheDeadline) {
+  EventLog log({.first_sequence = 1});
+  SequenceWaiter waiter(log);
+  Engine engine({}, RealClock(), &log);
+  Expirer expirer(&engine, RealClock());
+  // A later deadline first, then an earlier one, which must wake the sleeper.
+  MemberWrite later{"later", "v", Expiration::Ttl(absl::Hours(1))};
+  ASSERT_TRUE(engine.Put("c", {later}, {}).ok());
+  MemberWrite soon{"soon", "v", Expiration::Ttl(absl::Milliseconds(20))};
+  absl::StatusOr<std::vector<PutResult>> put = engine.Put("c", {soon}, {});
+  ASSERT_TRUE(put.ok());
+  ASSERT_TRUE(waiter.AwaitAtLeast(1));
+  absl::StatusOr<EventBatch> batch = log.Read(0, EventFilter{}, ReadLimits{});
+  ASSERT_EQ(batch->events.size(), 1u);
+  EXPECT_EQ(batch->events[0].key, "soon");
+  EXPECT_GE(batch->events[0].expired_at, (*put)[0].expire_time);
+}
+
+TEST(ExpirerTest, StopsPromptlyWhileSleepingTowardsAFarDeadline) {
+  FakeClock clock(kStart);
+  EventLog log({});
+  Engine engine({}, &clock, &log);
+  {
+    Expirer expirer(&engine, &clock);
+    MemberWrite w{"k", "v", Expiration::Ttl(absl::Hours(24))};
+    ASSERT_TRUE(engine.Put("c", {w}, {}).ok());
+  }
+  EXPECT_EQ(engine.total_members(), 1u);
+}
+
+}  // namespace
+}  // namespace lapse

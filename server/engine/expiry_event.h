@@ -1,0 +1,26 @@
+// ExpiryEvent: what the engine records when a member's deadline passes.
+#ifndef LAPSE_SERVER_ENGINE_EXPIRY_EVENT_H_
+#define LAPSE_SERVER_ENGINE_EXPIRY_EVENT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace lapse {
+
+struct ExpiryEvent {
+  // Assigned by EventLog::Append; strictly increasing, never reused.
+  uint64_t sequence = 0;
+  std::string collection;
+  std::string key;
+  std::string value;
+  // The deadline the member had.
+  absl::Time expire_time;
+  // When the engine expired it (>= expire_time).
+  absl::Time expired_at;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_ENGINE_EXPIRY_EVENT_H_

@@ -1,0 +1,111 @@
+// Journal: how the engine reports its changes to a durable store.
+//
+// Every operation that changes state encodes its changes, in order, into one
+// batch (BatchEncoder) while it holds its shard lock, and commits the batch to
+// the Journal before releasing the lock. Records state *results*, not
+// requests: a put records the member as written (value and absolute
+// deadline), an expiry records the member that expired and its event. Replay
+// is therefore deterministic and idempotent: applying a record sets state,
+// whatever the state was before, which is what lets a snapshot be taken while
+// writes go on (storage/snapshot.h).
+//
+// Batch layout (little-endian):
+//   first_event_sequence u64 | record_count u32 | record*
+//   record: type u8 | fields by type (strings as varint32 length + bytes,
+//           numbers as fixed 64-bit)
+// The kExpiry records of a batch take consecutive sequences starting at
+// first_event_sequence; kEvent records carry their own.
+#ifndef LAPSE_SERVER_ENGINE_JOURNAL_H_
+#define LAPSE_SERVER_ENGINE_JOURNAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "server/engine/expiry_event.h"
+
+namespace lapse {
+
+enum class RecordType : uint8_t {
+  kPut = 1,               // collection, key, value, deadline_ms
+  kRemove = 2,            // collection, key
+  kSetDeadline = 3,       // collection, key, deadline_ms
+  kDeleteCollection = 4,  // collection
+  kExpiry = 5,            // collection, key, value, deadline_ms, expired_at_ns
+  kEvent = 6,             // sequence, collection, key, value, deadline_ms, expired_at_ns
+  kNextSequence = 7,      // sequence: the next event sequence when a run started
+};
+
+// One decoded record. The views point into the batch being decoded.
+struct JournalRecord {
+  RecordType type;
+  absl::string_view collection;
+  absl::string_view key;
+  absl::string_view value;
+  // kPut, kSetDeadline: the member's deadline (INT64_MAX for none).
+  // kExpiry, kEvent: the deadline the member had.
+  int64_t deadline_ms = 0;
+  // kExpiry, kEvent; kNextSequence: the next sequence.
+  uint64_t sequence = 0;
+  int64_t expired_at_ns = 0;
+};
+
+class BatchEncoder {
+ public:
+  BatchEncoder();
+
+  void Put(absl::string_view collection, absl::string_view key, absl::string_view value,
+           int64_t deadline_ms);
+  void Remove(absl::string_view collection, absl::string_view key);
+  void SetDeadline(absl::string_view collection, absl::string_view key, int64_t deadline_ms);
+  void DeleteCollection(absl::string_view collection);
+  // Its sequence is first_event_sequence + the number of kExpiry records
+  // before it in the batch.
+  void Expiry(absl::string_view collection, absl::string_view key, absl::string_view value,
+              int64_t deadline_ms, int64_t expired_at_ns);
+  void Event(const ExpiryEvent& event);
+  // Records where the sequence counter stands, so that a restart continues
+  // from it even when no event has been appended yet.
+  void NextSequence(uint64_t sequence);
+
+  bool empty() const { return count_ == 0; }
+  uint32_t count() const { return count_; }
+  // Bytes encoded so far.
+  size_t size() const { return buffer_.size(); }
+
+  // The finished batch. Leaves the encoder empty.
+  std::string Finish(uint64_t first_event_sequence);
+
+ private:
+  void PutString(absl::string_view s);
+  void PutFixed64(uint64_t v);
+
+  std::string buffer_;
+  uint32_t count_ = 0;
+};
+
+// Calls `fn` for each record of `batch`, in order, stopping at the first
+// error `fn` returns. DATA_LOSS when the batch is malformed.
+absl::Status DecodeBatch(absl::string_view batch,
+                         const std::function<absl::Status(const JournalRecord&)>& fn);
+
+class Journal {
+ public:
+  virtual ~Journal() = default;
+
+  // Takes one operation's finished batch. `last_event_sequence` is the
+  // sequence of the batch's last kExpiry record, 0 when it has none. Called
+  // under a shard lock, in the order the operations happened on that shard.
+  // Must not block on I/O.
+  virtual void Commit(std::string batch, uint64_t last_event_sequence) = 0;
+
+  // OK while changes can be recorded; UNAVAILABLE once the store has failed
+  // (the engine then refuses writes).
+  virtual absl::Status status() const = 0;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_ENGINE_JOURNAL_H_

@@ -1,0 +1,31 @@
+// Limits: every size the engine accepts is bounded, and each bound is a
+// `lapsed` flag. Defaults are documented in README.md ("Limits").
+#ifndef LAPSE_SERVER_ENGINE_LIMITS_H_
+#define LAPSE_SERVER_ENGINE_LIMITS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace lapse {
+
+struct Limits {
+  size_t max_collection_name_bytes = 256;
+  size_t max_key_bytes = 1024;
+  size_t max_value_bytes = 1 << 20;
+  // Members (or keys) in one request.
+  size_t max_members_per_request = 1000;
+  int default_page_size = 100;
+  int max_page_size = 1000;
+  // Deadlines further away than this are refused.
+  absl::Duration max_ttl = absl::Hours(24 * 3650);
+  // Live members across all collections; a write past it is RESOURCE_EXHAUSTED.
+  uint64_t max_total_members = 100'000'000;
+  // Collections named in one WatchExpirations filter.
+  size_t max_watch_collections = 1000;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_ENGINE_LIMITS_H_

@@ -1,0 +1,388 @@
+#include "server/service/proto_convert.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace lapse {
+namespace {
+
+// google/protobuf/timestamp.proto: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z.
+constexpr int64_t kMinTimestampSeconds = -62'135'596'800;
+constexpr int64_t kMaxTimestampSeconds = 253'402'300'799;
+// google/protobuf/duration.proto: about +-10000 years.
+constexpr int64_t kMaxDurationSeconds = 315'576'000'000;
+constexpr int32_t kMaxNanos = 999'999'999;
+
+// Page tokens: a version byte, a kind byte, then the fields below. Bumping
+// the version invalidates tokens held by clients, which then restart paging.
+constexpr uint8_t kTokenVersion = 1;
+constexpr uint8_t kMemberToken = 'm';
+constexpr uint8_t kCollectionToken = 'c';
+// The cursor's time in a member token: finite, or NoDeadline().
+constexpr uint8_t kFiniteTime = 0;
+constexpr uint8_t kNoDeadline = 1;
+
+absl::Status FieldError(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+absl::Status UnknownEnum(absl::string_view field, int value) {
+  return FieldError(field, absl::StrCat("unknown value ", value));
+}
+
+absl::Status MalformedToken() {
+  return FieldError("page_token", "malformed; use a next_page_token as returned");
+}
+
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+void PutFixed(uint64_t v, int bytes, std::string* out) {
+  for (int i = 0; i < bytes; ++i) {
+    out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+}
+
+void PutString(absl::string_view s, std::string* out) {
+  PutVarint(s.size(), out);
+  out->append(s.data(), s.size());
+}
+
+// Reads the encoding written by the Put* functions. Every method returns
+// false, consuming nothing useful, once the input is short or malformed.
+class TokenReader {
+ public:
+  explicit TokenReader(absl::string_view data) : data_(data) {}
+
+  bool Byte(uint8_t* out) {
+    if (data_.empty()) return false;
+    *out = static_cast<uint8_t>(data_.front());
+    data_.remove_prefix(1);
+    return true;
+  }
+
+  bool Varint(uint64_t* out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!Byte(&b)) return false;
+      v |= uint64_t{b & 0x7fu} << shift;
+      if ((b & 0x80) == 0) {
+        *out = v;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool Fixed(int bytes, uint64_t* out) {
+    if (data_.size() < static_cast<size_t>(bytes)) return false;
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) {
+      v |= uint64_t{static_cast<uint8_t>(data_[i])} << (8 * i);
+    }
+    data_.remove_prefix(bytes);
+    *out = v;
+    return true;
+  }
+
+  bool String(std::string* out) {
+    uint64_t size;
+    if (!Varint(&size) || size > data_.size()) return false;
+    out->assign(data_.data(), size);
+    data_.remove_prefix(size);
+    return true;
+  }
+
+  bool AtEnd() const { return data_.empty(); }
+
+ private:
+  absl::string_view data_;
+};
+
+// Unescapes `token` and checks its version and kind.
+absl::StatusOr<std::string> OpenToken(absl::string_view token, uint8_t kind) {
+  std::string raw;
+  if (!absl::WebSafeBase64Unescape(token, &raw) || raw.size() < 2 ||
+      static_cast<uint8_t>(raw[0]) != kTokenVersion ||
+      static_cast<uint8_t>(raw[1]) != kind) {
+    return MalformedToken();
+  }
+  return raw.substr(2);
+}
+
+std::string SealToken(uint8_t kind, const std::string& body) {
+  std::string raw;
+  raw.push_back(static_cast<char>(kTokenVersion));
+  raw.push_back(static_cast<char>(kind));
+  raw.append(body);
+  return absl::WebSafeBase64Escape(raw);
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Time> TimeFromProto(const google::protobuf::Timestamp& ts,
+                                         absl::string_view field) {
+  if (ts.seconds() < kMinTimestampSeconds ||
+      ts.seconds() > kMaxTimestampSeconds) {
+    return FieldError(field, "seconds out of range");
+  }
+  if (ts.nanos() < 0 || ts.nanos() > kMaxNanos) {
+    return FieldError(field, "nanos out of range");
+  }
+  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
+}
+
+absl::StatusOr<absl::Duration> DurationFromProto(
+    const google::protobuf::Duration& d, absl::string_view field) {
+  if (d.seconds() < -kMaxDurationSeconds || d.seconds() > kMaxDurationSeconds) {
+    return FieldError(field, "seconds out of range");
+  }
+  if (d.nanos() < -kMaxNanos || d.nanos() > kMaxNanos) {
+    return FieldError(field, "nanos out of range");
+  }
+  if ((d.seconds() > 0 && d.nanos() < 0) || (d.seconds() < 0 && d.nanos() > 0)) {
+    return FieldError(field, "seconds and nanos must have the same sign");
+  }
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+std::optional<google::protobuf::Timestamp> TimeToProto(absl::Time t) {
+  if (t == NoDeadline()) return std::nullopt;
+  const int64_t seconds = absl::ToUnixSeconds(t);
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(seconds);
+  ts.set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
+  return ts;
+}
+
+absl::StatusOr<Expiration> ExpirationAt(const google::protobuf::Timestamp& ts,
+                                        absl::string_view field) {
+  absl::StatusOr<absl::Time> t = TimeFromProto(ts, field);
+  if (!t.ok()) return t.status();
+  return Expiration::At(*t);
+}
+
+absl::StatusOr<Expiration> ExpirationTtl(const google::protobuf::Duration& d,
+                                         absl::string_view field) {
+  absl::StatusOr<absl::Duration> ttl = DurationFromProto(d, field);
+  if (!ttl.ok()) return ttl.status();
+  return Expiration::Ttl(*ttl);
+}
+
+absl::StatusOr<PutCondition> PutConditionFromProto(v1::PutCondition c,
+                                                   absl::string_view field) {
+  switch (c) {
+    case v1::PUT_CONDITION_UNSPECIFIED:
+      return PutCondition::kAlways;
+    case v1::PUT_CONDITION_IF_ABSENT:
+      return PutCondition::kIfAbsent;
+    case v1::PUT_CONDITION_IF_PRESENT:
+      return PutCondition::kIfPresent;
+    default:
+      return UnknownEnum(field, c);
+  }
+}
+
+absl::StatusOr<ExpireCondition> ExpireConditionFromProto(
+    v1::ExpireCondition c, absl::string_view field) {
+  switch (c) {
+    case v1::EXPIRE_CONDITION_UNSPECIFIED:
+      return ExpireCondition::kAlways;
+    case v1::EXPIRE_CONDITION_IF_NO_EXPIRATION:
+      return ExpireCondition::kIfNoExpiration;
+    case v1::EXPIRE_CONDITION_IF_HAS_EXPIRATION:
+      return ExpireCondition::kIfHasExpiration;
+    case v1::EXPIRE_CONDITION_IF_LATER:
+      return ExpireCondition::kIfLater;
+    case v1::EXPIRE_CONDITION_IF_EARLIER:
+      return ExpireCondition::kIfEarlier;
+    default:
+      return UnknownEnum(field, c);
+  }
+}
+
+absl::StatusOr<MemberOrder> MemberOrderFromProto(v1::MemberOrder o,
+                                                 absl::string_view field) {
+  switch (o) {
+    case v1::MEMBER_ORDER_UNSPECIFIED:
+    case v1::MEMBER_ORDER_KEY:
+      return MemberOrder::kKey;
+    case v1::MEMBER_ORDER_EXPIRE_TIME:
+      return MemberOrder::kExpireTime;
+    default:
+      return UnknownEnum(field, o);
+  }
+}
+
+v1::PutOutcome PutOutcomeToProto(PutOutcome o) {
+  switch (o) {
+    case PutOutcome::kCreated:
+      return v1::PUT_OUTCOME_CREATED;
+    case PutOutcome::kReplaced:
+      return v1::PUT_OUTCOME_REPLACED;
+    case PutOutcome::kSkipped:
+      return v1::PUT_OUTCOME_SKIPPED;
+  }
+  return v1::PUT_OUTCOME_UNSPECIFIED;
+}
+
+v1::ExpireOutcome ExpireOutcomeToProto(ExpireOutcome o) {
+  switch (o) {
+    case ExpireOutcome::kUpdated:
+      return v1::EXPIRE_OUTCOME_UPDATED;
+    case ExpireOutcome::kConditionNotMet:
+      return v1::EXPIRE_OUTCOME_CONDITION_NOT_MET;
+    case ExpireOutcome::kNotFound:
+      return v1::EXPIRE_OUTCOME_NOT_FOUND;
+    case ExpireOutcome::kExpired:
+      return v1::EXPIRE_OUTCOME_EXPIRED;
+  }
+  return v1::EXPIRE_OUTCOME_UNSPECIFIED;
+}
+
+v1::PersistOutcome PersistOutcomeToProto(PersistOutcome o) {
+  switch (o) {
+    case PersistOutcome::kPersisted:
+      return v1::PERSIST_OUTCOME_PERSISTED;
+    case PersistOutcome::kNoExpiration:
+      return v1::PERSIST_OUTCOME_NO_EXPIRATION;
+    case PersistOutcome::kNotFound:
+      return v1::PERSIST_OUTCOME_NOT_FOUND;
+  }
+  return v1::PERSIST_OUTCOME_UNSPECIFIED;
+}
+
+void MemberToProto(const MemberData& member, v1::Member* out) {
+  out->set_key(member.key);
+  out->set_value(member.value);
+  if (std::optional<google::protobuf::Timestamp> ts =
+          TimeToProto(member.expire_time)) {
+    *out->mutable_expire_time() = *std::move(ts);
+  }
+}
+
+void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out) {
+  out->set_name(info.name);
+  out->set_member_count(info.member_count);
+  out->set_expiring_count(info.expiring_count);
+  if (std::optional<google::protobuf::Timestamp> ts =
+          TimeToProto(info.next_expire_time)) {
+    *out->mutable_next_expire_time() = *std::move(ts);
+  }
+}
+
+void ExpiryEventToProto(const ExpiryEvent& event, bool include_value,
+                        v1::ExpiryEvent* out) {
+  out->set_sequence(event.sequence);
+  out->set_collection(event.collection);
+  out->set_key(event.key);
+  if (include_value) out->set_value(event.value);
+  if (std::optional<google::protobuf::Timestamp> ts =
+          TimeToProto(event.expire_time)) {
+    *out->mutable_expire_time() = *std::move(ts);
+  }
+  if (std::optional<google::protobuf::Timestamp> ts =
+          TimeToProto(event.expired_at)) {
+    *out->mutable_expired_at() = *std::move(ts);
+  }
+}
+
+std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder order,
+                                  const MemberCursor& cursor) {
+  std::string body;
+  PutString(collection, &body);
+  body.push_back(static_cast<char>(order));
+  if (cursor.expire_time == NoDeadline()) {
+    body.push_back(static_cast<char>(kNoDeadline));
+  } else {
+    const int64_t seconds = absl::ToUnixSeconds(cursor.expire_time);
+    const int64_t nanos = absl::ToInt64Nanoseconds(
+        cursor.expire_time - absl::FromUnixSeconds(seconds));
+    body.push_back(static_cast<char>(kFiniteTime));
+    PutFixed(static_cast<uint64_t>(seconds), 8, &body);
+    PutFixed(static_cast<uint64_t>(nanos), 4, &body);
+  }
+  PutString(cursor.key, &body);
+  return SealToken(kMemberToken, body);
+}
+
+absl::StatusOr<MemberCursor> DecodeMemberPageToken(absl::string_view token,
+                                                   absl::string_view collection,
+                                                   MemberOrder order) {
+  absl::StatusOr<std::string> body = OpenToken(token, kMemberToken);
+  if (!body.ok()) return body.status();
+  TokenReader reader(*body);
+  std::string token_collection;
+  uint8_t token_order;
+  uint8_t time_kind;
+  if (!reader.String(&token_collection) || !reader.Byte(&token_order) ||
+      !reader.Byte(&time_kind)) {
+    return MalformedToken();
+  }
+  MemberCursor cursor;
+  if (time_kind == kNoDeadline) {
+    cursor.expire_time = NoDeadline();
+  } else if (time_kind == kFiniteTime) {
+    uint64_t seconds;
+    uint64_t nanos;
+    if (!reader.Fixed(8, &seconds) || !reader.Fixed(4, &nanos) ||
+        nanos > static_cast<uint64_t>(kMaxNanos)) {
+      return MalformedToken();
+    }
+    cursor.expire_time =
+        absl::FromUnixSeconds(static_cast<int64_t>(seconds)) +
+        absl::Nanoseconds(static_cast<int64_t>(nanos));
+  } else {
+    return MalformedToken();
+  }
+  if (!reader.String(&cursor.key) || !reader.AtEnd()) return MalformedToken();
+  if (token_collection != collection ||
+      token_order != static_cast<uint8_t>(order)) {
+    return FieldError("page_token",
+                      "issued for another collection or order_by");
+  }
+  return cursor;
+}
+
+std::string EncodeCollectionPageToken(absl::string_view prefix,
+                                      absl::string_view after) {
+  std::string body;
+  PutString(prefix, &body);
+  PutString(after, &body);
+  return SealToken(kCollectionToken, body);
+}
+
+absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
+                                                      absl::string_view prefix) {
+  absl::StatusOr<std::string> body = OpenToken(token, kCollectionToken);
+  if (!body.ok()) return body.status();
+  TokenReader reader(*body);
+  std::string token_prefix;
+  std::string after;
+  if (!reader.String(&token_prefix) || !reader.String(&after) ||
+      !reader.AtEnd()) {
+    return MalformedToken();
+  }
+  if (token_prefix != prefix) {
+    return FieldError("page_token", "issued for another prefix");
+  }
+  return after;
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+}  // namespace lapse

@@ -1,0 +1,98 @@
+// Proto <-> engine conversions for the gRPC service layer.
+//
+// Everything the service needs to turn a lapse.v1 request into engine types
+// and engine results back into lapse.v1 messages: validated Timestamp and
+// Duration conversion, enum mapping, opaque page tokens (AIP-158) and the
+// absl::Status -> grpc::Status mapping at the edge.
+//
+//   absl::StatusOr<absl::Time> t =
+//       lapse::TimeFromProto(write.expire_time(), "members[2].expire_time");
+//   if (!t.ok()) return lapse::ToGrpcStatus(t.status());
+//
+// Errors are INVALID_ARGUMENT and their message starts with the offending
+// field ("members[2].expire_time: nanos out of range"). All functions are
+// pure and thread-safe.
+#ifndef LAPSE_SERVER_SERVICE_PROTO_CONVERT_H_
+#define LAPSE_SERVER_SERVICE_PROTO_CONVERT_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "grpcpp/support/status.h"
+#include "lapse/v1/lapse.pb.h"
+#include "server/engine/engine.h"
+#include "server/engine/expiry_event.h"
+
+namespace lapse {
+
+// ---- Time ------------------------------------------------------------------
+
+// A Timestamp within 0001-01-01 .. 9999-12-31 with nanos in [0, 1e9).
+absl::StatusOr<absl::Time> TimeFromProto(const google::protobuf::Timestamp& ts,
+                                         absl::string_view field);
+// A Duration within +-10000 years whose seconds and nanos agree in sign.
+absl::StatusOr<absl::Duration> DurationFromProto(
+    const google::protobuf::Duration& d, absl::string_view field);
+// std::nullopt for NoDeadline(): output leaves the field unset.
+std::optional<google::protobuf::Timestamp> TimeToProto(absl::Time t);
+
+// The two arms of an AIP-214 `oneof expiration`.
+absl::StatusOr<Expiration> ExpirationAt(const google::protobuf::Timestamp& ts,
+                                        absl::string_view field);
+absl::StatusOr<Expiration> ExpirationTtl(const google::protobuf::Duration& d,
+                                         absl::string_view field);
+
+// ---- Enums -----------------------------------------------------------------
+
+// Unknown values (proto3 enums are open) are INVALID_ARGUMENT naming `field`.
+absl::StatusOr<PutCondition> PutConditionFromProto(v1::PutCondition c,
+                                                   absl::string_view field);
+absl::StatusOr<ExpireCondition> ExpireConditionFromProto(
+    v1::ExpireCondition c, absl::string_view field);
+absl::StatusOr<MemberOrder> MemberOrderFromProto(v1::MemberOrder o,
+                                                 absl::string_view field);
+
+v1::PutOutcome PutOutcomeToProto(PutOutcome o);
+v1::ExpireOutcome ExpireOutcomeToProto(ExpireOutcome o);
+v1::PersistOutcome PersistOutcomeToProto(PersistOutcome o);
+
+// ---- Messages --------------------------------------------------------------
+
+void MemberToProto(const MemberData& member, v1::Member* out);
+void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out);
+// The value is copied only when `include_value`.
+void ExpiryEventToProto(const ExpiryEvent& event, bool include_value,
+                        v1::ExpiryEvent* out);
+
+// ---- Page tokens -----------------------------------------------------------
+//
+// Opaque to clients: web-safe base64 of a small versioned encoding. A token
+// remembers what it was issued for, so using it with another collection,
+// order or prefix is INVALID_ARGUMENT naming `page_token`, as is garbage.
+
+std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder order,
+                                  const MemberCursor& cursor);
+absl::StatusOr<MemberCursor> DecodeMemberPageToken(absl::string_view token,
+                                                   absl::string_view collection,
+                                                   MemberOrder order);
+
+std::string EncodeCollectionPageToken(absl::string_view prefix,
+                                      absl::string_view after);
+// Returns the name to continue after.
+absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
+                                                      absl::string_view prefix);
+
+// ---- Status ----------------------------------------------------------------
+
+// Same canonical code, same message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_SERVICE_PROTO_CONVERT_H_

@@ -1,0 +1,268 @@
+#include "server/service/proto_convert.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lapse {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+google::protobuf::Timestamp Ts(int64_t seconds, int32_t nanos) {
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(seconds);
+  ts.set_nanos(nanos);
+  return ts;
+}
+
+google::protobuf::Duration Dur(int64_t seconds, int32_t nanos) {
+  google::protobuf::Duration d;
+  d.set_seconds(seconds);
+  d.set_nanos(nanos);
+  return d;
+}
+
+void ExpectInvalid(const absl::Status& status, const std::string& message) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(), message);
+}
+
+TEST(TimeFromProto, ConvertsValidTimestamps) {
+  EXPECT_EQ(*TimeFromProto(Ts(1000, 500), "t"),
+            absl::FromUnixSeconds(1000) + absl::Nanoseconds(500));
+  EXPECT_EQ(*TimeFromProto(Ts(-62'135'596'800, 0), "t"),
+            absl::FromUnixSeconds(-62'135'596'800));
+  EXPECT_EQ(*TimeFromProto(Ts(253'402'300'799, 999'999'999), "t"),
+            absl::FromUnixSeconds(253'402'300'799) +
+                absl::Nanoseconds(999'999'999));
+}
+
+TEST(TimeFromProto, RejectsOutOfRangeFieldsNamingTheField) {
+  ExpectInvalid(TimeFromProto(Ts(1, -1), "members[2].expire_time").status(),
+                "members[2].expire_time: nanos out of range");
+  ExpectInvalid(TimeFromProto(Ts(1, 1'000'000'000), "expire_time").status(),
+                "expire_time: nanos out of range");
+  ExpectInvalid(TimeFromProto(Ts(-62'135'596'801, 0), "expire_time").status(),
+                "expire_time: seconds out of range");
+  ExpectInvalid(TimeFromProto(Ts(253'402'300'800, 0), "expire_time").status(),
+                "expire_time: seconds out of range");
+}
+
+TEST(DurationFromProto, ConvertsValidDurations) {
+  EXPECT_EQ(*DurationFromProto(Dur(30, 0), "ttl"), absl::Seconds(30));
+  EXPECT_EQ(*DurationFromProto(Dur(-1, -500), "ttl"),
+            -absl::Seconds(1) - absl::Nanoseconds(500));
+  EXPECT_EQ(*DurationFromProto(Dur(0, -5), "ttl"), -absl::Nanoseconds(5));
+  EXPECT_EQ(*DurationFromProto(Dur(315'576'000'000, 999'999'999), "ttl"),
+            absl::Seconds(315'576'000'000) + absl::Nanoseconds(999'999'999));
+}
+
+TEST(DurationFromProto, RejectsOutOfRangeAndMixedSigns) {
+  ExpectInvalid(DurationFromProto(Dur(315'576'000'001, 0), "ttl").status(),
+                "ttl: seconds out of range");
+  ExpectInvalid(DurationFromProto(Dur(-315'576'000'001, 0), "ttl").status(),
+                "ttl: seconds out of range");
+  ExpectInvalid(DurationFromProto(Dur(0, 1'000'000'000), "members[0].ttl")
+                    .status(),
+                "members[0].ttl: nanos out of range");
+  ExpectInvalid(DurationFromProto(Dur(1, -1), "ttl").status(),
+                "ttl: seconds and nanos must have the same sign");
+  ExpectInvalid(DurationFromProto(Dur(-1, 1), "ttl").status(),
+                "ttl: seconds and nanos must have the same sign");
+}
+
+TEST(TimeToProto, LeavesNoDeadlineUnset) {
+  EXPECT_FALSE(TimeToProto(NoDeadline()).has_value());
+}
+
+TEST(TimeToProto, RoundTripsFiniteTimes) {
+  for (absl::Time t :
+       {absl::UnixEpoch(), absl::FromUnixMillis(1'700'000'000'123),
+        absl::FromUnixSeconds(-10) + absl::Nanoseconds(7)}) {
+    std::optional<google::protobuf::Timestamp> ts = TimeToProto(t);
+    ASSERT_TRUE(ts.has_value());
+    EXPECT_GE(ts->nanos(), 0);
+    EXPECT_EQ(*TimeFromProto(*ts, "t"), t);
+  }
+  std::optional<google::protobuf::Timestamp> ts =
+      TimeToProto(absl::FromUnixMillis(-1));
+  EXPECT_EQ(ts->seconds(), -1);
+  EXPECT_EQ(ts->nanos(), 999'000'000);
+}
+
+TEST(Expiration, BuildsEachArm) {
+  absl::StatusOr<Expiration> at = ExpirationAt(Ts(50, 0), "expire_time");
+  ASSERT_TRUE(at.ok());
+  EXPECT_EQ(at->kind, Expiration::Kind::kTime);
+  EXPECT_EQ(at->time, absl::FromUnixSeconds(50));
+  absl::StatusOr<Expiration> ttl = ExpirationTtl(Dur(5, 0), "ttl");
+  ASSERT_TRUE(ttl.ok());
+  EXPECT_EQ(ttl->kind, Expiration::Kind::kTtl);
+  EXPECT_EQ(ttl->ttl, absl::Seconds(5));
+  ExpectInvalid(ExpirationTtl(Dur(1, -1), "refresh_ttl").status(),
+                "refresh_ttl: seconds and nanos must have the same sign");
+}
+
+TEST(Enums, MapKnownValues) {
+  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_UNSPECIFIED, "c"),
+            PutCondition::kAlways);
+  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_IF_ABSENT, "c"),
+            PutCondition::kIfAbsent);
+  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_IF_PRESENT, "c"),
+            PutCondition::kIfPresent);
+  EXPECT_EQ(*ExpireConditionFromProto(v1::EXPIRE_CONDITION_UNSPECIFIED, "c"),
+            ExpireCondition::kAlways);
+  EXPECT_EQ(*ExpireConditionFromProto(v1::EXPIRE_CONDITION_IF_EARLIER, "c"),
+            ExpireCondition::kIfEarlier);
+  EXPECT_EQ(*ExpireConditionFromProto(v1::EXPIRE_CONDITION_IF_LATER, "c"),
+            ExpireCondition::kIfLater);
+  EXPECT_EQ(*MemberOrderFromProto(v1::MEMBER_ORDER_UNSPECIFIED, "o"),
+            MemberOrder::kKey);
+  EXPECT_EQ(*MemberOrderFromProto(v1::MEMBER_ORDER_EXPIRE_TIME, "o"),
+            MemberOrder::kExpireTime);
+  EXPECT_EQ(PutOutcomeToProto(PutOutcome::kSkipped), v1::PUT_OUTCOME_SKIPPED);
+  EXPECT_EQ(ExpireOutcomeToProto(ExpireOutcome::kExpired),
+            v1::EXPIRE_OUTCOME_EXPIRED);
+  EXPECT_EQ(PersistOutcomeToProto(PersistOutcome::kNoExpiration),
+            v1::PERSIST_OUTCOME_NO_EXPIRATION);
+}
+
+TEST(Enums, RejectUnknownValuesNamingTheField) {
+  ExpectInvalid(PutConditionFromProto(static_cast<v1::PutCondition>(9),
+                                      "members[1].condition")
+                    .status(),
+                "members[1].condition: unknown value 9");
+  ExpectInvalid(ExpireConditionFromProto(static_cast<v1::ExpireCondition>(-3),
+                                         "condition")
+                    .status(),
+                "condition: unknown value -3");
+  ExpectInvalid(
+      MemberOrderFromProto(static_cast<v1::MemberOrder>(7), "order_by").status(),
+      "order_by: unknown value 7");
+}
+
+TEST(Messages, ExpiryEventCarriesTheValueOnlyWhenAsked) {
+  ExpiryEvent event;
+  event.sequence = 42;
+  event.collection = "c";
+  event.key = "k";
+  event.value = "v";
+  event.expire_time = absl::FromUnixMillis(1000);
+  event.expired_at = absl::FromUnixMillis(1500);
+  v1::ExpiryEvent with_value;
+  ExpiryEventToProto(event, true, &with_value);
+  EXPECT_EQ(with_value.sequence(), 42u);
+  EXPECT_EQ(with_value.collection(), "c");
+  EXPECT_EQ(with_value.key(), "k");
+  EXPECT_EQ(with_value.value(), "v");
+  EXPECT_EQ(with_value.expire_time().seconds(), 1);
+  EXPECT_EQ(with_value.expired_at().nanos(), 500'000'000);
+  v1::ExpiryEvent without_value;
+  ExpiryEventToProto(event, false, &without_value);
+  EXPECT_TRUE(without_value.value().empty());
+}
+
+TEST(Messages, PersistentMembersHaveNoExpireTime) {
+  v1::Member member;
+  MemberToProto({"k", "v", NoDeadline()}, &member);
+  EXPECT_EQ(member.key(), "k");
+  EXPECT_EQ(member.value(), "v");
+  EXPECT_FALSE(member.has_expire_time());
+  v1::CollectionInfo info;
+  CollectionInfo engine_info;
+  engine_info.name = "c";
+  engine_info.member_count = 3;
+  engine_info.expiring_count = 1;
+  engine_info.next_expire_time = absl::FromUnixSeconds(9);
+  CollectionInfoToProto(engine_info, &info);
+  EXPECT_EQ(info.name(), "c");
+  EXPECT_EQ(info.member_count(), 3u);
+  EXPECT_EQ(info.expiring_count(), 1u);
+  EXPECT_EQ(info.next_expire_time().seconds(), 9);
+}
+
+TEST(MemberPageToken, RoundTrips) {
+  const MemberCursor finite{absl::FromUnixMillis(1'700'000'000'123),
+                            std::string("key\0x", 5)};
+  for (const MemberCursor& cursor :
+       {finite, MemberCursor{NoDeadline(), "persistent"},
+        MemberCursor{absl::FromUnixSeconds(-5), ""}}) {
+    for (MemberOrder order : {MemberOrder::kKey, MemberOrder::kExpireTime}) {
+      const std::string token = EncodeMemberPageToken("orders", order, cursor);
+      absl::StatusOr<MemberCursor> decoded =
+          DecodeMemberPageToken(token, "orders", order);
+      ASSERT_TRUE(decoded.ok()) << decoded.status();
+      EXPECT_EQ(decoded->expire_time, cursor.expire_time);
+      EXPECT_EQ(decoded->key, cursor.key);
+    }
+  }
+}
+
+TEST(MemberPageToken, IsWebSafe) {
+  const std::string token = EncodeMemberPageToken(
+      "c", MemberOrder::kKey, {absl::UnixEpoch(), std::string(100, '\xff')});
+  EXPECT_EQ(token.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmno"
+                                    "pqrstuvwxyz0123456789-_"),
+            std::string::npos);
+}
+
+TEST(MemberPageToken, RejectsAnotherCollectionOrOrder) {
+  const std::string token = EncodeMemberPageToken(
+      "orders", MemberOrder::kKey, {absl::UnixEpoch(), "k"});
+  ExpectInvalid(
+      DecodeMemberPageToken(token, "other", MemberOrder::kKey).status(),
+      "page_token: issued for another collection or order_by");
+  ExpectInvalid(
+      DecodeMemberPageToken(token, "orders", MemberOrder::kExpireTime).status(),
+      "page_token: issued for another collection or order_by");
+}
+
+TEST(MemberPageToken, RejectsGarbage) {
+  const std::string valid = EncodeMemberPageToken(
+      "orders", MemberOrder::kExpireTime, {absl::FromUnixSeconds(1), "k"});
+  std::string raw;
+  ASSERT_TRUE(absl::WebSafeBase64Unescape(valid, &raw));
+  const std::string bad_version = absl::WebSafeBase64Escape("\x02" + raw.substr(1));
+  const std::string truncated =
+      absl::WebSafeBase64Escape(raw.substr(0, raw.size() - 1));
+  const std::string trailing = absl::WebSafeBase64Escape(raw + "x");
+  const std::string collection_token = EncodeCollectionPageToken("", "a");
+  for (const std::string& token :
+       {std::string("not base64!"), std::string("AAAA"), bad_version, truncated,
+        trailing, collection_token}) {
+    absl::Status status =
+        DecodeMemberPageToken(token, "orders", MemberOrder::kExpireTime)
+            .status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << token;
+    EXPECT_THAT(std::string(status.message()), StartsWith("page_token: "));
+  }
+}
+
+TEST(CollectionPageToken, RoundTripsAndChecksThePrefix) {
+  const std::string token = EncodeCollectionPageToken("orders:", "orders:42");
+  EXPECT_EQ(*DecodeCollectionPageToken(token, "orders:"), "orders:42");
+  ExpectInvalid(DecodeCollectionPageToken(token, "carts:").status(),
+                "page_token: issued for another prefix");
+  absl::Status garbage = DecodeCollectionPageToken("%%%", "").status();
+  EXPECT_EQ(garbage.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(garbage.message()), HasSubstr("page_token"));
+}
+
+TEST(ToGrpcStatus, KeepsCodeAndMessage) {
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+  const grpc::Status s = ToGrpcStatus(absl::OutOfRangeError("gone"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(s.error_message(), "gone");
+  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError("x")).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+}  // namespace
+}  // namespace lapse

@@ -1,0 +1,103 @@
+// WatchReactor: one WatchExpirations stream.
+//
+// The reactor owns the stream's state: its EventFilter, its cursor (the last
+// examined sequence) and the one response in flight. It has exactly one write
+// in flight; when a write completes it reads the next batch from the EventLog
+// and writes it, or parks until the WatchHub wakes it for new events or a
+// heartbeat. A read that matched nothing still advances the cursor without
+// sending anything: the next batch or heartbeat carries examined_sequence.
+// A cursor that fell out of retention ends the stream with the log's
+// OUT_OF_RANGE.
+//
+//   // In LapseServiceImpl::WatchExpirations, after validating the request:
+//   return new lapse::WatchReactor(&hub, &log, std::move(filter), after);
+//
+// The reactor finishes exactly once (also after cancellation) and deletes
+// itself once gRPC is done with it (OnDone) and the hub holds no reference.
+// It never blocks: its mutex only guards its own state, and a log read is
+// bounded by ReadLimits. Thread-safe.
+#ifndef LAPSE_SERVER_SERVICE_WATCH_REACTOR_H_
+#define LAPSE_SERVER_SERVICE_WATCH_REACTOR_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/support/server_callback.h"
+#include "grpcpp/support/status.h"
+#include "lapse/v1/lapse.pb.h"
+#include "server/engine/event_log.h"
+#include "server/service/watch_hub.h"
+
+namespace lapse {
+
+class WatchReactor final
+    : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
+ public:
+  // Streams the events of `log` that match `filter`, starting right after
+  // sequence `after`. Registers with `hub`, or finishes with UNAVAILABLE if
+  // the hub is shutting down. Allocate with new: the reactor deletes itself.
+  WatchReactor(WatchHub* hub, const EventLog* log, EventFilter filter,
+               uint64_t after);
+  WatchReactor(const WatchReactor&) = delete;
+  WatchReactor& operator=(const WatchReactor&) = delete;
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  // The hub's interface to a stream.
+  friend class WatchHub;
+
+  ~WatchReactor() override = default;
+
+  // References: one held by gRPC until OnDone, plus one per hub call in
+  // progress. The last Unref deletes the reactor.
+  void Ref();
+  void Unref();
+
+  // Called by the hub's dispatcher. Sends newly appended events when
+  // `new_events`, or a heartbeat when the stream has been idle for the
+  // heartbeat interval. Returns when the stream may next be due one.
+  absl::Time Poll(bool new_events, absl::Time now);
+  // Ends the stream with UNAVAILABLE naming the last examined_sequence sent.
+  void Shutdown();
+
+  // Reads from the cursor and writes the first non-empty batch, or parks
+  // when caught up. Requires no write in flight.
+  void SendNextBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes response_ (events already filled in) carrying the cursor.
+  void WriteLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishOnceLocked(const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  WatchHub* const hub_;
+  const EventLog* const log_;
+  const EventFilter filter_;
+  const ReadLimits read_limits_;
+  const absl::Duration heartbeat_interval_;
+
+  std::atomic<int> refs_{1};
+
+  // State below is protected by mu_.
+  absl::Mutex mu_;
+  // Every event up to and including this sequence has been examined.
+  uint64_t cursor_ ABSL_GUARDED_BY(mu_);
+  // The highest examined_sequence handed to the client (or the start
+  // position): where a client resumes after shutdown.
+  uint64_t sent_sequence_ ABSL_GUARDED_BY(mu_);
+  // Wall time of the last write started (or of the stream's start).
+  absl::Time last_write_ ABSL_GUARDED_BY(mu_);
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // The message being written; untouched while write_in_flight_.
+  v1::WatchExpirationsResponse response_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_SERVICE_WATCH_REACTOR_H_

@@ -1,0 +1,226 @@
+#include "testing/fake_lapse_service.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace lapse::client::testing {
+namespace {
+
+// A unary call that is never answered: it finishes when the client cancels
+// it (or its deadline passes).
+class HeldCall final : public grpc::ServerUnaryReactor {
+ public:
+  void OnCancel() override { Finish(grpc::Status::CANCELLED); }
+  void OnDone() override { delete this; }
+};
+
+// Plays one scripted stream: headers, the responses one write at a time,
+// then its end (or stays open until cancelled).
+class ScriptedWatch final
+    : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
+ public:
+  explicit ScriptedWatch(FakeLapseService::Stream stream)
+      : stream_(std::move(stream)) {
+    if (!stream_.send_headers) {
+      Finish(stream_.end.value_or(grpc::Status::OK));
+      return;
+    }
+    StartSendInitialMetadata();
+    absl::MutexLock lock(&mu_);
+    WriteNextLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    if (!ok) {
+      FinishOnceLocked(grpc::Status::CANCELLED);
+      return;
+    }
+    WriteNextLocked();
+  }
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishOnceLocked(grpc::Status::CANCELLED);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (next_ < stream_.responses.size()) {
+      StartWrite(&stream_.responses[next_++]);
+    } else if (stream_.end.has_value()) {
+      FinishOnceLocked(*stream_.end);
+    }
+  }
+  void FinishOnceLocked(const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  const FakeLapseService::Stream stream_;
+  absl::Mutex mu_;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+void FakeLapseService::FailFirst(int count, const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  failures_left_ = count;
+  failure_ = status;
+}
+
+void FakeLapseService::HoldUnaryCalls() {
+  absl::MutexLock lock(&mu_);
+  hold_ = true;
+}
+
+void FakeLapseService::AddStream(Stream stream) {
+  absl::MutexLock lock(&mu_);
+  streams_.push_back(std::move(stream));
+}
+
+int FakeLapseService::calls(absl::string_view method) {
+  absl::MutexLock lock(&mu_);
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+std::vector<v1::WatchExpirationsRequest> FakeLapseService::watch_requests() {
+  absl::MutexLock lock(&mu_);
+  return watch_requests_;
+}
+
+bool FakeLapseService::WaitForWatchCalls(size_t count) {
+  absl::MutexLock lock(&mu_);
+  auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return watch_requests_.size() >= count;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&arrived), kPatience);
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::Answer(
+    grpc::CallbackServerContext* context, absl::string_view method) {
+  absl::MutexLock lock(&mu_);
+  ++calls_[std::string(method)];
+  if (hold_) return new HeldCall();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (failures_left_ > 0) {
+    --failures_left_;
+    reactor->Finish(failure_);
+  } else {
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::PutMembers(
+    grpc::CallbackServerContext* context, const v1::PutMembersRequest*,
+    v1::PutMembersResponse*) {
+  return Answer(context, "PutMembers");
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::GetMembers(
+    grpc::CallbackServerContext* context, const v1::GetMembersRequest*,
+    v1::GetMembersResponse*) {
+  return Answer(context, "GetMembers");
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::RemoveMembers(
+    grpc::CallbackServerContext* context, const v1::RemoveMembersRequest*,
+    v1::RemoveMembersResponse*) {
+  return Answer(context, "RemoveMembers");
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::ExpireMembers(
+    grpc::CallbackServerContext* context, const v1::ExpireMembersRequest*,
+    v1::ExpireMembersResponse*) {
+  return Answer(context, "ExpireMembers");
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::PersistMembers(
+    grpc::CallbackServerContext* context, const v1::PersistMembersRequest*,
+    v1::PersistMembersResponse*) {
+  return Answer(context, "PersistMembers");
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::ListMembers(
+    grpc::CallbackServerContext* context, const v1::ListMembersRequest*,
+    v1::ListMembersResponse*) {
+  return Answer(context, "ListMembers");
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::GetCollection(
+    grpc::CallbackServerContext* context, const v1::GetCollectionRequest*,
+    v1::GetCollectionResponse*) {
+  return Answer(context, "GetCollection");
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::ListCollections(
+    grpc::CallbackServerContext* context, const v1::ListCollectionsRequest*,
+    v1::ListCollectionsResponse*) {
+  return Answer(context, "ListCollections");
+}
+
+grpc::ServerUnaryReactor* FakeLapseService::DeleteCollection(
+    grpc::CallbackServerContext* context, const v1::DeleteCollectionRequest*,
+    v1::DeleteCollectionResponse*) {
+  return Answer(context, "DeleteCollection");
+}
+
+grpc::ServerWriteReactor<v1::WatchExpirationsResponse>*
+FakeLapseService::WatchExpirations(grpc::CallbackServerContext* context,
+                                   const v1::WatchExpirationsRequest* request) {
+  Stream stream;
+  {
+    absl::MutexLock lock(&mu_);
+    ++calls_["WatchExpirations"];
+    watch_requests_.push_back(*request);
+    if (!streams_.empty()) {
+      stream = std::move(streams_.front());
+      streams_.pop_front();
+    }
+  }
+  return new ScriptedWatch(std::move(stream));
+}
+
+FakeServer::FakeServer() {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port_);
+  builder.RegisterService(&service_);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    std::fprintf(stderr, "fake server failed to start\n");
+    std::abort();
+  }
+}
+
+FakeServer::~FakeServer() { server_->Shutdown(absl::ToChronoTime(absl::Now())); }
+
+std::string FakeServer::address() const {
+  return absl::StrCat("127.0.0.1:", port_);
+}
+
+v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences,
+                                   uint64_t examined) {
+  v1::WatchExpirationsResponse response;
+  for (uint64_t sequence : sequences) {
+    v1::ExpiryEvent* event = response.add_events();
+    event->set_sequence(sequence);
+    event->set_collection("c");
+    event->set_key(absl::StrCat("k", sequence));
+  }
+  response.set_examined_sequence(examined);
+  return response;
+}
+
+}  // namespace lapse::client::testing

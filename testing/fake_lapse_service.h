@@ -1,0 +1,132 @@
+// FakeLapseService: a LapseService whose answers a test scripts, served on
+// 127.0.0.1:0 by FakeServer, for what a real server will not do on demand:
+// fail the first N calls with UNAVAILABLE, never answer, or end a watch stream
+// at a chosen point.
+//
+//   FakeServer server;
+//   server.service().FailFirst(2, grpc::Status(grpc::StatusCode::UNAVAILABLE, "x"));
+//   lapse::client::Client client(server.address());
+//   client.GetCollection("c");                    // retried: 3 calls
+//   EXPECT_EQ(server.service().calls("GetCollection"), 3);
+//
+// Unary calls past the failures succeed with an empty response. Each
+// WatchExpirations call plays the next scripted Stream; a call beyond the
+// script stays open (after its headers) until the client cancels it.
+// Thread-safe.
+#ifndef LAPSE_TESTING_FAKE_LAPSE_SERVICE_H_
+#define LAPSE_TESTING_FAKE_LAPSE_SERVICE_H_
+
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/server.h"
+#include "grpcpp/support/server_callback.h"
+#include "grpcpp/support/status.h"
+#include "testing/test_util.h"
+#include "lapse/v1/lapse.grpc.pb.h"
+
+namespace lapse::client::testing {
+
+class FakeLapseService final : public v1::LapseService::CallbackService {
+ public:
+  struct Stream {
+    // Without headers the refusal is trailers-only, like a real rejected call.
+    bool send_headers = true;
+    std::vector<v1::WatchExpirationsResponse> responses;
+    // How the stream ends after its responses; unset: it stays open.
+    std::optional<grpc::Status> end;
+  };
+
+  // The next `count` unary calls (of any method) fail with `status`.
+  void FailFirst(int count, const grpc::Status& status);
+  // From now on unary calls are never answered; they end when the client
+  // gives up (deadline or cancel).
+  void HoldUnaryCalls();
+  // Appends a stream to the script.
+  void AddStream(Stream stream);
+
+  // Calls received by `method` ("GetMembers", "WatchExpirations", ...).
+  int calls(absl::string_view method);
+  std::vector<v1::WatchExpirationsRequest> watch_requests();
+  // Waits (at most kPatience) until `count` watch calls have arrived.
+  bool WaitForWatchCalls(size_t count);
+
+  grpc::ServerUnaryReactor* PutMembers(grpc::CallbackServerContext* context,
+                                       const v1::PutMembersRequest*,
+                                       v1::PutMembersResponse*) override;
+  grpc::ServerUnaryReactor* GetMembers(grpc::CallbackServerContext* context,
+                                       const v1::GetMembersRequest*,
+                                       v1::GetMembersResponse*) override;
+  grpc::ServerUnaryReactor* RemoveMembers(grpc::CallbackServerContext* context,
+                                          const v1::RemoveMembersRequest*,
+                                          v1::RemoveMembersResponse*) override;
+  grpc::ServerUnaryReactor* ExpireMembers(grpc::CallbackServerContext* context,
+                                          const v1::ExpireMembersRequest*,
+                                          v1::ExpireMembersResponse*) override;
+  grpc::ServerUnaryReactor* PersistMembers(
+      grpc::CallbackServerContext* context, const v1::PersistMembersRequest*,
+      v1::PersistMembersResponse*) override;
+  grpc::ServerUnaryReactor* ListMembers(grpc::CallbackServerContext* context,
+                                        const v1::ListMembersRequest*,
+                                        v1::ListMembersResponse*) override;
+  grpc::ServerUnaryReactor* GetCollection(grpc::CallbackServerContext* context,
+                                          const v1::GetCollectionRequest*,
+                                          v1::GetCollectionResponse*) override;
+  grpc::ServerUnaryReactor* ListCollections(
+      grpc::CallbackServerContext* context, const v1::ListCollectionsRequest*,
+      v1::ListCollectionsResponse*) override;
+  grpc::ServerUnaryReactor* DeleteCollection(
+      grpc::CallbackServerContext* context, const v1::DeleteCollectionRequest*,
+      v1::DeleteCollectionResponse*) override;
+  grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
+      grpc::CallbackServerContext* context,
+      const v1::WatchExpirationsRequest* request) override;
+
+ private:
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                   absl::string_view method);
+
+  absl::Mutex mu_;
+  std::map<std::string, int, std::less<>> calls_ ABSL_GUARDED_BY(mu_);
+  int failures_left_ ABSL_GUARDED_BY(mu_) = 0;
+  grpc::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Stream> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::WatchExpirationsRequest> watch_requests_ ABSL_GUARDED_BY(mu_);
+};
+
+// A FakeLapseService served on 127.0.0.1:0.
+class FakeServer final {
+ public:
+  FakeServer();
+  // Cancels whatever is still open.
+  ~FakeServer();
+  FakeServer(const FakeServer&) = delete;
+  FakeServer& operator=(const FakeServer&) = delete;
+
+  FakeLapseService& service() { return service_; }
+  // "127.0.0.1:<port>".
+  std::string address() const;
+
+ private:
+  FakeLapseService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// A WatchExpirations response carrying events with these sequences (in
+// collection "c", keys "k<sequence>") and `examined`.
+v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences,
+                                   uint64_t examined);
+
+}  // namespace lapse::client::testing
+
+#endif  // LAPSE_TESTING_FAKE_LAPSE_SERVICE_H_

@@ -1,0 +1,62 @@
+// Recorder: WatchHandlers that record what a Subscription delivers, with
+// waits for tests (each gives up after kPatience).
+//
+//   Recorder recorder;  // declared before the subscription it outlives
+//   auto subscription = client.Watch(options, recorder.Handlers());
+//   ASSERT_TRUE(recorder.WaitForConnections(1));
+//   ...
+//   ASSERT_TRUE(recorder.WaitForEvents(3));
+//
+// Thread-safe.
+#ifndef LAPSE_TESTING_RECORDER_H_
+#define LAPSE_TESTING_RECORDER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "lapse/client.h"
+
+namespace lapse::client::testing {
+
+class Recorder final {
+ public:
+  // Handlers that record into this Recorder; `on_event`, if given, runs after
+  // each event is recorded.
+  WatchHandlers Handlers(
+      std::function<void(const ExpiryEvent&)> on_event = nullptr);
+
+  bool WaitForEvents(size_t count);
+  bool WaitForConnections(int count);
+  bool WaitForReconnects(int count);
+  // The status passed to on_error; DEADLINE_EXCEEDED if none came.
+  absl::Status WaitForError();
+
+  std::vector<ExpiryEvent> events();
+  std::vector<uint64_t> sequences();
+  std::vector<std::string> keys();
+  int connections();
+  int reconnects();
+  std::optional<absl::Status> error();
+
+ private:
+  // Waits until done() (called with mu_ held) or an error.
+  template <typename Done>
+  bool WaitFor(Done done) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Mutex mu_;
+  std::vector<ExpiryEvent> events_ ABSL_GUARDED_BY(mu_);
+  int connections_ ABSL_GUARDED_BY(mu_) = 0;
+  int reconnects_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Status> error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lapse::client::testing
+
+#endif  // LAPSE_TESTING_RECORDER_H_

@@ -1,0 +1,206 @@
+#include "testing/test_server.h"
+
+#include <stdlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/grpc.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "gtest/gtest.h"
+#include "server/service/proto_convert.h"
+
+namespace lapse::testing {
+namespace {
+
+ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock) {
+  options.listen_address = "127.0.0.1:0";
+  options.clock = clock;
+  return options;
+}
+
+}  // namespace
+
+ServerOptions TestOptions() {
+  ServerOptions options;
+  options.shards = 4;
+  // The suite runs twice under ctest: memory-only, and durable (every change
+  // through the write-ahead log) when LAPSE_TEST_DURABLE is set.
+  if (std::getenv("LAPSE_TEST_DURABLE") != nullptr) {
+    std::string dir = absl::StrCat(::testing::TempDir(), "/lapse-it-XXXXXX");
+    if (::mkdtemp(dir.data()) == nullptr) std::abort();
+    options.data_dir = dir;
+    options.fsync = FsyncPolicy::kNever;
+  }
+  // Long enough that no heartbeat shows up unless a test asks for one.
+  options.heartbeat_interval = absl::Hours(1);
+  return options;
+}
+
+TestServer::TestServer(ServerOptions options)
+    : clock_(StartTime()), server_(WithTestEndpoints(std::move(options), &clock_)) {
+  absl::StatusOr<int> port = server_.Start();
+  if (!port.ok()) {
+    std::fprintf(stderr, "test server failed to start: %s\n",
+                 std::string(port.status().message()).c_str());
+    std::abort();
+  }
+  port_ = *port;
+  stub_ = v1::LapseService::NewStub(NewChannel());
+}
+
+TestServer::~TestServer() { server_.Shutdown(absl::ZeroDuration()); }
+
+std::shared_ptr<grpc::Channel> TestServer::NewChannel() const {
+  grpc::ChannelArguments args;
+  // Without this, channels to the same target share one connection.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port_),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+void TestServer::ExpireAfter(absl::Duration d) {
+  clock_.Advance(d);
+  server_.expirer().Wake();
+}
+
+void GuardDeadline(grpc::ClientContext* context) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+}
+
+void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
+            const std::vector<std::string>& keys, absl::Duration ttl) {
+  v1::PutMembersRequest request;
+  request.set_collection(collection);
+  for (const std::string& key : keys) {
+    v1::MemberWrite* write = request.add_members();
+    write->set_key(key);
+    write->set_value(absl::StrCat("v:", key));
+    write->mutable_ttl()->set_seconds(absl::ToInt64Seconds(ttl));
+    write->mutable_ttl()->set_nanos(static_cast<int32_t>(
+        absl::ToInt64Nanoseconds(ttl - absl::Seconds(absl::ToInt64Seconds(ttl)))));
+  }
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::PutMembersResponse response;
+  const grpc::Status status = stub.PutMembers(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
+               const std::vector<std::string>& keys, absl::Time now) {
+  v1::ExpireMembersRequest request;
+  request.set_collection(collection);
+  for (const std::string& key : keys) request.add_keys(key);
+  *request.mutable_expire_time() = *TimeToProto(now - absl::Seconds(1));
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::ExpireMembersResponse response;
+  const grpc::Status status = stub.ExpireMembers(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  for (const v1::ExpireMemberResult& result : response.results()) {
+    EXPECT_EQ(result.outcome(), v1::EXPIRE_OUTCOME_EXPIRED) << result.key();
+  }
+}
+
+v1::WatchExpirationsRequest AllEvents() {
+  v1::WatchExpirationsRequest request;
+  request.set_start_position(v1::START_POSITION_NEW);
+  return request;
+}
+
+Watcher::Watcher(v1::LapseService::Stub& stub,
+                 const v1::WatchExpirationsRequest& request, Reading reading) {
+  GuardDeadline(&context_);
+  reader_ = stub.WatchExpirations(&context_, request);
+  reader_->WaitForInitialMetadata();
+  if (reading == Reading::kRead) {
+    reader_thread_ = std::thread([this] { ReadAll(); });
+  }
+}
+
+Watcher::~Watcher() {
+  context_.TryCancel();
+  if (reader_thread_.joinable()) {
+    reader_thread_.join();
+  } else {
+    reader_->Finish().IgnoreError();
+  }
+}
+
+void Watcher::ReadAll() {
+  v1::WatchExpirationsResponse response;
+  while (reader_->Read(&response)) {
+    absl::MutexLock lock(&mu_);
+    event_count_ += response.events_size();
+    responses_.push_back(std::move(response));
+    response.Clear();
+  }
+  grpc::Status status = reader_->Finish();
+  absl::MutexLock lock(&mu_);
+  status_ = std::move(status);
+  ended_ = true;
+}
+
+bool Watcher::WaitForEvents(size_t count) {
+  absl::MutexLock lock(&mu_);
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return event_count_ >= count || ended_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&done), kPatience);
+  return event_count_ >= count;
+}
+
+bool Watcher::WaitForResponses(size_t count) {
+  return WaitFor([count](const std::vector<v1::WatchExpirationsResponse>& r) {
+    return r.size() >= count;
+  });
+}
+
+bool Watcher::WaitFor(
+    const std::function<bool(const std::vector<v1::WatchExpirationsResponse>&)>&
+        done) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ended_ || done(responses_);
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), kPatience);
+  return done(responses_);
+}
+
+grpc::Status Watcher::WaitForEnd() {
+  absl::MutexLock lock(&mu_);
+  auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ended), kPatience)) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "test: stream did not end");
+  }
+  return status_;
+}
+
+std::vector<v1::WatchExpirationsResponse> Watcher::responses() {
+  absl::MutexLock lock(&mu_);
+  return responses_;
+}
+
+std::vector<v1::ExpiryEvent> Watcher::events() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::ExpiryEvent> events;
+  for (const v1::WatchExpirationsResponse& response : responses_) {
+    events.insert(events.end(), response.events().begin(),
+                  response.events().end());
+  }
+  return events;
+}
+
+std::vector<uint64_t> Sequences(const std::vector<v1::ExpiryEvent>& events) {
+  std::vector<uint64_t> sequences;
+  for (const v1::ExpiryEvent& event : events) sequences.push_back(event.sequence());
+  return sequences;
+}
+
+}  // namespace lapse::testing

@@ -1,0 +1,132 @@
+// Helpers for the integration tests: a real LapseServer on 127.0.0.1:0 with a
+// FakeClock, real channels to it, and a Watcher that reads a
+// WatchExpirations stream on its own thread so tests can wait for what
+// arrives (with a generous timeout that only guards against hangs).
+//
+//   lapse::testing::TestServer server;
+//   PutTtl(server.stub(), "orders", {"a", "b"}, absl::Seconds(1));
+//   lapse::testing::Watcher watcher(server.stub(), AllEvents());
+//   server.ExpireAfter(absl::Seconds(2));
+//   ASSERT_TRUE(watcher.WaitForEvents(2));
+#ifndef LAPSE_TESTING_TEST_SERVER_H_
+#define LAPSE_TESTING_TEST_SERVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
+#include "grpcpp/support/sync_stream.h"
+#include "lapse/v1/lapse.grpc.pb.h"
+#include "server/base/clock.h"
+#include "server/lapse_server.h"
+
+namespace lapse::testing {
+
+// How long a test waits for something that should happen promptly before it
+// gives up; only a failing test ever waits this long.
+inline constexpr absl::Duration kPatience = absl::Seconds(30);
+
+// The fake clock's start: a round second, so deadlines are easy to read.
+inline absl::Time StartTime() { return absl::FromUnixSeconds(1'700'000'000); }
+
+// Options with small, test-friendly defaults (heartbeats effectively off).
+ServerOptions TestOptions();
+
+class TestServer {
+ public:
+  // Starts on 127.0.0.1:0 with `options` (listen address and clock are
+  // replaced).
+  explicit TestServer(ServerOptions options = TestOptions());
+  ~TestServer();
+  TestServer(const TestServer&) = delete;
+  TestServer& operator=(const TestServer&) = delete;
+
+  v1::LapseService::Stub& stub() { return *stub_; }
+  // A channel on its own connection, for a client independent of stub().
+  std::shared_ptr<grpc::Channel> NewChannel() const;
+  FakeClock& clock() { return clock_; }
+  LapseServer& server() { return server_; }
+  int port() const { return port_; }
+
+  // Moves the clock and makes the expirer look at it.
+  void ExpireAfter(absl::Duration d);
+
+ private:
+  FakeClock clock_;
+  LapseServer server_;
+  int port_ = 0;
+  std::unique_ptr<v1::LapseService::Stub> stub_;
+};
+
+// A client context with a deadline that only guards against hangs.
+void GuardDeadline(grpc::ClientContext* context);
+
+// Puts `keys` (value "v:<key>") into `collection` with `ttl`; expects OK.
+void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
+            const std::vector<std::string>& keys, absl::Duration ttl);
+
+// Expires `keys` now through ExpireMembers with a past expire_time, which
+// appends their events before the RPC returns.
+void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
+               const std::vector<std::string>& keys, absl::Time now);
+
+v1::WatchExpirationsRequest AllEvents();
+
+// A WatchExpirations stream read on its own thread (or not read at all).
+// Thread-safe.
+class Watcher {
+ public:
+  enum class Reading { kRead, kDoNotRead };
+
+  // Returns once the server has sent the stream's headers, i.e. once the
+  // stream's start position is fixed.
+  Watcher(v1::LapseService::Stub& stub,
+          const v1::WatchExpirationsRequest& request,
+          Reading reading = Reading::kRead);
+  // Cancels the stream if it is still open.
+  ~Watcher();
+  Watcher(const Watcher&) = delete;
+  Watcher& operator=(const Watcher&) = delete;
+
+  // Each waits until the condition holds, false after kPatience.
+  bool WaitForEvents(size_t count);
+  bool WaitForResponses(size_t count);
+  bool WaitFor(const std::function<bool(const std::vector<
+                   v1::WatchExpirationsResponse>&)>& done);
+  // Waits for the stream to end and returns its status.
+  grpc::Status WaitForEnd();
+
+  std::vector<v1::WatchExpirationsResponse> responses();
+  std::vector<v1::ExpiryEvent> events();
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  void ReadAll();
+
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReader<v1::WatchExpirationsResponse>> reader_;
+  std::thread reader_thread_;
+
+  absl::Mutex mu_;
+  std::vector<v1::WatchExpirationsResponse> responses_ ABSL_GUARDED_BY(mu_);
+  size_t event_count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+// Sequences of `events`, in order.
+std::vector<uint64_t> Sequences(const std::vector<v1::ExpiryEvent>& events);
+
+}  // namespace lapse::testing
+
+#endif  // LAPSE_TESTING_TEST_SERVER_H_
