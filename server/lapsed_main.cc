@@ -40,37 +40,37 @@ const lapse::ServerOptions& Defaults() {
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "Address to serve on; 0.0.0.0:50051 in a container, port 0 picks a "
           "free port");
-ABSL_FLAG(int64_t, shards, static_cast<int64_t>(Defaults().shards),
+ABSL_FLAG(int64_t, shards, static_cast<int64_t>(Defaults().store.shards),
           "Lock shards of the store");
 ABSL_FLAG(int64_t, event_retention_events,
-          static_cast<int64_t>(Defaults().event_retention_events),
+          static_cast<int64_t>(Defaults().store.event_retention_events),
           "Expiry events kept for watchers to resume from");
 ABSL_FLAG(int64_t, event_retention_bytes,
-          static_cast<int64_t>(Defaults().event_retention_bytes),
+          static_cast<int64_t>(Defaults().store.event_retention_bytes),
           "Bytes of expiry events kept for watchers to resume from");
 ABSL_FLAG(int64_t, max_collection_name_bytes,
-          static_cast<int64_t>(Defaults().limits.max_collection_name_bytes),
+          static_cast<int64_t>(Defaults().store.limits.max_collection_name_bytes),
           "Longest collection name");
 ABSL_FLAG(int64_t, max_key_bytes,
-          static_cast<int64_t>(Defaults().limits.max_key_bytes),
+          static_cast<int64_t>(Defaults().store.limits.max_key_bytes),
           "Longest member key");
 ABSL_FLAG(int64_t, max_value_bytes,
-          static_cast<int64_t>(Defaults().limits.max_value_bytes),
+          static_cast<int64_t>(Defaults().store.limits.max_value_bytes),
           "Largest member value");
 ABSL_FLAG(int64_t, max_members_per_request,
-          static_cast<int64_t>(Defaults().limits.max_members_per_request),
+          static_cast<int64_t>(Defaults().store.limits.max_members_per_request),
           "Members or keys in one request");
-ABSL_FLAG(int64_t, default_page_size, Defaults().limits.default_page_size,
+ABSL_FLAG(int64_t, default_page_size, Defaults().store.limits.default_page_size,
           "Page size when a request leaves page_size at 0");
-ABSL_FLAG(int64_t, max_page_size, Defaults().limits.max_page_size,
+ABSL_FLAG(int64_t, max_page_size, Defaults().store.limits.max_page_size,
           "Largest page; bigger page_size values are coerced to it");
-ABSL_FLAG(absl::Duration, max_ttl, Defaults().limits.max_ttl,
+ABSL_FLAG(absl::Duration, max_ttl, Defaults().store.limits.max_ttl,
           "Furthest deadline accepted, from now");
 ABSL_FLAG(int64_t, max_total_members,
-          static_cast<int64_t>(Defaults().limits.max_total_members),
+          static_cast<int64_t>(Defaults().store.limits.max_total_members),
           "Live members across all collections");
 ABSL_FLAG(int64_t, max_watch_collections,
-          static_cast<int64_t>(Defaults().limits.max_watch_collections),
+          static_cast<int64_t>(Defaults().store.limits.max_watch_collections),
           "Collections named in one WatchExpirations request");
 ABSL_FLAG(absl::Duration, heartbeat_interval, Defaults().heartbeat_interval,
           "An idle watch stream gets an empty batch this often");
@@ -92,11 +92,11 @@ ABSL_FLAG(std::string, fsync, "everysec",
           "commit), everysec (answer once written; fsync every second) or "
           "never (leave it to the OS)");
 ABSL_FLAG(int64_t, snapshot_after_bytes,
-          static_cast<int64_t>(Defaults().snapshot_after_bytes),
+          static_cast<int64_t>(Defaults().store.snapshot_after_bytes),
           "With --data_dir: write-ahead log bytes that trigger a snapshot; 0 "
           "turns automatic snapshots off");
 ABSL_FLAG(int64_t, wal_segment_bytes,
-          static_cast<int64_t>(Defaults().wal_segment_bytes),
+          static_cast<int64_t>(Defaults().store.wal_segment_bytes),
           "With --data_dir: size at which a log segment is closed");
 ABSL_FLAG(bool, wal_truncate_damaged, false,
           "With --data_dir: start even if the log is damaged in the middle, "
@@ -194,39 +194,39 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
 
   lapse::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
-  options.shards = absl::GetFlag(FLAGS_shards);
-  options.event_retention_events = absl::GetFlag(FLAGS_event_retention_events);
-  options.event_retention_bytes = absl::GetFlag(FLAGS_event_retention_bytes);
-  options.limits.max_collection_name_bytes =
+  options.store.shards = absl::GetFlag(FLAGS_shards);
+  options.store.event_retention_events = absl::GetFlag(FLAGS_event_retention_events);
+  options.store.event_retention_bytes = absl::GetFlag(FLAGS_event_retention_bytes);
+  options.store.limits.max_collection_name_bytes =
       absl::GetFlag(FLAGS_max_collection_name_bytes);
-  options.limits.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
-  options.limits.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
-  options.limits.max_members_per_request =
+  options.store.limits.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
+  options.store.limits.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
+  options.store.limits.max_members_per_request =
       absl::GetFlag(FLAGS_max_members_per_request);
-  options.limits.default_page_size =
+  options.store.limits.default_page_size =
       static_cast<int>(absl::GetFlag(FLAGS_default_page_size));
-  options.limits.max_page_size = static_cast<int>(max_page);
-  options.limits.max_ttl = absl::GetFlag(FLAGS_max_ttl);
-  options.limits.max_total_members = absl::GetFlag(FLAGS_max_total_members);
-  options.limits.max_watch_collections =
+  options.store.limits.max_page_size = static_cast<int>(max_page);
+  options.store.limits.max_ttl = absl::GetFlag(FLAGS_max_ttl);
+  options.store.limits.max_total_members = absl::GetFlag(FLAGS_max_total_members);
+  options.store.limits.max_watch_collections =
       absl::GetFlag(FLAGS_max_watch_collections);
   options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.watch_batch_max_events = absl::GetFlag(FLAGS_watch_batch_max_events);
   options.watch_batch_max_bytes = absl::GetFlag(FLAGS_watch_batch_max_bytes);
   options.max_message_bytes = static_cast<int>(max_message);
-  options.data_dir = absl::GetFlag(FLAGS_data_dir);
-  options.fsync = *fsync;
-  options.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
-  options.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
-  options.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
+  options.store.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.store.fsync = *fsync;
+  options.store.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
+  options.store.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
+  options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a
   // message or the stream would fail on send.
   const int64_t largest_event =
-      static_cast<int64_t>(options.limits.max_collection_name_bytes +
-                           options.limits.max_key_bytes +
-                           options.limits.max_value_bytes);
+      static_cast<int64_t>(options.store.limits.max_collection_name_bytes +
+                           options.store.limits.max_key_bytes +
+                           options.store.limits.max_value_bytes);
   constexpr int64_t kFramingPerEvent = 64;
   const int64_t largest_batch =
       std::max<int64_t>(options.watch_batch_max_bytes, largest_event) +
@@ -267,13 +267,13 @@ void UnderscoreFlagNames(int argc, char** argv) {
 }
 
 std::string StoreDescription(const lapse::ServerOptions& options) {
-  if (options.data_dir.empty()) {
+  if (options.store.data_dir.empty()) {
     return "memory-only (no --data-dir: nothing survives a restart)";
   }
-  const char* fsync = options.fsync == lapse::FsyncPolicy::kAlways        ? "always"
-                      : options.fsync == lapse::FsyncPolicy::kEverySecond ? "everysec"
+  const char* fsync = options.store.fsync == lapse::FsyncPolicy::kAlways        ? "always"
+                      : options.store.fsync == lapse::FsyncPolicy::kEverySecond ? "everysec"
                                                                           : "never";
-  return absl::StrCat("durable in ", options.data_dir, " (fsync ", fsync, ")");
+  return absl::StrCat("durable in ", options.store.data_dir, " (fsync ", fsync, ")");
 }
 
 // "host:port" with the port actually bound.
@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
     Log(LogLevel::kError, "%s", std::string(port.status().message()).c_str());
     return 1;
   }
-  if (const auto& recovered = server.recovery(); recovered.has_value()) {
+  if (const auto& recovered = server.embedded_store().recovery(); recovered.has_value()) {
     Log(LogLevel::kInfo,
         "recovered %llu members and %llu retained events from %s + %llu log batches in %s",
         static_cast<unsigned long long>(recovered->members),
@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
   }
   std::printf("lapsed listening on %s (port %d); store: %s; shards %zu\n",
               BoundAddress(options->listen_address, *port).c_str(), *port,
-              StoreDescription(*options).c_str(), options->shards);
+              StoreDescription(*options).c_str(), options->store.shards);
   std::fflush(stdout);
 
   int signal_number = 0;

@@ -19,7 +19,7 @@ namespace {
 
 ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock) {
   options.listen_address = "127.0.0.1:0";
-  options.clock = clock;
+  options.store.clock = clock;
   return options;
 }
 
@@ -27,14 +27,14 @@ ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock) {
 
 ServerOptions TestOptions() {
   ServerOptions options;
-  options.shards = 4;
+  options.store.shards = 4;
   // The suite runs twice under ctest: memory-only, and durable (every change
   // through the write-ahead log) when LAPSE_TEST_DURABLE is set.
   if (std::getenv("LAPSE_TEST_DURABLE") != nullptr) {
     std::string dir = absl::StrCat(::testing::TempDir(), "/lapse-it-XXXXXX");
     if (::mkdtemp(dir.data()) == nullptr) std::abort();
-    options.data_dir = dir;
-    options.fsync = FsyncPolicy::kNever;
+    options.store.data_dir = dir;
+    options.store.fsync = FsyncPolicy::kNever;
   }
   // Long enough that no heartbeat shows up unless a test asks for one.
   options.heartbeat_interval = absl::Hours(1);
@@ -65,7 +65,7 @@ std::shared_ptr<grpc::Channel> TestServer::NewChannel() const {
 
 void TestServer::ExpireAfter(absl::Duration d) {
   clock_.Advance(d);
-  server_.expirer().Wake();
+  server_.embedded_store().expirer().Wake();
 }
 
 void GuardDeadline(grpc::ClientContext* context) {

@@ -265,7 +265,7 @@ class SmallRetentionWatchTest : public WatchTest {
  protected:
   static ServerOptions TwoEvents() {
     ServerOptions options = lapse::testing::TestOptions();
-    options.event_retention_events = 2;
+    options.store.event_retention_events = 2;
     return options;
   }
   SmallRetentionWatchTest() : WatchTest(TwoEvents()) {}
@@ -273,7 +273,7 @@ class SmallRetentionWatchTest : public WatchTest {
 
 TEST_F(SmallRetentionWatchTest, EventsNoLongerRetainedAreReportedAsOutOfRange) {
   ExpireNow("c", {"a", "b", "c", "d"});
-  const uint64_t gone = server_.server().event_log().oldest_retained_sequence() - 2;
+  const uint64_t gone = server_.server().store().events().oldest_retained_sequence() - 2;
 
   Recorder recorder;
   std::unique_ptr<Subscription> subscription =

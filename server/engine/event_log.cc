@@ -27,10 +27,6 @@ EventLog::EventLog(const Options& options)
       front_sequence_(options.first_sequence == 0 ? 1 : options.first_sequence),
       visible_sequence_(front_sequence_ - 1) {}
 
-void EventLog::SetAppendListener(std::function<void(uint64_t)> listener) {
-  append_listener_ = std::move(listener);
-}
-
 uint64_t EventLog::Append(std::vector<ExpiryEvent> events) {
   uint64_t last;
   {
@@ -45,8 +41,8 @@ uint64_t EventLog::Append(std::vector<ExpiryEvent> events) {
     if (options_.visible_on_append) visible_sequence_ = last;
     TrimLocked();
   }
-  if (!events.empty() && options_.visible_on_append && append_listener_) {
-    append_listener_(last);
+  if (!events.empty() && options_.visible_on_append && options_.on_readable) {
+    options_.on_readable(last);
   }
   return last;
 }
@@ -62,7 +58,7 @@ void EventLog::MakeVisibleThrough(uint64_t sequence) {
     // Retention could not drop these while they were invisible.
     TrimLocked();
   }
-  if (append_listener_) append_listener_(visible);
+  if (options_.on_readable) options_.on_readable(visible);
 }
 
 void EventLog::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence) {

@@ -28,37 +28,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "server/base/mutex.h"
+#include "server/engine/event_source.h"
 #include "server/engine/expiry_event.h"
 
 namespace lapse {
 
-// Which events a reader wants. With neither `collections` nor `prefix` set it
-// matches every collection.
-struct EventFilter {
-  absl::flat_hash_set<std::string> collections;
-  std::string prefix;
-  bool include_values = false;
-
-  bool Matches(absl::string_view collection) const;
-};
-
-// Bounds on one Read: how much it returns and how long it holds the lock.
-struct ReadLimits {
-  size_t max_events = 1000;
-  size_t max_bytes = 1 << 20;
-  // Events looked at (matching or not) before returning.
-  size_t max_examined = 16384;
-};
-
-struct EventBatch {
-  // Matching events, in sequence order.
-  std::vector<ExpiryEvent> events;
-  // Every event with a sequence <= this has been examined; the next Read
-  // continues after it.
-  uint64_t examined_sequence = 0;
-};
-
-class EventLog {
+class EventLog final : public EventSource {
  public:
   struct Options {
     // Sequence of the first event ever appended. lapsed seeds it from the
@@ -70,6 +45,9 @@ class EventLog {
     // MakeVisibleThrough: a durable store shows an event only once it is on
     // disk, so no reader ever sees an event a crash could take back.
     bool visible_on_append = true;
+    // Told whenever new events become visible, outside the log's lock; may be
+    // empty.
+    EventsReadableListener on_readable;
   };
 
   explicit EventLog(const Options& options);
@@ -90,25 +68,14 @@ class EventLog {
   // kept.
   void Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence);
 
-  // Called whenever new events become visible, outside the log's lock, with
-  // the newest visible sequence. Must be cheap and must not block: it runs on
-  // the writer's thread. Set once, before any Append.
-  void SetAppendListener(std::function<void(uint64_t last_sequence)> listener);
+  // EventSource. The newest visible sequence is first_sequence - 1 before any
+  // event.
+  uint64_t last_sequence() const override;
+  uint64_t oldest_retained_sequence() const override;
 
-  // The newest visible sequence; first_sequence - 1 before any event.
-  uint64_t last_sequence() const;
-  // The oldest sequence still retained; last_sequence() + 1 when empty.
-  uint64_t oldest_retained_sequence() const;
-
-  // Checks that reading can start right after `after`: every event after it
-  // is still retained and `after` is not beyond the newest event. Otherwise
-  // OUT_OF_RANGE naming the oldest retained sequence.
-  absl::Status CheckPosition(uint64_t after) const;
-
-  // Events after `after` that match `filter`, within `limits`. OUT_OF_RANGE
-  // as in CheckPosition.
+  absl::Status CheckPosition(uint64_t after) const override;
   absl::StatusOr<EventBatch> Read(uint64_t after, const EventFilter& filter,
-                                  const ReadLimits& limits) const;
+                                  const ReadLimits& limits) const override;
 
  private:
   absl::Status CheckPositionLocked(uint64_t after) const
@@ -117,7 +84,6 @@ class EventLog {
 
   // Constant after construction.
   const Options options_;
-  std::function<void(uint64_t)> append_listener_;
 
   // State below is protected by mu_.
   mutable Mutex mu_;

@@ -147,9 +147,8 @@ TEST(EventLogTest, EmptyLogAcceptsTheStartPosition) {
 }
 
 TEST(EventLogTest, AppendListenerSeesTheNewLastSequence) {
-  EventLog log({});
   std::vector<uint64_t> seen;
-  log.SetAppendListener([&](uint64_t last) { seen.push_back(last); });
+  EventLog log({.on_readable = [&](uint64_t last) { seen.push_back(last); }});
   log.Append({Event("c", "a"), Event("c", "b")});
   log.Append({});
   log.Append({Event("c", "c")});
@@ -157,9 +156,10 @@ TEST(EventLogTest, AppendListenerSeesTheNewLastSequence) {
 }
 
 TEST(EventLogTest, InvisibleEventsAreNotReadUntilMadeVisible) {
-  EventLog log({.first_sequence = 1, .visible_on_append = false});
   std::vector<uint64_t> notified;
-  log.SetAppendListener([&](uint64_t last) { notified.push_back(last); });
+  EventLog log({.first_sequence = 1,
+                .visible_on_append = false,
+                .on_readable = [&](uint64_t last) { notified.push_back(last); }});
   EXPECT_EQ(log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")}), 3u);
   EXPECT_EQ(log.last_sequence(), 0u);
   EXPECT_TRUE(log.Read(0, EventFilter{}, ReadLimits{})->events.empty());

@@ -13,12 +13,13 @@ const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 // append itself. The 30 s bound only matters when the test is about to fail.
 class SequenceWaiter {
  public:
-  explicit SequenceWaiter(EventLog& log) {
-    log.SetAppendListener([this](uint64_t last) {
+  // The log's listener.
+  EventsReadableListener Listener() {
+    return [this](uint64_t last) {
       MutexLock lock(&mu_);
       last_ = last;
       cv_.SignalAll();
-    });
+    };
   }
   bool AwaitAtLeast(uint64_t sequence) {
     const absl::Time give_up = absl::Now() + absl::Seconds(30);
@@ -38,8 +39,8 @@ class SequenceWaiter {
 
 TEST(ExpirerTest, ExpiresAMemberOnceTheClockPassesItsDeadline) {
   FakeClock clock(kStart);
-  EventLog log({.first_sequence = 1});
-  SequenceWaiter waiter(log);
+  SequenceWaiter waiter;
+  EventLog log({.first_sequence = 1, .on_readable = waiter.Listener()});
   Engine engine({}, &clock, &log);
   Expirer expirer(&engine, &clock);
   MemberWrite w{"k", "v", Expiration::Ttl(absl::Seconds(10))};
@@ -51,8 +52,8 @@ TEST(ExpirerTest, ExpiresAMemberOnceTheClockPassesItsDeadline) {
 }
 
 TEST(ExpirerTest, RealClockExpiryHappensAtOrAfterTheDeadline) {
-  EventLog log({.first_sequence = 1});
-  SequenceWaiter waiter(log);
+  SequenceWaiter waiter;
+  EventLog log({.first_sequence = 1, .on_readable = waiter.Listener()});
   Engine engine({}, RealClock(), &log);
   Expirer expirer(&engine, RealClock());
   // A later deadline first, then an earlier one, which must wake the sleeper.

@@ -29,6 +29,16 @@ class RejectedWatch final
   void OnDone() override { delete this; }
 };
 
+// The store's answer to a unary RPC: `fill` writes a successful result into
+// the response, then the reactor finishes.
+template <typename T, typename Fill>
+StoreDone<T> Reply(grpc::ServerUnaryReactor* reactor, Fill fill) {
+  return [reactor, fill = std::move(fill)](absl::StatusOr<T> result) mutable {
+    if (result.ok()) fill(*std::move(result));
+    reactor->Finish(ToGrpcStatus(result.status()));
+  };
+}
+
 std::vector<absl::string_view> KeyViews(const KeyList& keys) {
   return std::vector<absl::string_view>(keys.begin(), keys.end());
 }
@@ -73,9 +83,10 @@ absl::StatusOr<Expiration> NewExpiration(
   return Expiration::None();
 }
 
-absl::Status HandlePutMembers(Engine& engine,
+absl::Status HandlePutMembers(Store& store,
                               const v1::PutMembersRequest& request,
-                              v1::PutMembersResponse* response) {
+                              v1::PutMembersResponse* response,
+                              grpc::ServerUnaryReactor* reactor) {
   std::vector<MemberWrite> writes;
   writes.reserve(request.members_size());
   for (int i = 0; i < request.members_size(); ++i) {
@@ -95,99 +106,112 @@ absl::Status HandlePutMembers(Engine& engine,
   }
   PutOptions options;
   options.max_members = request.max_members();
-  absl::StatusOr<std::vector<PutResult>> results =
-      engine.Put(request.collection(), writes, options);
-  if (!results.ok()) return results.status();
-  for (size_t i = 0; i < results->size(); ++i) {
-    const PutResult& result = (*results)[i];
-    v1::PutMemberResult* out = response->add_results();
-    out->set_key(request.members(static_cast<int>(i)).key());
-    out->set_outcome(PutOutcomeToProto(result.outcome));
-    if (auto ts = TimeToProto(result.expire_time)) {
-      *out->mutable_expire_time() = *std::move(ts);
-    }
-  }
+  store.PutMembers(
+      request.collection(), writes, options,
+      Reply<std::vector<PutResult>>(reactor, [&request, response](
+                                                 std::vector<PutResult> results) {
+        for (size_t i = 0; i < results.size(); ++i) {
+          const PutResult& result = results[i];
+          v1::PutMemberResult* out = response->add_results();
+          out->set_key(request.members(static_cast<int>(i)).key());
+          out->set_outcome(PutOutcomeToProto(result.outcome));
+          if (auto ts = TimeToProto(result.expire_time)) {
+            *out->mutable_expire_time() = *std::move(ts);
+          }
+        }
+      }));
   return absl::OkStatus();
 }
 
-absl::Status HandleGetMembers(Engine& engine,
+absl::Status HandleGetMembers(Store& store,
                               const v1::GetMembersRequest& request,
-                              v1::GetMembersResponse* response) {
+                              v1::GetMembersResponse* response,
+                              grpc::ServerUnaryReactor* reactor) {
   absl::StatusOr<Expiration> refresh = RefreshExpiration(request);
   if (!refresh.ok()) return refresh.status();
-  absl::StatusOr<std::vector<GetResult>> results =
-      engine.Get(request.collection(), KeyViews(request.keys()), *refresh);
-  if (!results.ok()) return results.status();
-  for (size_t i = 0; i < results->size(); ++i) {
-    const GetResult& result = (*results)[i];
-    v1::GetMemberResult* out = response->add_results();
-    out->set_found(result.found);
-    v1::Member* member = out->mutable_member();
-    member->set_key(request.keys(static_cast<int>(i)));
-    if (!result.found) continue;
-    member->set_value(result.value);
-    if (auto ts = TimeToProto(result.expire_time)) {
-      *member->mutable_expire_time() = *std::move(ts);
-    }
-  }
+  store.GetMembers(
+      request.collection(), KeyViews(request.keys()), *refresh,
+      Reply<std::vector<GetResult>>(reactor, [&request, response](
+                                                 std::vector<GetResult> results) {
+        for (size_t i = 0; i < results.size(); ++i) {
+          GetResult& result = results[i];
+          v1::GetMemberResult* out = response->add_results();
+          out->set_found(result.found);
+          v1::Member* member = out->mutable_member();
+          member->set_key(request.keys(static_cast<int>(i)));
+          if (!result.found) continue;
+          member->set_value(std::move(result.value));
+          if (auto ts = TimeToProto(result.expire_time)) {
+            *member->mutable_expire_time() = *std::move(ts);
+          }
+        }
+      }));
   return absl::OkStatus();
 }
 
-absl::Status HandleRemoveMembers(Engine& engine,
+absl::Status HandleRemoveMembers(Store& store,
                                  const v1::RemoveMembersRequest& request,
-                                 v1::RemoveMembersResponse* response) {
-  absl::StatusOr<std::vector<bool>> existed =
-      engine.Remove(request.collection(), KeyViews(request.keys()));
-  if (!existed.ok()) return existed.status();
-  for (size_t i = 0; i < existed->size(); ++i) {
-    v1::RemoveMemberResult* out = response->add_results();
-    out->set_key(request.keys(static_cast<int>(i)));
-    out->set_existed((*existed)[i]);
-  }
+                                 v1::RemoveMembersResponse* response,
+                                 grpc::ServerUnaryReactor* reactor) {
+  store.RemoveMembers(
+      request.collection(), KeyViews(request.keys()),
+      Reply<std::vector<bool>>(reactor, [&request, response](std::vector<bool> existed) {
+        for (size_t i = 0; i < existed.size(); ++i) {
+          v1::RemoveMemberResult* out = response->add_results();
+          out->set_key(request.keys(static_cast<int>(i)));
+          out->set_existed(existed[i]);
+        }
+      }));
   return absl::OkStatus();
 }
 
-absl::Status HandleExpireMembers(Engine& engine,
+absl::Status HandleExpireMembers(Store& store,
                                  const v1::ExpireMembersRequest& request,
-                                 v1::ExpireMembersResponse* response) {
+                                 v1::ExpireMembersResponse* response,
+                                 grpc::ServerUnaryReactor* reactor) {
   absl::StatusOr<Expiration> expiration = NewExpiration(request);
   if (!expiration.ok()) return expiration.status();
   absl::StatusOr<ExpireCondition> condition =
       ExpireConditionFromProto(request.condition(), "condition");
   if (!condition.ok()) return condition.status();
-  absl::StatusOr<std::vector<ExpireResult>> results =
-      engine.Expire(request.collection(), KeyViews(request.keys()),
-                    *expiration, *condition);
-  if (!results.ok()) return results.status();
-  for (size_t i = 0; i < results->size(); ++i) {
-    const ExpireResult& result = (*results)[i];
-    v1::ExpireMemberResult* out = response->add_results();
-    out->set_key(request.keys(static_cast<int>(i)));
-    out->set_outcome(ExpireOutcomeToProto(result.outcome));
-    if (auto ts = TimeToProto(result.expire_time)) {
-      *out->mutable_expire_time() = *std::move(ts);
-    }
-  }
+  store.ExpireMembers(
+      request.collection(), KeyViews(request.keys()), *expiration, *condition,
+      Reply<std::vector<ExpireResult>>(reactor, [&request, response](
+                                                    std::vector<ExpireResult> results) {
+        for (size_t i = 0; i < results.size(); ++i) {
+          const ExpireResult& result = results[i];
+          v1::ExpireMemberResult* out = response->add_results();
+          out->set_key(request.keys(static_cast<int>(i)));
+          out->set_outcome(ExpireOutcomeToProto(result.outcome));
+          if (auto ts = TimeToProto(result.expire_time)) {
+            *out->mutable_expire_time() = *std::move(ts);
+          }
+        }
+      }));
   return absl::OkStatus();
 }
 
-absl::Status HandlePersistMembers(Engine& engine,
+absl::Status HandlePersistMembers(Store& store,
                                   const v1::PersistMembersRequest& request,
-                                  v1::PersistMembersResponse* response) {
-  absl::StatusOr<std::vector<PersistOutcome>> outcomes =
-      engine.Persist(request.collection(), KeyViews(request.keys()));
-  if (!outcomes.ok()) return outcomes.status();
-  for (size_t i = 0; i < outcomes->size(); ++i) {
-    v1::PersistMemberResult* out = response->add_results();
-    out->set_key(request.keys(static_cast<int>(i)));
-    out->set_outcome(PersistOutcomeToProto((*outcomes)[i]));
-  }
+                                  v1::PersistMembersResponse* response,
+                                  grpc::ServerUnaryReactor* reactor) {
+  store.PersistMembers(
+      request.collection(), KeyViews(request.keys()),
+      Reply<std::vector<PersistOutcome>>(reactor, [&request, response](
+                                                      std::vector<PersistOutcome> outcomes) {
+        for (size_t i = 0; i < outcomes.size(); ++i) {
+          v1::PersistMemberResult* out = response->add_results();
+          out->set_key(request.keys(static_cast<int>(i)));
+          out->set_outcome(PersistOutcomeToProto(outcomes[i]));
+        }
+      }));
   return absl::OkStatus();
 }
 
-absl::Status HandleListMembers(Engine& engine,
+absl::Status HandleListMembers(Store& store,
                                const v1::ListMembersRequest& request,
-                               v1::ListMembersResponse* response) {
+                               v1::ListMembersResponse* response,
+                               grpc::ServerUnaryReactor* reactor) {
   absl::StatusOr<MemberOrder> order =
       MemberOrderFromProto(request.order_by(), "order_by");
   if (!order.ok()) return order.status();
@@ -201,31 +225,35 @@ absl::Status HandleListMembers(Engine& engine,
     if (!after.ok()) return after.status();
     options.after = *std::move(after);
   }
-  absl::StatusOr<MemberPage> page =
-      engine.ListMembers(request.collection(), options);
-  if (!page.ok()) return page.status();
-  for (const MemberData& member : page->members) {
-    MemberToProto(member, response->add_members());
-  }
-  if (page->next.has_value()) {
-    response->set_next_page_token(
-        EncodeMemberPageToken(request.collection(), *order, *page->next));
-  }
+  store.ListMembers(
+      request.collection(), options,
+      Reply<MemberPage>(reactor, [&request, response, order = *order](MemberPage page) {
+        for (const MemberData& member : page.members) {
+          MemberToProto(member, response->add_members());
+        }
+        if (page.next.has_value()) {
+          response->set_next_page_token(
+              EncodeMemberPageToken(request.collection(), order, *page.next));
+        }
+      }));
   return absl::OkStatus();
 }
 
-absl::Status HandleGetCollection(Engine& engine,
+absl::Status HandleGetCollection(Store& store,
                                  const v1::GetCollectionRequest& request,
-                                 v1::GetCollectionResponse* response) {
-  absl::StatusOr<CollectionInfo> info = engine.GetCollection(request.name());
-  if (!info.ok()) return info.status();
-  CollectionInfoToProto(*info, response->mutable_collection());
+                                 v1::GetCollectionResponse* response,
+                                 grpc::ServerUnaryReactor* reactor) {
+  store.GetCollection(request.name(),
+                      Reply<CollectionInfo>(reactor, [response](CollectionInfo info) {
+                        CollectionInfoToProto(info, response->mutable_collection());
+                      }));
   return absl::OkStatus();
 }
 
-absl::Status HandleListCollections(Engine& engine,
+absl::Status HandleListCollections(Store& store,
                                    const v1::ListCollectionsRequest& request,
-                                   v1::ListCollectionsResponse* response) {
+                                   v1::ListCollectionsResponse* response,
+                                   grpc::ServerUnaryReactor* reactor) {
   std::string after;
   if (!request.page_token().empty()) {
     absl::StatusOr<std::string> decoded =
@@ -233,25 +261,27 @@ absl::Status HandleListCollections(Engine& engine,
     if (!decoded.ok()) return decoded.status();
     after = *std::move(decoded);
   }
-  absl::StatusOr<CollectionPage> page =
-      engine.ListCollections(request.prefix(), request.page_size(), after);
-  if (!page.ok()) return page.status();
-  for (const CollectionInfo& info : page->collections) {
-    CollectionInfoToProto(info, response->add_collections());
-  }
-  if (page->next_after.has_value()) {
-    response->set_next_page_token(
-        EncodeCollectionPageToken(request.prefix(), *page->next_after));
-  }
+  store.ListCollections(
+      request.prefix(), request.page_size(), after,
+      Reply<CollectionPage>(reactor, [&request, response](CollectionPage page) {
+        for (const CollectionInfo& info : page.collections) {
+          CollectionInfoToProto(info, response->add_collections());
+        }
+        if (page.next_after.has_value()) {
+          response->set_next_page_token(
+              EncodeCollectionPageToken(request.prefix(), *page.next_after));
+        }
+      }));
   return absl::OkStatus();
 }
 
-absl::Status HandleDeleteCollection(Engine& engine,
+absl::Status HandleDeleteCollection(Store& store,
                                     const v1::DeleteCollectionRequest& request,
-                                    v1::DeleteCollectionResponse* response) {
-  absl::StatusOr<uint64_t> removed = engine.DeleteCollection(request.name());
-  if (!removed.ok()) return removed.status();
-  response->set_removed_count(*removed);
+                                    v1::DeleteCollectionResponse* response,
+                                    grpc::ServerUnaryReactor* reactor) {
+  store.DeleteCollection(request.name(), Reply<uint64_t>(reactor, [response](uint64_t removed) {
+                           response->set_removed_count(removed);
+                         }));
   return absl::OkStatus();
 }
 
@@ -297,7 +327,7 @@ absl::StatusOr<EventFilter> WatchFilter(const v1::WatchExpirationsRequest& reque
 
 // The sequence the stream starts after.
 absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
-                                    const EventLog& log) {
+                                    const EventSource& log) {
   const v1::StartPosition position = request.start_position();
   if (request.after_sequence() != 0 &&
       position != v1::START_POSITION_AFTER_SEQUENCE) {
@@ -325,115 +355,96 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
 
 }  // namespace
 
-LapseServiceImpl::LapseServiceImpl(Engine* engine, const EventLog* log,
-                                   WatchHub* hub, DurableStore* store)
-    : engine_(engine), log_(log), hub_(hub), store_(store) {}
+LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub)
+    : store_(store), hub_(hub) {}
 
 void LapseServiceImpl::StartDraining() { draining_.store(true); }
 
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* LapseServiceImpl::Answer(
     grpc::CallbackServerContext* context, const Request& request,
-    Response* response,
-    absl::Status (*handler)(Engine&, const Request&, Response*),
-    Changes changes) {
+    Response* response, Handler<Request, Response> handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (draining_.load()) {
     reactor->Finish(Draining());
     return reactor;
   }
-  const absl::Status status = handler(*engine_, request, response);
-  if (!status.ok() || changes == Changes::kNone || store_ == nullptr) {
+  if (absl::Status status = handler(*store_, request, response, reactor);
+      !status.ok()) {
     reactor->Finish(ToGrpcStatus(status));
-    return reactor;
   }
-  store_->WhenDurable([reactor](absl::Status durable) {
-    reactor->Finish(ToGrpcStatus(durable));
-  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::PutMembers(
     grpc::CallbackServerContext* context, const v1::PutMembersRequest* request,
     v1::PutMembersResponse* response) {
-  return Answer(context, *request, response, &HandlePutMembers,
-                Changes::kDurableBeforeAnswer);
+  return Answer(context, *request, response, &HandlePutMembers);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::GetMembers(
     grpc::CallbackServerContext* context, const v1::GetMembersRequest* request,
     v1::GetMembersResponse* response) {
-  // Only a Get that slides deadlines changes anything.
-  const bool refreshes = request->refresh_expiration_case() !=
-                         v1::GetMembersRequest::REFRESH_EXPIRATION_NOT_SET;
-  return Answer(context, *request, response, &HandleGetMembers,
-                refreshes ? Changes::kDurableBeforeAnswer : Changes::kNone);
+  return Answer(context, *request, response, &HandleGetMembers);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::RemoveMembers(
     grpc::CallbackServerContext* context,
     const v1::RemoveMembersRequest* request,
     v1::RemoveMembersResponse* response) {
-  return Answer(context, *request, response, &HandleRemoveMembers,
-                Changes::kDurableBeforeAnswer);
+  return Answer(context, *request, response, &HandleRemoveMembers);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::ExpireMembers(
     grpc::CallbackServerContext* context,
     const v1::ExpireMembersRequest* request,
     v1::ExpireMembersResponse* response) {
-  return Answer(context, *request, response, &HandleExpireMembers,
-                Changes::kDurableBeforeAnswer);
+  return Answer(context, *request, response, &HandleExpireMembers);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::PersistMembers(
     grpc::CallbackServerContext* context,
     const v1::PersistMembersRequest* request,
     v1::PersistMembersResponse* response) {
-  return Answer(context, *request, response, &HandlePersistMembers,
-                Changes::kDurableBeforeAnswer);
+  return Answer(context, *request, response, &HandlePersistMembers);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::ListMembers(
     grpc::CallbackServerContext* context, const v1::ListMembersRequest* request,
     v1::ListMembersResponse* response) {
-  return Answer(context, *request, response, &HandleListMembers,
-                Changes::kNone);
+  return Answer(context, *request, response, &HandleListMembers);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::GetCollection(
     grpc::CallbackServerContext* context,
     const v1::GetCollectionRequest* request,
     v1::GetCollectionResponse* response) {
-  return Answer(context, *request, response, &HandleGetCollection,
-                Changes::kNone);
+  return Answer(context, *request, response, &HandleGetCollection);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::ListCollections(
     grpc::CallbackServerContext* context,
     const v1::ListCollectionsRequest* request,
     v1::ListCollectionsResponse* response) {
-  return Answer(context, *request, response, &HandleListCollections,
-                Changes::kNone);
+  return Answer(context, *request, response, &HandleListCollections);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::DeleteCollection(
     grpc::CallbackServerContext* context,
     const v1::DeleteCollectionRequest* request,
     v1::DeleteCollectionResponse* response) {
-  return Answer(context, *request, response, &HandleDeleteCollection,
-                Changes::kDurableBeforeAnswer);
+  return Answer(context, *request, response, &HandleDeleteCollection);
 }
 
 grpc::ServerWriteReactor<v1::WatchExpirationsResponse>*
 LapseServiceImpl::WatchExpirations(grpc::CallbackServerContext* context,
                                    const v1::WatchExpirationsRequest* request) {
   if (draining_.load()) return new RejectedWatch(Draining());
-  absl::StatusOr<EventFilter> filter = WatchFilter(*request, engine_->limits());
+  absl::StatusOr<EventFilter> filter = WatchFilter(*request, store_->limits());
   if (!filter.ok()) return new RejectedWatch(ToGrpcStatus(filter.status()));
-  absl::StatusOr<uint64_t> after = WatchStart(*request, *log_);
+  absl::StatusOr<uint64_t> after = WatchStart(*request, store_->events());
   if (!after.ok()) return new RejectedWatch(ToGrpcStatus(after.status()));
-  return new WatchReactor(hub_, log_, *std::move(filter), *after);
+  return new WatchReactor(hub_, &store_->events(), *std::move(filter), *after);
 }
 
 }  // namespace lapse

@@ -1,23 +1,25 @@
 // LapseServiceImpl: the lapse.v1.LapseService gRPC service.
 //
-// Each unary RPC converts its request to engine types, calls the Engine and
-// converts the result back; grpc::Status appears only here, at the edge. The
-// engine validates names, keys, sizes and limits and names the field at
-// fault; this layer adds only conversion errors (Timestamps, Durations,
-// unknown enum values, page tokens, page_size). WatchExpirations validates
-// its request and hands the stream to a WatchReactor served by the WatchHub.
+// Each unary RPC converts its request to engine types, calls the Store
+// (server/storage/store.h) and converts the result back when the store
+// answers; grpc::Status appears only here, at the edge. The store validates
+// names, keys, sizes and limits and names the field at fault; this layer adds
+// only conversion errors (Timestamps, Durations, unknown enum values, page
+// tokens, page_size). WatchExpirations validates its request and hands the
+// stream to a WatchReactor, reading the store's events, served by the
+// WatchHub.
 //
-// With a DurableStore, an RPC that changed state answers only once its
-// changes are durable (DurableStore::WhenDurable), from the store's flusher
-// thread; nothing blocks a gRPC thread.
+// Stores answer asynchronously (a write once it is durable, from the WAL's
+// flusher thread; a network store from its I/O thread): nothing blocks a gRPC
+// thread.
 //
-//   lapse::LapseServiceImpl service(&engine, &log, &hub, store);  // store may be null
+//   lapse::LapseServiceImpl service(&store, &hub);
 //   builder.RegisterService(&service);
 //   ...
 //   service.StartDraining();  // every RPC now answers UNAVAILABLE
 //
-// Thread-safe: gRPC calls it from many threads at once. The engine, log and
-// hub are not owned and must outlive the service.
+// Thread-safe: gRPC calls it from many threads at once. The store and the hub
+// are not owned and must outlive the service.
 #ifndef LAPSE_SERVER_SERVICE_LAPSE_SERVICE_H_
 #define LAPSE_SERVER_SERVICE_LAPSE_SERVICE_H_
 
@@ -27,16 +29,14 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "lapse/v1/lapse.grpc.pb.h"
-#include "server/engine/engine.h"
-#include "server/engine/event_log.h"
-#include "server/storage/durable_store.h"
 #include "server/service/watch_hub.h"
+#include "server/storage/store.h"
 
 namespace lapse {
 
 class LapseServiceImpl final : public v1::LapseService::CallbackService {
  public:
-  LapseServiceImpl(Engine* engine, const EventLog* log, WatchHub* hub, DurableStore* store);
+  LapseServiceImpl(Store* store, WatchHub* hub);
   LapseServiceImpl(const LapseServiceImpl&) = delete;
   LapseServiceImpl& operator=(const LapseServiceImpl&) = delete;
 
@@ -81,22 +81,21 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
       const v1::WatchExpirationsRequest* request) override;
 
  private:
-  // Whether an RPC's answer waits for its changes to be durable.
-  enum class Changes { kNone, kDurableBeforeAnswer };
-
-  // Answers a unary RPC with `handler`'s status, or UNAVAILABLE if draining.
+  // A unary RPC's work: converts the request and calls the store, whose
+  // answer finishes `reactor`; or returns the conversion error.
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Answer(
-      grpc::CallbackServerContext* context, const Request& request,
-      Response* response,
-      absl::Status (*handler)(Engine&, const Request&, Response*),
-      Changes changes);
+  using Handler = absl::Status (*)(Store&, const Request&, Response*,
+                                   grpc::ServerUnaryReactor*);
+
+  // Runs `handler`, or answers UNAVAILABLE if draining.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                   const Request& request, Response* response,
+                                   Handler<Request, Response> handler);
 
   // Constant after construction.
-  Engine* const engine_;
-  const EventLog* const log_;
+  Store* const store_;
   WatchHub* const hub_;
-  DurableStore* const store_;
 
   std::atomic<bool> draining_{false};
 };

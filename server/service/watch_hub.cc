@@ -6,12 +6,7 @@
 
 namespace lapse {
 
-WatchHub::WatchHub(EventLog* log, const Options& options)
-    : options_(options),
-      appended_sequence_(log->last_sequence()),
-      dispatched_sequence_(appended_sequence_) {
-  log->SetAppendListener(
-      [this](uint64_t last_sequence) { OnAppend(last_sequence); });
+WatchHub::WatchHub(const Options& options) : options_(options) {
   dispatcher_ = std::thread([this] { Run(); });
 }
 
@@ -50,7 +45,7 @@ void WatchHub::Shutdown() {
   }
 }
 
-void WatchHub::OnAppend(uint64_t last_sequence) {
+void WatchHub::OnReadable(uint64_t last_sequence) {
   absl::MutexLock lock(&mu_);
   appended_sequence_ = std::max(appended_sequence_, last_sequence);
   cv_.Signal();

@@ -8,10 +8,10 @@
 
 namespace lapse {
 
-WatchReactor::WatchReactor(WatchHub* hub, const EventLog* log,
+WatchReactor::WatchReactor(WatchHub* hub, const EventSource* events,
                            EventFilter filter, uint64_t after)
     : hub_(hub),
-      log_(log),
+      events_(events),
       filter_(std::move(filter)),
       read_limits_(hub->options().read_limits),
       heartbeat_interval_(hub->options().heartbeat_interval),
@@ -85,7 +85,7 @@ void WatchReactor::SendNextBatchLocked() {
   // has events or the log has nothing more, so no empty message goes out.
   while (true) {
     absl::StatusOr<EventBatch> batch =
-        log_->Read(cursor_, filter_, read_limits_);
+        events_->Read(cursor_, filter_, read_limits_);
     if (!batch.ok()) {
       FinishOnceLocked(ToGrpcStatus(batch.status()));
       return;
@@ -101,7 +101,7 @@ void WatchReactor::SendNextBatchLocked() {
       WriteLocked(absl::Now());
       return;
     }
-    if (!advanced || cursor_ >= log_->last_sequence()) return;
+    if (!advanced || cursor_ >= events_->last_sequence()) return;
   }
 }
 

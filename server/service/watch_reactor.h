@@ -2,19 +2,19 @@
 //
 // The reactor owns the stream's state: its EventFilter, its cursor (the last
 // examined sequence) and the one response in flight. It has exactly one write
-// in flight; when a write completes it reads the next batch from the EventLog
+// in flight; when a write completes it reads the next batch from the store's EventSource
 // and writes it, or parks until the WatchHub wakes it for new events or a
 // heartbeat. A read that matched nothing still advances the cursor without
 // sending anything: the next batch or heartbeat carries examined_sequence.
-// A cursor that fell out of retention ends the stream with the log's
+// A cursor that fell out of retention ends the stream with the source's
 // OUT_OF_RANGE.
 //
 //   // In LapseServiceImpl::WatchExpirations, after validating the request:
-//   return new lapse::WatchReactor(&hub, &log, std::move(filter), after);
+//   return new lapse::WatchReactor(&hub, &store.events(), std::move(filter), after);
 //
 // The reactor finishes exactly once (also after cancellation) and deletes
 // itself once gRPC is done with it (OnDone) and the hub holds no reference.
-// It never blocks: its mutex only guards its own state, and a log read is
+// It never blocks: its mutex only guards its own state, and a read of the event source is
 // bounded by ReadLimits. Thread-safe.
 #ifndef LAPSE_SERVER_SERVICE_WATCH_REACTOR_H_
 #define LAPSE_SERVER_SERVICE_WATCH_REACTOR_H_
@@ -28,7 +28,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 #include "lapse/v1/lapse.pb.h"
-#include "server/engine/event_log.h"
+#include "server/engine/event_source.h"
 #include "server/service/watch_hub.h"
 
 namespace lapse {
@@ -36,10 +36,10 @@ namespace lapse {
 class WatchReactor final
     : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
  public:
-  // Streams the events of `log` that match `filter`, starting right after
+  // Streams the events of `events` that match `filter`, starting right after
   // sequence `after`. Registers with `hub`, or finishes with UNAVAILABLE if
   // the hub is shutting down. Allocate with new: the reactor deletes itself.
-  WatchReactor(WatchHub* hub, const EventLog* log, EventFilter filter,
+  WatchReactor(WatchHub* hub, const EventSource* events, EventFilter filter,
                uint64_t after);
   WatchReactor(const WatchReactor&) = delete;
   WatchReactor& operator=(const WatchReactor&) = delete;
@@ -76,7 +76,7 @@ class WatchReactor final
 
   // Constant after construction.
   WatchHub* const hub_;
-  const EventLog* const log_;
+  const EventSource* const events_;
   const EventFilter filter_;
   const ReadLimits read_limits_;
   const absl::Duration heartbeat_interval_;

@@ -15,9 +15,9 @@ using ::testing::StartsWith;
 
 ServerOptions SmallLimits() {
   ServerOptions options = TestOptions();
-  options.limits.max_key_bytes = 8;
-  options.limits.max_members_per_request = 3;
-  options.limits.max_watch_collections = 2;
+  options.store.limits.max_key_bytes = 8;
+  options.store.limits.max_members_per_request = 3;
+  options.store.limits.max_watch_collections = 2;
   return options;
 }
 
@@ -246,7 +246,7 @@ TEST_F(BadInputTest, WatchAfterSequenceWithoutItsStartPosition) {
 TEST_F(BadInputTest, WatchFromBeyondTheNewestSequence) {
   v1::WatchExpirationsRequest request;
   request.set_start_position(v1::START_POSITION_AFTER_SEQUENCE);
-  request.set_after_sequence(server_.server().event_log().last_sequence() + 1);
+  request.set_after_sequence(server_.server().store().events().last_sequence() + 1);
   const grpc::Status status = Watch(request);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
   EXPECT_THAT(status.error_message(), HasSubstr("beyond the newest sequence"));

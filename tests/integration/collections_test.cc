@@ -114,7 +114,7 @@ TEST_F(CollectionsTest, AListTokenIsBoundToItsPrefix) {
 
 TEST_F(CollectionsTest, DeleteCollectionRemovesEveryMemberWithoutEvents) {
   PutTtl(server_.stub(), "doomed", {"a", "b", "c"}, absl::Seconds(60));
-  const uint64_t last = server_.server().event_log().last_sequence();
+  const uint64_t last = server_.server().store().events().last_sequence();
   auto remove = [&] {
     v1::DeleteCollectionRequest request;
     request.set_name("doomed");
@@ -127,7 +127,7 @@ TEST_F(CollectionsTest, DeleteCollectionRemovesEveryMemberWithoutEvents) {
   };
   EXPECT_EQ(remove(), 3u);
   EXPECT_EQ(remove(), 0u);
-  EXPECT_EQ(server_.server().event_log().last_sequence(), last);
+  EXPECT_EQ(server_.server().store().events().last_sequence(), last);
   v1::GetCollectionResponse response;
   EXPECT_EQ(GetCollection("doomed", &response).error_code(),
             grpc::StatusCode::NOT_FOUND);

@@ -24,7 +24,7 @@ TEST(LifecycleTest, ShutdownEndsWatchStreamsWithTheirLastDeliveredSequence) {
   v1::WatchExpirationsRequest nothing_matches = AllEvents();
   nothing_matches.add_collections("quiet");
   Watcher idle(server.stub(), nothing_matches);
-  const uint64_t start = server.server().event_log().last_sequence();
+  const uint64_t start = server.server().store().events().last_sequence();
   server.ExpireAfter(absl::Seconds(1));
   ASSERT_TRUE(busy.WaitForEvents(2));
   const uint64_t delivered = busy.responses().back().examined_sequence();

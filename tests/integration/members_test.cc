@@ -230,12 +230,12 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
   EXPECT_FALSE(later.results(1).has_expire_time());
   EXPECT_EQ(later.results(2).outcome(), v1::EXPIRE_OUTCOME_NOT_FOUND);
 
-  const uint64_t before = server_.server().event_log().last_sequence();
+  const uint64_t before = server_.server().store().events().last_sequence();
   v1::ExpireMembersResponse past =
       expire({"gone"}, v1::EXPIRE_CONDITION_UNSPECIFIED, true);
   EXPECT_EQ(past.results(0).outcome(), v1::EXPIRE_OUTCOME_EXPIRED);
   EXPECT_FALSE(past.results(0).has_expire_time());
-  EXPECT_EQ(server_.server().event_log().last_sequence(), before + 1);
+  EXPECT_EQ(server_.server().store().events().last_sequence(), before + 1);
 }
 
 TEST_F(MembersTest, PersistReportsEveryOutcome) {
@@ -327,7 +327,7 @@ TEST_F(MembersTest, ListOfAMissingCollectionIsEmpty) {
 
 TEST_F(MembersTest, PageSizeAboveTheMaximumIsCoerced) {
   ServerOptions options = TestOptions();
-  options.limits.max_page_size = 3;
+  options.store.limits.max_page_size = 3;
   TestServer small(options);
   PutTtl(small.stub(), "many", {"a", "b", "c", "d", "e"}, absl::Seconds(60));
   v1::ListMembersRequest request;

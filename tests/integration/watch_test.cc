@@ -56,7 +56,7 @@ TEST(WatchTest, DeliversExpiredMembersWithTheirValues) {
   v1::WatchExpirationsRequest request = AllEvents();
   request.set_include_values(true);
   Watcher watcher(server.stub(), request);
-  const uint64_t start = server.server().event_log().last_sequence();
+  const uint64_t start = server.server().store().events().last_sequence();
 
   server.ExpireAfter(absl::Seconds(2));
   ASSERT_TRUE(watcher.WaitForEvents(2));
@@ -125,7 +125,7 @@ TEST(WatchTest, ResumesAfterReconnectWithNoGapAndNoDuplicate) {
 
 TEST(WatchTest, StartsFromTheOldestRetainedEvent) {
   TestServer server;
-  const uint64_t oldest = server.server().event_log().last_sequence() + 1;
+  const uint64_t oldest = server.server().store().events().last_sequence() + 1;
   PutTtl(server.stub(), "c", {"a", "b", "c"}, absl::Seconds(60));
   ExpireNow(server.stub(), "c", {"a", "b", "c"}, server.clock().Now());
   v1::WatchExpirationsRequest request;
@@ -177,18 +177,18 @@ TEST(WatchTest, FiltersByPrefix) {
   EXPECT_THAT(Collections(watcher.events()), ElementsAre("orders:1", "orders:2"));
   // The skipped event was examined all the same.
   EXPECT_EQ(watcher.responses().back().examined_sequence(),
-            server.server().event_log().last_sequence());
+            server.server().store().events().last_sequence());
 }
 
 TEST(WatchTest, ResumingFromOutsideRetentionIsOutOfRange) {
   ServerOptions options = TestOptions();
-  options.event_retention_events = 3;
+  options.store.event_retention_events = 3;
   TestServer server(options);
-  const uint64_t before = server.server().event_log().last_sequence();
+  const uint64_t before = server.server().store().events().last_sequence();
   PutTtl(server.stub(), "c", {"a", "b", "c", "d", "e"}, absl::Seconds(60));
   ExpireNow(server.stub(), "c", {"a", "b", "c", "d", "e"}, server.clock().Now());
   const uint64_t oldest = before + 3;
-  ASSERT_EQ(server.server().event_log().oldest_retained_sequence(), oldest);
+  ASSERT_EQ(server.server().store().events().oldest_retained_sequence(), oldest);
 
   Watcher lost(server.stub(), After(before));
   const grpc::Status status = lost.WaitForEnd();
@@ -204,11 +204,11 @@ TEST(WatchTest, ResumingFromOutsideRetentionIsOutOfRange) {
 
 TEST(WatchTest, AWatcherThatFallsOutOfRetentionEndsWithOutOfRange) {
   ServerOptions options = TestOptions();
-  options.event_retention_events = 2;
+  options.store.event_retention_events = 2;
   TestServer server(options);
   PutTtl(server.stub(), "c", {"a", "b", "c", "d", "e"}, absl::Seconds(60));
   Watcher watcher(server.stub(), AllEvents());
-  const uint64_t before = server.server().event_log().last_sequence();
+  const uint64_t before = server.server().store().events().last_sequence();
   // One burst of five events, of which the log keeps two: the stream's next
   // event is gone before it can be sent, and it must not be skipped silently.
   ExpireNow(server.stub(), "c", {"a", "b", "c", "d", "e"}, server.clock().Now());
@@ -303,7 +303,7 @@ TEST(WatchTest, ConcurrentWritersGetOneEventPerExpiredMember) {
   EXPECT_EQ(members.size(), kMembers + 1);
   EXPECT_EQ(prefixed.events().size(),
             static_cast<size_t>(kRounds * kPerRound + 1));
-  EXPECT_EQ(server.server().engine().total_members(), 0u);
+  EXPECT_EQ(server.server().embedded_store().engine().total_members(), 0u);
 }
 
 TEST(WatchTest, IdleStreamsGetHeartbeats) {
@@ -315,7 +315,7 @@ TEST(WatchTest, IdleStreamsGetHeartbeats) {
   for (const v1::WatchExpirationsResponse& response : watcher.responses()) {
     EXPECT_EQ(response.events_size(), 0);
     EXPECT_EQ(response.examined_sequence(),
-              server.server().event_log().last_sequence());
+              server.server().store().events().last_sequence());
   }
 }
 
@@ -328,7 +328,7 @@ TEST(WatchTest, HeartbeatsCarryTheExaminedSequenceWhenNothingMatches) {
   Watcher watcher(server.stub(), request);
   PutTtl(server.stub(), "other", {"a", "b", "c"}, absl::Seconds(60));
   ExpireNow(server.stub(), "other", {"a", "b", "c"}, server.clock().Now());
-  const uint64_t last = server.server().event_log().last_sequence();
+  const uint64_t last = server.server().store().events().last_sequence();
   ASSERT_TRUE(watcher.WaitFor(
       [last](const std::vector<v1::WatchExpirationsResponse>& responses) {
         return !responses.empty() && responses.back().examined_sequence() == last;

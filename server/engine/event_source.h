@@ -1,0 +1,84 @@
+// EventSource: where watchers read expiry events from, by sequence.
+//
+// A reader owns nothing but its cursor, the sequence of the last event it
+// examined; each Read continues right after it. Sequences are strictly
+// increasing and never reused. A cursor that has fallen out of what the source
+// retains is reported as OUT_OF_RANGE naming the oldest retained sequence:
+// never a silent gap. Reads never block: a store whose events live elsewhere
+// serves them from a local buffer that it fills in the background.
+//
+//   absl::StatusOr<lapse::EventBatch> batch = source.Read(cursor, filter, limits);
+//   if (batch.ok()) cursor = batch->examined_sequence;
+//
+// Implementations are thread-safe.
+#ifndef LAPSE_SERVER_ENGINE_EVENT_SOURCE_H_
+#define LAPSE_SERVER_ENGINE_EVENT_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/engine/expiry_event.h"
+
+namespace lapse {
+
+// Which events a reader wants. With neither `collections` nor `prefix` set it
+// matches every collection.
+struct EventFilter {
+  absl::flat_hash_set<std::string> collections;
+  std::string prefix;
+  bool include_values = false;
+
+  bool Matches(absl::string_view collection) const;
+};
+
+// Bounds on one Read: how much it returns and how long it holds the lock.
+struct ReadLimits {
+  size_t max_events = 1000;
+  size_t max_bytes = 1 << 20;
+  // Events looked at (matching or not) before returning.
+  size_t max_examined = 16384;
+};
+
+struct EventBatch {
+  // Matching events, in sequence order.
+  std::vector<ExpiryEvent> events;
+  // Every event with a sequence <= this has been examined; the next Read
+  // continues after it.
+  uint64_t examined_sequence = 0;
+};
+
+// Called with the newest readable sequence whenever new events become
+// readable. Runs on the thread that made them readable (an expirer, a writer,
+// the WAL's flusher): must be cheap and must not block.
+using EventsReadableListener = std::function<void(uint64_t last_sequence)>;
+
+class EventSource {
+ public:
+  virtual ~EventSource() = default;
+
+  // The newest readable sequence.
+  virtual uint64_t last_sequence() const = 0;
+  // The oldest sequence still retained; last_sequence() + 1 when empty.
+  virtual uint64_t oldest_retained_sequence() const = 0;
+
+  // Checks that reading can start right after `after`: every event after it
+  // is still retained and `after` is not beyond the newest event. Otherwise
+  // OUT_OF_RANGE naming the oldest retained sequence.
+  virtual absl::Status CheckPosition(uint64_t after) const = 0;
+
+  // Events after `after` that match `filter`, within `limits`. OUT_OF_RANGE
+  // as in CheckPosition.
+  virtual absl::StatusOr<EventBatch> Read(uint64_t after, const EventFilter& filter,
+                                          const ReadLimits& limits) const = 0;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_ENGINE_EVENT_SOURCE_H_

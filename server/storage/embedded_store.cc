@@ -1,0 +1,153 @@
+#include "server/storage/embedded_store.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdint>
+#include <utility>
+
+namespace lapse {
+namespace {
+
+EventLog::Options LogOptions(const EmbeddedStore::Options& options,
+                             EventsReadableListener on_readable) {
+  EventLog::Options log;
+  // A durable store shows an event only once it is on disk.
+  log.visible_on_append = options.data_dir.empty();
+  // Never 0: "after the sequence before the first" must stay representable.
+  log.first_sequence =
+      static_cast<uint64_t>(std::max<int64_t>(1, absl::ToUnixNanos(options.clock->Now())));
+  log.max_events = options.event_retention_events;
+  log.max_bytes = options.event_retention_bytes;
+  log.on_readable = std::move(on_readable);
+  return log;
+}
+
+DurableStore::Options DurableOptions(const EmbeddedStore::Options& options) {
+  DurableStore::Options durable;
+  durable.dir = options.data_dir;
+  durable.fsync = options.fsync;
+  durable.segment_bytes = options.wal_segment_bytes;
+  durable.snapshot_after_bytes = options.snapshot_after_bytes;
+  durable.truncate_damaged_wal = options.wal_truncate_damaged;
+  return durable;
+}
+
+Engine::Options EngineOptions(const EmbeddedStore::Options& options, Journal* journal) {
+  Engine::Options engine;
+  engine.shards = options.shards;
+  engine.limits = options.limits;
+  engine.journal = journal;
+  return engine;
+}
+
+}  // namespace
+
+EmbeddedStore::EmbeddedStore(const Options& options) : options_(options) {}
+
+EmbeddedStore::~EmbeddedStore() { StopExpiring(); }
+
+absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
+    const Options& options, EventsReadableListener on_readable) {
+  std::unique_ptr<EmbeddedStore> store(new EmbeddedStore(options));
+  store->event_log_ = std::make_unique<EventLog>(LogOptions(options, std::move(on_readable)));
+  if (!options.data_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<DurableStore>> opened =
+        DurableStore::Open(DurableOptions(options));
+    if (!opened.ok()) return opened.status();
+    store->durable_ = *std::move(opened);
+  }
+  store->engine_ = std::make_unique<Engine>(EngineOptions(options, store->durable_.get()),
+                                            options.clock, store->event_log_.get());
+  if (store->durable_ != nullptr) {
+    absl::StatusOr<RecoveryStats> recovered =
+        store->durable_->Recover(store->engine_.get(), store->event_log_.get());
+    if (!recovered.ok()) return recovered.status();
+    store->recovery_ = *std::move(recovered);
+  }
+  // Members that came due while the server was down expire now, with events.
+  store->expirer_ = std::make_unique<Expirer>(store->engine_.get(), options.clock);
+  return store;
+}
+
+void EmbeddedStore::StopExpiring() { expirer_.reset(); }
+
+Expirer& EmbeddedStore::expirer() {
+  assert(expirer_ != nullptr);
+  return *expirer_;
+}
+
+const Limits& EmbeddedStore::limits() const { return engine_->limits(); }
+
+template <typename T>
+void EmbeddedStore::AnswerWhenDurable(absl::StatusOr<T> result, StoreDone<T> done) {
+  if (!result.ok() || durable_ == nullptr) {
+    std::move(done)(std::move(result));
+    return;
+  }
+  // WhenDurable takes a copyable function; the answer is moved through it
+  // once.
+  auto pending = std::make_shared<std::pair<absl::StatusOr<T>, StoreDone<T>>>(
+      std::move(result), std::move(done));
+  durable_->WhenDurable([pending](absl::Status durable) {
+    if (!durable.ok()) pending->first = std::move(durable);
+    std::move(pending->second)(std::move(pending->first));
+  });
+}
+
+void EmbeddedStore::PutMembers(absl::string_view collection,
+                               absl::Span<const MemberWrite> writes, const PutOptions& options,
+                               StoreDone<std::vector<PutResult>> done) {
+  AnswerWhenDurable(engine_->Put(collection, writes, options), std::move(done));
+}
+
+void EmbeddedStore::GetMembers(absl::string_view collection,
+                               absl::Span<const absl::string_view> keys,
+                               const Expiration& refresh,
+                               StoreDone<std::vector<GetResult>> done) {
+  absl::StatusOr<std::vector<GetResult>> results = engine_->Get(collection, keys, refresh);
+  // Only a Get that slides deadlines changes anything.
+  if (refresh.kind == Expiration::Kind::kNone) {
+    std::move(done)(std::move(results));
+  } else {
+    AnswerWhenDurable(std::move(results), std::move(done));
+  }
+}
+
+void EmbeddedStore::RemoveMembers(absl::string_view collection,
+                                  absl::Span<const absl::string_view> keys,
+                                  StoreDone<std::vector<bool>> done) {
+  AnswerWhenDurable(engine_->Remove(collection, keys), std::move(done));
+}
+
+void EmbeddedStore::ExpireMembers(absl::string_view collection,
+                                  absl::Span<const absl::string_view> keys,
+                                  const Expiration& expiration, ExpireCondition condition,
+                                  StoreDone<std::vector<ExpireResult>> done) {
+  AnswerWhenDurable(engine_->Expire(collection, keys, expiration, condition), std::move(done));
+}
+
+void EmbeddedStore::PersistMembers(absl::string_view collection,
+                                   absl::Span<const absl::string_view> keys,
+                                   StoreDone<std::vector<PersistOutcome>> done) {
+  AnswerWhenDurable(engine_->Persist(collection, keys), std::move(done));
+}
+
+void EmbeddedStore::ListMembers(absl::string_view collection, const ListMembersOptions& options,
+                                StoreDone<MemberPage> done) {
+  std::move(done)(engine_->ListMembers(collection, options));
+}
+
+void EmbeddedStore::GetCollection(absl::string_view name, StoreDone<CollectionInfo> done) {
+  std::move(done)(engine_->GetCollection(name));
+}
+
+void EmbeddedStore::ListCollections(absl::string_view prefix, int page_size,
+                                    absl::string_view after, StoreDone<CollectionPage> done) {
+  std::move(done)(engine_->ListCollections(prefix, page_size, after));
+}
+
+void EmbeddedStore::DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) {
+  AnswerWhenDurable(engine_->DeleteCollection(name), std::move(done));
+}
+
+}  // namespace lapse

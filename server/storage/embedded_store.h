@@ -1,0 +1,130 @@
+// EmbeddedStore: the Store (store.h) that keeps everything in this process —
+// the sharded Engine, its EventLog and Expirer and, with a data directory, the
+// DurableStore (write-ahead log + snapshots) behind them.
+//
+//   absl::StatusOr<std::unique_ptr<lapse::EmbeddedStore>> store =
+//       lapse::EmbeddedStore::Open({.data_dir = "/var/lib/lapse"}, on_readable);
+//   (*store)->PutMembers("orders:42", writes, {}, done);
+//
+// Operations run on the caller's thread under one shard lock and never wait
+// for I/O: a write's `done` runs at once when memory-only, and on the WAL's
+// flusher thread once the write is durable otherwise. Reads answer at once.
+// Open recovers what a previous run left in the data directory and starts the
+// expirer, which at once expires what came due while the server was down.
+//
+// Without a data directory the event log's first sequence is the clock's now
+// in nanoseconds since the Unix epoch, so a restarted server never reuses a
+// sequence a client may hold.
+//
+// Thread-safe. The accessors below the Store methods are for the wiring and
+// for tests that drive the engine directly, e.g. with a FakeClock:
+//   clock.Advance(absl::Seconds(30));
+//   store->expirer().Wake();
+#ifndef LAPSE_SERVER_STORAGE_EMBEDDED_STORE_H_
+#define LAPSE_SERVER_STORAGE_EMBEDDED_STORE_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/base/clock.h"
+#include "server/engine/engine.h"
+#include "server/engine/event_log.h"
+#include "server/engine/expirer.h"
+#include "server/engine/limits.h"
+#include "server/storage/durable_store.h"
+#include "server/storage/store.h"
+#include "server/storage/wal.h"
+
+namespace lapse {
+
+class EmbeddedStore final : public Store {
+ public:
+  struct Options {
+    size_t shards = 16;
+    Limits limits;
+    // Retention of the expiry event log: whichever bound is hit first.
+    size_t event_retention_events = 1'000'000;
+    size_t event_retention_bytes = size_t{256} << 20;
+    // Not owned; must outlive the store.
+    Clock* clock = RealClock();
+
+    // Durability: on when data_dir is set (see durable_store.h).
+    std::string data_dir;
+    FsyncPolicy fsync = FsyncPolicy::kEverySecond;
+    size_t snapshot_after_bytes = size_t{256} << 20;
+    size_t wal_segment_bytes = size_t{64} << 20;
+    bool wal_truncate_damaged = false;
+  };
+
+  // Recovers the data directory (if any) and starts expiring. `on_readable`
+  // is told whenever new events become readable from events(); may be empty.
+  // FAILED_PRECONDITION when the data directory is locked by another server,
+  // DATA_LOSS when it is damaged.
+  static absl::StatusOr<std::unique_ptr<EmbeddedStore>> Open(const Options& options,
+                                                             EventsReadableListener on_readable);
+  // Stops expiring, then closes the log.
+  ~EmbeddedStore() override;
+  EmbeddedStore(const EmbeddedStore&) = delete;
+  EmbeddedStore& operator=(const EmbeddedStore&) = delete;
+
+  // Store.
+  const Limits& limits() const override;
+  void PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
+                  const PutOptions& options, StoreDone<std::vector<PutResult>> done) override;
+  void GetMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                  const Expiration& refresh, StoreDone<std::vector<GetResult>> done) override;
+  void RemoveMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                     StoreDone<std::vector<bool>> done) override;
+  void ExpireMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                     const Expiration& expiration, ExpireCondition condition,
+                     StoreDone<std::vector<ExpireResult>> done) override;
+  void PersistMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                      StoreDone<std::vector<PersistOutcome>> done) override;
+  void ListMembers(absl::string_view collection, const ListMembersOptions& options,
+                   StoreDone<MemberPage> done) override;
+  void GetCollection(absl::string_view name, StoreDone<CollectionInfo> done) override;
+  void ListCollections(absl::string_view prefix, int page_size, absl::string_view after,
+                       StoreDone<CollectionPage> done) override;
+  void DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) override;
+  const EventSource& events() const override { return *event_log_; }
+
+  // Stops the expirer; nothing expires by itself afterwards. Idempotent.
+  // Operations keep working (and still expire what they touch).
+  void StopExpiring();
+
+  Engine& engine() { return *engine_; }
+  EventLog& event_log() { return *event_log_; }
+  // REQUIRES: StopExpiring() has not been called.
+  Expirer& expirer();
+  // Null when memory-only.
+  DurableStore* durable() { return durable_.get(); }
+  // What Open recovered; empty when memory-only.
+  const std::optional<RecoveryStats>& recovery() const { return recovery_; }
+
+ private:
+  explicit EmbeddedStore(const Options& options);
+
+  // Answers a mutating operation: at once on error or when memory-only,
+  // otherwise once everything committed so far is durable.
+  template <typename T>
+  void AnswerWhenDurable(absl::StatusOr<T> result, StoreDone<T> done);
+
+  // Constant after construction.
+  const Options options_;
+
+  // Built by Open, in this order; destroyed in the reverse one: the durable
+  // store outlives the engine that journals to it, the event log outlives
+  // the durable store's flusher that makes events visible in it.
+  std::unique_ptr<EventLog> event_log_;
+  std::unique_ptr<DurableStore> durable_;
+  std::unique_ptr<Engine> engine_;
+  std::optional<RecoveryStats> recovery_;
+  std::unique_ptr<Expirer> expirer_;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_STORAGE_EMBEDDED_STORE_H_

@@ -1,0 +1,106 @@
+// Store: what the gRPC service needs from a backend — every RPC's operation,
+// the expiry events for watchers, and "answer once this is durable".
+//
+// The service (server/service) talks only to this interface. Today it is
+// implemented by EmbeddedStore (embedded_store.h: the in-process engine, with
+// the write-ahead log when a data directory is set); a store on a network
+// engine (Redis Cluster) implements the same contract, and every store must
+// pass the same conformance suite (tests/integration, run against each).
+//
+//   store->PutMembers("orders:42", writes, {.max_members = 3},
+//                     [reactor](absl::StatusOr<std::vector<PutResult>> r) {
+//                       ... reactor->Finish(...);
+//                     });
+//
+// Contract, for every implementation:
+// - Asynchronous completion. Each operation takes a `done` callback and calls
+//   it exactly once, with the result or the error. It may be called before
+//   the operation returns (an in-memory answer) or later on a thread of the
+//   store's (the WAL's flusher, a network client's I/O thread). An operation
+//   never blocks its caller on I/O or on the network: gRPC reactors call it.
+//   `done` must not block either, and must not call back into the store
+//   synchronously in a way that waits on the store's threads.
+// - Arguments. String views and spans need only stay valid until the
+//   operation returns; the store copies what it keeps.
+// - Semantics. Those of Engine (server/engine/engine.h), which states them
+//   per operation: validation against Limits with errors naming the API
+//   field, a due member never returned, counted or listed, exactly one event
+//   per expiry, a failing request writes nothing.
+// - Durability. A mutating operation (put, get with a refresh, remove,
+//   expire, persist, delete collection) calls `done` with OK only once its
+//   changes are as durable as the store promises (for EmbeddedStore: the
+//   --fsync policy; memory-only: at once). If that fails, `done` gets the
+//   error. Reads answer as soon as they have read.
+// - Visibility. A read issued after `done` of a write was called sees that
+//   write. Events become readable from events() only once they are durable,
+//   so no watcher sees an expiry a crash could take back.
+// - Events. events() is an EventSource: sequences strictly increase and are
+//   never reused, a position no longer retained is OUT_OF_RANGE. The
+//   listener given to the store at construction is told, cheaply and without
+//   blocking, whenever new events become readable. A store whose events come
+//   from several partitions (each with its own sequence) merges them into
+//   this one sequence locally; resuming across replicas is the business of
+//   resume tokens (Worker-pools issue), not of this interface.
+//
+// Thread safety: every method may be called from many threads at once.
+#ifndef LAPSE_SERVER_STORAGE_STORE_H_
+#define LAPSE_SERVER_STORAGE_STORE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "server/engine/engine.h"
+#include "server/engine/event_source.h"
+#include "server/engine/limits.h"
+
+namespace lapse {
+
+// A store's answer to one operation; called exactly once.
+template <typename T>
+using StoreDone = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // The limits requests are validated against.
+  virtual const Limits& limits() const = 0;
+
+  virtual void PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
+                          const PutOptions& options, StoreDone<std::vector<PutResult>> done) = 0;
+  // `refresh` other than None moves the deadline of every member found.
+  virtual void GetMembers(absl::string_view collection,
+                          absl::Span<const absl::string_view> keys, const Expiration& refresh,
+                          StoreDone<std::vector<GetResult>> done) = 0;
+  // Per key: whether a live member was removed.
+  virtual void RemoveMembers(absl::string_view collection,
+                             absl::Span<const absl::string_view> keys,
+                             StoreDone<std::vector<bool>> done) = 0;
+  virtual void ExpireMembers(absl::string_view collection,
+                             absl::Span<const absl::string_view> keys,
+                             const Expiration& expiration, ExpireCondition condition,
+                             StoreDone<std::vector<ExpireResult>> done) = 0;
+  virtual void PersistMembers(absl::string_view collection,
+                              absl::Span<const absl::string_view> keys,
+                              StoreDone<std::vector<PersistOutcome>> done) = 0;
+  virtual void ListMembers(absl::string_view collection, const ListMembersOptions& options,
+                           StoreDone<MemberPage> done) = 0;
+  // NOT_FOUND when the collection has no live member.
+  virtual void GetCollection(absl::string_view name, StoreDone<CollectionInfo> done) = 0;
+  // Collections whose name starts with `prefix`, after `after` (exclusive).
+  virtual void ListCollections(absl::string_view prefix, int page_size, absl::string_view after,
+                               StoreDone<CollectionPage> done) = 0;
+  // Live members removed; 0 if there was no such collection.
+  virtual void DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) = 0;
+
+  // The expiry events, for watchers.
+  virtual const EventSource& events() const = 0;
+};
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_STORAGE_STORE_H_
