@@ -1,0 +1,137 @@
+#include "server/storage/embedded_store.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/temp_dir.h"
+
+namespace lapse {
+namespace {
+
+const absl::Time kStart = absl::FromUnixMillis(1'700'000'000'000);
+
+// What one operation answered, and how often.
+template <typename T>
+struct Answer {
+  StoreDone<T> Callback() {
+    return [this](absl::StatusOr<T> r) {
+      result = std::move(r);
+      ++calls;
+      done.Notify();
+    };
+  }
+  // The result, once the store has answered (a durable write answers on the
+  // WAL's flusher thread).
+  const absl::StatusOr<T>& Await() {
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    return result;
+  }
+
+  absl::Notification done;
+  std::atomic<int> calls{0};
+  absl::StatusOr<T> result = absl::UnknownError("not answered");
+};
+
+std::unique_ptr<EmbeddedStore> Open(const EmbeddedStore::Options& options,
+                                    EventsReadableListener on_readable = nullptr) {
+  absl::StatusOr<std::unique_ptr<EmbeddedStore>> store =
+      EmbeddedStore::Open(options, std::move(on_readable));
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
+MemberWrite Write(absl::string_view key, absl::Duration ttl) {
+  return {.key = key, .value = "v", .expiration = Expiration::Ttl(ttl)};
+}
+
+TEST(EmbeddedStoreTest, MemoryOnlyAnswersEveryOperationBeforeReturning) {
+  FakeClock clock(kStart);
+  std::unique_ptr<EmbeddedStore> store = Open({.clock = &clock});
+  ASSERT_NE(store, nullptr);
+  Answer<std::vector<PutResult>> put;
+  store->PutMembers("c", {Write("k", absl::Minutes(1))}, {}, put.Callback());
+  EXPECT_TRUE(put.done.HasBeenNotified());
+  ASSERT_TRUE(put.result.ok()) << put.result.status();
+  EXPECT_EQ((*put.result)[0].outcome, PutOutcome::kCreated);
+
+  Answer<std::vector<GetResult>> get;
+  const absl::string_view keys[] = {"k"};
+  store->GetMembers("c", keys, Expiration::None(), get.Callback());
+  EXPECT_TRUE(get.done.HasBeenNotified());
+  ASSERT_TRUE(get.result.ok());
+  EXPECT_EQ((*get.result)[0].value, "v");
+  EXPECT_EQ(put.calls, 1);
+  EXPECT_EQ(get.calls, 1);
+}
+
+TEST(EmbeddedStoreTest, AFailingRequestIsAnsweredOnceWithTheFieldAtFault) {
+  FakeClock clock(kStart);
+  ::lapse::testing::TempDir dir;
+  std::unique_ptr<EmbeddedStore> store =
+      Open({.clock = &clock, .data_dir = dir.path(), .fsync = FsyncPolicy::kAlways});
+  ASSERT_NE(store, nullptr);
+  Answer<std::vector<PutResult>> put;
+  store->PutMembers("c", {Write("k", -absl::Seconds(1))}, {}, put.Callback());
+  EXPECT_EQ(put.Await().status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(put.result.status().message()), ::testing::HasSubstr("members[0].ttl"));
+  EXPECT_EQ(put.calls, 1);
+}
+
+TEST(EmbeddedStoreTest, AWriteAnsweredOkSurvivesAReopen) {
+  FakeClock clock(kStart);
+  ::lapse::testing::TempDir dir;
+  const EmbeddedStore::Options options = {
+      .clock = &clock, .data_dir = dir.path(), .fsync = FsyncPolicy::kAlways};
+  {
+    std::unique_ptr<EmbeddedStore> store = Open(options);
+    ASSERT_NE(store, nullptr);
+    Answer<std::vector<PutResult>> put;
+    store->PutMembers("c", {Write("k", absl::Minutes(1))}, {}, put.Callback());
+    ASSERT_TRUE(put.Await().ok()) << put.result.status();
+    EXPECT_EQ(put.calls, 1);
+  }
+  std::unique_ptr<EmbeddedStore> reopened = Open(options);
+  ASSERT_NE(reopened, nullptr);
+  ASSERT_TRUE(reopened->recovery().has_value());
+  Answer<CollectionInfo> info;
+  reopened->GetCollection("c", info.Callback());
+  ASSERT_TRUE(info.Await().ok()) << info.result.status();
+  EXPECT_EQ(info.result->member_count, 1u);
+}
+
+TEST(EmbeddedStoreTest, TheListenerHearsOfEventsOnlyOnceTheyAreReadable) {
+  FakeClock clock(kStart);
+  ::lapse::testing::TempDir dir;
+  std::atomic<uint64_t> heard{0};
+  std::unique_ptr<EmbeddedStore> store =
+      Open({.clock = &clock, .data_dir = dir.path(), .fsync = FsyncPolicy::kAlways},
+           [&heard](uint64_t last) { heard = last; });
+  ASSERT_NE(store, nullptr);
+  Answer<std::vector<PutResult>> put;
+  store->PutMembers("c", {Write("k", absl::Seconds(1))}, {}, put.Callback());
+  ASSERT_TRUE(put.Await().ok());
+  clock.Advance(absl::Seconds(1));
+  // Expiring through an operation, then waiting for its durability, makes
+  // the event readable before the answer.
+  Answer<std::vector<bool>> removed;
+  const absl::string_view keys[] = {"k"};
+  store->RemoveMembers("c", keys, removed.Callback());
+  ASSERT_TRUE(removed.Await().ok());
+  EXPECT_FALSE((*removed.result)[0]);
+  const uint64_t last = store->events().last_sequence();
+  EXPECT_EQ(heard.load(), last);
+  absl::StatusOr<EventBatch> batch =
+      store->events().Read(last - 1, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->events.size(), 1u);
+  EXPECT_EQ(batch->events[0].key, "k");
+}
+
+}  // namespace
+}  // namespace lapse
