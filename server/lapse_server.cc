@@ -1,5 +1,6 @@
 #include "server/lapse_server.h"
 
+#include <cassert>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,7 @@ LapseServer::LapseServer(const ServerOptions& options) : options_(options) {}
 LapseServer::~LapseServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::StatusOr<int> LapseServer::Start() {
+  assert(hub_ == nullptr && "Start is called at most once");
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
       options_.store, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); });

@@ -1,5 +1,6 @@
 #include "server/service/watch_reactor.h"
 
+#include <cassert>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -81,6 +82,7 @@ void WatchReactor::Shutdown() {
 }
 
 void WatchReactor::SendNextBatchLocked() {
+  assert(!write_in_flight_);
   // Reads that match nothing only move the cursor; keep reading until a batch
   // has events or the log has nothing more, so no empty message goes out.
   while (true) {
@@ -106,6 +108,7 @@ void WatchReactor::SendNextBatchLocked() {
 }
 
 void WatchReactor::WriteLocked(absl::Time now) {
+  assert(!write_in_flight_ && !finished_);
   response_.set_examined_sequence(cursor_);
   sent_sequence_ = cursor_;
   last_write_ = now;
