@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "server/base/log.h"
 #include "server/storage/files.h"
 #include "server/storage/frame.h"
 
@@ -140,7 +140,7 @@ void Wal::Fail(const absl::Status& status) {
   if (!failure_.ok()) return;
   failure_ = absl::UnavailableError(
       absl::StrCat("the write-ahead log failed, writes are refused: ", status.message()));
-  std::fprintf(stderr, "lapsed: %s\n", std::string(failure_.message()).c_str());
+  Log(LogLevel::kError, "%s", failure_.message());
   rotated_cv_.SignalAll();
 }
 
