@@ -53,6 +53,10 @@ absl::Status LapseServer::OpenStore() {
   store.segment_bytes = options_.wal_segment_bytes;
   store.snapshot_after_bytes = options_.snapshot_after_bytes;
   store.truncate_damaged_wal = options_.wal_truncate_damaged;
+  // Watchers see an expiry event only once the change that made it is durable.
+  store.on_durable = [log = event_log_.get()](uint64_t last_event_sequence) {
+    log->MakeVisibleThrough(last_event_sequence);
+  };
   absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(store);
   if (!opened.ok()) return opened.status();
   store_ = *std::move(opened);

@@ -128,7 +128,7 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventLog* lo
       Wal::Open({.dir = options_.dir,
                  .fsync = options_.fsync,
                  .segment_bytes = options_.segment_bytes,
-                 .events = log},
+                 .on_durable = options_.on_durable},
                 replayed->next_lsn);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);

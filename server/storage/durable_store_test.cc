@@ -43,13 +43,14 @@ struct Server {
   // seconds, as a fresh server seeds it from its clock.
   Server(const std::string& dir, Clock* clock, DurableStore::Options options = {},
          uint64_t first_sequence = 1000) {
-    options.dir = dir;
-    absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    store = *std::move(opened);
     if (first_sequence == 0) first_sequence = absl::ToUnixSeconds(clock->Now());
     log = std::make_unique<EventLog>(EventLog::Options{
         .first_sequence = first_sequence, .visible_on_append = false});
+    options.dir = dir;
+    options.on_durable = [l = log.get()](uint64_t sequence) { l->MakeVisibleThrough(sequence); };
+    absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    store = *std::move(opened);
     Engine::Options engine_options;
     engine_options.shards = 4;
     engine_options.journal = store.get();

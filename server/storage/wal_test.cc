@@ -9,12 +9,15 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/base/mutex.h"
 #include "server/storage/files.h"
 #include "server/storage/frame.h"
 
 namespace lapse {
 namespace {
 
+using ::testing::Contains;
+using ::testing::Each;
 using ::testing::HasSubstr;
 
 std::string MakeTempDir() {
@@ -120,19 +123,38 @@ TEST(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
   EXPECT_EQ(r.batches.size(), static_cast<size_t>(kThreads * kPerThread));
 }
 
-TEST(WalTest, EventsBecomeVisibleOnlyOnceTheirBatchIsDurable) {
+TEST(WalTest, OnDurableHearsTheLastEventSequenceBeforeTheWaiters) {
   const std::string dir = MakeTempDir();
-  EventLog log({.first_sequence = 1, .visible_on_append = false});
-  auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways, .events = &log}, 1);
+  Mutex mu;
+  std::vector<uint64_t> heard;
+  auto wal = Wal::Open({.dir = dir,
+                        .fsync = FsyncPolicy::kAlways,
+                        .on_durable =
+                            [&](uint64_t last_event_sequence) {
+                              MutexLock lock(&mu);
+                              heard.push_back(last_event_sequence);
+                            }},
+                       1);
   ASSERT_TRUE(wal.ok());
-  ExpiryEvent e;
-  e.collection = "c";
-  e.key = "k";
-  const uint64_t seq = log.Append({e});
-  EXPECT_EQ(log.last_sequence(), 0u);
-  (*wal)->Append("batch with the expiry", seq);
+  (*wal)->Append("no expiry", 0);
   ASSERT_TRUE((*wal)->AwaitDurable().ok());
-  EXPECT_EQ(log.last_sequence(), seq);
+  {
+    MutexLock lock(&mu);
+    EXPECT_TRUE(heard.empty()) << "no durable batch has carried an event yet";
+  }
+
+  (*wal)->Append("expires 1..7", 7);
+  (*wal)->Append("no expiry", 0);
+  std::vector<uint64_t> heard_when_durable;
+  (*wal)->WhenDurable([&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    MutexLock lock(&mu);
+    heard_when_durable = heard;
+  });
+  ASSERT_TRUE((*wal)->AwaitDurable().ok());
+  MutexLock lock(&mu);
+  EXPECT_THAT(heard_when_durable, Contains(7u));
+  EXPECT_THAT(heard, Each(7u));
 }
 
 TEST(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
