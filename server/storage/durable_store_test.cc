@@ -1,7 +1,5 @@
 #include "server/storage/durable_store.h"
 
-#include <stdlib.h>
-
 #include <atomic>
 #include <string>
 #include <thread>
@@ -11,10 +9,12 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace lapse {
 namespace {
 
+using ::lapse::testing::TempDir;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixMillis(1'700'000'000'000);
@@ -29,12 +29,6 @@ DurableStore::Options WithoutAutomaticSnapshots() {
   DurableStore::Options options;
   options.snapshot_after_bytes = 0;
   return options;
-}
-
-std::string MakeTempDir() {
-  std::string pattern = absl::StrCat(::testing::TempDir(), "/lapse-store-XXXXXX");
-  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-  return pattern;
 }
 
 // One server's worth of state over a data directory, as lapsed wires it.
@@ -146,7 +140,8 @@ void MakeHistory(Server& s, FakeClock& clock) {
 }
 
 TEST(DurableStoreTest, RestartRestoresMembersDeadlinesEventsAndTheSequence) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   std::string before;
   {
@@ -172,7 +167,8 @@ TEST(DurableStoreTest, RestartRestoresMembersDeadlinesEventsAndTheSequence) {
 }
 
 TEST(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   std::string before;
   {
@@ -207,7 +203,8 @@ TEST(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
 }
 
 TEST(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   std::string before;
   {
@@ -247,7 +244,8 @@ TEST(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
 }
 
 TEST(DurableStoreTest, MembersDueWhileDownExpireAfterStartWithTheirEvents) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   uint64_t last_before;
   {
@@ -276,7 +274,8 @@ TEST(DurableStoreTest, MembersDueWhileDownExpireAfterStartWithTheirEvents) {
 }
 
 TEST(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   uint64_t position;
   std::vector<std::string> expected;
@@ -307,7 +306,8 @@ TEST(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
 }
 
 TEST(DurableStoreTest, TheSequenceCounterSurvivesARestartWithoutSnapshotOrEvents) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   uint64_t first_next;
   {
@@ -338,7 +338,8 @@ TEST(DurableStoreTest, TheSequenceCounterSurvivesARestartWithoutSnapshotOrEvents
 }
 
 TEST(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   DurableStore::Options options;
   options.dir = dir;
   absl::StatusOr<std::unique_ptr<DurableStore>> first = DurableStore::Open(options);
@@ -351,7 +352,8 @@ TEST(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
 }
 
 TEST(DurableStoreTest, ADamagedSnapshotRefusesToStart) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   {
     Server s(dir, &clock, WithoutAutomaticSnapshots());
@@ -374,7 +376,8 @@ TEST(DurableStoreTest, ADamagedSnapshotRefusesToStart) {
 }
 
 TEST(DurableStoreTest, AutomaticSnapshotsKeepTheLogShort) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   std::string before;
   {
