@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <climits>
 #include <csignal>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -26,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/base/log.h"
 #include "server/lapse_server.h"
 
 namespace {
@@ -107,23 +107,8 @@ ABSL_FLAG(std::string, log_level, "info",
 
 namespace {
 
-enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2 };
-
-LogLevel g_log_level = LogLevel::kInfo;
-
-void Log(LogLevel level, const char* format, ...)
-    __attribute__((format(printf, 2, 3)));
-
-void Log(LogLevel level, const char* format, ...) {
-  if (level > g_log_level) return;
-  static constexpr const char* kNames[] = {"ERROR", "WARNING", "INFO"};
-  std::fprintf(stderr, "lapsed %s: ", kNames[static_cast<int>(level)]);
-  va_list args;
-  va_start(args, format);
-  std::vfprintf(stderr, format, args);
-  va_end(args);
-  std::fputc('\n', stderr);
-}
+using lapse::Log;
+using lapse::LogLevel;
 
 // Checks that `flag`'s value is within [min, max].
 bool InRange(absl::string_view flag, int64_t value, int64_t min, int64_t max,
@@ -240,19 +225,6 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   return options;
 }
 
-bool SetLogLevel(absl::string_view name) {
-  if (name == "error") {
-    g_log_level = LogLevel::kError;
-  } else if (name == "warning") {
-    g_log_level = LogLevel::kWarning;
-  } else if (name == "info") {
-    g_log_level = LogLevel::kInfo;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 // Lets flags be written --data-dir as well as --data_dir: dashes in a flag's
 // name (not its value) become underscores.
 void UnderscoreFlagNames(int argc, char** argv) {
@@ -292,11 +264,13 @@ int main(int argc, char** argv) {
   UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
 
-  if (!SetLogLevel(absl::GetFlag(FLAGS_log_level))) {
+  LogLevel log_level;
+  if (!lapse::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &log_level)) {
     std::fprintf(stderr, "lapsed: --log_level=%s: expected error, warning or info\n",
                  absl::GetFlag(FLAGS_log_level).c_str());
     return 2;
   }
+  lapse::SetMinLogLevel(log_level);
   absl::StatusOr<lapse::ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) {
     std::fprintf(stderr, "lapsed: %s\n",
@@ -316,24 +290,21 @@ int main(int argc, char** argv) {
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();
   if (!port.ok()) {
-    Log(LogLevel::kError, "%s", std::string(port.status().message()).c_str());
+    Log(LogLevel::kError, "%s", port.status().message());
     return 1;
   }
   if (const auto& recovered = server.embedded_store().recovery(); recovered.has_value()) {
     Log(LogLevel::kInfo,
-        "recovered %llu members and %llu retained events from %s + %llu log batches in %s",
-        static_cast<unsigned long long>(recovered->members),
-        static_cast<unsigned long long>(recovered->events),
-        recovered->snapshot.empty() ? "no snapshot" : recovered->snapshot.c_str(),
-        static_cast<unsigned long long>(recovered->batches_replayed),
-        absl::FormatDuration(recovered->took).c_str());
+        "recovered %d members and %d retained events from %s + %d log batches in %s",
+        recovered->members, recovered->events,
+        recovered->snapshot.empty() ? "no snapshot" : recovered->snapshot,
+        recovered->batches_replayed, absl::FormatDuration(recovered->took));
     if (!recovered->torn_tail.empty()) {
-      Log(LogLevel::kWarning, "cut a torn write-ahead log tail: %s",
-          recovered->torn_tail.c_str());
+      Log(LogLevel::kWarning, "cut a torn write-ahead log tail: %s", recovered->torn_tail);
     }
     if (!recovered->discarded.empty()) {
       Log(LogLevel::kError, "--wal_truncate_damaged DISCARDED the log from %s on",
-          recovered->discarded.c_str());
+          recovered->discarded);
     }
   }
   std::printf("lapsed listening on %s (port %d); store: %s; shards %zu\n",
@@ -345,8 +316,7 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &signal_number);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
   Log(LogLevel::kInfo, "received %s; draining (grace %s)",
-      signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
-      absl::FormatDuration(grace).c_str());
+      signal_number == SIGTERM ? "SIGTERM" : "SIGINT", absl::FormatDuration(grace));
   server.Shutdown(grace);
   Log(LogLevel::kInfo, "stopped");
   return 0;

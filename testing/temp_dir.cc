@@ -6,24 +6,23 @@
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace lapse::testing {
-namespace {
 
-std::string Root() {
-  for (const char* var : {"TEST_TMPDIR", "TMPDIR"}) {
-    if (const char* dir = std::getenv(var); dir != nullptr && *dir != '\0') return dir;
-  }
-  return "/tmp";
-}
-
-}  // namespace
-
-TempDir::TempDir() : path_(Root() + "/lapse-test-XXXXXX") {
-  if (::mkdtemp(path_.data()) == nullptr) {
-    std::perror(("mkdtemp " + path_).c_str());
+TempDir::TempDir() {
+  std::string base = ::testing::TempDir();
+  if (!absl::EndsWith(base, "/")) base += '/';
+  std::string pattern = absl::StrCat(base, "lapse-test-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    std::perror(pattern.c_str());
     std::abort();
   }
+  path_ = std::move(pattern);
 }
 
 TempDir::~TempDir() {

@@ -1,10 +1,13 @@
-// TempDir: a fresh directory for one test, removed with everything in it when
-// the TempDir is destroyed, so tests leave nothing behind in /tmp.
+// TempDir: a fresh, empty directory for one test, removed with everything in
+// it when the TempDir goes out of scope.
 //
 //   lapse::testing::TempDir dir;
-//   options.data_dir = dir.path();
+//   auto store = DurableStore::Open({.dir = dir.path()});
 //
-// Created under $TEST_TMPDIR, else $TMPDIR, else /tmp. Not thread-safe.
+// It is made under ::testing::TempDir() ($TEST_TMPDIR, else /tmp) and named
+// lapse-test-XXXXXX. A test program that cannot create it aborts.
+//
+// Thread-compatible: path() never changes.
 #ifndef LAPSE_TESTING_TEMP_DIR_H_
 #define LAPSE_TESTING_TEMP_DIR_H_
 
@@ -14,7 +17,6 @@ namespace lapse::testing {
 
 class TempDir final {
  public:
-  // Aborts if the directory cannot be created.
   TempDir();
   ~TempDir();
   TempDir(const TempDir&) = delete;

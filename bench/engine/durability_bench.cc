@@ -90,6 +90,7 @@ struct Store {
       options.dir = dir;
       options.fsync = fsync;
       options.snapshot_after_bytes = 0;
+      options.on_durable = [l = log.get()](uint64_t sequence) { l->MakeVisibleThrough(sequence); };
       absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
       if (!opened.ok()) {
         std::fprintf(stderr, "%s\n", std::string(opened.status().message()).c_str());

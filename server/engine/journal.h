@@ -79,9 +79,6 @@ class BatchEncoder {
   std::string Finish(uint64_t first_event_sequence);
 
  private:
-  void PutString(absl::string_view s);
-  void PutFixed64(uint64_t v);
-
   std::string buffer_;
   uint32_t count_ = 0;
 };

@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/base/coding.h"
 
 namespace lapse {
 namespace {
@@ -37,76 +38,12 @@ absl::Status MalformedToken() {
   return FieldError("page_token", "malformed; use a next_page_token as returned");
 }
 
-void PutVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
+bool GetString(absl::string_view* in, std::string* out) {
+  absl::string_view s;
+  if (!GetLengthPrefixed(in, &s)) return false;
+  out->assign(s.data(), s.size());
+  return true;
 }
-
-void PutFixed(uint64_t v, int bytes, std::string* out) {
-  for (int i = 0; i < bytes; ++i) {
-    out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  }
-}
-
-void PutString(absl::string_view s, std::string* out) {
-  PutVarint(s.size(), out);
-  out->append(s.data(), s.size());
-}
-
-// Reads the encoding written by the Put* functions. Every method returns
-// false, consuming nothing useful, once the input is short or malformed.
-class TokenReader {
- public:
-  explicit TokenReader(absl::string_view data) : data_(data) {}
-
-  bool Byte(uint8_t* out) {
-    if (data_.empty()) return false;
-    *out = static_cast<uint8_t>(data_.front());
-    data_.remove_prefix(1);
-    return true;
-  }
-
-  bool Varint(uint64_t* out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      uint8_t b;
-      if (!Byte(&b)) return false;
-      v |= uint64_t{b & 0x7fu} << shift;
-      if ((b & 0x80) == 0) {
-        *out = v;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  bool Fixed(int bytes, uint64_t* out) {
-    if (data_.size() < static_cast<size_t>(bytes)) return false;
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) {
-      v |= uint64_t{static_cast<uint8_t>(data_[i])} << (8 * i);
-    }
-    data_.remove_prefix(bytes);
-    *out = v;
-    return true;
-  }
-
-  bool String(std::string* out) {
-    uint64_t size;
-    if (!Varint(&size) || size > data_.size()) return false;
-    out->assign(data_.data(), size);
-    data_.remove_prefix(size);
-    return true;
-  }
-
-  bool AtEnd() const { return data_.empty(); }
-
- private:
-  absl::string_view data_;
-};
 
 // Unescapes `token` and checks its version and kind.
 absl::StatusOr<std::string> OpenToken(absl::string_view token, uint8_t kind) {
@@ -300,7 +237,7 @@ void ExpiryEventToProto(const ExpiryEvent& event, bool include_value,
 std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder order,
                                   const MemberCursor& cursor) {
   std::string body;
-  PutString(collection, &body);
+  PutLengthPrefixed(&body, collection);
   body.push_back(static_cast<char>(order));
   if (cursor.expire_time == NoDeadline()) {
     body.push_back(static_cast<char>(kNoDeadline));
@@ -309,10 +246,10 @@ std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder orde
     const int64_t nanos = absl::ToInt64Nanoseconds(
         cursor.expire_time - absl::FromUnixSeconds(seconds));
     body.push_back(static_cast<char>(kFiniteTime));
-    PutFixed(static_cast<uint64_t>(seconds), 8, &body);
-    PutFixed(static_cast<uint64_t>(nanos), 4, &body);
+    PutFixed64(&body, static_cast<uint64_t>(seconds));
+    PutFixed32(&body, static_cast<uint32_t>(nanos));
   }
-  PutString(cursor.key, &body);
+  PutLengthPrefixed(&body, cursor.key);
   return SealToken(kMemberToken, body);
 }
 
@@ -321,12 +258,12 @@ absl::StatusOr<MemberCursor> DecodeMemberPageToken(absl::string_view token,
                                                    MemberOrder order) {
   absl::StatusOr<std::string> body = OpenToken(token, kMemberToken);
   if (!body.ok()) return body.status();
-  TokenReader reader(*body);
+  absl::string_view in = *body;
   std::string token_collection;
   uint8_t token_order;
   uint8_t time_kind;
-  if (!reader.String(&token_collection) || !reader.Byte(&token_order) ||
-      !reader.Byte(&time_kind)) {
+  if (!GetString(&in, &token_collection) || !GetByte(&in, &token_order) ||
+      !GetByte(&in, &time_kind)) {
     return MalformedToken();
   }
   MemberCursor cursor;
@@ -334,9 +271,9 @@ absl::StatusOr<MemberCursor> DecodeMemberPageToken(absl::string_view token,
     cursor.expire_time = NoDeadline();
   } else if (time_kind == kFiniteTime) {
     uint64_t seconds;
-    uint64_t nanos;
-    if (!reader.Fixed(8, &seconds) || !reader.Fixed(4, &nanos) ||
-        nanos > static_cast<uint64_t>(kMaxNanos)) {
+    uint32_t nanos;
+    if (!GetFixed64(&in, &seconds) || !GetFixed32(&in, &nanos) ||
+        nanos > static_cast<uint32_t>(kMaxNanos)) {
       return MalformedToken();
     }
     cursor.expire_time =
@@ -345,7 +282,7 @@ absl::StatusOr<MemberCursor> DecodeMemberPageToken(absl::string_view token,
   } else {
     return MalformedToken();
   }
-  if (!reader.String(&cursor.key) || !reader.AtEnd()) return MalformedToken();
+  if (!GetString(&in, &cursor.key) || !in.empty()) return MalformedToken();
   if (token_collection != collection ||
       token_order != static_cast<uint8_t>(order)) {
     return FieldError("page_token",
@@ -357,8 +294,8 @@ absl::StatusOr<MemberCursor> DecodeMemberPageToken(absl::string_view token,
 std::string EncodeCollectionPageToken(absl::string_view prefix,
                                       absl::string_view after) {
   std::string body;
-  PutString(prefix, &body);
-  PutString(after, &body);
+  PutLengthPrefixed(&body, prefix);
+  PutLengthPrefixed(&body, after);
   return SealToken(kCollectionToken, body);
 }
 
@@ -366,11 +303,11 @@ absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
                                                       absl::string_view prefix) {
   absl::StatusOr<std::string> body = OpenToken(token, kCollectionToken);
   if (!body.ok()) return body.status();
-  TokenReader reader(*body);
+  absl::string_view in = *body;
   std::string token_prefix;
   std::string after;
-  if (!reader.String(&token_prefix) || !reader.String(&after) ||
-      !reader.AtEnd()) {
+  if (!GetString(&in, &token_prefix) || !GetString(&in, &after) ||
+      !in.empty()) {
     return MalformedToken();
   }
   if (token_prefix != prefix) {

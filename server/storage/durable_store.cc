@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/base/log.h"
 
 namespace lapse {
 namespace {
@@ -127,7 +128,7 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventLog* lo
       Wal::Open({.dir = options_.dir,
                  .fsync = options_.fsync,
                  .segment_bytes = options_.segment_bytes,
-                 .events = log},
+                 .on_durable = options_.on_durable},
                 replayed->next_lsn);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);
@@ -211,8 +212,7 @@ void DurableStore::RunSnapshots() {
     if (wal_->bytes_since_rotate() < options_.snapshot_after_bytes) continue;
     absl::StatusOr<SnapshotStats> stats = TakeSnapshot();
     if (!stats.ok()) {
-      std::fprintf(stderr, "lapsed: snapshot failed: %s\n",
-                   std::string(stats.status().message()).c_str());
+      Log(LogLevel::kError, "snapshot failed: %s", stats.status().message());
     }
   }
 }

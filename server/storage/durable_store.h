@@ -1,8 +1,10 @@
 // DurableStore: lapse's durability. Owns a data directory: a lock, the
 // write-ahead log (wal.h) and snapshots (snapshot.h).
 //
-//   auto store = lapse::DurableStore::Open({.dir = "/var/lib/lapse"});
 //   lapse::EventLog log({... .visible_on_append = false});
+//   auto store = lapse::DurableStore::Open(
+//       {.dir = "/var/lib/lapse",
+//        .on_durable = [&log](uint64_t seq) { log.MakeVisibleThrough(seq); }});
 //   lapse::Engine engine({.journal = store->get()}, clock, &log);
 //   auto recovered = (*store)->Recover(&engine, &log);  // before serving
 //   ... engine.Put(...); (*store)->WhenDurable(answer_the_rpc);
@@ -63,6 +65,11 @@ class DurableStore final : public Journal {
     // Start even when the log is damaged in the middle, discarding
     // everything from the damage on.
     bool truncate_damaged_wal = false;
+    // Hears how far the expiry events of durable changes go; see
+    // Wal::Options::on_durable for when and on which thread. The server
+    // connects it to EventLog::MakeVisibleThrough, whose log is built with
+    // visible_on_append = false. What it refers to must outlive the store.
+    std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
   };
 
   // Creates the directory if needed and locks it (FAILED_PRECONDITION when

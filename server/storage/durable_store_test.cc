@@ -1,7 +1,5 @@
 #include "server/storage/durable_store.h"
 
-#include <stdlib.h>
-
 #include <atomic>
 #include <string>
 #include <thread>
@@ -11,10 +9,12 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace lapse {
 namespace {
 
+using ::lapse::testing::TempDir;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixMillis(1'700'000'000'000);
@@ -31,25 +31,20 @@ DurableStore::Options WithoutAutomaticSnapshots() {
   return options;
 }
 
-std::string MakeTempDir() {
-  std::string pattern = absl::StrCat(::testing::TempDir(), "/lapse-store-XXXXXX");
-  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-  return pattern;
-}
-
 // One server's worth of state over a data directory, as lapsed wires it.
 struct Server {
   // The log's first sequence is `first_sequence`, or, with 0, the clock's
   // seconds, as a fresh server seeds it from its clock.
   Server(const std::string& dir, Clock* clock, DurableStore::Options options = {},
          uint64_t first_sequence = 1000) {
-    options.dir = dir;
-    absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    store = *std::move(opened);
     if (first_sequence == 0) first_sequence = absl::ToUnixSeconds(clock->Now());
     log = std::make_unique<EventLog>(EventLog::Options{
         .first_sequence = first_sequence, .visible_on_append = false});
+    options.dir = dir;
+    options.on_durable = [l = log.get()](uint64_t sequence) { l->MakeVisibleThrough(sequence); };
+    absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    store = *std::move(opened);
     Engine::Options engine_options;
     engine_options.shards = 4;
     engine_options.journal = store.get();
@@ -145,7 +140,8 @@ void MakeHistory(Server& s, FakeClock& clock) {
 }
 
 TEST(DurableStoreTest, RestartRestoresMembersDeadlinesEventsAndTheSequence) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   std::string before;
   {
@@ -171,7 +167,8 @@ TEST(DurableStoreTest, RestartRestoresMembersDeadlinesEventsAndTheSequence) {
 }
 
 TEST(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   std::string before;
   {
@@ -206,7 +203,8 @@ TEST(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
 }
 
 TEST(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   std::string before;
   {
@@ -246,7 +244,8 @@ TEST(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
 }
 
 TEST(DurableStoreTest, MembersDueWhileDownExpireAfterStartWithTheirEvents) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   uint64_t last_before;
   {
@@ -275,7 +274,8 @@ TEST(DurableStoreTest, MembersDueWhileDownExpireAfterStartWithTheirEvents) {
 }
 
 TEST(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   uint64_t position;
   std::vector<std::string> expected;
@@ -306,7 +306,8 @@ TEST(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
 }
 
 TEST(DurableStoreTest, TheSequenceCounterSurvivesARestartWithoutSnapshotOrEvents) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   uint64_t first_next;
   {
@@ -337,7 +338,8 @@ TEST(DurableStoreTest, TheSequenceCounterSurvivesARestartWithoutSnapshotOrEvents
 }
 
 TEST(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   DurableStore::Options options;
   options.dir = dir;
   absl::StatusOr<std::unique_ptr<DurableStore>> first = DurableStore::Open(options);
@@ -350,7 +352,8 @@ TEST(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
 }
 
 TEST(DurableStoreTest, ADamagedSnapshotRefusesToStart) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   {
     Server s(dir, &clock, WithoutAutomaticSnapshots());
@@ -373,7 +376,8 @@ TEST(DurableStoreTest, ADamagedSnapshotRefusesToStart) {
 }
 
 TEST(DurableStoreTest, AutomaticSnapshotsKeepTheLogShort) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   FakeClock clock(kStart);
   std::string before;
   {

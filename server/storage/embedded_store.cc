@@ -22,13 +22,17 @@ EventLog::Options LogOptions(const EmbeddedStore::Options& options,
   return log;
 }
 
-DurableStore::Options DurableOptions(const EmbeddedStore::Options& options) {
+DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, EventLog* log) {
   DurableStore::Options durable;
   durable.dir = options.data_dir;
   durable.fsync = options.fsync;
   durable.segment_bytes = options.wal_segment_bytes;
   durable.snapshot_after_bytes = options.snapshot_after_bytes;
   durable.truncate_damaged_wal = options.wal_truncate_damaged;
+  // Watchers see an expiry event only once the change that made it is durable.
+  durable.on_durable = [log](uint64_t last_event_sequence) {
+    log->MakeVisibleThrough(last_event_sequence);
+  };
   return durable;
 }
 
@@ -52,7 +56,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
   store->event_log_ = std::make_unique<EventLog>(LogOptions(options, std::move(on_readable)));
   if (!options.data_dir.empty()) {
     absl::StatusOr<std::unique_ptr<DurableStore>> opened =
-        DurableStore::Open(DurableOptions(options));
+        DurableStore::Open(DurableOptions(options, store->event_log_.get()));
     if (!opened.ok()) return opened.status();
     store->durable_ = *std::move(opened);
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "server/base/coding.h"
 #include "server/storage/files.h"
 #include "server/storage/frame.h"
 
@@ -22,17 +23,6 @@ constexpr absl::string_view kFooterMagic = "end";
 constexpr size_t kMembersPerChunk = 256;
 constexpr size_t kEventsPerChunk = 4096;
 constexpr size_t kWriteBufferBytes = 1 << 20;
-
-void PutFixed64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-bool GetFixed64(absl::string_view* in, uint64_t* v) {
-  if (in->size() < 8) return false;
-  *v = 0;
-  for (int i = 0; i < 8; ++i) *v |= static_cast<uint64_t>(static_cast<uint8_t>((*in)[i])) << (8 * i);
-  in->remove_prefix(8);
-  return true;
-}
 
 // Streams frames to a file, numbering them.
 class FrameWriter {

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "server/base/log.h"
 #include "server/storage/files.h"
 #include "server/storage/frame.h"
 
@@ -140,7 +140,7 @@ void Wal::Fail(const absl::Status& status) {
   if (!failure_.ok()) return;
   failure_ = absl::UnavailableError(
       absl::StrCat("the write-ahead log failed, writes are refused: ", status.message()));
-  std::fprintf(stderr, "lapsed: %s\n", std::string(failure_.message()).c_str());
+  Log(LogLevel::kError, "%s", failure_.message());
   rotated_cv_.SignalAll();
 }
 
@@ -219,6 +219,14 @@ void Wal::Run() {
       if (s.ok()) unsynced_since_ = absl::InfiniteFuture();
     }
 
+    // Before durable_lsn_ moves, so that whoever learns that a batch is
+    // durable (a waiter, or a WhenDurable or Rotate that returns at once) finds
+    // its events announced. Only this thread fails the log, so s.ok() means
+    // the log has not failed.
+    if (s.ok() && options_.on_durable && event_sequence != 0) {
+      options_.on_durable(event_sequence);
+    }
+
     std::vector<std::function<void(absl::Status)>> ready;
     absl::Status outcome;
     {
@@ -244,9 +252,6 @@ void Wal::Run() {
         for (auto& fn : it->second) ready.push_back(std::move(fn));
       }
       waiters_.erase(waiters_.begin(), end);
-    }
-    if (outcome.ok() && options_.events != nullptr && event_sequence != 0) {
-      options_.events->MakeVisibleThrough(event_sequence);
     }
     for (auto& fn : ready) fn(outcome);
     if (stopping) return;

@@ -12,8 +12,8 @@
 // once written (kEverySecond, kNever: it survives the process being killed)
 // or once fsynced (kAlways: it survives the machine failing too). kEverySecond
 // fsyncs at most a second after a write, like Redis' appendfsync everysec.
-// Events a batch expired are made visible in the EventLog only once the batch
-// is durable.
+// Options::on_durable hears how far the expiry events of durable batches go,
+// so that the server shows an event to watchers only once it is durable.
 //
 // After a write error the log fails for good: status() turns UNAVAILABLE and
 // every waiter is told.
@@ -34,7 +34,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/engine/event_log.h"
 #include "server/base/mutex.h"
 
 namespace lapse {
@@ -61,8 +60,13 @@ class Wal {
     FsyncPolicy fsync = FsyncPolicy::kEverySecond;
     // A segment past this size is closed and a new one started.
     size_t segment_bytes = size_t{64} << 20;
-    // Where to make expiry events visible once durable; may be null.
-    EventLog* events = nullptr;
+    // Called with the highest expiry event sequence of the batches durable so
+    // far (see Append), after each write or fsync once any batch has carried
+    // an event: never decreasing, possibly repeated. Runs on the flusher
+    // thread, one call at a time, before anyone can learn that those batches
+    // are durable (WhenDurable, AwaitDurable, Rotate); must not block, as
+    // every waiting writer waits for it. May be empty.
+    std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
   };
 
   // Starts a new segment whose first batch will get `next_lsn`, and the
@@ -73,8 +77,9 @@ class Wal {
   Wal(const Wal&) = delete;
   Wal& operator=(const Wal&) = delete;
 
-  // Queues a batch under the next LSN. Never blocks on I/O; dropped once the
-  // log has failed.
+  // Queues a batch under the next LSN. `last_event_sequence` is the sequence
+  // of the batch's last expiry event, 0 when it has none (see on_durable).
+  // Never blocks on I/O; dropped once the log has failed.
   void Append(std::string batch, uint64_t last_event_sequence);
 
   // Calls `done` once every batch appended before this call is durable, or

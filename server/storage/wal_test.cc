@@ -1,7 +1,5 @@
 #include "server/storage/wal.h"
 
-#include <stdlib.h>
-
 #include <string>
 #include <thread>
 #include <vector>
@@ -9,20 +7,18 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/base/mutex.h"
 #include "server/storage/files.h"
 #include "server/storage/frame.h"
+#include "testing/temp_dir.h"
 
 namespace lapse {
 namespace {
 
+using ::lapse::testing::TempDir;
+using ::testing::Contains;
+using ::testing::Each;
 using ::testing::HasSubstr;
-
-std::string MakeTempDir() {
-  std::string pattern = absl::StrCat(::testing::TempDir(), "/lapse-wal-XXXXXX");
-  char* dir = ::mkdtemp(pattern.data());
-  EXPECT_NE(dir, nullptr);
-  return pattern;
-}
 
 std::string Batch(int i) { return absl::StrCat("batch-", i, std::string(i % 7, 'x')); }
 
@@ -71,7 +67,8 @@ void WriteFile(const std::string& path, const std::string& data) {
 }
 
 TEST(WalTest, BatchesReplayInOrderWithTheirLsns) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   WriteBatches(dir, 50);
   Replayed r = Replay(dir);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
@@ -82,7 +79,8 @@ TEST(WalTest, BatchesReplayInOrderWithTheirLsns) {
 }
 
 TEST(WalTest, ReplayFromAnLsnSkipsEarlierBatches) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   WriteBatches(dir, 10);
   Replayed r = Replay(dir, 8);
   ASSERT_TRUE(r.result.ok());
@@ -90,14 +88,15 @@ TEST(WalTest, ReplayFromAnLsnSkipsEarlierBatches) {
 }
 
 TEST(WalTest, EmptyDirectoryReplaysNothing) {
-  Replayed r = Replay(MakeTempDir(), 7);
+  Replayed r = Replay(TempDir().path(), 7);
   ASSERT_TRUE(r.result.ok());
   EXPECT_TRUE(r.batches.empty());
   EXPECT_EQ(r.result->next_lsn, 7u);
 }
 
 TEST(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways}, 1);
   ASSERT_TRUE(wal.ok());
   constexpr int kThreads = 8, kPerThread = 200;
@@ -120,23 +119,44 @@ TEST(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
   EXPECT_EQ(r.batches.size(), static_cast<size_t>(kThreads * kPerThread));
 }
 
-TEST(WalTest, EventsBecomeVisibleOnlyOnceTheirBatchIsDurable) {
-  const std::string dir = MakeTempDir();
-  EventLog log({.first_sequence = 1, .visible_on_append = false});
-  auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways, .events = &log}, 1);
+TEST(WalTest, OnDurableHearsTheLastEventSequenceBeforeTheWaiters) {
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
+  Mutex mu;
+  std::vector<uint64_t> heard;
+  auto wal = Wal::Open({.dir = dir,
+                        .fsync = FsyncPolicy::kAlways,
+                        .on_durable =
+                            [&](uint64_t last_event_sequence) {
+                              MutexLock lock(&mu);
+                              heard.push_back(last_event_sequence);
+                            }},
+                       1);
   ASSERT_TRUE(wal.ok());
-  ExpiryEvent e;
-  e.collection = "c";
-  e.key = "k";
-  const uint64_t seq = log.Append({e});
-  EXPECT_EQ(log.last_sequence(), 0u);
-  (*wal)->Append("batch with the expiry", seq);
+  (*wal)->Append("no expiry", 0);
   ASSERT_TRUE((*wal)->AwaitDurable().ok());
-  EXPECT_EQ(log.last_sequence(), seq);
+  {
+    MutexLock lock(&mu);
+    EXPECT_TRUE(heard.empty()) << "no durable batch has carried an event yet";
+  }
+
+  (*wal)->Append("expires 1..7", 7);
+  (*wal)->Append("no expiry", 0);
+  std::vector<uint64_t> heard_when_durable;
+  (*wal)->WhenDurable([&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    MutexLock lock(&mu);
+    heard_when_durable = heard;
+  });
+  ASSERT_TRUE((*wal)->AwaitDurable().ok());
+  MutexLock lock(&mu);
+  EXPECT_THAT(heard_when_durable, Contains(7u));
+  EXPECT_THAT(heard, Each(7u));
 }
 
 TEST(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever}, 1);
   ASSERT_TRUE(wal.ok());
   for (int i = 1; i <= 5; ++i) (*wal)->Append(Batch(i), 0);
@@ -155,7 +175,8 @@ TEST(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
 }
 
 TEST(WalTest, SegmentsRollOverBySize) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   {
     auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever, .segment_bytes = 200}, 1);
     ASSERT_TRUE(wal.ok());
@@ -171,7 +192,8 @@ TEST(WalTest, SegmentsRollOverBySize) {
 }
 
 TEST(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   WriteBatches(dir, 12);
   const std::string path = OnlySegment(dir);
   const std::string original = *files::ReadAll(path);
@@ -196,7 +218,8 @@ TEST(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
 }
 
 TEST(WalTest, ABitFlipInTheLastBatchIsATornTail) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   WriteBatches(dir, 5);
   const std::string path = OnlySegment(dir);
   std::string data = *files::ReadAll(path);
@@ -209,7 +232,8 @@ TEST(WalTest, ABitFlipInTheLastBatchIsATornTail) {
 }
 
 TEST(WalTest, ABitFlipInTheMiddleRefusesToStartNamingFileAndOffset) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   WriteBatches(dir, 10);
   const std::string path = OnlySegment(dir);
   const std::string original = *files::ReadAll(path);
@@ -230,7 +254,8 @@ TEST(WalTest, ABitFlipInTheMiddleRefusesToStartNamingFileAndOffset) {
 }
 
 TEST(WalTest, TruncateDamagedKeepsWhatPrecedesTheDamage) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   WriteBatches(dir, 10);
   const std::string path = OnlySegment(dir);
   std::string data = *files::ReadAll(path);
@@ -247,7 +272,8 @@ TEST(WalTest, TruncateDamagedKeepsWhatPrecedesTheDamage) {
 }
 
 TEST(WalTest, AMissingSegmentIsDataLoss) {
-  const std::string dir = MakeTempDir();
+  const TempDir temp_dir;
+  const std::string& dir = temp_dir.path();
   {
     auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever}, 1);
     ASSERT_TRUE(wal.ok());

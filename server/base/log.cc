@@ -1,0 +1,59 @@
+#include "server/base/log.h"
+
+#include <atomic>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace lapse {
+namespace {
+
+std::atomic<LogLevel> g_min_level{LogLevel::kInfo};
+// nullptr: stderr.
+std::atomic<std::FILE*> g_sink{nullptr};
+
+absl::string_view LevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARNING";
+    case LogLevel::kError:
+      return "ERROR";
+  }
+  return "UNKNOWN";
+}
+
+}  // namespace
+
+bool ParseLogLevel(absl::string_view name, LogLevel* level) {
+  if (name == "info") {
+    *level = LogLevel::kInfo;
+  } else if (name == "warning") {
+    *level = LogLevel::kWarning;
+  } else if (name == "error") {
+    *level = LogLevel::kError;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void SetMinLogLevel(LogLevel level) { g_min_level.store(level, std::memory_order_relaxed); }
+
+void SetLogSinkForTesting(std::FILE* sink) { g_sink.store(sink); }
+
+namespace log_internal {
+
+bool Enabled(LogLevel level) { return level >= g_min_level.load(std::memory_order_relaxed); }
+
+void Write(LogLevel level, absl::string_view message) {
+  const std::string line = absl::StrCat("lapsed ", LevelName(level), ": ", message, "\n");
+  std::FILE* sink = g_sink.load();
+  if (sink == nullptr) sink = stderr;
+  std::fwrite(line.data(), 1, line.size(), sink);
+  std::fflush(sink);
+}
+
+}  // namespace log_internal
+}  // namespace lapse

@@ -1,0 +1,110 @@
+#include "server/base/log.h"
+
+#include <stdio.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lapse {
+namespace {
+
+using ::testing::ElementsAre;
+
+// Captures what is logged in memory; puts the process-wide level and sink
+// back afterwards.
+class LogTest : public ::testing::Test {
+ protected:
+  LogTest() : sink_(open_memstream(&buffer_, &size_)) { SetLogSinkForTesting(sink_); }
+  ~LogTest() override {
+    SetLogSinkForTesting(nullptr);
+    SetMinLogLevel(LogLevel::kInfo);
+    std::fclose(sink_);
+    std::free(buffer_);
+  }
+
+  std::string Written() {
+    std::fflush(sink_);
+    return std::string(buffer_, size_);
+  }
+
+ private:
+  char* buffer_ = nullptr;
+  size_t size_ = 0;
+  std::FILE* const sink_;
+};
+
+TEST_F(LogTest, WritesOneLineNamingTheLevel) {
+  SetMinLogLevel(LogLevel::kInfo);
+  Log(LogLevel::kWarning, "cut %d bytes at the end of %s", 12, "wal-1.log");
+  EXPECT_EQ(Written(), "lapsed WARNING: cut 12 bytes at the end of wal-1.log\n");
+}
+
+TEST_F(LogTest, InfoWritesEveryLevel) {
+  SetMinLogLevel(LogLevel::kInfo);
+  Log(LogLevel::kInfo, "a");
+  Log(LogLevel::kWarning, "b");
+  Log(LogLevel::kError, "c");
+  EXPECT_EQ(Written(), "lapsed INFO: a\nlapsed WARNING: b\nlapsed ERROR: c\n");
+}
+
+TEST_F(LogTest, DropsLinesBelowTheMinimumLevel) {
+  SetMinLogLevel(LogLevel::kWarning);
+  Log(LogLevel::kInfo, "not written");
+  Log(LogLevel::kWarning, "written");
+  SetMinLogLevel(LogLevel::kError);
+  Log(LogLevel::kInfo, "not written");
+  Log(LogLevel::kWarning, "not written");
+  Log(LogLevel::kError, "written too");
+  EXPECT_EQ(Written(), "lapsed WARNING: written\nlapsed ERROR: written too\n");
+}
+
+TEST_F(LogTest, LinesFromManyThreadsDoNotInterleave) {
+  constexpr int kThreads = 4;
+  constexpr int kLines = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < kLines; ++i) Log(LogLevel::kInfo, "thread %d line %d", t, i);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::vector<int> next(kThreads, 0);
+  for (absl::string_view line : absl::StrSplit(Written(), '\n', absl::SkipEmpty())) {
+    int t = 0;
+    int i = 0;
+    ASSERT_EQ(sscanf(std::string(line).c_str(), "lapsed INFO: thread %d line %d", &t, &i), 2)
+        << line;
+    ASSERT_TRUE(t >= 0 && t < kThreads) << line;
+    EXPECT_EQ(line, absl::StrCat("lapsed INFO: thread ", t, " line ", next[t]));
+    ++next[t];
+  }
+  EXPECT_THAT(next, ElementsAre(kLines, kLines, kLines, kLines));
+}
+
+TEST(ParseLogLevelTest, AcceptsTheThreeFlagValues) {
+  LogLevel level = LogLevel::kInfo;
+  ASSERT_TRUE(ParseLogLevel("error", &level));
+  EXPECT_EQ(level, LogLevel::kError);
+  ASSERT_TRUE(ParseLogLevel("warning", &level));
+  EXPECT_EQ(level, LogLevel::kWarning);
+  ASSERT_TRUE(ParseLogLevel("info", &level));
+  EXPECT_EQ(level, LogLevel::kInfo);
+}
+
+TEST(ParseLogLevelTest, RejectsAnythingElse) {
+  LogLevel level = LogLevel::kWarning;
+  EXPECT_FALSE(ParseLogLevel("loud", &level));
+  EXPECT_FALSE(ParseLogLevel("ERROR", &level));
+  EXPECT_FALSE(ParseLogLevel("", &level));
+  EXPECT_EQ(level, LogLevel::kWarning);
+}
+
+}  // namespace
+}  // namespace lapse
