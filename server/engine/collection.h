@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,12 +18,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/container/btree_set.h"
+#include "server/base/deadline.h"
 
 namespace lapse {
-
-// Deadlines inside the engine are Unix milliseconds; kNoDeadlineMs marks a
-// persistent member.
-inline constexpr int64_t kNoDeadlineMs = std::numeric_limits<int64_t>::max();
 
 class Member {
  public:

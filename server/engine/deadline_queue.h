@@ -10,24 +10,22 @@
 #define LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
 
 #include <cstdint>
-#include <limits>
 #include <utility>
 
 #include "absl/container/btree_set.h"
+#include "server/base/deadline.h"
 
 namespace lapse {
 
 template <typename Item>
 class DeadlineQueue {
  public:
-  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-
   void Add(int64_t deadline_ms, Item* item) { entries_.emplace(deadline_ms, item); }
   void Remove(int64_t deadline_ms, Item* item) { entries_.erase({deadline_ms, item}); }
 
-  // The earliest deadline, or kNone when empty.
+  // The earliest deadline, or kNoDeadlineMs when empty.
   int64_t NextDeadline() const {
-    return entries_.empty() ? kNone : entries_.begin()->first;
+    return entries_.empty() ? kNoDeadlineMs : entries_.begin()->first;
   }
   // The item with the earliest deadline, or nullptr when empty.
   Item* Front() const {

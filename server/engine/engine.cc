@@ -15,28 +15,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/base/deadline.h"
 #include "server/base/mutex.h"
 #include "server/engine/collection.h"
 #include "server/engine/deadline_queue.h"
 
 namespace lapse {
 namespace {
-
-// ---- Time ------------------------------------------------------------------
-
-// absl::ToUnixMillis rounds toward the infinite past.
-int64_t FloorMillis(absl::Time t) { return absl::ToUnixMillis(t); }
-
-// Deadlines round up, so a member never expires before the time asked for.
-int64_t CeilMillis(absl::Time t) {
-  int64_t ms = absl::ToUnixMillis(t);
-  if (absl::FromUnixMillis(ms) < t) ++ms;
-  return ms;
-}
-
-absl::Time TimeOfDeadline(int64_t deadline_ms) {
-  return deadline_ms == kNoDeadlineMs ? NoDeadline() : absl::FromUnixMillis(deadline_ms);
-}
 
 // ---- Validation --------------------------------------------------------------
 

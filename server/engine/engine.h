@@ -37,14 +37,12 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/base/clock.h"
+#include "server/base/deadline.h"
 #include "server/engine/event_log.h"
 #include "server/engine/journal.h"
 #include "server/engine/limits.h"
 
 namespace lapse {
-
-// A persistent member's deadline.
-inline absl::Time NoDeadline() { return absl::InfiniteFuture(); }
 
 // An expiration as a request states it (AIP-214): none, relative or absolute.
 struct Expiration {

@@ -139,7 +139,7 @@ void BatchEncoder::Event(const ExpiryEvent& e) {
   PutString(e.collection);
   PutString(e.key);
   PutString(e.value);
-  PutFixed64(static_cast<uint64_t>(absl::ToUnixMillis(e.expire_time)));
+  PutFixed64(static_cast<uint64_t>(FloorMillis(e.expire_time)));
   PutFixed64(static_cast<uint64_t>(absl::ToUnixNanos(e.expired_at)));
   ++count_;
 }
