@@ -7,189 +7,20 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_set.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/base/deadline.h"
 #include "server/base/mutex.h"
 #include "server/engine/collection.h"
 #include "server/engine/deadline_queue.h"
+#include "server/engine/validate.h"
 
 namespace lapse {
 namespace {
-
-// ---- Validation --------------------------------------------------------------
-
-absl::Status Invalid(absl::string_view field, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
-}
-
-// Collection names are printable ASCII without spaces: safe in logs, URLs,
-// metric labels and shells.
-absl::Status ValidateName(absl::string_view field, absl::string_view name,
-                          const Limits& limits) {
-  if (name.empty()) return Invalid(field, "must not be empty");
-  if (name.size() > limits.max_collection_name_bytes) {
-    return Invalid(field, absl::StrFormat("%d bytes exceeds the limit of %d", name.size(),
-                                          limits.max_collection_name_bytes));
-  }
-  for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char c = name[i];
-    if (c < 0x21 || c > 0x7e) {
-      return Invalid(field, absl::StrFormat("invalid byte 0x%02x at offset %d; names are "
-                                            "printable ASCII without spaces",
-                                            c, i));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Returns the offset of the first byte that is not part of valid UTF-8 text
-// without control characters, or npos.
-size_t FindInvalidKeyByte(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) return i;
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > s.size()) return i;
-    for (size_t j = 1; j < len; ++j) {
-      const unsigned char cc = s[i + j];
-      if ((cc & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                          (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ||
-        (cp >= 0x80 && cp < 0xa0)) {
-      return i;
-    }
-    i += len;
-  }
-  return absl::string_view::npos;
-}
-
-absl::Status ValidateKey(absl::string_view field, absl::string_view key,
-                         const Limits& limits) {
-  if (key.empty()) return Invalid(field, "must not be empty");
-  if (key.size() > limits.max_key_bytes) {
-    return Invalid(field, absl::StrFormat("%d bytes exceeds the limit of %d", key.size(),
-                                          limits.max_key_bytes));
-  }
-  if (size_t bad = FindInvalidKeyByte(key); bad != absl::string_view::npos) {
-    return Invalid(field, absl::StrFormat("invalid UTF-8 or control character at offset %d",
-                                          bad));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateCount(absl::string_view field, size_t n, const Limits& limits) {
-  if (n == 0) return Invalid(field, "at least one is required");
-  if (n > limits.max_members_per_request) {
-    return Invalid(field, absl::StrFormat("%d entries exceed the limit of %d", n,
-                                          limits.max_members_per_request));
-  }
-  return absl::OkStatus();
-}
-
-// Checks every key and rejects duplicates (the result of a batch with a
-// repeated key would depend on the order of application).
-template <typename KeyOf>
-absl::Status ValidateKeyList(absl::string_view field, size_t n, KeyOf key_of,
-                             absl::string_view key_suffix, const Limits& limits) {
-  if (absl::Status s = ValidateCount(field, n, limits); !s.ok()) return s;
-  absl::flat_hash_map<absl::string_view, size_t> seen;
-  if (n > 1) seen.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const std::string key_field = absl::StrCat(field, "[", i, "]", key_suffix);
-    const absl::string_view key = key_of(i);
-    if (absl::Status s = ValidateKey(key_field, key, limits); !s.ok()) return s;
-    if (n > 1) {
-      auto [it, inserted] = seen.emplace(key, i);
-      if (!inserted) {
-        return Invalid(key_field, absl::StrCat("duplicates ", field, "[", it->second, "]",
-                                               key_suffix));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateKeys(absl::Span<const absl::string_view> keys, const Limits& limits) {
-  return ValidateKeyList(
-      "keys", keys.size(), [&](size_t i) { return keys[i]; }, "", limits);
-}
-
-absl::Status ValidatePageSize(int page_size) {
-  if (page_size < 0) return Invalid("page_size", "must not be negative");
-  return absl::OkStatus();
-}
-
-// AIP-158: 0 means the default, more than the maximum is coerced down.
-size_t EffectivePageSize(int page_size, const Limits& limits) {
-  if (page_size == 0) return static_cast<size_t>(limits.default_page_size);
-  return static_cast<size_t>(std::min(page_size, limits.max_page_size));
-}
-
-enum class PastDeadline { kRejected, kAllowed };
-
-// Converts an expiration into a deadline in ms (kNoDeadlineMs for none). Field
-// names are `prefix` + "ttl" or "expire_time".
-absl::StatusOr<int64_t> DeadlineOf(const Expiration& e, absl::string_view prefix,
-                                   absl::Time now, PastDeadline past, const Limits& limits) {
-  switch (e.kind) {
-    case Expiration::Kind::kNone:
-      return kNoDeadlineMs;
-    case Expiration::Kind::kTtl: {
-      const std::string field = absl::StrCat(prefix, "ttl");
-      if (e.ttl <= absl::ZeroDuration()) return Invalid(field, "must be positive");
-      if (e.ttl > limits.max_ttl) {
-        return Invalid(field, absl::StrCat("exceeds the maximum of ",
-                                           absl::FormatDuration(limits.max_ttl)));
-      }
-      return CeilMillis(now + e.ttl);
-    }
-    case Expiration::Kind::kTime: {
-      const std::string field = absl::StrCat(prefix, "expire_time");
-      if (e.time == absl::InfiniteFuture() || e.time == absl::InfinitePast()) {
-        return Invalid(field, "must be a finite time");
-      }
-      if (e.time - now > limits.max_ttl) {
-        return Invalid(field, absl::StrCat("is more than ",
-                                           absl::FormatDuration(limits.max_ttl),
-                                           " in the future"));
-      }
-      const int64_t ms = CeilMillis(e.time);
-      if (past == PastDeadline::kRejected && ms <= FloorMillis(now)) {
-        return Invalid(field, "must be in the future");
-      }
-      return ms;
-    }
-  }
-  return Invalid(absl::StrCat(prefix, "expiration"), "unknown kind");
-}
 
 // What one operation accumulates under its shard lock.
 struct Op {
@@ -475,18 +306,8 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   absl::InlinedVector<int64_t, 4> deadlines(writes.size());
   for (size_t i = 0; i < writes.size(); ++i) {
     const MemberWrite& w = writes[i];
-    const std::string prefix = absl::StrCat("members[", i, "].");
-    if (w.value.size() > limits.max_value_bytes) {
-      return Invalid(absl::StrCat(prefix, "value"),
-                     absl::StrFormat("%d bytes exceeds the limit of %d", w.value.size(),
-                                     limits.max_value_bytes));
-    }
-    if (w.keep_expiration && w.expiration.kind != Expiration::Kind::kNone) {
-      return Invalid(absl::StrCat(prefix, "keep_expiration"),
-                     "cannot be combined with ttl or expire_time");
-    }
     absl::StatusOr<int64_t> d =
-        DeadlineOf(w.expiration, prefix, now, PastDeadline::kRejected, limits);
+        ValidateMemberWrite(i, w.value, w.expiration, w.keep_expiration, now, limits);
     if (!d.ok()) return d.status();
     deadlines[i] = *d;
   }
@@ -621,7 +442,7 @@ absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(
   if (absl::Status s = ValidateKeys(keys, limits); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
   if (expiration.kind == Expiration::Kind::kNone) {
-    return Invalid("expiration", "one of ttl or expire_time is required");
+    return InvalidField("expiration", "one of ttl or expire_time is required");
   }
   const absl::Time now = clock_->Now();
   absl::StatusOr<int64_t> deadline =

@@ -14,7 +14,7 @@
 //                             .expiration = lapse::Expiration::Ttl(absl::Minutes(30))}}, {});
 //
 // The engine is pure C++ and Abseil: no gRPC, no proto. Requests are validated
-// here, against Limits, and errors name the API field at fault
+// against Limits (validate.h), and errors name the API field at fault
 // ("members[2].ttl"); a request that fails writes nothing.
 //
 // Thread safety: an Engine is safe for concurrent use from many threads.
@@ -39,22 +39,11 @@
 #include "server/base/clock.h"
 #include "server/base/deadline.h"
 #include "server/engine/event_log.h"
+#include "server/engine/expiration.h"
 #include "server/engine/journal.h"
 #include "server/engine/limits.h"
 
 namespace lapse {
-
-// An expiration as a request states it (AIP-214): none, relative or absolute.
-struct Expiration {
-  enum class Kind { kNone, kTtl, kTime };
-  Kind kind = Kind::kNone;
-  absl::Duration ttl;
-  absl::Time time;
-
-  static Expiration None() { return {}; }
-  static Expiration Ttl(absl::Duration d) { return {Kind::kTtl, d, {}}; }
-  static Expiration At(absl::Time t) { return {Kind::kTime, {}, t}; }
-};
 
 enum class PutCondition { kAlways, kIfAbsent, kIfPresent };
 enum class PutOutcome { kCreated, kReplaced, kSkipped };
