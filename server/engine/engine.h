@@ -223,10 +223,15 @@ class Engine {
 
  private:
   class Shard;
+  class ShardOp;
 
   Shard& ShardFor(absl::string_view collection) const;
   // UNAVAILABLE when the journal can no longer record changes.
   absl::Status Writable() const;
+  // The checks a request on `keys` of `collection` starts with; with
+  // `writes`, also that the journal can record changes.
+  absl::Status CheckKeyedRequest(absl::string_view collection,
+                                 absl::Span<const absl::string_view> keys, bool writes) const;
 
   // Constant after construction.
   const Options options_;
