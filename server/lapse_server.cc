@@ -24,11 +24,13 @@ EventLog::Options LogOptions(const ServerOptions& options) {
   return log;
 }
 
-Engine::Options EngineOptions(const ServerOptions& options, Journal* journal) {
+Engine::Options EngineOptions(const ServerOptions& options, Journal* journal,
+                              ExpirerWakeup& wakeup) {
   Engine::Options engine;
   engine.shards = options.shards;
   engine.limits = options.limits;
   engine.journal = journal;
+  engine.earlier_deadline_listener = wakeup.Listener();
   return engine;
 }
 
@@ -64,8 +66,8 @@ absl::StatusOr<int> LapseServer::Start() {
   if (!options_.data_dir.empty()) {
     if (absl::Status s = OpenStore(); !s.ok()) return s;
   }
-  engine_ = std::make_unique<Engine>(EngineOptions(options_, store_.get()), options_.clock,
-                                     event_log_.get());
+  engine_ = std::make_unique<Engine>(EngineOptions(options_, store_.get(), expirer_wakeup_),
+                                     options_.clock, event_log_.get());
   if (store_ != nullptr) {
     absl::StatusOr<RecoveryStats> recovered = store_->Recover(engine_.get(), event_log_.get());
     if (!recovered.ok()) return recovered.status();
@@ -75,7 +77,7 @@ absl::StatusOr<int> LapseServer::Start() {
   service_ = std::make_unique<LapseServiceImpl>(engine_.get(), event_log_.get(), hub_.get(),
                                                 store_.get());
   // Members that came due while the server was down expire now, with events.
-  expirer_ = std::make_unique<Expirer>(engine_.get(), options_.clock);
+  expirer_ = std::make_unique<Expirer>(engine_.get(), options_.clock, &expirer_wakeup_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -106,6 +106,9 @@ class LapseServer {
   // Constant after construction.
   const ServerOptions options_;
 
+  // How the engine wakes the expirer: built before and destroyed after both.
+  ExpirerWakeup expirer_wakeup_;
+
   // Built by Start(), in this order; destroyed in the reverse one: the store
   // outlives the engine that journals to it, the event log outlives the
   // store's flusher that makes events visible in it.

@@ -324,7 +324,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       if (queued != kNoDeadlineMs) shard_.queue_.Remove(queued, c);
       if (want != kNoDeadlineMs) shard_.queue_.Add(want, c);
       c->set_queued_deadline_ms(want);
-      const auto& listener = engine_.earlier_deadline_listener_;
+      const auto& listener = engine_.options_.earlier_deadline_listener;
       if (want < earliest_before && listener) listener(TimeOfDeadline(want));
     }
     if (c->empty()) {
@@ -394,10 +394,6 @@ Engine::Engine(const Options& options, Clock* clock, EventLog* log)
 }
 
 Engine::~Engine() = default;
-
-void Engine::SetEarlierDeadlineListener(std::function<void(absl::Time)> listener) {
-  earlier_deadline_listener_ = std::move(listener);
-}
 
 uint64_t Engine::total_members() const {
   return total_members_.load(std::memory_order_relaxed);

@@ -146,6 +146,11 @@ class Engine {
     // Where changes are recorded for durability; none when null (memory-only).
     // Not owned; must outlive the engine.
     Journal* journal = nullptr;
+    // Called with the new deadline whenever a shard's earliest deadline moves
+    // earlier, so a sleeping Expirer can wake sooner (ExpirerWakeup::Listener).
+    // Runs under a shard lock: must be cheap and must not call into the
+    // engine. None when empty.
+    std::function<void(absl::Time)> earlier_deadline_listener;
   };
 
   // `clock` and `log` are not owned and must outlive the engine.
@@ -186,11 +191,6 @@ class Engine {
   size_t ExpireDue();
   // The earliest deadline of any member; NoDeadline() when none.
   absl::Time NextDeadline() const;
-
-  // Called with the new deadline whenever a shard's earliest deadline moves
-  // earlier, so a sleeping Expirer can wake sooner. Runs under a shard lock:
-  // must be cheap and must not call into the engine. Set once, before use.
-  void SetEarlierDeadlineListener(std::function<void(absl::Time)> listener);
 
   // ---- Durability: used by the store in storage/. ----
 
@@ -238,7 +238,6 @@ class Engine {
   Clock* const clock_;
   EventLog* const log_;
   std::vector<std::unique_ptr<Shard>> shards_;
-  std::function<void(absl::Time)> earlier_deadline_listener_;
 
   std::atomic<uint64_t> total_members_{0};
 };

@@ -432,11 +432,10 @@ TEST_F(EngineTest, NextDeadlineTracksTheEarliestMember) {
 
 TEST_F(EngineTest, EarlierDeadlineListenerFiresOnlyWhenTheFrontMovesEarlier) {
   std::vector<absl::Time> notified;
-  engine_.SetEarlierDeadlineListener([&](absl::Time t) { notified.push_back(t); });
   Engine::Options options;
   options.shards = 1;
+  options.earlier_deadline_listener = [&](absl::Time t) { notified.push_back(t); };
   Engine one_shard(options, &clock_, &log_);
-  one_shard.SetEarlierDeadlineListener([&](absl::Time t) { notified.push_back(t); });
   MemberWrite a{"a", "v", Expiration::Ttl(absl::Seconds(30))};
   MemberWrite b{"b", "v", Expiration::Ttl(absl::Seconds(60))};
   MemberWrite c{"c", "v", Expiration::Ttl(absl::Seconds(10))};
