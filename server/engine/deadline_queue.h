@@ -9,6 +9,8 @@
 #ifndef LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
 #define LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
 
+#include <cassert>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -20,8 +22,16 @@ namespace lapse {
 template <typename Item>
 class DeadlineQueue {
  public:
-  void Add(int64_t deadline_ms, Item* item) { entries_.emplace(deadline_ms, item); }
-  void Remove(int64_t deadline_ms, Item* item) { entries_.erase({deadline_ms, item}); }
+  // REQUIRES: `item` is not queued under `deadline_ms`.
+  void Add(int64_t deadline_ms, Item* item) {
+    [[maybe_unused]] const bool added = entries_.emplace(deadline_ms, item).second;
+    assert(added && "item already queued under this deadline");
+  }
+  // REQUIRES: `item` is queued under `deadline_ms`.
+  void Remove(int64_t deadline_ms, Item* item) {
+    [[maybe_unused]] const size_t removed = entries_.erase({deadline_ms, item});
+    assert(removed == 1 && "item not queued under this deadline");
+  }
 
   // The earliest deadline, or kNoDeadlineMs when empty.
   int64_t NextDeadline() const {

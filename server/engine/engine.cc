@@ -1,6 +1,7 @@
 #include "server/engine/engine.h"
 
 #include <algorithm>
+#include <cassert>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -21,6 +22,31 @@
 
 namespace lapse {
 namespace {
+
+// Debug builds check that a thread holds at most one shard lock: an operation
+// takes exactly one, and what runs under one (the earlier-deadline listener,
+// the journal, the event log, a Scan callback) must not call into the engine.
+class OneShardLockPerThread {
+ public:
+  OneShardLockPerThread() {
+#ifndef NDEBUG
+    assert(!held_ && "a shard lock taken under another: called into the engine under a lock");
+    held_ = true;
+#endif
+  }
+  ~OneShardLockPerThread() {
+#ifndef NDEBUG
+    held_ = false;
+#endif
+  }
+  OneShardLockPerThread(const OneShardLockPerThread&) = delete;
+  OneShardLockPerThread& operator=(const OneShardLockPerThread&) = delete;
+
+ private:
+#ifndef NDEBUG
+  inline static thread_local bool held_ = false;
+#endif
+};
 
 CollectionInfo InfoOf(const Collection& c) {
   return {c.name(), c.size(), c.expiring_count(), TimeOfDeadline(c.next_deadline_ms())};
@@ -363,6 +389,9 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       engine_.options_.journal->Commit(journal_.Finish(first_sequence), last_sequence);
     }
   }
+
+  // First: checks before the lock is taken, and is done after it is released.
+  OneShardLockPerThread one_lock_;
 
   // Constant after construction.
   Engine& engine_;
@@ -711,6 +740,7 @@ bool Engine::Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn) {
     Shard& shard = *shards_[cursor->shard];
     size_t n;
     {
+      OneShardLockPerThread one_lock;
       MutexLock lock(&shard.mu);
       n = shard.Scan(cursor, max_members, fn);
     }
@@ -727,6 +757,7 @@ bool Engine::Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn) {
 absl::Time Engine::NextDeadline() const {
   int64_t earliest = kNoDeadlineMs;
   for (const auto& shard : shards_) {
+    OneShardLockPerThread one_lock;
     MutexLock lock(&shard->mu);
     earliest = std::min(earliest, shard->NextDeadline());
   }

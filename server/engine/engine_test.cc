@@ -445,6 +445,18 @@ TEST_F(EngineTest, EarlierDeadlineListenerFiresOnlyWhenTheFrontMovesEarlier) {
   EXPECT_THAT(notified, ElementsAre(kStart + absl::Seconds(30), kStart + absl::Seconds(10)));
 }
 
+#ifndef NDEBUG
+TEST_F(EngineTest, DebugBuildsCatchAListenerThatCallsIntoTheEngine) {
+  Engine* engine = nullptr;
+  Engine::Options options;
+  options.earlier_deadline_listener = [&](absl::Time) { engine->NextDeadline(); };
+  Engine calls_back(options, &clock_, &log_);
+  engine = &calls_back;
+  MemberWrite w{"k", "v", Expiration::Ttl(absl::Seconds(1))};
+  EXPECT_DEATH(calls_back.Put("c", {w}, {}).IgnoreError(), "shard lock taken under another");
+}
+#endif
+
 // ---- GetMembers with refresh ----
 
 TEST_F(EngineTest, GetWithRefreshTtlSlidesTheDeadline) {

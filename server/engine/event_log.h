@@ -84,10 +84,11 @@ class EventLog {
   // Options::visible_on_append).
   void MakeVisibleThrough(uint64_t sequence);
 
-  // Replaces the contents of an empty, unused log with recovered events
-  // (sorted by sequence, no duplicates); the next event appended gets
-  // `next_sequence`. Only the run of events contiguous with next_sequence is
-  // kept.
+  // Replaces the contents of an empty, unused log with recovered events;
+  // the next event appended gets `next_sequence`. Only the run of events
+  // contiguous with next_sequence is kept.
+  // REQUIRES: nothing appended yet; `events` sorted by sequence, without
+  // duplicates.
   void Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence);
 
   // Called whenever new events become visible, outside the log's lock, with
