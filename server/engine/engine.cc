@@ -153,27 +153,26 @@ class Engine::Shard {
 // way.
 class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
  public:
-  enum class Mode { kLive, kReplay };
+  struct ReplayTag {};
+  static constexpr ReplayTag kReplay{};
 
-  // An operation at `now` on the collection `name`.
-  ShardOp(Engine& engine, absl::string_view name, absl::Time now, Mode mode = Mode::kLive)
+  // A live operation at `now` on the collection `name`.
+  ShardOp(Engine& engine, absl::string_view name, absl::Time now)
       ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
-      : ShardOp(engine, engine.ShardFor(name), now, mode) {
-    name_ = name;
-    c_ = mode == Mode::kLive ? FindLive(name) : shard_.Find(name);
+      : ShardOp(engine, engine.ShardFor(name), name, now, /*live=*/true) {
+    c_ = FindLive(name);
+  }
+
+  // The replay of one recorded change to the collection `name`.
+  ShardOp(Engine& engine, absl::string_view name, ReplayTag)
+      ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+      : ShardOp(engine, engine.ShardFor(name), name, absl::InfinitePast(), /*live=*/false) {
+    c_ = shard_.Find(name);
   }
 
   // A live operation at `now` on a whole shard (ExpireDue, ListCollections).
-  ShardOp(Engine& engine, Shard& shard, absl::Time now, Mode mode = Mode::kLive)
-      ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
-      : engine_(engine),
-        shard_(shard),
-        now_(now),
-        now_ms_(FloorMillis(now)),
-        live_(mode == Mode::kLive),
-        journaling_(live_ && engine.options_.journal != nullptr) {
-    shard_.mu.Lock();
-  }
+  ShardOp(Engine& engine, Shard& shard, absl::Time now) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+      : ShardOp(engine, shard, absl::string_view(), now, /*live=*/true) {}
 
   ~ShardOp() ABSL_UNLOCK_FUNCTION() {
     Finish();
@@ -197,6 +196,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   // ---- The changes: the one path for live operations and replay. ----
+  // A member passed in is one Find() returned.
 
   // Writes the member `key`, whose current member is `existing` (nullptr when
   // absent), creating the collection when there is none.
@@ -205,6 +205,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     if (existing != nullptr) {
       c_->Replace(existing, value, deadline_ms);
     } else {
+      assert(!name_.empty() && "a put in a whole-shard operation");
       if (c_ == nullptr) c_ = Create(name_);
       c_->Insert(key, value, deadline_ms);
       ++member_delta_;
@@ -213,6 +214,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     changed_ = true;
   }
 
+  // Moves `m`'s deadline (kNoDeadlineMs: it never expires).
   void SetDeadline(const Member* m, int64_t deadline_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     c_->SetDeadline(m, deadline_ms);
@@ -227,7 +229,8 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     changed_ = true;
   }
 
-  // Removes `m` as expired at its deadline `deadline_ms`: live, with its event.
+  // Removes `m` as expired at its deadline `deadline_ms`, with its event when
+  // live.
   void ExpireMember(const Member* m, int64_t deadline_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     Expire(c_, m, deadline_ms);
@@ -235,8 +238,9 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   // Removes the collection and all its members, without events. Returns how
-  // many members it had.
+  // many members it had. REQUIRES: collection() is not null.
   uint64_t DropCollection() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    assert(c_ != nullptr);
     const uint64_t removed = c_->size();
     if (journaling_) journal_.DeleteCollection(c_->name());
     member_delta_ -= static_cast<int64_t>(removed);
@@ -283,6 +287,18 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
  private:
+  ShardOp(Engine& engine, Shard& shard, absl::string_view name, absl::Time now, bool live)
+      ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+      : engine_(engine),
+        shard_(shard),
+        now_(now),
+        now_ms_(FloorMillis(now)),
+        live_(live),
+        journaling_(live && engine.options_.journal != nullptr),
+        name_(name) {
+    shard_.mu.Lock();
+  }
+
   // The live collection named `name` after expiring its due members, or
   // nullptr when there is none.
   Collection* FindLive(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
@@ -401,10 +417,12 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // Expiries become events; changes are journaled when journaling_.
   const bool live_;
   const bool journaling_;
+  // The operation's collection's name; empty on a whole shard.
+  const absl::string_view name_;
 
-  // The operation's collection, and its name (empty on a whole shard).
+  // State below is protected by shard_.mu, held throughout.
+  // The operation's collection.
   Collection* c_ = nullptr;
-  absl::string_view name_;
   // Whether c_ changed since it was found.
   bool changed_ = false;
   std::vector<ExpiryEvent> events_;
@@ -711,7 +729,7 @@ size_t Engine::ExpireDue() {
 
 void Engine::Apply(const JournalRecord& r) {
   if (r.type == RecordType::kEvent || r.type == RecordType::kNextSequence) return;
-  ShardOp op(*this, r.collection, absl::InfinitePast(), ShardOp::Mode::kReplay);
+  ShardOp op(*this, r.collection, ShardOp::kReplay);
   const Member* m = op.Find(r.key);
   switch (r.type) {
     case RecordType::kPut:
