@@ -139,7 +139,7 @@ class Engine {
  public:
   struct Options {
     size_t shards = 16;
-    Limits limits;
+    Limits limits = {};
     // Upper bound on members expired under one shard lock hold, so writers
     // are never stalled by a large expiry burst.
     size_t expire_batch = 1024;
@@ -150,7 +150,7 @@ class Engine {
     // earlier, so a sleeping Expirer can wake sooner (ExpirerWakeup::Listener).
     // Runs under a shard lock: must be cheap and must not call into the
     // engine. None when empty.
-    std::function<void(absl::Time)> earlier_deadline_listener;
+    std::function<void(absl::Time)> earlier_deadline_listener = nullptr;
   };
 
   // `clock` and `log` are not owned and must outlive the engine.
