@@ -196,8 +196,9 @@ class Engine {
 
   // Applies one replayed record (kPut, kRemove, kSetDeadline,
   // kDeleteCollection, kExpiry) as it was recorded: no validation, no
-  // events, no journaling, nothing expired on the way. Records of kEvent type
-  // are not the engine's and are ignored.
+  // events, no journaling, nothing expired on the way. The state changes
+  // through the same code as in the live operations. Records of kEvent and
+  // kNextSequence type are not the engine's and are ignored.
   void Apply(const JournalRecord& record);
 
   // A position in Scan: the last member visited.
