@@ -1,5 +1,6 @@
 #include "server/engine/collection.h"
 
+#include <cassert>
 #include <cstring>
 #include <new>
 
@@ -37,11 +38,13 @@ void Collection::Unindex(const Member* member) {
 
 void Collection::Insert(absl::string_view key, absl::string_view value, int64_t deadline_ms) {
   auto [it, inserted] = by_key_.insert(Member::Create(key, value, deadline_ms));
+  assert(inserted && "Insert of a key that is present");
   Index(it->get());
 }
 
 void Collection::Replace(const Member* member, absl::string_view value,
                          int64_t deadline_ms) {
+  assert(Find(member->key()) == member && "not a member of this collection");
   if (member->value_size_ == value.size()) {
     // Same size: overwrite in place and keep the member's allocation.
     Member* m = const_cast<Member*>(member);
@@ -58,6 +61,7 @@ void Collection::Replace(const Member* member, absl::string_view value,
 }
 
 void Collection::SetDeadline(const Member* member, int64_t deadline_ms) {
+  assert(Find(member->key()) == member && "not a member of this collection");
   if (member->deadline_ms_ == deadline_ms) return;
   Unindex(member);
   const_cast<Member*>(member)->deadline_ms_ = deadline_ms;
@@ -65,6 +69,7 @@ void Collection::SetDeadline(const Member* member, int64_t deadline_ms) {
 }
 
 void Collection::Erase(const Member* member) {
+  assert(Find(member->key()) == member && "not a member of this collection");
   Unindex(member);
   // Erase by iterator: the key view points into the member being destroyed.
   by_key_.erase(by_key_.find(member->key()));

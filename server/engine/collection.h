@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,12 +18,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/container/btree_set.h"
+#include "server/base/deadline.h"
 
 namespace lapse {
-
-// Deadlines inside the engine are Unix milliseconds; kNoDeadlineMs marks a
-// persistent member.
-inline constexpr int64_t kNoDeadlineMs = std::numeric_limits<int64_t>::max();
 
 class Member {
  public:
@@ -82,9 +78,10 @@ class Collection {
   // nullptr when absent. The pointer is valid until the member is changed or
   // erased.
   const Member* Find(absl::string_view key) const;
-  // `key` must be absent.
+  // REQUIRES: `key` is absent.
   void Insert(absl::string_view key, absl::string_view value, int64_t deadline_ms);
-  // Overwrites an existing member's value and deadline.
+  // The methods below take a member of this collection, as Find returned it.
+  // Overwrites the member's value and deadline.
   void Replace(const Member* member, absl::string_view value, int64_t deadline_ms);
   void SetDeadline(const Member* member, int64_t deadline_ms);
   void Erase(const Member* member);

@@ -9,25 +9,33 @@
 #ifndef LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
 #define LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
 
+#include <cassert>
+#include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <utility>
 
 #include "absl/container/btree_set.h"
+#include "server/base/deadline.h"
 
 namespace lapse {
 
 template <typename Item>
 class DeadlineQueue {
  public:
-  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  // REQUIRES: `item` is not queued under `deadline_ms`.
+  void Add(int64_t deadline_ms, Item* item) {
+    [[maybe_unused]] const bool added = entries_.emplace(deadline_ms, item).second;
+    assert(added && "item already queued under this deadline");
+  }
+  // REQUIRES: `item` is queued under `deadline_ms`.
+  void Remove(int64_t deadline_ms, Item* item) {
+    [[maybe_unused]] const size_t removed = entries_.erase({deadline_ms, item});
+    assert(removed == 1 && "item not queued under this deadline");
+  }
 
-  void Add(int64_t deadline_ms, Item* item) { entries_.emplace(deadline_ms, item); }
-  void Remove(int64_t deadline_ms, Item* item) { entries_.erase({deadline_ms, item}); }
-
-  // The earliest deadline, or kNone when empty.
+  // The earliest deadline, or kNoDeadlineMs when empty.
   int64_t NextDeadline() const {
-    return entries_.empty() ? kNone : entries_.begin()->first;
+    return entries_.empty() ? kNoDeadlineMs : entries_.begin()->first;
   }
   // The item with the earliest deadline, or nullptr when empty.
   Item* Front() const {

@@ -1,406 +1,72 @@
 #include "server/engine/engine.h"
 
 #include <algorithm>
+#include <cassert>
 #include <iterator>
 #include <limits>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_set.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/base/deadline.h"
 #include "server/base/mutex.h"
 #include "server/engine/collection.h"
 #include "server/engine/deadline_queue.h"
+#include "server/engine/validate.h"
 
 namespace lapse {
 namespace {
 
-// ---- Time ------------------------------------------------------------------
-
-// absl::ToUnixMillis rounds toward the infinite past.
-int64_t FloorMillis(absl::Time t) { return absl::ToUnixMillis(t); }
-
-// Deadlines round up, so a member never expires before the time asked for.
-int64_t CeilMillis(absl::Time t) {
-  int64_t ms = absl::ToUnixMillis(t);
-  if (absl::FromUnixMillis(ms) < t) ++ms;
-  return ms;
-}
-
-absl::Time TimeOfDeadline(int64_t deadline_ms) {
-  return deadline_ms == kNoDeadlineMs ? NoDeadline() : absl::FromUnixMillis(deadline_ms);
-}
-
-// ---- Validation --------------------------------------------------------------
-
-absl::Status Invalid(absl::string_view field, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
-}
-
-// Collection names are printable ASCII without spaces: safe in logs, URLs,
-// metric labels and shells.
-absl::Status ValidateName(absl::string_view field, absl::string_view name,
-                          const Limits& limits) {
-  if (name.empty()) return Invalid(field, "must not be empty");
-  if (name.size() > limits.max_collection_name_bytes) {
-    return Invalid(field, absl::StrFormat("%d bytes exceeds the limit of %d", name.size(),
-                                          limits.max_collection_name_bytes));
+// Debug builds check that a thread holds at most one shard lock: an operation
+// takes exactly one, and what runs under one (the earlier-deadline listener,
+// the journal, the event log, a Scan callback) must not call into the engine.
+class OneShardLockPerThread {
+ public:
+  OneShardLockPerThread() {
+#ifndef NDEBUG
+    assert(!held_ && "a shard lock taken under another: called into the engine under a lock");
+    held_ = true;
+#endif
   }
-  for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char c = name[i];
-    if (c < 0x21 || c > 0x7e) {
-      return Invalid(field, absl::StrFormat("invalid byte 0x%02x at offset %d; names are "
-                                            "printable ASCII without spaces",
-                                            c, i));
-    }
+  ~OneShardLockPerThread() {
+#ifndef NDEBUG
+    held_ = false;
+#endif
   }
-  return absl::OkStatus();
-}
+  OneShardLockPerThread(const OneShardLockPerThread&) = delete;
+  OneShardLockPerThread& operator=(const OneShardLockPerThread&) = delete;
 
-// Returns the offset of the first byte that is not part of valid UTF-8 text
-// without control characters, or npos.
-size_t FindInvalidKeyByte(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) return i;
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > s.size()) return i;
-    for (size_t j = 1; j < len; ++j) {
-      const unsigned char cc = s[i + j];
-      if ((cc & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                          (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ||
-        (cp >= 0x80 && cp < 0xa0)) {
-      return i;
-    }
-    i += len;
-  }
-  return absl::string_view::npos;
-}
-
-absl::Status ValidateKey(absl::string_view field, absl::string_view key,
-                         const Limits& limits) {
-  if (key.empty()) return Invalid(field, "must not be empty");
-  if (key.size() > limits.max_key_bytes) {
-    return Invalid(field, absl::StrFormat("%d bytes exceeds the limit of %d", key.size(),
-                                          limits.max_key_bytes));
-  }
-  if (size_t bad = FindInvalidKeyByte(key); bad != absl::string_view::npos) {
-    return Invalid(field, absl::StrFormat("invalid UTF-8 or control character at offset %d",
-                                          bad));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateCount(absl::string_view field, size_t n, const Limits& limits) {
-  if (n == 0) return Invalid(field, "at least one is required");
-  if (n > limits.max_members_per_request) {
-    return Invalid(field, absl::StrFormat("%d entries exceed the limit of %d", n,
-                                          limits.max_members_per_request));
-  }
-  return absl::OkStatus();
-}
-
-// Checks every key and rejects duplicates (the result of a batch with a
-// repeated key would depend on the order of application).
-template <typename KeyOf>
-absl::Status ValidateKeyList(absl::string_view field, size_t n, KeyOf key_of,
-                             absl::string_view key_suffix, const Limits& limits) {
-  if (absl::Status s = ValidateCount(field, n, limits); !s.ok()) return s;
-  absl::flat_hash_map<absl::string_view, size_t> seen;
-  if (n > 1) seen.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const std::string key_field = absl::StrCat(field, "[", i, "]", key_suffix);
-    const absl::string_view key = key_of(i);
-    if (absl::Status s = ValidateKey(key_field, key, limits); !s.ok()) return s;
-    if (n > 1) {
-      auto [it, inserted] = seen.emplace(key, i);
-      if (!inserted) {
-        return Invalid(key_field, absl::StrCat("duplicates ", field, "[", it->second, "]",
-                                               key_suffix));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateKeys(absl::Span<const absl::string_view> keys, const Limits& limits) {
-  return ValidateKeyList(
-      "keys", keys.size(), [&](size_t i) { return keys[i]; }, "", limits);
-}
-
-absl::Status ValidatePageSize(int page_size) {
-  if (page_size < 0) return Invalid("page_size", "must not be negative");
-  return absl::OkStatus();
-}
-
-// AIP-158: 0 means the default, more than the maximum is coerced down.
-size_t EffectivePageSize(int page_size, const Limits& limits) {
-  if (page_size == 0) return static_cast<size_t>(limits.default_page_size);
-  return static_cast<size_t>(std::min(page_size, limits.max_page_size));
-}
-
-enum class PastDeadline { kRejected, kAllowed };
-
-// Converts an expiration into a deadline in ms (kNoDeadlineMs for none). Field
-// names are `prefix` + "ttl" or "expire_time".
-absl::StatusOr<int64_t> DeadlineOf(const Expiration& e, absl::string_view prefix,
-                                   absl::Time now, PastDeadline past, const Limits& limits) {
-  switch (e.kind) {
-    case Expiration::Kind::kNone:
-      return kNoDeadlineMs;
-    case Expiration::Kind::kTtl: {
-      const std::string field = absl::StrCat(prefix, "ttl");
-      if (e.ttl <= absl::ZeroDuration()) return Invalid(field, "must be positive");
-      if (e.ttl > limits.max_ttl) {
-        return Invalid(field, absl::StrCat("exceeds the maximum of ",
-                                           absl::FormatDuration(limits.max_ttl)));
-      }
-      return CeilMillis(now + e.ttl);
-    }
-    case Expiration::Kind::kTime: {
-      const std::string field = absl::StrCat(prefix, "expire_time");
-      if (e.time == absl::InfiniteFuture() || e.time == absl::InfinitePast()) {
-        return Invalid(field, "must be a finite time");
-      }
-      if (e.time - now > limits.max_ttl) {
-        return Invalid(field, absl::StrCat("is more than ",
-                                           absl::FormatDuration(limits.max_ttl),
-                                           " in the future"));
-      }
-      const int64_t ms = CeilMillis(e.time);
-      if (past == PastDeadline::kRejected && ms <= FloorMillis(now)) {
-        return Invalid(field, "must be in the future");
-      }
-      return ms;
-    }
-  }
-  return Invalid(absl::StrCat(prefix, "expiration"), "unknown kind");
-}
-
-// What one operation accumulates under its shard lock.
-struct Op {
-  explicit Op(absl::Time t) : now(t), now_ms(FloorMillis(t)) {}
-  const absl::Time now;
-  // A deadline d has passed iff d <= now_ms (deadlines are whole ms).
-  const int64_t now_ms;
-  std::vector<ExpiryEvent> events;
-  // The operation's changes, when the engine has a journal.
-  BatchEncoder journal;
+ private:
+#ifndef NDEBUG
+  inline static thread_local bool held_ = false;
+#endif
 };
+
+CollectionInfo InfoOf(const Collection& c) {
+  return {c.name(), c.size(), c.expiring_count(), TimeOfDeadline(c.next_deadline_ms())};
+}
 
 }  // namespace
 
 // ---- Shard -------------------------------------------------------------------
 
+// The collections under one lock. Only a ShardOp changes them.
 class Engine::Shard {
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(absl::string_view name) const { return absl::Hash<absl::string_view>{}(name); }
-    size_t operator()(const std::unique_ptr<Collection>& c) const { return (*this)(c->name()); }
-  };
-  struct NameEq {
-    using is_transparent = void;
-    static absl::string_view NameOf(absl::string_view name) { return name; }
-    static absl::string_view NameOf(const std::unique_ptr<Collection>& c) { return c->name(); }
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      return NameOf(a) == NameOf(b);
-    }
-  };
-
  public:
-  Shard(EventLog* log, Journal* journal,
-        const std::function<void(absl::Time)>* earlier_deadline_listener,
-        std::atomic<uint64_t>* total_members)
-      : log_(log),
-        journal_(journal),
-        earlier_deadline_listener_(earlier_deadline_listener),
-        total_members_(total_members) {}
-
-  bool journaling() const { return journal_ != nullptr; }
+  Shard() = default;
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
   Mutex mu;
 
-  // The live collection named `name` after expiring its due members, or
-  // nullptr when there is none.
-  Collection* FindLive(absl::string_view name, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    auto it = collections_.find(name);
-    if (it == collections_.end()) return nullptr;
-    Collection* c = it->get();
-    if (c->next_deadline_ms() <= op.now_ms) {
-      Reap(c, op, std::numeric_limits<size_t>::max());
-      return collections_.contains(name) ? c : nullptr;
-    }
-    return c;
-  }
-
-  // The collection named `name` as it is, due members included.
-  Collection* FindRaw(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    auto it = collections_.find(name);
-    return it == collections_.end() ? nullptr : it->get();
-  }
-
-  Collection* Create(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    auto [it, inserted] = collections_.insert(std::make_unique<Collection>(std::string(name)));
-    names_.insert((*it)->name());
-    return it->get();
-  }
-
-  // Expires up to `limit` due members of `c`, then settles it. Returns how
-  // many expired. `c` may be gone afterwards.
-  size_t Reap(Collection* c, Op& op, size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return ReapUntil(c, op, limit, op.now_ms);
-  }
-
-  // Like Reap, but only members due at or before `until_ms` (<= now).
-  size_t ReapUntil(Collection* c, Op& op, size_t limit, int64_t until_ms)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    size_t n = 0;
-    if (limit != std::numeric_limits<size_t>::max()) {
-      op.events.reserve(op.events.size() + std::min(limit, c->expiring_count()));
-    }
-    while (n < limit) {
-      const Member* m = c->EarliestExpiring();
-      if (m == nullptr || m->deadline_ms() > until_ms) break;
-      EmitExpiry(*c, *m, m->deadline_ms(), op);
-      c->Erase(m);
-      ++n;
-    }
-    total_members_->fetch_sub(n, std::memory_order_relaxed);
-    Settle(c);
-    return n;
-  }
-
-  void EmitExpiry(const Collection& c, const Member& m, int64_t deadline_ms, Op& op) {
-    if (journaling()) {
-      op.journal.Expiry(c.name(), m.key(), m.value(), deadline_ms, absl::ToUnixNanos(op.now));
-    }
-    ExpiryEvent& e = op.events.emplace_back();
-    e.collection = c.name();
-    e.key = std::string(m.key());
-    e.value = std::string(m.value());
-    e.expire_time = TimeOfDeadline(deadline_ms);
-    e.expired_at = op.now;
-  }
-
-  // Brings the deadline queue up to date after `c` changed; drops `c` when it
-  // has no member left.
-  void Settle(Collection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const int64_t want = c->empty() ? kNoDeadlineMs : c->next_deadline_ms();
-    const int64_t queued = c->queued_deadline_ms();
-    if (want != queued) {
-      const int64_t earliest_before = queue_.NextDeadline();
-      if (queued != kNoDeadlineMs) queue_.Remove(queued, c);
-      if (want != kNoDeadlineMs) queue_.Add(want, c);
-      c->set_queued_deadline_ms(want);
-      if (want < earliest_before && *earlier_deadline_listener_) {
-        (*earlier_deadline_listener_)(TimeOfDeadline(want));
-      }
-    }
-    if (c->empty()) Drop(c);
-  }
-
-  // Removes `c` and all its members without events.
-  void Drop(Collection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (c->queued_deadline_ms() != kNoDeadlineMs) queue_.Remove(c->queued_deadline_ms(), c);
-    total_members_->fetch_sub(c->size(), std::memory_order_relaxed);
-    names_.erase(c->name());
-    // Erase by iterator: the name the lookup needs belongs to `c`.
-    collections_.erase(collections_.find(c->name()));
-  }
-
-  // Expires due members of the collections at the front of the queue, up to
-  // `limit`. Returns how many expired.
-  size_t ReapFront(Op& op, size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    size_t n = 0;
-    while (n < limit && queue_.NextDeadline() <= op.now_ms) {
-      // A due collection is drained whole: a backlog expires collection by
-      // collection, in order of their earliest deadlines, each collection's
-      // members in deadline order. Interleaving collections member by member
-      // would cost a queue move per member and halve the drain rate.
-      n += Reap(queue_.Front(), op, limit - n);
-    }
-    return n;
-  }
-
-  bool HasDue(int64_t now_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return queue_.NextDeadline() <= now_ms;
-  }
-  int64_t NextDeadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return queue_.NextDeadline();
-  }
-
-  // Up to `limit` live collections named with `prefix`, after `after`.
-  std::vector<CollectionInfo> ListLive(absl::string_view prefix, absl::string_view after,
-                                       size_t limit, Op& op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    std::vector<CollectionInfo> out;
-    std::string cursor(after);
-    bool from_prefix = after < prefix;
-    while (out.size() < limit) {
-      auto it = from_prefix ? names_.lower_bound(prefix) : names_.upper_bound(cursor);
-      if (it == names_.end() || !absl::StartsWith(*it, prefix)) break;
-      cursor = std::string(*it);
-      from_prefix = false;
-      if (Collection* c = FindLive(cursor, op); c != nullptr) out.push_back(InfoOf(*c));
-    }
-    return out;
-  }
-
-  static CollectionInfo InfoOf(const Collection& c) {
-    return {c.name(), c.size(), c.expiring_count(), TimeOfDeadline(c.next_deadline_ms())};
-  }
-
-  // Appends what the operation expired to the event log. Called before the
-  // lock is released so events of one collection are logged in the order they
-  // happened.
-  void Publish(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    uint64_t first_sequence = 0;
-    uint64_t last_sequence = 0;
-    if (!op.events.empty()) {
-      const size_t n = op.events.size();
-      last_sequence = log_->Append(std::move(op.events));
-      first_sequence = last_sequence - n + 1;
-      op.events.clear();
-    }
-    if (journaling() && !op.journal.empty()) {
-      journal_->Commit(op.journal.Finish(first_sequence), last_sequence);
-    }
-  }
-
-  // Visits up to `max` members after `cursor` in this shard, calling `fn`
-  // under the lock. Returns how many.
+  // Calls `fn` for up to `max` members after `cursor` in this shard, and
+  // advances the cursor. Returns how many.
   size_t Scan(Engine::ScanCursor* cursor, size_t max, const Engine::ScanFn& fn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     size_t n = 0;
@@ -416,7 +82,7 @@ class Engine::Shard {
         it = names_.upper_bound(cursor->collection);
       }
       if (it == names_.end()) return n;
-      const Collection* c = FindRaw(*it);
+      const Collection* c = Find(*it);
       const absl::string_view after = cursor->key;
       bool more = false;
       std::vector<const Member*> page = c->PageByKey(resume ? &after : nullptr, max - n, &more);
@@ -429,20 +95,340 @@ class Engine::Shard {
     return n;
   }
 
- private:
-  // Constant after construction.
-  EventLog* const log_;
-  Journal* const journal_;
-  const std::function<void(absl::Time)>* const earlier_deadline_listener_;
-  std::atomic<uint64_t>* const total_members_;
+  // The earliest deadline in the shard, or kNoDeadlineMs.
+  int64_t NextDeadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return queue_.NextDeadline(); }
 
-  // State below is protected by mu.
+ private:
+  friend class Engine::ShardOp;
+
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(absl::string_view name) const { return absl::Hash<absl::string_view>{}(name); }
+    size_t operator()(const std::unique_ptr<Collection>& c) const { return (*this)(c->name()); }
+  };
+  struct NameEq {
+    using is_transparent = void;
+    static absl::string_view NameOf(absl::string_view name) { return name; }
+    static absl::string_view NameOf(const std::unique_ptr<Collection>& c) { return c->name(); }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return NameOf(a) == NameOf(b);
+    }
+  };
+
+  // The collection named `name` as it is, due members included; nullptr when
+  // there is none.
+  Collection* Find(absl::string_view name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = collections_.find(name);
+    return it == collections_.end() ? nullptr : it->get();
+  }
+
   // Keyed by the collection's own name, so the name is stored once.
   absl::flat_hash_set<std::unique_ptr<Collection>, NameHash, NameEq> collections_
       ABSL_GUARDED_BY(mu);
   // Views of the names of collections_, for ordered listing.
   absl::btree_set<absl::string_view> names_ ABSL_GUARDED_BY(mu);
+  // Every collection with a member that has a deadline, by its earliest one.
   DeadlineQueue<Collection> queue_ ABSL_GUARDED_BY(mu);
+};
+
+// ---- ShardOp -----------------------------------------------------------------
+
+// One operation on one shard, holding the shard's lock from construction to
+// destruction: the frame every operation shares, and the only way state
+// changes. Live operations and replay (Engine::Apply) make their changes
+// through the same calls, PutMember, SetDeadline, RemoveMember, ExpireMember
+// and DropCollection, each of which changes the collection, records the change
+// and keeps the member count in step, so replay cannot drift from the live
+// path (LevelDB's WriteBatchInternal::InsertInto serves both the same way).
+//
+// A live operation on a collection first expires the collection's due
+// members, with their events. Its changes are recorded in a journal batch when
+// the engine has a journal. When it ends, before the lock is released, it
+// brings the collection's place in the deadline queue up to date, adjusts the
+// member count, appends its events to the log and commits its batch: one
+// shard's events and batches are logged in the order they happened.
+//
+// A replayed change records nothing, emits no event and expires nothing on the
+// way.
+class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
+ public:
+  struct ReplayTag {};
+  static constexpr ReplayTag kReplay{};
+
+  // A live operation at `now` on the collection `name`.
+  ShardOp(Engine& engine, absl::string_view name, absl::Time now)
+      ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+      : ShardOp(engine, engine.ShardFor(name), name, now, /*live=*/true) {
+    c_ = FindLive(name);
+  }
+
+  // The replay of one recorded change to the collection `name`.
+  ShardOp(Engine& engine, absl::string_view name, ReplayTag)
+      ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+      : ShardOp(engine, engine.ShardFor(name), name, absl::InfinitePast(), /*live=*/false) {
+    c_ = shard_.Find(name);
+  }
+
+  // A live operation at `now` on a whole shard (ExpireDue, ListCollections).
+  ShardOp(Engine& engine, Shard& shard, absl::Time now) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+      : ShardOp(engine, shard, absl::string_view(), now, /*live=*/true) {}
+
+  ~ShardOp() ABSL_UNLOCK_FUNCTION() {
+    Finish();
+    shard_.mu.Unlock();
+  }
+
+  ShardOp(const ShardOp&) = delete;
+  ShardOp& operator=(const ShardOp&) = delete;
+
+  // The operation's collection; nullptr when there is none, or no longer.
+  Collection* collection() const { return c_; }
+  // The collection's member `key`; nullptr when absent.
+  const Member* Find(absl::string_view key) const {
+    return c_ == nullptr ? nullptr : c_->Find(key);
+  }
+  // A deadline d has passed iff d <= now_ms() (deadlines are whole ms).
+  int64_t now_ms() const { return now_ms_; }
+  // The live members across the engine once this operation's changes count.
+  uint64_t total_members() const {
+    return engine_.total_members_.load(std::memory_order_relaxed) + member_delta_;
+  }
+
+  // ---- The changes: the one path for live operations and replay. ----
+  // A member passed in is one Find() returned.
+
+  // Writes the member `key`, whose current member is `existing` (nullptr when
+  // absent), creating the collection when there is none.
+  void PutMember(const Member* existing, absl::string_view key, absl::string_view value,
+                 int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (existing != nullptr) {
+      c_->Replace(existing, value, deadline_ms);
+    } else {
+      assert(!name_.empty() && "a put in a whole-shard operation");
+      if (c_ == nullptr) c_ = Create(name_);
+      c_->Insert(key, value, deadline_ms);
+      ++member_delta_;
+    }
+    if (journaling_) journal_.Put(c_->name(), key, value, deadline_ms);
+    changed_ = true;
+  }
+
+  // Moves `m`'s deadline (kNoDeadlineMs: it never expires).
+  void SetDeadline(const Member* m, int64_t deadline_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    c_->SetDeadline(m, deadline_ms);
+    if (journaling_) journal_.SetDeadline(c_->name(), m->key(), deadline_ms);
+    changed_ = true;
+  }
+
+  // Removes `m` by request: no event.
+  void RemoveMember(const Member* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (journaling_) journal_.Remove(c_->name(), m->key());
+    Erase(c_, m);
+    changed_ = true;
+  }
+
+  // Removes `m` as expired at its deadline `deadline_ms`, with its event when
+  // live.
+  void ExpireMember(const Member* m, int64_t deadline_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    Expire(c_, m, deadline_ms);
+    changed_ = true;
+  }
+
+  // Removes the collection and all its members, without events. Returns how
+  // many members it had. REQUIRES: collection() is not null.
+  uint64_t DropCollection() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    assert(c_ != nullptr);
+    const uint64_t removed = c_->size();
+    if (journaling_) journal_.DeleteCollection(c_->name());
+    member_delta_ -= static_cast<int64_t>(removed);
+    Forget(c_);
+    c_ = nullptr;
+    return removed;
+  }
+
+  // ---- Whole-shard operations. ----
+
+  // Expires due members of the collections at the front of the deadline
+  // queue, up to `limit`. Returns how many expired.
+  size_t ReapFront(size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    size_t n = 0;
+    while (n < limit && shard_.queue_.NextDeadline() <= now_ms_) {
+      // A due collection is drained whole: a backlog expires collection by
+      // collection, in order of their earliest deadlines, each collection's
+      // members in deadline order. Interleaving collections member by member
+      // would cost a queue move per member and halve the drain rate.
+      n += Reap(shard_.queue_.Front(), limit - n);
+    }
+    return n;
+  }
+
+  // Whether a member of the shard is due.
+  bool HasDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    return shard_.queue_.NextDeadline() <= now_ms_;
+  }
+
+  // Up to `limit` live collections named with `prefix`, after `after`.
+  std::vector<CollectionInfo> ListLive(absl::string_view prefix, absl::string_view after,
+                                       size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    std::vector<CollectionInfo> out;
+    std::string cursor(after);
+    bool from_prefix = after < prefix;
+    while (out.size() < limit) {
+      auto it = from_prefix ? shard_.names_.lower_bound(prefix) : shard_.names_.upper_bound(cursor);
+      if (it == shard_.names_.end() || !absl::StartsWith(*it, prefix)) break;
+      cursor = std::string(*it);
+      from_prefix = false;
+      if (Collection* c = FindLive(cursor); c != nullptr) out.push_back(InfoOf(*c));
+    }
+    return out;
+  }
+
+ private:
+  ShardOp(Engine& engine, Shard& shard, absl::string_view name, absl::Time now, bool live)
+      ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+      : engine_(engine),
+        shard_(shard),
+        now_(now),
+        now_ms_(FloorMillis(now)),
+        live_(live),
+        journaling_(live && engine.options_.journal != nullptr),
+        name_(name) {
+    shard_.mu.Lock();
+  }
+
+  // The live collection named `name` after expiring its due members, or
+  // nullptr when there is none.
+  Collection* FindLive(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    Collection* c = shard_.Find(name);
+    if (c != nullptr && c->next_deadline_ms() <= now_ms_) {
+      Reap(c, std::numeric_limits<size_t>::max());
+      return shard_.Find(name);
+    }
+    return c;
+  }
+
+  Collection* Create(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    auto [it, inserted] =
+        shard_.collections_.insert(std::make_unique<Collection>(std::string(name)));
+    shard_.names_.insert((*it)->name());
+    return it->get();
+  }
+
+  // Expires up to `limit` due members of `c`, then settles it. Returns how
+  // many expired. `c` may be gone afterwards.
+  size_t Reap(Collection* c, size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    size_t n = 0;
+    if (limit != std::numeric_limits<size_t>::max()) {
+      events_.reserve(events_.size() + std::min(limit, c->expiring_count()));
+    }
+    while (n < limit) {
+      const Member* m = c->EarliestExpiring();
+      if (m == nullptr || m->deadline_ms() > now_ms_) break;
+      Expire(c, m, m->deadline_ms());
+      ++n;
+    }
+    Settle(c);
+    return n;
+  }
+
+  void Expire(Collection* c, const Member* m, int64_t deadline_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (journaling_) {
+      journal_.Expiry(c->name(), m->key(), m->value(), deadline_ms, absl::ToUnixNanos(now_));
+    }
+    if (live_) {
+      ExpiryEvent& e = events_.emplace_back();
+      e.collection = c->name();
+      e.key = std::string(m->key());
+      e.value = std::string(m->value());
+      e.expire_time = TimeOfDeadline(deadline_ms);
+      e.expired_at = now_;
+    }
+    Erase(c, m);
+  }
+
+  // Where a member leaves its collection, removed or expired.
+  void Erase(Collection* c, const Member* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    c->Erase(m);
+    --member_delta_;
+  }
+
+  // Brings the deadline queue up to date after `c` changed; forgets `c` when
+  // it has no member left.
+  void Settle(Collection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    const int64_t want = c->empty() ? kNoDeadlineMs : c->next_deadline_ms();
+    const int64_t queued = c->queued_deadline_ms();
+    if (want != queued) {
+      const int64_t earliest_before = shard_.queue_.NextDeadline();
+      if (queued != kNoDeadlineMs) shard_.queue_.Remove(queued, c);
+      if (want != kNoDeadlineMs) shard_.queue_.Add(want, c);
+      c->set_queued_deadline_ms(want);
+      const auto& listener = engine_.options_.earlier_deadline_listener;
+      if (want < earliest_before && listener) listener(TimeOfDeadline(want));
+    }
+    if (c->empty()) {
+      Forget(c);
+      if (c == c_) c_ = nullptr;
+    }
+  }
+
+  // Removes `c` from the shard; its members are already counted out.
+  void Forget(Collection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (c->queued_deadline_ms() != kNoDeadlineMs) {
+      shard_.queue_.Remove(c->queued_deadline_ms(), c);
+    }
+    shard_.names_.erase(c->name());
+    // Erase by iterator: the name the lookup needs belongs to `c`.
+    shard_.collections_.erase(shard_.collections_.find(c->name()));
+  }
+
+  // Settles the operation's collection, adjusts the member count, appends
+  // the operation's events to the log and commits its batch. The count comes
+  // first: whoever sees an event sees the member gone from the count.
+  void Finish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (c_ != nullptr && changed_) Settle(c_);
+    if (member_delta_ != 0) {
+      engine_.total_members_.fetch_add(static_cast<uint64_t>(member_delta_),
+                                       std::memory_order_relaxed);
+    }
+    uint64_t first_sequence = 0;
+    uint64_t last_sequence = 0;
+    if (!events_.empty()) {
+      const size_t n = events_.size();
+      last_sequence = engine_.log_->Append(std::move(events_));
+      first_sequence = last_sequence - n + 1;
+    }
+    if (journaling_ && !journal_.empty()) {
+      engine_.options_.journal->Commit(journal_.Finish(first_sequence), last_sequence);
+    }
+  }
+
+  // First: checks before the lock is taken, and is done after it is released.
+  OneShardLockPerThread one_lock_;
+
+  // Constant after construction.
+  Engine& engine_;
+  Shard& shard_;
+  const absl::Time now_;
+  const int64_t now_ms_;
+  // Expiries become events; changes are journaled when journaling_.
+  const bool live_;
+  const bool journaling_;
+  // The operation's collection's name; empty on a whole shard.
+  const absl::string_view name_;
+
+  // State below is protected by shard_.mu, held throughout.
+  // The operation's collection.
+  Collection* c_ = nullptr;
+  // Whether c_ changed since it was found.
+  bool changed_ = false;
+  std::vector<ExpiryEvent> events_;
+  BatchEncoder journal_;
+  // Members added less members gone, not yet in engine_.total_members_.
+  int64_t member_delta_ = 0;
 };
 
 // ---- Engine ------------------------------------------------------------------
@@ -451,17 +437,10 @@ Engine::Engine(const Options& options, Clock* clock, EventLog* log)
     : options_(options), clock_(clock), log_(log) {
   const size_t n = std::max<size_t>(1, options_.shards);
   shards_.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    shards_.push_back(std::make_unique<Shard>(log_, options_.journal,
-                                              &earlier_deadline_listener_, &total_members_));
-  }
+  for (size_t i = 0; i < n; ++i) shards_.push_back(std::make_unique<Shard>());
 }
 
 Engine::~Engine() = default;
-
-void Engine::SetEarlierDeadlineListener(std::function<void(absl::Time)> listener) {
-  earlier_deadline_listener_ = std::move(listener);
-}
 
 uint64_t Engine::total_members() const {
   return total_members_.load(std::memory_order_relaxed);
@@ -469,6 +448,16 @@ uint64_t Engine::total_members() const {
 
 absl::Status Engine::Writable() const {
   return options_.journal == nullptr ? absl::OkStatus() : options_.journal->status();
+}
+
+absl::Status Engine::CheckKeyedRequest(absl::string_view collection,
+                                       absl::Span<const absl::string_view> keys,
+                                       bool writes) const {
+  if (absl::Status s = ValidateName("collection", collection, options_.limits); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateKeys(keys, options_.limits); !s.ok()) return s;
+  return writes ? Writable() : absl::OkStatus();
 }
 
 Engine::Shard& Engine::ShardFor(absl::string_view collection) const {
@@ -490,35 +479,21 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   absl::InlinedVector<int64_t, 4> deadlines(writes.size());
   for (size_t i = 0; i < writes.size(); ++i) {
     const MemberWrite& w = writes[i];
-    const std::string prefix = absl::StrCat("members[", i, "].");
-    if (w.value.size() > limits.max_value_bytes) {
-      return Invalid(absl::StrCat(prefix, "value"),
-                     absl::StrFormat("%d bytes exceeds the limit of %d", w.value.size(),
-                                     limits.max_value_bytes));
-    }
-    if (w.keep_expiration && w.expiration.kind != Expiration::Kind::kNone) {
-      return Invalid(absl::StrCat(prefix, "keep_expiration"),
-                     "cannot be combined with ttl or expire_time");
-    }
     absl::StatusOr<int64_t> d =
-        DeadlineOf(w.expiration, prefix, now, PastDeadline::kRejected, limits);
+        ValidateMemberWrite(i, w.value, w.expiration, w.keep_expiration, now, limits);
     if (!d.ok()) return d.status();
     deadlines[i] = *d;
   }
 
-  Shard& shard = ShardFor(collection);
-  Op op(now);
+  ShardOp op(*this, collection, now);
   std::vector<PutResult> results(writes.size());
-  absl::Status status;
-  MutexLock lock(&shard.mu);
-  Collection* c = shard.FindLive(collection, op);
   // Plan first so a failing request writes nothing. Member pointers stay
   // valid while applying: keys are unique, and applying one write touches
   // only its own member.
   absl::InlinedVector<const Member*, 4> existing(writes.size(), nullptr);
   size_t creates = 0;
   for (size_t i = 0; i < writes.size(); ++i) {
-    const Member* m = c == nullptr ? nullptr : c->Find(writes[i].key);
+    const Member* m = op.Find(writes[i].key);
     existing[i] = m;
     const PutCondition cond = writes[i].condition;
     if ((cond == PutCondition::kIfAbsent && m != nullptr) ||
@@ -530,187 +505,124 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
       if (m == nullptr) ++creates;
     }
   }
-  const size_t size_after = (c == nullptr ? 0 : c->size()) + creates;
+  const size_t size_after = (op.collection() == nullptr ? 0 : op.collection()->size()) + creates;
   if (options.max_members != 0 && size_after > options.max_members) {
-    status = absl::FailedPreconditionError(
+    return absl::FailedPreconditionError(
         absl::StrFormat("collection \"%s\" would hold %d members; max_members is %d",
                         collection, size_after, options.max_members));
-  } else if (creates > 0 && total_members_.load(std::memory_order_relaxed) + creates >
-                                limits.max_total_members) {
-    status = absl::ResourceExhaustedError(absl::StrFormat(
-        "the server holds its maximum of %d members", limits.max_total_members));
-  } else {
-    for (size_t i = 0; i < writes.size(); ++i) {
-      if (results[i].outcome == PutOutcome::kSkipped) continue;
-      const MemberWrite& w = writes[i];
-      const Member* m = existing[i];
-      const int64_t deadline =
-          w.keep_expiration ? (m == nullptr ? kNoDeadlineMs : m->deadline_ms()) : deadlines[i];
-      if (m != nullptr) {
-        c->Replace(m, w.value, deadline);
-      } else {
-        if (c == nullptr) c = shard.Create(collection);
-        c->Insert(w.key, w.value, deadline);
-      }
-      if (shard.journaling()) op.journal.Put(collection, w.key, w.value, deadline);
-      results[i].expire_time = TimeOfDeadline(deadline);
-    }
-    total_members_.fetch_add(creates, std::memory_order_relaxed);
-    if (c != nullptr) shard.Settle(c);
   }
-  shard.Publish(op);
-  if (!status.ok()) return status;
+  if (creates > 0 && op.total_members() + creates > limits.max_total_members) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the server holds its maximum of %d members", limits.max_total_members));
+  }
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (results[i].outcome == PutOutcome::kSkipped) continue;
+    const MemberWrite& w = writes[i];
+    const Member* m = existing[i];
+    const int64_t deadline =
+        w.keep_expiration ? (m == nullptr ? kNoDeadlineMs : m->deadline_ms()) : deadlines[i];
+    op.PutMember(m, w.key, w.value, deadline);
+    results[i].expire_time = TimeOfDeadline(deadline);
+  }
   return results;
 }
 
 absl::StatusOr<std::vector<GetResult>> Engine::Get(absl::string_view collection,
                                                    absl::Span<const absl::string_view> keys,
                                                    const Expiration& refresh) {
-  const Limits& limits = options_.limits;
-  if (absl::Status s = ValidateName("collection", collection, limits); !s.ok()) return s;
-  if (absl::Status s = ValidateKeys(keys, limits); !s.ok()) return s;
+  if (absl::Status s = CheckKeyedRequest(collection, keys, false); !s.ok()) return s;
   const absl::Time now = clock_->Now();
   absl::StatusOr<int64_t> refresh_ms =
-      DeadlineOf(refresh, "refresh_", now, PastDeadline::kRejected, limits);
+      DeadlineOf(refresh, "refresh_", now, PastDeadline::kRejected, options_.limits);
   if (!refresh_ms.ok()) return refresh_ms.status();
   const bool refreshing = refresh.kind != Expiration::Kind::kNone;
   if (refreshing) {
     if (absl::Status s = Writable(); !s.ok()) return s;
   }
 
-  Shard& shard = ShardFor(collection);
-  Op op(now);
+  ShardOp op(*this, collection, now);
   std::vector<GetResult> results(keys.size());
-  MutexLock lock(&shard.mu);
-  Collection* c = shard.FindLive(collection, op);
-  if (c != nullptr) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const Member* m = c->Find(keys[i]);
-      if (m == nullptr) continue;
-      if (refreshing) {
-        c->SetDeadline(m, *refresh_ms);
-        if (shard.journaling()) op.journal.SetDeadline(collection, keys[i], *refresh_ms);
-      }
-      results[i] = {true, std::string(m->value()), TimeOfDeadline(m->deadline_ms())};
-    }
-    if (refreshing) shard.Settle(c);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Member* m = op.Find(keys[i]);
+    if (m == nullptr) continue;
+    if (refreshing) op.SetDeadline(m, *refresh_ms);
+    results[i] = {true, std::string(m->value()), TimeOfDeadline(m->deadline_ms())};
   }
-  shard.Publish(op);
   return results;
 }
 
 absl::StatusOr<std::vector<bool>> Engine::Remove(absl::string_view collection,
                                                  absl::Span<const absl::string_view> keys) {
-  const Limits& limits = options_.limits;
-  if (absl::Status s = ValidateName("collection", collection, limits); !s.ok()) return s;
-  if (absl::Status s = ValidateKeys(keys, limits); !s.ok()) return s;
-  if (absl::Status s = Writable(); !s.ok()) return s;
+  if (absl::Status s = CheckKeyedRequest(collection, keys, true); !s.ok()) return s;
 
-  Shard& shard = ShardFor(collection);
-  Op op(clock_->Now());
+  ShardOp op(*this, collection, clock_->Now());
   std::vector<bool> existed(keys.size(), false);
-  MutexLock lock(&shard.mu);
-  Collection* c = shard.FindLive(collection, op);
-  if (c != nullptr) {
-    size_t removed = 0;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const Member* m = c->Find(keys[i]);
-      if (m == nullptr) continue;
-      if (shard.journaling()) op.journal.Remove(collection, keys[i]);
-      c->Erase(m);
-      existed[i] = true;
-      ++removed;
-    }
-    total_members_.fetch_sub(removed, std::memory_order_relaxed);
-    shard.Settle(c);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Member* m = op.Find(keys[i]);
+    if (m == nullptr) continue;
+    op.RemoveMember(m);
+    existed[i] = true;
   }
-  shard.Publish(op);
   return existed;
 }
 
 absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(
     absl::string_view collection, absl::Span<const absl::string_view> keys,
     const Expiration& expiration, ExpireCondition condition) {
-  const Limits& limits = options_.limits;
-  if (absl::Status s = ValidateName("collection", collection, limits); !s.ok()) return s;
-  if (absl::Status s = ValidateKeys(keys, limits); !s.ok()) return s;
-  if (absl::Status s = Writable(); !s.ok()) return s;
+  if (absl::Status s = CheckKeyedRequest(collection, keys, true); !s.ok()) return s;
   if (expiration.kind == Expiration::Kind::kNone) {
-    return Invalid("expiration", "one of ttl or expire_time is required");
+    return InvalidField("expiration", "one of ttl or expire_time is required");
   }
   const absl::Time now = clock_->Now();
   absl::StatusOr<int64_t> deadline =
-      DeadlineOf(expiration, "", now, PastDeadline::kAllowed, limits);
+      DeadlineOf(expiration, "", now, PastDeadline::kAllowed, options_.limits);
   if (!deadline.ok()) return deadline.status();
   const int64_t d = *deadline;
 
-  Shard& shard = ShardFor(collection);
-  Op op(now);
+  ShardOp op(*this, collection, now);
   std::vector<ExpireResult> results(keys.size(), {ExpireOutcome::kNotFound, NoDeadline()});
-  MutexLock lock(&shard.mu);
-  Collection* c = shard.FindLive(collection, op);
-  if (c != nullptr) {
-    size_t expired = 0;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const Member* m = c->Find(keys[i]);
-      if (m == nullptr) continue;
-      // A persistent member counts as expiring infinitely late.
-      const int64_t current = m->deadline_ms();
-      bool met = true;
-      switch (condition) {
-        case ExpireCondition::kAlways: break;
-        case ExpireCondition::kIfNoExpiration: met = current == kNoDeadlineMs; break;
-        case ExpireCondition::kIfHasExpiration: met = current != kNoDeadlineMs; break;
-        case ExpireCondition::kIfLater: met = d > current; break;
-        case ExpireCondition::kIfEarlier: met = d < current; break;
-      }
-      if (!met) {
-        results[i] = {ExpireOutcome::kConditionNotMet, TimeOfDeadline(current)};
-      } else if (d <= op.now_ms) {
-        shard.EmitExpiry(*c, *m, d, op);
-        c->Erase(m);
-        ++expired;
-        results[i] = {ExpireOutcome::kExpired, NoDeadline()};
-      } else {
-        c->SetDeadline(m, d);
-        if (shard.journaling()) op.journal.SetDeadline(collection, keys[i], d);
-        results[i] = {ExpireOutcome::kUpdated, TimeOfDeadline(d)};
-      }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Member* m = op.Find(keys[i]);
+    if (m == nullptr) continue;
+    // A persistent member counts as expiring infinitely late.
+    const int64_t current = m->deadline_ms();
+    bool met = true;
+    switch (condition) {
+      case ExpireCondition::kAlways: break;
+      case ExpireCondition::kIfNoExpiration: met = current == kNoDeadlineMs; break;
+      case ExpireCondition::kIfHasExpiration: met = current != kNoDeadlineMs; break;
+      case ExpireCondition::kIfLater: met = d > current; break;
+      case ExpireCondition::kIfEarlier: met = d < current; break;
     }
-    total_members_.fetch_sub(expired, std::memory_order_relaxed);
-    shard.Settle(c);
+    if (!met) {
+      results[i] = {ExpireOutcome::kConditionNotMet, TimeOfDeadline(current)};
+    } else if (d <= op.now_ms()) {
+      op.ExpireMember(m, d);
+      results[i] = {ExpireOutcome::kExpired, NoDeadline()};
+    } else {
+      op.SetDeadline(m, d);
+      results[i] = {ExpireOutcome::kUpdated, TimeOfDeadline(d)};
+    }
   }
-  shard.Publish(op);
   return results;
 }
 
 absl::StatusOr<std::vector<PersistOutcome>> Engine::Persist(
     absl::string_view collection, absl::Span<const absl::string_view> keys) {
-  const Limits& limits = options_.limits;
-  if (absl::Status s = ValidateName("collection", collection, limits); !s.ok()) return s;
-  if (absl::Status s = ValidateKeys(keys, limits); !s.ok()) return s;
-  if (absl::Status s = Writable(); !s.ok()) return s;
+  if (absl::Status s = CheckKeyedRequest(collection, keys, true); !s.ok()) return s;
 
-  Shard& shard = ShardFor(collection);
-  Op op(clock_->Now());
+  ShardOp op(*this, collection, clock_->Now());
   std::vector<PersistOutcome> results(keys.size(), PersistOutcome::kNotFound);
-  MutexLock lock(&shard.mu);
-  Collection* c = shard.FindLive(collection, op);
-  if (c != nullptr) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const Member* m = c->Find(keys[i]);
-      if (m == nullptr) continue;
-      if (!m->has_deadline()) {
-        results[i] = PersistOutcome::kNoExpiration;
-        continue;
-      }
-      c->SetDeadline(m, kNoDeadlineMs);
-      if (shard.journaling()) op.journal.SetDeadline(collection, keys[i], kNoDeadlineMs);
-      results[i] = PersistOutcome::kPersisted;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Member* m = op.Find(keys[i]);
+    if (m == nullptr) continue;
+    if (!m->has_deadline()) {
+      results[i] = PersistOutcome::kNoExpiration;
+      continue;
     }
-    shard.Settle(c);
+    op.SetDeadline(m, kNoDeadlineMs);
+    results[i] = PersistOutcome::kPersisted;
   }
-  shard.Publish(op);
   return results;
 }
 
@@ -721,55 +633,45 @@ absl::StatusOr<MemberPage> Engine::ListMembers(absl::string_view collection,
   if (absl::Status s = ValidatePageSize(options.page_size); !s.ok()) return s;
   const size_t limit = EffectivePageSize(options.page_size, limits);
 
-  Shard& shard = ShardFor(collection);
-  Op op(clock_->Now());
+  ShardOp op(*this, collection, clock_->Now());
   MemberPage page;
-  MutexLock lock(&shard.mu);
-  const Collection* c = shard.FindLive(collection, op);
-  if (c != nullptr) {
-    bool more = false;
-    std::vector<const Member*> members;
-    if (options.order == MemberOrder::kKey) {
-      absl::string_view after_key;
-      if (options.after.has_value()) after_key = options.after->key;
-      members = c->PageByKey(options.after.has_value() ? &after_key : nullptr, limit, &more);
-    } else {
-      DeadlinePosition after{};
-      if (options.after.has_value()) {
-        after.deadline_ms = options.after->expire_time == NoDeadline()
-                                ? kNoDeadlineMs
-                                : FloorMillis(options.after->expire_time);
-        after.key = options.after->key;
-      }
-      members = c->PageByDeadline(options.after.has_value() ? &after : nullptr, limit, &more);
+  const Collection* c = op.collection();
+  if (c == nullptr) return page;
+  bool more = false;
+  std::vector<const Member*> members;
+  if (options.order == MemberOrder::kKey) {
+    absl::string_view after_key;
+    if (options.after.has_value()) after_key = options.after->key;
+    members = c->PageByKey(options.after.has_value() ? &after_key : nullptr, limit, &more);
+  } else {
+    DeadlinePosition after{};
+    if (options.after.has_value()) {
+      after.deadline_ms = options.after->expire_time == NoDeadline()
+                              ? kNoDeadlineMs
+                              : FloorMillis(options.after->expire_time);
+      after.key = options.after->key;
     }
-    page.members.reserve(members.size());
-    for (const Member* m : members) {
-      page.members.push_back({std::string(m->key()),
-                              options.keys_only ? std::string() : std::string(m->value()),
-                              TimeOfDeadline(m->deadline_ms())});
-    }
-    if (more && !members.empty()) {
-      page.next = MemberCursor{page.members.back().expire_time, page.members.back().key};
-    }
+    members = c->PageByDeadline(options.after.has_value() ? &after : nullptr, limit, &more);
   }
-  shard.Publish(op);
+  page.members.reserve(members.size());
+  for (const Member* m : members) {
+    page.members.push_back({std::string(m->key()),
+                            options.keys_only ? std::string() : std::string(m->value()),
+                            TimeOfDeadline(m->deadline_ms())});
+  }
+  if (more && !members.empty()) {
+    page.next = MemberCursor{page.members.back().expire_time, page.members.back().key};
+  }
   return page;
 }
 
 absl::StatusOr<CollectionInfo> Engine::GetCollection(absl::string_view name) {
   if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
-  Shard& shard = ShardFor(name);
-  Op op(clock_->Now());
-  MutexLock lock(&shard.mu);
-  const Collection* c = shard.FindLive(name, op);
-  std::optional<CollectionInfo> info;
-  if (c != nullptr) info = Shard::InfoOf(*c);
-  shard.Publish(op);
-  if (!info.has_value()) {
+  ShardOp op(*this, name, clock_->Now());
+  if (op.collection() == nullptr) {
     return absl::NotFoundError(absl::StrFormat("collection \"%s\" not found", name));
   }
-  return *std::move(info);
+  return InfoOf(*op.collection());
 }
 
 absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix,
@@ -787,10 +689,8 @@ absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix,
   std::vector<CollectionInfo> candidates;
   const absl::Time now = clock_->Now();
   for (const auto& shard : shards_) {
-    Op op(now);
-    MutexLock lock(&shard->mu);
-    std::vector<CollectionInfo> part = shard->ListLive(prefix, after, limit + 1, op);
-    shard->Publish(op);
+    ShardOp op(*this, *shard, now);
+    std::vector<CollectionInfo> part = op.ListLive(prefix, after, limit + 1);
     std::move(part.begin(), part.end(), std::back_inserter(candidates));
   }
   std::sort(candidates.begin(), candidates.end(),
@@ -807,20 +707,10 @@ absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix,
 absl::StatusOr<uint64_t> Engine::DeleteCollection(absl::string_view name) {
   if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  Shard& shard = ShardFor(name);
-  Op op(clock_->Now());
-  MutexLock lock(&shard.mu);
   // Members already past their deadline expire (with events) first: they
   // were gone before the delete.
-  Collection* c = shard.FindLive(name, op);
-  uint64_t removed = 0;
-  if (c != nullptr) {
-    removed = c->size();
-    if (shard.journaling()) op.journal.DeleteCollection(name);
-    shard.Drop(c);
-  }
-  shard.Publish(op);
-  return removed;
+  ShardOp op(*this, name, clock_->Now());
+  return op.collection() == nullptr ? 0 : op.DropCollection();
 }
 
 size_t Engine::ExpireDue() {
@@ -829,50 +719,38 @@ size_t Engine::ExpireDue() {
   for (const auto& shard : shards_) {
     bool more = true;
     while (more) {
-      Op op(now);
-      MutexLock lock(&shard->mu);
-      expired += shard->ReapFront(op, options_.expire_batch);
-      more = shard->HasDue(op.now_ms);
-      shard->Publish(op);
+      ShardOp op(*this, *shard, now);
+      expired += op.ReapFront(options_.expire_batch);
+      more = op.HasDue();
     }
   }
   return expired;
 }
 
 void Engine::Apply(const JournalRecord& r) {
-  Shard& shard = ShardFor(r.collection);
-  MutexLock lock(&shard.mu);
-  Collection* c = shard.FindRaw(r.collection);
+  if (r.type == RecordType::kEvent || r.type == RecordType::kNextSequence) return;
+  ShardOp op(*this, r.collection, ShardOp::kReplay);
+  const Member* m = op.Find(r.key);
   switch (r.type) {
     case RecordType::kPut:
-      if (c == nullptr) c = shard.Create(r.collection);
-      if (const Member* m = c->Find(r.key); m != nullptr) {
-        c->Replace(m, r.value, r.deadline_ms);
-      } else {
-        c->Insert(r.key, r.value, r.deadline_ms);
-        total_members_.fetch_add(1, std::memory_order_relaxed);
-      }
+      op.PutMember(m, r.key, r.value, r.deadline_ms);
       break;
     case RecordType::kSetDeadline:
-      if (c == nullptr) return;
-      if (const Member* m = c->Find(r.key); m != nullptr) c->SetDeadline(m, r.deadline_ms);
+      if (m != nullptr) op.SetDeadline(m, r.deadline_ms);
       break;
     case RecordType::kRemove:
+      if (m != nullptr) op.RemoveMember(m);
+      break;
     case RecordType::kExpiry:
-      if (c == nullptr) return;
-      if (const Member* m = c->Find(r.key); m != nullptr) {
-        c->Erase(m);
-        total_members_.fetch_sub(1, std::memory_order_relaxed);
-      }
+      if (m != nullptr) op.ExpireMember(m, r.deadline_ms);
       break;
     case RecordType::kDeleteCollection:
-      if (c != nullptr) shard.Drop(c);
-      return;
+      if (op.collection() != nullptr) op.DropCollection();
+      break;
     case RecordType::kEvent:
     case RecordType::kNextSequence:
-      return;
+      break;
   }
-  if (c != nullptr) shard.Settle(c);
 }
 
 bool Engine::Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn) {
@@ -880,6 +758,7 @@ bool Engine::Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn) {
     Shard& shard = *shards_[cursor->shard];
     size_t n;
     {
+      OneShardLockPerThread one_lock;
       MutexLock lock(&shard.mu);
       n = shard.Scan(cursor, max_members, fn);
     }
@@ -896,6 +775,7 @@ bool Engine::Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn) {
 absl::Time Engine::NextDeadline() const {
   int64_t earliest = kNoDeadlineMs;
   for (const auto& shard : shards_) {
+    OneShardLockPerThread one_lock;
     MutexLock lock(&shard->mu);
     earliest = std::min(earliest, shard->NextDeadline());
   }

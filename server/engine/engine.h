@@ -14,7 +14,7 @@
 //                             .expiration = lapse::Expiration::Ttl(absl::Minutes(30))}}, {});
 //
 // The engine is pure C++ and Abseil: no gRPC, no proto. Requests are validated
-// here, against Limits, and errors name the API field at fault
+// against Limits (validate.h), and errors name the API field at fault
 // ("members[2].ttl"); a request that fails writes nothing.
 //
 // Thread safety: an Engine is safe for concurrent use from many threads.
@@ -37,26 +37,13 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/base/clock.h"
+#include "server/base/deadline.h"
 #include "server/engine/event_log.h"
+#include "server/engine/expiration.h"
 #include "server/engine/journal.h"
 #include "server/engine/limits.h"
 
 namespace lapse {
-
-// A persistent member's deadline.
-inline absl::Time NoDeadline() { return absl::InfiniteFuture(); }
-
-// An expiration as a request states it (AIP-214): none, relative or absolute.
-struct Expiration {
-  enum class Kind { kNone, kTtl, kTime };
-  Kind kind = Kind::kNone;
-  absl::Duration ttl;
-  absl::Time time;
-
-  static Expiration None() { return {}; }
-  static Expiration Ttl(absl::Duration d) { return {Kind::kTtl, d, {}}; }
-  static Expiration At(absl::Time t) { return {Kind::kTime, {}, t}; }
-};
 
 enum class PutCondition { kAlways, kIfAbsent, kIfPresent };
 enum class PutOutcome { kCreated, kReplaced, kSkipped };
@@ -152,13 +139,18 @@ class Engine {
  public:
   struct Options {
     size_t shards = 16;
-    Limits limits;
+    Limits limits = {};
     // Upper bound on members expired under one shard lock hold, so writers
     // are never stalled by a large expiry burst.
     size_t expire_batch = 1024;
     // Where changes are recorded for durability; none when null (memory-only).
     // Not owned; must outlive the engine.
     Journal* journal = nullptr;
+    // Called with the new deadline whenever a shard's earliest deadline moves
+    // earlier, so a sleeping Expirer can wake sooner (ExpirerWakeup::Listener).
+    // Runs under a shard lock: must be cheap and must not call into the
+    // engine. None when empty.
+    std::function<void(absl::Time)> earlier_deadline_listener = nullptr;
   };
 
   // `clock` and `log` are not owned and must outlive the engine.
@@ -200,17 +192,13 @@ class Engine {
   // The earliest deadline of any member; NoDeadline() when none.
   absl::Time NextDeadline() const;
 
-  // Called with the new deadline whenever a shard's earliest deadline moves
-  // earlier, so a sleeping Expirer can wake sooner. Runs under a shard lock:
-  // must be cheap and must not call into the engine. Set once, before use.
-  void SetEarlierDeadlineListener(std::function<void(absl::Time)> listener);
-
   // ---- Durability: used by the store in storage/. ----
 
   // Applies one replayed record (kPut, kRemove, kSetDeadline,
   // kDeleteCollection, kExpiry) as it was recorded: no validation, no
-  // events, no journaling, nothing expired on the way. Records of kEvent type
-  // are not the engine's and are ignored.
+  // events, no journaling, nothing expired on the way. The state changes
+  // through the same code as in the live operations. Records of kEvent and
+  // kNextSequence type are not the engine's and are ignored.
   void Apply(const JournalRecord& record);
 
   // A position in Scan: the last member visited.
@@ -236,17 +224,21 @@ class Engine {
 
  private:
   class Shard;
+  class ShardOp;
 
   Shard& ShardFor(absl::string_view collection) const;
   // UNAVAILABLE when the journal can no longer record changes.
   absl::Status Writable() const;
+  // The checks a request on `keys` of `collection` starts with; with
+  // `writes`, also that the journal can record changes.
+  absl::Status CheckKeyedRequest(absl::string_view collection,
+                                 absl::Span<const absl::string_view> keys, bool writes) const;
 
   // Constant after construction.
   const Options options_;
   Clock* const clock_;
   EventLog* const log_;
   std::vector<std::unique_ptr<Shard>> shards_;
-  std::function<void(absl::Time)> earlier_deadline_listener_;
 
   std::atomic<uint64_t> total_members_{0};
 };

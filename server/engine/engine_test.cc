@@ -1,5 +1,6 @@
 #include "server/engine/engine.h"
 
+#include <atomic>
 #include <map>
 #include <string>
 #include <thread>
@@ -431,11 +432,10 @@ TEST_F(EngineTest, NextDeadlineTracksTheEarliestMember) {
 
 TEST_F(EngineTest, EarlierDeadlineListenerFiresOnlyWhenTheFrontMovesEarlier) {
   std::vector<absl::Time> notified;
-  engine_.SetEarlierDeadlineListener([&](absl::Time t) { notified.push_back(t); });
   Engine::Options options;
   options.shards = 1;
+  options.earlier_deadline_listener = [&](absl::Time t) { notified.push_back(t); };
   Engine one_shard(options, &clock_, &log_);
-  one_shard.SetEarlierDeadlineListener([&](absl::Time t) { notified.push_back(t); });
   MemberWrite a{"a", "v", Expiration::Ttl(absl::Seconds(30))};
   MemberWrite b{"b", "v", Expiration::Ttl(absl::Seconds(60))};
   MemberWrite c{"c", "v", Expiration::Ttl(absl::Seconds(10))};
@@ -444,6 +444,18 @@ TEST_F(EngineTest, EarlierDeadlineListenerFiresOnlyWhenTheFrontMovesEarlier) {
   ASSERT_TRUE(one_shard.Put("z", {c}, {}).ok());
   EXPECT_THAT(notified, ElementsAre(kStart + absl::Seconds(30), kStart + absl::Seconds(10)));
 }
+
+#ifndef NDEBUG
+TEST_F(EngineTest, DebugBuildsCatchAListenerThatCallsIntoTheEngine) {
+  Engine* engine = nullptr;
+  Engine::Options options;
+  options.earlier_deadline_listener = [&](absl::Time) { engine->NextDeadline(); };
+  Engine calls_back(options, &clock_, &log_);
+  engine = &calls_back;
+  MemberWrite w{"k", "v", Expiration::Ttl(absl::Seconds(1))};
+  EXPECT_DEATH(calls_back.Put("c", {w}, {}).IgnoreError(), "shard lock taken under another");
+}
+#endif
 
 // ---- GetMembers with refresh ----
 
@@ -785,6 +797,84 @@ TEST_F(EngineTest, ConcurrentWritersAndExpirerLoseNoEvent) {
   EXPECT_EQ(engine_.total_members(), 0u);
   EXPECT_EQ(log_.last_sequence() - log_.oldest_retained_sequence() + 1,
             static_cast<uint64_t>(kThreads * kPerThread));
+}
+
+// ---- Replay ----
+
+// Keeps every committed batch.
+class RecordingJournal final : public Journal {
+ public:
+  void Commit(std::string batch, uint64_t) override { batches.push_back(std::move(batch)); }
+  absl::Status status() const override { return absl::OkStatus(); }
+
+  std::vector<std::string> batches;
+};
+
+// Every member as Scan sees it, due or not, and the member count.
+std::string DumpState(Engine& engine) {
+  std::string out;
+  Engine::ScanCursor cursor;
+  while (engine.Scan(&cursor, 100,
+                     [&](absl::string_view c, absl::string_view k, absl::string_view v,
+                         int64_t deadline_ms) {
+                       absl::StrAppend(&out, c, "/", k, "=", v, " @", deadline_ms, "\n");
+                     })) {
+  }
+  absl::StrAppend(&out, "total=", engine.total_members(), "\n");
+  return out;
+}
+
+TEST(EngineReplayTest, ReplayingTheJournalRebuildsTheStateWithoutEventsOrJournaling) {
+  FakeClock clock(kStart);
+  EventLog live_log(EventLog::Options{});
+  RecordingJournal live_journal;
+  Engine live({.shards = 4, .journal = &live_journal}, &clock, &live_log);
+  auto put = [&](absl::string_view c, absl::string_view k, absl::string_view v,
+                 Expiration e, bool keep = false) {
+    MemberWrite w{k, v, e};
+    w.keep_expiration = keep;
+    ASSERT_TRUE(live.Put(c, {w}, {}).ok());
+  };
+  put("a", "k1", "v1", Expiration::Ttl(absl::Seconds(10)));
+  put("a", "k2", "v2", Expiration::None());
+  put("a", "k3", "v3", Expiration::Ttl(absl::Seconds(20)));
+  put("a", "k1", "a longer value", Expiration::None(), /*keep=*/true);
+  put("b", "x", "vx", Expiration::Ttl(absl::Seconds(5)));
+  put("c", "p", "vp", Expiration::Ttl(absl::Seconds(1)));
+  put("d", "y", "vy", Expiration::Ttl(absl::Seconds(1)));
+  put("e", "z", "vz", Expiration::None());
+  for (int i = 0; i < 50; ++i) {
+    put(absl::StrCat("f", i % 3), absl::StrCat("m", i), "v", Expiration::Ttl(absl::Seconds(3)));
+  }
+  absl::string_view k3[] = {"k3"}, k2[] = {"k2"}, x[] = {"x"}, p[] = {"p"}, y[] = {"y"};
+  ASSERT_TRUE(live.Get("a", k3, Expiration::Ttl(absl::Seconds(30))).ok());
+  ASSERT_TRUE(live.Remove("a", k2).ok());
+  ASSERT_TRUE(live.Expire("a", k3, Expiration::Ttl(absl::Seconds(60)),
+                          ExpireCondition::kAlways).ok());
+  ASSERT_TRUE(live.Persist("c", p).ok());
+  ASSERT_TRUE(live.Expire("b", x, Expiration::At(kStart - absl::Seconds(1)),
+                          ExpireCondition::kAlways).ok());
+  ASSERT_TRUE(live.DeleteCollection("e").ok());
+  clock.Advance(absl::Seconds(2));
+  ASSERT_TRUE(live.Get("d", y).ok());  // expires "y" on the way
+  clock.Advance(absl::Seconds(2));
+  EXPECT_EQ(live.ExpireDue(), 50u);
+  ASSERT_GT(live_log.last_sequence(), 0u);
+
+  EventLog replay_log(EventLog::Options{});
+  RecordingJournal replay_journal;
+  Engine replayed({.shards = 4, .journal = &replay_journal}, &clock, &replay_log);
+  for (const std::string& batch : live_journal.batches) {
+    ASSERT_TRUE(DecodeBatch(batch, [&](const JournalRecord& r) {
+                  replayed.Apply(r);
+                  return absl::OkStatus();
+                }).ok());
+  }
+
+  EXPECT_EQ(DumpState(replayed), DumpState(live));
+  EXPECT_EQ(replayed.NextDeadline(), live.NextDeadline());
+  EXPECT_EQ(replay_log.last_sequence(), 0u) << "replay emits no event";
+  EXPECT_TRUE(replay_journal.batches.empty()) << "replay journals nothing";
 }
 
 }  // namespace

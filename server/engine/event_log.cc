@@ -1,6 +1,7 @@
 #include "server/engine/event_log.h"
 
 #include <algorithm>
+#include <cassert>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -62,7 +63,13 @@ void EventLog::MakeVisibleThrough(uint64_t sequence) {
 }
 
 void EventLog::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence) {
+  assert(std::adjacent_find(events.begin(), events.end(),
+                            [](const ExpiryEvent& a, const ExpiryEvent& b) {
+                              return a.sequence >= b.sequence;
+                            }) == events.end() &&
+         "events not in strictly increasing sequence order");
   MutexLock lock(&mu_);
+  assert(events_.empty() && "Restore into a log already appended to");
   events_.clear();
   bytes_ = 0;
   if (!events.empty()) next_sequence = std::max(next_sequence, events.back().sequence + 1);

@@ -62,10 +62,11 @@ class EventLog final : public EventSource {
   // Options::visible_on_append).
   void MakeVisibleThrough(uint64_t sequence);
 
-  // Replaces the contents of an empty, unused log with recovered events
-  // (sorted by sequence, no duplicates); the next event appended gets
-  // `next_sequence`. Only the run of events contiguous with next_sequence is
-  // kept.
+  // Replaces the contents of an empty, unused log with recovered events;
+  // the next event appended gets `next_sequence`. Only the run of events
+  // contiguous with next_sequence is kept.
+  // REQUIRES: nothing appended yet; `events` sorted by sequence, without
+  // duplicates.
   void Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence);
 
   // EventSource. The newest visible sequence is first_sequence - 1 before any

@@ -41,8 +41,9 @@ TEST(ExpirerTest, ExpiresAMemberOnceTheClockPassesItsDeadline) {
   FakeClock clock(kStart);
   SequenceWaiter waiter;
   EventLog log({.first_sequence = 1, .on_readable = waiter.Listener()});
-  Engine engine({}, &clock, &log);
-  Expirer expirer(&engine, &clock);
+  ExpirerWakeup wakeup;
+  Engine engine({.earlier_deadline_listener = wakeup.Listener()}, &clock, &log);
+  Expirer expirer(&engine, &clock, &wakeup);
   MemberWrite w{"k", "v", Expiration::Ttl(absl::Seconds(10))};
   ASSERT_TRUE(engine.Put("c", {w}, {}).ok());
   clock.Advance(absl::Seconds(10));
@@ -54,8 +55,9 @@ TEST(ExpirerTest, ExpiresAMemberOnceTheClockPassesItsDeadline) {
 TEST(ExpirerTest, RealClockExpiryHappensAtOrAfterTheDeadline) {
   SequenceWaiter waiter;
   EventLog log({.first_sequence = 1, .on_readable = waiter.Listener()});
-  Engine engine({}, RealClock(), &log);
-  Expirer expirer(&engine, RealClock());
+  ExpirerWakeup wakeup;
+  Engine engine({.earlier_deadline_listener = wakeup.Listener()}, RealClock(), &log);
+  Expirer expirer(&engine, RealClock(), &wakeup);
   // A later deadline first, then an earlier one, which must wake the sleeper.
   MemberWrite later{"later", "v", Expiration::Ttl(absl::Hours(1))};
   ASSERT_TRUE(engine.Put("c", {later}, {}).ok());
@@ -72,9 +74,10 @@ TEST(ExpirerTest, RealClockExpiryHappensAtOrAfterTheDeadline) {
 TEST(ExpirerTest, StopsPromptlyWhileSleepingTowardsAFarDeadline) {
   FakeClock clock(kStart);
   EventLog log({});
-  Engine engine({}, &clock, &log);
+  ExpirerWakeup wakeup;
+  Engine engine({.earlier_deadline_listener = wakeup.Listener()}, &clock, &log);
   {
-    Expirer expirer(&engine, &clock);
+    Expirer expirer(&engine, &clock, &wakeup);
     MemberWrite w{"k", "v", Expiration::Ttl(absl::Hours(24))};
     ASSERT_TRUE(engine.Put("c", {w}, {}).ok());
   }

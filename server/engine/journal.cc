@@ -69,7 +69,7 @@ void BatchEncoder::Event(const ExpiryEvent& e) {
   PutLengthPrefixed(&buffer_, e.collection);
   PutLengthPrefixed(&buffer_, e.key);
   PutLengthPrefixed(&buffer_, e.value);
-  PutFixed64(&buffer_, static_cast<uint64_t>(absl::ToUnixMillis(e.expire_time)));
+  PutFixed64(&buffer_, static_cast<uint64_t>(FloorMillis(e.expire_time)));
   PutFixed64(&buffer_, static_cast<uint64_t>(absl::ToUnixNanos(e.expired_at)));
   ++count_;
 }

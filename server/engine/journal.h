@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "server/base/deadline.h"
 #include "server/engine/expiry_event.h"
 
 namespace lapse {
@@ -44,7 +45,7 @@ struct JournalRecord {
   absl::string_view collection;
   absl::string_view key;
   absl::string_view value;
-  // kPut, kSetDeadline: the member's deadline (INT64_MAX for none).
+  // kPut, kSetDeadline: the member's deadline (kNoDeadlineMs for none).
   // kExpiry, kEvent: the deadline the member had.
   int64_t deadline_ms = 0;
   // kExpiry, kEvent; kNextSequence: the next sequence.

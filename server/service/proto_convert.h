@@ -26,6 +26,7 @@
 #include "google/protobuf/timestamp.pb.h"
 #include "grpcpp/support/status.h"
 #include "lapse/v1/lapse.pb.h"
+#include "server/base/deadline.h"
 #include "server/engine/engine.h"
 #include "server/engine/expiry_event.h"
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/base/log.h"
+#include "server/base/deadline.h"
 
 namespace lapse {
 namespace {
@@ -17,7 +18,7 @@ ExpiryEvent EventOf(const JournalRecord& r) {
   e.collection = std::string(r.collection);
   e.key = std::string(r.key);
   e.value = std::string(r.value);
-  e.expire_time = absl::FromUnixMillis(r.deadline_ms);
+  e.expire_time = TimeOfDeadline(r.deadline_ms);
   e.expired_at = absl::FromUnixNanos(r.expired_at_ns);
   return e;
 }

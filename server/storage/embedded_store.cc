@@ -36,11 +36,13 @@ DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, Even
   return durable;
 }
 
-Engine::Options EngineOptions(const EmbeddedStore::Options& options, Journal* journal) {
+Engine::Options EngineOptions(const EmbeddedStore::Options& options, Journal* journal,
+                              ExpirerWakeup& wakeup) {
   Engine::Options engine;
   engine.shards = options.shards;
   engine.limits = options.limits;
   engine.journal = journal;
+  engine.earlier_deadline_listener = wakeup.Listener();
   return engine;
 }
 
@@ -60,7 +62,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
     if (!opened.ok()) return opened.status();
     store->durable_ = *std::move(opened);
   }
-  store->engine_ = std::make_unique<Engine>(EngineOptions(options, store->durable_.get()),
+  store->engine_ = std::make_unique<Engine>(
+      EngineOptions(options, store->durable_.get(), store->expirer_wakeup_),
                                             options.clock, store->event_log_.get());
   if (store->durable_ != nullptr) {
     absl::StatusOr<RecoveryStats> recovered =
@@ -69,7 +72,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
     store->recovery_ = *std::move(recovered);
   }
   // Members that came due while the server was down expire now, with events.
-  store->expirer_ = std::make_unique<Expirer>(store->engine_.get(), options.clock);
+  store->expirer_ = std::make_unique<Expirer>(store->engine_.get(), options.clock,
+                                                &store->expirer_wakeup_);
   return store;
 }
 

@@ -115,6 +115,9 @@ class EmbeddedStore final : public Store {
   // Constant after construction.
   const Options options_;
 
+  // How the engine wakes the expirer: built before and destroyed after both.
+  ExpirerWakeup expirer_wakeup_;
+
   // Built by Open, in this order; destroyed in the reverse one: the durable
   // store outlives the engine that journals to it, the event log outlives
   // the durable store's flusher that makes events visible in it.
