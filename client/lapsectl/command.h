@@ -1,0 +1,108 @@
+// What every lapsectl command is built from: the Command table entry (its
+// name, arguments, help text and flags, next to the function that runs it),
+// the Invocation it runs with, and the helpers that keep their output and exit
+// statuses alike.
+//
+//   int RunInfo(const Invocation& in) {
+//     absl::StatusOr<client::CollectionInfo> info =
+//         in.NewClient()->GetCollection(in.positional()[0]);
+//     if (!info.ok()) return Fail("info", info.status());
+//     ...
+//   }
+//   Command InfoCommand() {
+//     return {{"info", "COLLECTION", "Show a collection's counts", "", {}, 1, 1},
+//             &RunInfo};
+//   }
+//
+// Each command group lives in its own file and hands its commands to the
+// table in lapsectl_main.cc. Not thread-safe: lapsectl runs one command on its
+// main thread (watch's handlers aside, which only write output).
+#ifndef LAPSE_CLIENT_LAPSECTL_COMMAND_H_
+#define LAPSE_CLIENT_LAPSECTL_COMMAND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/lapsectl/cli_args.h"
+#include "client/lapsectl/cli_output.h"
+#include "lapse/client.h"
+
+namespace lapse::cli {
+
+inline constexpr char kProgram[] = "lapsectl";
+
+enum ExitCode { kOk = 0, kUnmet = 1, kError = 2 };
+
+// What a command runs with.
+struct Invocation {
+  const ParsedArgs& args;
+  std::string address;
+  absl::Duration timeout;
+  bool json = false;
+
+  const std::vector<std::string>& positional() const { return args.positional(); }
+  std::unique_ptr<client::Client> NewClient() const {
+    client::ClientOptions options;
+    options.default_timeout = timeout;
+    return std::make_unique<client::Client>(address, options);
+  }
+};
+
+// A subcommand: how it is called and described, and what runs it.
+struct Command {
+  CommandSpec spec;
+  int (*run)(const Invocation&);
+};
+
+// The command groups, each in its own file, in the order of lapsectl --help.
+std::vector<Command> MemberCommands();
+std::vector<Command> CollectionCommands();
+Command WatchCommand();
+Command HealthCommand();
+
+// Reports bad usage of `command` on stderr; returns kError.
+int UsageError(absl::string_view command, absl::string_view message);
+
+// Reports a failed call; NOT_FOUND and FAILED_PRECONDITION are "not found or
+// condition not met", anything else an error.
+int Fail(absl::string_view command, const absl::Status& status);
+
+void WriteStdout(absl::string_view text);
+
+// --limit as a count, or "no limit".
+absl::StatusOr<uint64_t> Limit(const ParsedArgs& args);
+// --page-size, or 0 (the server's default).
+absl::StatusOr<int> PageSize(const ParsedArgs& args);
+
+// The rows of an answer: a table for people, JSON lines for scripts.
+class Answer final {
+ public:
+  Answer(bool json, std::vector<std::string> header) : json_(json), table_(std::move(header)) {}
+
+  void Row(std::vector<std::string> cells, const JsonObject& object) {
+    if (json_) {
+      absl::StrAppend(&json_lines_, object.str(), "\n");
+    } else {
+      table_.AddRow(std::move(cells));
+    }
+  }
+
+  void Print() const { WriteStdout(json_ ? json_lines_ : table_.Render()); }
+
+ private:
+  const bool json_;
+  Table table_;
+  std::string json_lines_;
+};
+
+}  // namespace lapse::cli
+
+#endif  // LAPSE_CLIENT_LAPSECTL_COMMAND_H_
