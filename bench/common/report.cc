@@ -14,6 +14,14 @@ Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header
 
 void Table::Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
 
+void Table::AddLatency(const std::string& what, const LatencySummary& s) {
+  Add({what + " p50 (ms)", FormatMs(s.p50_us)});
+  Add({what + " p90 (ms)", FormatMs(s.p90_us)});
+  Add({what + " p99 (ms)", FormatMs(s.p99_us)});
+  Add({what + " p99.9 (ms)", FormatMs(s.p999_us)});
+  Add({what + " max (ms)", FormatMs(s.max_us)});
+}
+
 void Table::Print() const {
   std::vector<size_t> widths;
   for (const auto& row : rows_) {

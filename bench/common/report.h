@@ -37,6 +37,8 @@ class Table {
  public:
   explicit Table(std::vector<std::string> header);
   void Add(std::vector<std::string> row);
+  // Rows "<what> p50 (ms)", p90, p99, p99.9 and max.
+  void AddLatency(const std::string& what, const LatencySummary& s);
   void Print() const;
 
  private:

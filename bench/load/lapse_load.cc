@@ -32,19 +32,17 @@ int64_t TimestampMicros(const google::protobuf::Timestamp& ts) {
 class PutDriver {
  public:
   PutDriver(const std::vector<std::unique_ptr<Stub>>& stubs, const Shape& shape,
-            const PutPlan& plan)
+            const LoadPlan& plan)
       : shape_(shape),
         plan_(plan),
-        total_batches_(plan.members == 0
-                           ? UINT64_MAX
-                           : (plan.members + shape.batch - 1) / shape.batch),
+        total_batches_(plan.Batches(shape.batch)),
         slots_(static_cast<size_t>(std::max(1, shape.concurrency))) {
     for (size_t i = 0; i < slots_.size(); ++i) {
       slots_[i].stub = stubs[i % stubs.size()].get();
     }
   }
 
-  PutOutcome Run() {
+  LoadOutcome Run() {
     const absl::Time start = absl::Now();
     end_ = plan_.members == 0 ? start + plan_.duration : absl::InfiniteFuture();
     std::unique_ptr<Progress> progress;
@@ -69,16 +67,16 @@ class PutDriver {
           +[](size_t* active) { return *active == 0; }, &active_));
     }
     progress.reset();
-    PutOutcome out;
+    LoadOutcome out;
     out.elapsed = absl::Now() - start;
     out.members = members_.load();
-    out.rpcs = rpcs_.load();
+    out.requests = rpcs_.load();
     out.errors = errors_.load();
     {
       absl::MutexLock lock(&mu_);
       out.first_error = first_error_;
     }
-    out.rpc_latency = latency_.Summarize();
+    out.latency = latency_.Summarize();
     return out;
   }
 
@@ -111,10 +109,7 @@ class PutDriver {
   }
 
   void Fill(uint64_t batch, Slot* slot) {
-    const uint64_t first = batch * shape_.batch;
-    const uint64_t end = plan_.members == 0
-                             ? first + shape_.batch
-                             : std::min<uint64_t>(first + shape_.batch, plan_.members);
+    const auto [first, end] = plan_.BatchMembers(shape_.batch, batch);
     const int n = static_cast<int>(end - first);
     v1::PutMembersRequest& request = slot->request;
     request.set_collection(CollectionFor(shape_.prefix, batch, shape_.collections));
@@ -162,7 +157,7 @@ class PutDriver {
 
   // Constant after construction.
   const Shape shape_;
-  const PutPlan plan_;
+  const LoadPlan plan_;
   const uint64_t total_batches_;
   std::vector<Slot> slots_;
   // Set once by Run before the first RPC.
@@ -199,8 +194,8 @@ std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channe
   return stubs;
 }
 
-PutOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs,
-                   const Shape& shape, const PutPlan& plan) {
+LoadOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs,
+                    const Shape& shape, const LoadPlan& plan) {
   PutDriver driver(stubs, shape, plan);
   return driver.Run();
 }

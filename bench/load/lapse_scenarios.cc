@@ -16,6 +16,7 @@
 #include "bench/common/ledger.h"
 #include "bench/common/members.h"
 #include "bench/common/report.h"
+#include "bench/common/scenario.h"
 #include "bench/common/stats.h"
 
 namespace lapse {
@@ -23,15 +24,6 @@ namespace load {
 namespace {
 
 constexpr absl::Duration kStreamPatience = absl::Seconds(10);
-
-std::string Seconds(absl::Duration d) {
-  return absl::StrFormat("%.2f", absl::ToDoubleSeconds(d));
-}
-
-void SleepUntilMillis(int64_t ms) {
-  const int64_t now = NowMillis();
-  if (ms > now) absl::SleepFor(absl::Milliseconds(ms - now));
-}
 
 void PrintShape(const char* scenario, const ScenarioOptions& o) {
   std::printf(
@@ -42,18 +34,23 @@ void PrintShape(const char* scenario, const ScenarioOptions& o) {
       o.addr.c_str());
 }
 
-void AddLatencyRows(Table* table, const std::string& what, const LatencySummary& s) {
-  table->Add({what + " p50 (ms)", FormatMs(s.p50_us)});
-  table->Add({what + " p90 (ms)", FormatMs(s.p90_us)});
-  table->Add({what + " p99 (ms)", FormatMs(s.p99_us)});
-  table->Add({what + " p99.9 (ms)", FormatMs(s.p999_us)});
-  table->Add({what + " max (ms)", FormatMs(s.max_us)});
+EventWatcher::Options WatcherOptions(const ScenarioOptions& o) {
+  return {o.shape.prefix, o.include_values, o.shape.key_bytes, o.shape.value_bytes};
+}
+
+// Starts `watcher`, or explains why it could not.
+bool StartWatching(EventWatcher& watcher) {
+  if (absl::Status s = watcher.Start(kStreamPatience); !s.ok()) {
+    std::printf("  cannot watch: %s\n", std::string(s.message()).c_str());
+    return false;
+  }
+  return true;
 }
 
 // Loads members for the watch scenarios, or explains why it could not.
 bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs,
-                        const ScenarioOptions& o, const PutPlan& plan,
-                        int64_t first_deadline_ms, PutOutcome* out) {
+                        const ScenarioOptions& o, const LoadPlan& plan,
+                        int64_t first_deadline_ms, LoadOutcome* out) {
   *out = RunPuts(stubs, o.shape, plan);
   if (out->errors > 0) {
     std::printf("  load failed: %llu errors; first: %s\n",
@@ -93,39 +90,15 @@ absl::StatusOr<OpMix> ParseOpMix(absl::string_view text) {
   return mix;
 }
 
-absl::Duration AutoLead(uint64_t members) {
-  return absl::Seconds(2) + absl::Microseconds(static_cast<int64_t>(members) * 1'000'000 / 100'000);
-}
-
 bool RunPut(const ScenarioOptions& o) {
   PrintShape("put", o);
   const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
-  PutPlan plan;
+  LoadPlan plan;
   plan.members = o.members;
   plan.duration = o.duration;
   plan.ttl = o.ttl;
-  const PutOutcome out = RunPuts(stubs, o.shape, plan);
-  const double secs = absl::ToDoubleSeconds(out.elapsed);
-  const double rate = static_cast<double>(out.members) / secs;
-  Table table({"put", "value"});
-  table.Add({"members written", absl::StrCat(out.members)});
-  table.Add({"elapsed (s)", Seconds(out.elapsed)});
-  table.Add({"members/s", FormatCount(rate)});
-  table.Add({"RPCs/s", FormatCount(static_cast<double>(out.rpcs) / secs)});
-  AddLatencyRows(&table, "RPC latency", out.rpc_latency);
-  table.Add({"errors", absl::StrCat(out.errors)});
-  table.Print();
-  if (!out.first_error.empty()) std::printf("  first error: %s\n", out.first_error.c_str());
-  Result result(o.peer, "put");
-  result.Add("members", out.members);
-  result.Add("elapsed_s", secs);
-  result.Add("members_per_s", rate);
-  result.Add("batch", static_cast<uint64_t>(o.shape.batch));
-  result.Add("concurrency", static_cast<int64_t>(o.shape.concurrency));
-  result.AddLatency("rpc", out.rpc_latency);
-  result.Add("errors", out.errors);
-  result.Print();
-  return out.errors == 0;
+  return ReportPut(o.peer, {"RPCs/s", "RPC latency"}, o.shape.batch, o.shape.concurrency,
+                   RunPuts(stubs, o.shape, plan));
 }
 
 bool RunExpiryLatency(const ScenarioOptions& o) {
@@ -133,60 +106,49 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
   const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
   const uint64_t n = o.members;
   ExpiryLedger ledger(n);
-  EventWatcher watcher(stubs[0].get(),
-                       {o.shape.prefix, o.include_values, o.shape.key_bytes,
-                        o.shape.value_bytes},
-                       &ledger);
-  if (absl::Status s = watcher.Start(kStreamPatience); !s.ok()) {
-    std::printf("  cannot watch: %s\n", std::string(s.message()).c_str());
-    return false;
-  }
-  const absl::Duration lead = o.lead > absl::ZeroDuration() ? o.lead : AutoLead(n);
-  const int64_t start_ms = NowMillis() + absl::ToInt64Milliseconds(lead);
+  EventWatcher watcher(stubs[0].get(), WatcherOptions(o), &ledger);
+  if (!StartWatching(watcher)) return false;
+  const int64_t start_ms = FirstDeadlineMs(o.lead, n);
   const int64_t spread_ms = absl::ToInt64Milliseconds(o.spread);
-  PutPlan plan;
+  LoadPlan plan;
   plan.members = n;
   plan.deadline_ms = [start_ms, spread_ms](uint64_t i) {
     return SpreadDeadlineMs(start_ms, spread_ms, i);
   };
-  PutOutcome load;
+  LoadOutcome load;
   if (!LoadBeforeDeadline(stubs, o, plan, start_ms, &load)) return false;
   const int64_t slack_ms = start_ms - NowMillis();
   std::printf("  loaded %llu members in %ss (%s/s); first deadline in %lld ms, "
               "deadlines spread over %ss\n",
-              static_cast<unsigned long long>(load.members), Seconds(load.elapsed).c_str(),
+              static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
               FormatCount(static_cast<double>(load.members) /
                           absl::ToDoubleSeconds(load.elapsed)).c_str(),
-              static_cast<long long>(slack_ms), Seconds(o.spread).c_str());
-  {
-    Progress progress([&ledger, n] {
-      return absl::StrCat("expiry-latency: ", ledger.received(), " / ", n, " events");
-    });
-    if (o.reconnect_at > absl::ZeroDuration()) {
-      SleepUntilMillis(start_ms + absl::ToInt64Milliseconds(o.reconnect_at));
-      std::printf("  watcher drops its stream after %llu events, resumes in %ss\n",
-                  static_cast<unsigned long long>(ledger.received()),
-                  Seconds(o.reconnect_pause).c_str());
-      if (absl::Status s = watcher.Reconnect(o.reconnect_pause, kStreamPatience); !s.ok()) {
-        std::printf("  cannot resume: %s\n", std::string(s.message()).c_str());
-      }
-    }
-    ledger.WaitForAll(absl::FromUnixMillis(start_ms + spread_ms) + o.drain_timeout);
-  }
+              static_cast<long long>(slack_ms), FormatSeconds(o.spread).c_str());
+  AwaitExpiries(ledger, n,
+                {"expiry-latency", "events", start_ms, start_ms + spread_ms, o.reconnect_at,
+                 o.drain_timeout},
+                [&] {
+                  std::printf("  watcher drops its stream after %llu events, resumes in %ss\n",
+                              static_cast<unsigned long long>(ledger.received()),
+                              FormatSeconds(o.reconnect_pause).c_str());
+                  if (absl::Status s = watcher.Reconnect(o.reconnect_pause, kStreamPatience);
+                      !s.ok()) {
+                    std::printf("  cannot resume: %s\n", std::string(s.message()).c_str());
+                  }
+                });
   watcher.Stop();
-  const LatencySummary s = ledger.Summarize();
-  const uint64_t lost = n - std::min(n, ledger.received());
+  const ExpiryTally tally = Tally(ledger, n);
   const uint64_t watch_errors = watcher.errors();
   Table table({"expiry-latency", "value"});
   table.Add({"members (pending at first deadline)", absl::StrCat(n)});
   table.Add({"load members/s", FormatCount(static_cast<double>(load.members) /
                                            absl::ToDoubleSeconds(load.elapsed))});
   table.Add({"events expected", absl::StrCat(n)});
-  table.Add({"events received", absl::StrCat(ledger.received())});
-  table.Add({"events lost", absl::StrCat(lost)});
-  table.Add({"duplicates", absl::StrCat(ledger.duplicates())});
-  AddLatencyRows(&table, "received - deadline", s);
-  table.Add({"received - deadline min (ms)", FormatMs(s.min_us)});
+  table.Add({"events received", absl::StrCat(tally.received)});
+  table.Add({"events lost", absl::StrCat(tally.lost)});
+  table.Add({"duplicates", absl::StrCat(tally.duplicates)});
+  table.AddLatency("received - deadline", tally.latency);
+  table.Add({"received - deadline min (ms)", FormatMs(tally.latency.min_us)});
   const LatencySummary lag = ledger.SummarizeExpiryLag();
   table.Add({"server expired_at - deadline p50 (ms)", FormatMs(lag.p50_us)});
   table.Add({"server expired_at - deadline p99 (ms)", FormatMs(lag.p99_us)});
@@ -195,18 +157,13 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
   table.Add({"watch errors", absl::StrCat(watch_errors)});
   table.Print();
   if (watch_errors > 0) std::printf("  first watch error: %s\n", watcher.first_error().c_str());
-  Result result(o.peer, o.reconnect_at > absl::ZeroDuration() ? "reconnect" : "expiry-latency");
-  result.Add("members", n);
-  result.Add("spread_s", absl::ToDoubleSeconds(o.spread));
-  result.Add("received", ledger.received());
-  result.Add("lost", lost);
-  result.Add("duplicates", ledger.duplicates());
-  result.AddLatency("event", s);
+  Result result =
+      ExpiryLatencyResult(o.peer, o.reconnect_at > absl::ZeroDuration(), o.spread, tally);
   result.AddLatency("server_lag", lag);
   result.Add("messages", watcher.responses());
-  result.Add("errors", watch_errors + ledger.unknown());
+  result.Add("errors", watch_errors + tally.unknown);
   result.Print();
-  return lost == 0 && ledger.duplicates() == 0 && watch_errors == 0 && ledger.unknown() == 0;
+  return tally.Clean(watch_errors + tally.unknown);
 }
 
 bool RunDrain(const ScenarioOptions& o) {
@@ -214,68 +171,55 @@ bool RunDrain(const ScenarioOptions& o) {
   const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
   const uint64_t n = o.members;
   ExpiryLedger ledger(n);
-  EventWatcher watcher(stubs[0].get(),
-                       {o.shape.prefix, o.include_values, o.shape.key_bytes,
-                        o.shape.value_bytes},
-                       &ledger);
-  if (absl::Status s = watcher.Start(kStreamPatience); !s.ok()) {
-    std::printf("  cannot watch: %s\n", std::string(s.message()).c_str());
-    return false;
-  }
-  const absl::Duration lead = o.lead > absl::ZeroDuration() ? o.lead : AutoLead(n);
-  const int64_t deadline_ms = NowMillis() + absl::ToInt64Milliseconds(lead);
-  PutPlan plan;
+  EventWatcher watcher(stubs[0].get(), WatcherOptions(o), &ledger);
+  if (!StartWatching(watcher)) return false;
+  const int64_t deadline_ms = FirstDeadlineMs(o.lead, n);
+  LoadPlan plan;
   plan.members = n;
   plan.deadline_ms = [deadline_ms](uint64_t) { return deadline_ms; };
-  PutOutcome load;
+  LoadOutcome load;
   if (!LoadBeforeDeadline(stubs, o, plan, deadline_ms, &load)) return false;
   std::printf("  loaded %llu members in %ss; shared deadline in %lld ms\n",
-              static_cast<unsigned long long>(load.members), Seconds(load.elapsed).c_str(),
+              static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
               static_cast<long long>(deadline_ms - NowMillis()));
-  {
-    Progress progress([&ledger, n] {
-      return absl::StrCat("drain: ", ledger.received(), " / ", n, " events");
-    });
-    ledger.WaitForAll(absl::FromUnixMillis(deadline_ms) + o.drain_timeout);
-  }
+  AwaitExpiries(ledger, n,
+                {"drain", "events", deadline_ms, deadline_ms, absl::ZeroDuration(),
+                 o.drain_timeout},
+                nullptr);
   watcher.Stop();
-  const uint64_t lost = n - std::min(n, ledger.received());
-  const int64_t deadline_us = deadline_ms * 1000;
-  const int64_t first_us = ledger.first_received_us() - deadline_us;
-  const int64_t all_us = ledger.last_received_us() - deadline_us;
-  const double rate =
-      all_us > 0 ? static_cast<double>(ledger.received()) * 1e6 / static_cast<double>(all_us)
-                 : 0;
+  const ExpiryTally tally = Tally(ledger, n);
+  const DrainTimes times = DrainTimesFor(ledger, deadline_ms);
   const uint64_t watch_errors = watcher.errors();
   Table table({"drain", "value"});
   table.Add({"members sharing the deadline", absl::StrCat(n)});
-  table.Add({"first event after deadline (ms)", FormatMs(first_us)});
-  table.Add({lost == 0 ? "all events after deadline (ms)" : "last event after deadline (ms)",
-             FormatMs(all_us)});
-  table.Add({"events/s", FormatCount(rate)});
+  table.Add({"first event after deadline (ms)", FormatMs(times.first_us)});
+  table.Add({tally.lost == 0 ? "all events after deadline (ms)"
+                             : "last event after deadline (ms)",
+             FormatMs(times.all_us)});
+  table.Add({"events/s", FormatCount(times.rate)});
   const LatencySummary lag = ledger.SummarizeExpiryLag();
   table.Add({"server expired_at - deadline: first (ms)", FormatMs(lag.min_us)});
   table.Add({"server expired_at - deadline: last (ms)", FormatMs(lag.max_us)});
-  table.Add({"events received", absl::StrCat(ledger.received())});
-  table.Add({"events lost", absl::StrCat(lost)});
-  table.Add({"duplicates", absl::StrCat(ledger.duplicates())});
+  table.Add({"events received", absl::StrCat(tally.received)});
+  table.Add({"events lost", absl::StrCat(tally.lost)});
+  table.Add({"duplicates", absl::StrCat(tally.duplicates)});
   table.Add({"watch messages", absl::StrCat(watcher.responses())});
   table.Add({"watch errors", absl::StrCat(watch_errors)});
   table.Print();
   if (watch_errors > 0) std::printf("  first watch error: %s\n", watcher.first_error().c_str());
   Result result(o.peer, "drain");
   result.Add("members", n);
-  result.Add("first_ms", static_cast<double>(first_us) / 1000.0);
-  result.Add("all_ms", static_cast<double>(all_us) / 1000.0);
-  result.Add("events_per_s", rate);
+  result.Add("first_ms", static_cast<double>(times.first_us) / 1000.0);
+  result.Add("all_ms", static_cast<double>(times.all_us) / 1000.0);
+  result.Add("events_per_s", times.rate);
   result.Add("server_first_ms", static_cast<double>(lag.min_us) / 1000.0);
   result.Add("server_last_ms", static_cast<double>(lag.max_us) / 1000.0);
-  result.Add("received", ledger.received());
-  result.Add("lost", lost);
-  result.Add("duplicates", ledger.duplicates());
-  result.Add("errors", watch_errors + ledger.unknown());
+  result.Add("received", tally.received);
+  result.Add("lost", tally.lost);
+  result.Add("duplicates", tally.duplicates);
+  result.Add("errors", watch_errors + tally.unknown);
   result.Print();
-  return lost == 0 && ledger.duplicates() == 0 && watch_errors == 0 && ledger.unknown() == 0;
+  return tally.Clean(watch_errors + tally.unknown);
 }
 
 namespace {
@@ -293,14 +237,9 @@ class MixedRun {
     for (int w = 0; w < o_.watchers; ++w) {
       ledgers.push_back(std::make_unique<ExpiryLedger>());
       watchers.push_back(std::make_unique<EventWatcher>(
-          stubs_[static_cast<size_t>(w) % stubs_.size()].get(),
-          EventWatcher::Options{o_.shape.prefix, o_.include_values, o_.shape.key_bytes,
-                                o_.shape.value_bytes},
+          stubs_[static_cast<size_t>(w) % stubs_.size()].get(), WatcherOptions(o_),
           ledgers.back().get()));
-      if (absl::Status s = watchers.back()->Start(kStreamPatience); !s.ok()) {
-        std::printf("  cannot watch: %s\n", std::string(s.message()).c_str());
-        return false;
-      }
+      if (!StartWatching(*watchers.back())) return false;
     }
     const absl::Time start = absl::Now();
     {
@@ -332,7 +271,7 @@ class MixedRun {
 
     std::printf("  %llu ops in %ss (%s ops/s asked, %s done); %llu members put, %llu "
                 "removed before expiring, %llu expiry events expected per watcher\n",
-                static_cast<unsigned long long>(issued_total()), Seconds(elapsed).c_str(),
+                static_cast<unsigned long long>(issued_total()), FormatSeconds(elapsed).c_str(),
                 FormatCount(o_.rate).c_str(),
                 FormatCount(static_cast<double>(issued_total()) /
                             absl::ToDoubleSeconds(elapsed)).c_str(),
@@ -582,7 +521,7 @@ bool RunMixed(const ScenarioOptions& o) {
   PrintShape("mixed", o);
   std::printf("  rate %s ops/s for %ss, mix put=%d get=%d expire=%d remove=%d, ttl %s, "
               "%d watcher(s)\n",
-              FormatCount(o.rate).c_str(), Seconds(o.duration).c_str(), o.mix.put, o.mix.get,
+              FormatCount(o.rate).c_str(), FormatSeconds(o.duration).c_str(), o.mix.put, o.mix.get,
               o.mix.expire, o.mix.remove, absl::FormatDuration(o.ttl).c_str(), o.watchers);
   MixedRun run(o);
   return run.Run();

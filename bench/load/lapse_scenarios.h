@@ -59,7 +59,7 @@ struct ScenarioOptions {
   // expiry-latency: deadlines are spread over this window.
   absl::Duration spread = absl::Seconds(10);
   // expiry-latency and drain: time from the start of loading to the first
-  // deadline; zero picks one from the member count.
+  // deadline; zero picks one from the member count (AutoLead, scenario.h).
   absl::Duration lead = absl::ZeroDuration();
   // How long after the last deadline to wait for stragglers.
   absl::Duration drain_timeout = absl::Seconds(5);
@@ -78,11 +78,6 @@ bool RunPut(const ScenarioOptions& options);
 bool RunExpiryLatency(const ScenarioOptions& options);
 bool RunDrain(const ScenarioOptions& options);
 bool RunMixed(const ScenarioOptions& options);
-
-// The lead RunExpiryLatency and RunDrain use when options.lead is zero:
-// enough to load `members` at a pessimistic 100k members/s (a busy shared
-// machine), plus two seconds.
-absl::Duration AutoLead(uint64_t members);
 
 }  // namespace load
 }  // namespace lapse
