@@ -26,6 +26,7 @@
 // again (so it flatters Redis's latency).
 //
 // Exits 0 when the scenario saw no error and lost no notification, 1
+// otherwise, 2 on bad flags.
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,7 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "bench/common/args.h"
-#include "bench/common/members.h"
+#include "bench/common/load_flags.h"
 #include "bench/compare/redis_options.h"
 #include "bench/compare/redis_scenarios.h"
 
@@ -52,28 +53,9 @@ ABSL_FLAG(std::string, mode, "classic",
           "hash-field expiration + hexpired keyspace events)");
 ABSL_FLAG(int32_t, connections, 1, "Connections the writes are spread over");
 ABSL_FLAG(int32_t, concurrency, 16, "Pipelined batches in flight (over all connections)");
-ABSL_FLAG(int32_t, batch, 100, "Members per pipelined batch (one collection)");
-ABSL_FLAG(int32_t, key_bytes, 16, "Bytes per member key (at least 8)");
-ABSL_FLAG(int32_t, value_bytes, 16, "Bytes per member value");
-ABSL_FLAG(int64_t, collections, 1000, "Collections (hashes) the members are spread over");
-ABSL_FLAG(int64_t, members, 0,
-          "Members to write; 0: put 500000 (unless --duration), expiry-latency "
-          "100000, drain 100000");
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "put: write for this long instead of --members");
 ABSL_FLAG(absl::Duration, ttl, absl::Hours(1), "put: TTL of written members");
-ABSL_FLAG(absl::Duration, spread, absl::Seconds(10),
-          "expiry-latency: deadlines are spread uniformly over this window");
-ABSL_FLAG(absl::Duration, lead, absl::ZeroDuration(),
-          "From the start of loading to the first deadline; 0 picks 2s + 1s "
-          "per 100k members");
-ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
-          "How long after the last deadline to wait for notifications");
-ABSL_FLAG(absl::Duration, reconnect_at, absl::ZeroDuration(),
-          "expiry-latency: this long after the first deadline the subscriber "
-          "disconnects, and reconnects after --reconnect-pause; 0: never");
-ABSL_FLAG(absl::Duration, reconnect_pause, absl::Seconds(1),
-          "How long the subscriber stays disconnected");
 ABSL_FLAG(absl::Duration, poll_interval, absl::Milliseconds(100),
           "classic: how often the poller looks for due members");
 ABSL_FLAG(int32_t, poll_limit, 1000, "classic: members removed per script call");
@@ -102,18 +84,11 @@ bool OptionsFromFlags(const std::string& scenario, Options* o) {
   }
   const std::string publish = absl::GetFlag(FLAGS_publish);
   if (publish != "batch" && publish != "member") return Fail("--publish must be batch or member");
-  const int32_t batch = absl::GetFlag(FLAGS_batch);
-  const int32_t key_bytes = absl::GetFlag(FLAGS_key_bytes);
-  const int32_t value_bytes = absl::GetFlag(FLAGS_value_bytes);
-  if (batch < 1 || batch > 1'000'000) return Fail("--batch must be in [1, 1000000]");
-  if (key_bytes < static_cast<int32_t>(load::kMinKeyBytes) || key_bytes > 4096) {
-    return Fail("--key_bytes must be in [8, 4096]");
-  }
-  if (value_bytes < 0 || value_bytes > (64 << 20)) return Fail("--value_bytes out of range");
+  const absl::StatusOr<load::LoadFlags> shared = load::LoadFlagsFromCommandLine();
+  if (!shared.ok()) return Fail(std::string(shared.status().message()));
   if (absl::GetFlag(FLAGS_concurrency) < 1 || absl::GetFlag(FLAGS_connections) < 1) {
     return Fail("--concurrency and --connections must be positive");
   }
-  if (absl::GetFlag(FLAGS_collections) < 1) return Fail("--collections must be positive");
   if (absl::GetFlag(FLAGS_poll_limit) < 1) return Fail("--poll_limit must be positive");
   if (absl::GetFlag(FLAGS_poll_interval) <= absl::ZeroDuration()) {
     return Fail("--poll_interval must be positive");
@@ -124,18 +99,19 @@ bool OptionsFromFlags(const std::string& scenario, Options* o) {
   if (o->peer.empty()) o->peer = absl::StrCat("redis-", mode);
   o->connections = absl::GetFlag(FLAGS_connections);
   o->concurrency = absl::GetFlag(FLAGS_concurrency);
-  o->batch = static_cast<size_t>(batch);
-  o->key_bytes = static_cast<size_t>(key_bytes);
-  o->value_bytes = static_cast<size_t>(value_bytes);
-  o->collections = static_cast<uint64_t>(absl::GetFlag(FLAGS_collections));
-  o->members = static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_members)));
+  o->batch = shared->batch;
+  o->key_bytes = shared->key_bytes;
+  o->value_bytes = shared->value_bytes;
+  o->collections = shared->collections;
   o->duration = absl::GetFlag(FLAGS_duration);
+  o->members = load::MembersFor(
+      scenario, static_cast<uint64_t>(std::max<int64_t>(0, shared->members)), o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
-  o->spread = absl::GetFlag(FLAGS_spread);
-  o->lead = absl::GetFlag(FLAGS_lead);
-  o->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
-  o->reconnect_at = absl::GetFlag(FLAGS_reconnect_at);
-  o->reconnect_pause = absl::GetFlag(FLAGS_reconnect_pause);
+  o->spread = shared->spread;
+  o->lead = shared->lead;
+  o->drain_timeout = shared->drain_timeout;
+  o->reconnect_at = shared->reconnect_at;
+  o->reconnect_pause = shared->reconnect_pause;
   o->poll_interval = absl::GetFlag(FLAGS_poll_interval);
   o->poll_limit = absl::GetFlag(FLAGS_poll_limit);
   o->publish_per_member = publish == "member";
@@ -143,11 +119,7 @@ bool OptionsFromFlags(const std::string& scenario, Options* o) {
   if (o->prefix.empty()) o->prefix = absl::StrCat("rb", getpid(), ".", scenario, ".");
   o->deadlines_key = o->prefix + "deadlines";
   o->channel = o->prefix + "expired";
-  if (scenario == "put") {
-    if (o->members == 0 && o->duration == absl::ZeroDuration()) o->members = 500'000;
-  } else if (scenario == "expiry-latency" || scenario == "drain") {
-    if (o->members == 0) o->members = 100'000;
-  } else {
+  if (scenario != "put" && scenario != "expiry-latency" && scenario != "drain") {
     return Fail(absl::StrCat("unknown scenario \"", scenario,
                              "\": expected put, expiry-latency or drain"));
   }
