@@ -64,17 +64,11 @@ int RunCollections(const Invocation& in) {
 
   std::unique_ptr<Client> client = in.NewClient();
   Answer answer(in.json, CollectionHeader());
-  uint64_t listed = 0;
-  do {
-    absl::StatusOr<client::CollectionPage> page = client->ListCollections(options);
-    if (!page.ok()) return Fail("collections", page.status());
-    for (const client::CollectionInfo& info : page->collections) {
-      if (listed == *limit) break;
-      ++listed;
-      AddCollectionRow(info, answer);
-    }
-    options.page_token = page->next_page_token;
-  } while (!options.page_token.empty() && listed < *limit);
+  const int code = ShowPages(
+      "collections", *limit, &options.page_token, &client::CollectionPage::collections,
+      [&] { return client->ListCollections(options); },
+      [&](const client::CollectionInfo& info) { AddCollectionRow(info, answer); });
+  if (code != kOk) return code;
   answer.Print();
   return kOk;
 }

@@ -82,6 +82,27 @@ absl::StatusOr<uint64_t> Limit(const ParsedArgs& args);
 // --page-size, or 0 (the server's default).
 absl::StatusOr<int> PageSize(const ParsedArgs& args);
 
+// Shows a listing page by page until `limit` items were shown or no page is
+// left: `fetch()` returns the page at *page_token, `show(item)` adds an
+// item's row. Returns kOk, or what Fail(command, ...) returns for a page that
+// could not be fetched.
+template <typename Page, typename Item, typename Fetch, typename Show>
+int ShowPages(absl::string_view command, uint64_t limit, std::string* page_token,
+              std::vector<Item> Page::*items, Fetch fetch, Show show) {
+  uint64_t listed = 0;
+  do {
+    absl::StatusOr<Page> page = fetch();
+    if (!page.ok()) return Fail(command, page.status());
+    for (const Item& item : (*page).*items) {
+      if (listed == limit) break;
+      ++listed;
+      show(item);
+    }
+    *page_token = page->next_page_token;
+  } while (!page_token->empty() && listed < limit);
+  return kOk;
+}
+
 // The rows of an answer: a table for people, JSON lines for scripts.
 class Answer final {
  public:

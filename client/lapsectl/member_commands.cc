@@ -77,6 +77,24 @@ std::vector<std::string> Keys(const Invocation& in) {
                                   in.positional().end());
 }
 
+// The row of a per-key outcome and the deadline the call left.
+void AddOutcomeRow(const std::string& key, const char* outcome,
+                   const std::optional<absl::Time>& expire_time, Answer& answer) {
+  answer.Row({DisplayValue(key), outcome, FormatExpireTime(expire_time)},
+             JsonObject()
+                 .AddBytes("key", key)
+                 .Add("outcome", outcome)
+                 .AddTime("expire_time", expire_time));
+}
+
+// Starts the JSON object of a GetMembers result; for a key that was not found
+// also adds its row and returns false.
+bool StartFoundRow(const client::GetResult& result, JsonObject& object, Answer& answer) {
+  object.AddBytes("key", result.member.key).Add("found", result.found);
+  if (!result.found) answer.Row({DisplayValue(result.member.key), "(not found)", "-"}, object);
+  return result.found;
+}
+
 const char* PutOutcomeName(client::PutOutcome outcome) {
   switch (outcome) {
     case client::PutOutcome::kCreated:
@@ -131,12 +149,7 @@ int RunPut(const Invocation& in) {
   int code = kOk;
   for (const client::PutResult& result : *results) {
     if (result.outcome == client::PutOutcome::kSkipped) code = kUnmet;
-    answer.Row({DisplayValue(result.key), PutOutcomeName(result.outcome),
-                FormatExpireTime(result.expire_time)},
-               JsonObject()
-                   .AddBytes("key", result.key)
-                   .Add("outcome", PutOutcomeName(result.outcome))
-                   .AddTime("expire_time", result.expire_time));
+    AddOutcomeRow(result.key, PutOutcomeName(result.outcome), result.expire_time, answer);
   }
   answer.Print();
   return code;
@@ -186,10 +199,8 @@ int RunGet(const Invocation& in) {
   for (const client::GetResult& result : *results) {
     const client::Member& member = result.member;
     JsonObject object;
-    object.AddBytes("key", member.key).Add("found", result.found);
-    if (!result.found) {
+    if (!StartFoundRow(result, object, answer)) {
       code = kUnmet;
-      answer.Row({DisplayValue(member.key), "(not found)", "-"}, object);
       continue;
     }
     object.AddBytes("value", member.value).AddTime("expire_time", member.expire_time);
@@ -280,12 +291,7 @@ int RunExpire(const Invocation& in) {
         result.outcome == client::ExpireOutcome::kNotFound) {
       code = kUnmet;
     }
-    answer.Row({DisplayValue(result.key), ExpireOutcomeName(result.outcome),
-                FormatExpireTime(result.expire_time)},
-               JsonObject()
-                   .AddBytes("key", result.key)
-                   .Add("outcome", ExpireOutcomeName(result.outcome))
-                   .AddTime("expire_time", result.expire_time));
+    AddOutcomeRow(result.key, ExpireOutcomeName(result.outcome), result.expire_time, answer);
   }
   answer.Print();
   return code;
@@ -352,10 +358,8 @@ int RunTtl(const Invocation& in) {
   for (const client::GetResult& result : *results) {
     const client::Member& member = result.member;
     JsonObject object;
-    object.AddBytes("key", member.key).Add("found", result.found);
-    if (!result.found) {
+    if (!StartFoundRow(result, object, answer)) {
       code = kUnmet;
-      answer.Row({DisplayValue(member.key), "(not found)", "-"}, object);
       continue;
     }
     object.AddTime("expire_time", member.expire_time);
@@ -400,27 +404,22 @@ int RunList(const Invocation& in) {
   Answer answer(in.json, options.keys_only
                              ? std::vector<std::string>{"KEY", "EXPIRE_TIME"}
                              : std::vector<std::string>{"KEY", "VALUE", "EXPIRE_TIME"});
-  uint64_t listed = 0;
-  do {
-    absl::StatusOr<client::MemberPage> page =
-        client->ListMembers(in.positional()[0], options);
-    if (!page.ok()) return Fail("ls", page.status());
-    for (const client::Member& member : page->members) {
-      if (listed == *limit) break;
-      ++listed;
-      JsonObject object;
-      object.AddBytes("key", member.key);
-      std::vector<std::string> cells = {DisplayValue(member.key)};
-      if (!options.keys_only) {
-        object.AddBytes("value", member.value);
-        cells.push_back(DisplayValue(member.value));
-      }
-      object.AddTime("expire_time", member.expire_time);
-      cells.push_back(FormatExpireTime(member.expire_time));
-      answer.Row(std::move(cells), object);
-    }
-    options.page_token = page->next_page_token;
-  } while (!options.page_token.empty() && listed < *limit);
+  const int code = ShowPages(
+      "ls", *limit, &options.page_token, &client::MemberPage::members,
+      [&] { return client->ListMembers(in.positional()[0], options); },
+      [&](const client::Member& member) {
+        JsonObject object;
+        object.AddBytes("key", member.key);
+        std::vector<std::string> cells = {DisplayValue(member.key)};
+        if (!options.keys_only) {
+          object.AddBytes("value", member.value);
+          cells.push_back(DisplayValue(member.value));
+        }
+        object.AddTime("expire_time", member.expire_time);
+        cells.push_back(FormatExpireTime(member.expire_time));
+        answer.Row(std::move(cells), object);
+      });
+  if (code != kOk) return code;
   answer.Print();
   return kOk;
 }
