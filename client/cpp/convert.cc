@@ -1,6 +1,7 @@
 #include "client/cpp/convert.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,30 @@ namespace {
 absl::Status Unexpected(absl::string_view rpc, absl::string_view what, int value) {
   return absl::UnknownError(
       absl::StrCat(rpc, ": unexpected ", what, " ", value, " in the response"));
+}
+
+// The client's value for a response enum `value`, or UNKNOWN naming `rpc`
+// for a value this client predates.
+template <typename Out, typename In>
+absl::StatusOr<Out> OutcomeFromProto(absl::string_view rpc, In value,
+                                     std::initializer_list<std::pair<In, Out>> known) {
+  for (const auto& [in, out] : known) {
+    if (in == value) return out;
+  }
+  return Unexpected(rpc, "outcome", value);
+}
+
+// Each of `protos` through `convert`, in order; the first error if any.
+template <typename Result, typename Protos, typename Convert>
+absl::StatusOr<std::vector<Result>> AllFromProto(const Protos& protos, Convert convert) {
+  std::vector<Result> results;
+  results.reserve(protos.size());
+  for (const auto& proto : protos) {
+    absl::StatusOr<Result> result = convert(proto);
+    if (!result.ok()) return result.status();
+    results.push_back(*std::move(result));
+  }
+  return results;
 }
 
 // Fills an AIP-214 `oneof expiration`: `set_time` and `set_ttl` return the
@@ -233,38 +258,23 @@ v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
 // ---- Responses --------------------------------------------------------------
 
 absl::StatusOr<std::vector<PutResult>> FromProto(const v1::PutMembersResponse& response) {
-  std::vector<PutResult> results;
-  results.reserve(response.results_size());
-  for (const v1::PutMemberResult& result : response.results()) {
-    PutResult out;
-    out.key = result.key();
-    switch (result.outcome()) {
-      case v1::PUT_OUTCOME_CREATED:
-        out.outcome = PutOutcome::kCreated;
-        break;
-      case v1::PUT_OUTCOME_REPLACED:
-        out.outcome = PutOutcome::kReplaced;
-        break;
-      case v1::PUT_OUTCOME_SKIPPED:
-        out.outcome = PutOutcome::kSkipped;
-        break;
-      default:
-        return Unexpected("PutMembers", "outcome", result.outcome());
-    }
-    out.expire_time = ExpireTimeFromProto(result);
-    results.push_back(std::move(out));
-  }
-  return results;
+  return AllFromProto<PutResult>(
+      response.results(), [](const v1::PutMemberResult& result) -> absl::StatusOr<PutResult> {
+        absl::StatusOr<PutOutcome> outcome =
+            OutcomeFromProto<PutOutcome>("PutMembers", result.outcome(),
+                                         {{v1::PUT_OUTCOME_CREATED, PutOutcome::kCreated},
+                                          {v1::PUT_OUTCOME_REPLACED, PutOutcome::kReplaced},
+                                          {v1::PUT_OUTCOME_SKIPPED, PutOutcome::kSkipped}});
+        if (!outcome.ok()) return outcome.status();
+        return PutResult{result.key(), *outcome, ExpireTimeFromProto(result)};
+      });
 }
 
 std::vector<GetResult> FromProto(const v1::GetMembersResponse& response) {
   std::vector<GetResult> results;
   results.reserve(response.results_size());
   for (const v1::GetMemberResult& result : response.results()) {
-    GetResult out;
-    out.found = result.found();
-    out.member = MemberFromProto(result.member());
-    results.push_back(std::move(out));
+    results.push_back({result.found(), MemberFromProto(result.member())});
   }
   return results;
 }
@@ -279,55 +289,31 @@ std::vector<RemoveResult> FromProto(const v1::RemoveMembersResponse& response) {
 }
 
 absl::StatusOr<std::vector<ExpireResult>> FromProto(const v1::ExpireMembersResponse& response) {
-  std::vector<ExpireResult> results;
-  results.reserve(response.results_size());
-  for (const v1::ExpireMemberResult& result : response.results()) {
-    ExpireResult out;
-    out.key = result.key();
-    switch (result.outcome()) {
-      case v1::EXPIRE_OUTCOME_UPDATED:
-        out.outcome = ExpireOutcome::kUpdated;
-        break;
-      case v1::EXPIRE_OUTCOME_CONDITION_NOT_MET:
-        out.outcome = ExpireOutcome::kConditionNotMet;
-        break;
-      case v1::EXPIRE_OUTCOME_NOT_FOUND:
-        out.outcome = ExpireOutcome::kNotFound;
-        break;
-      case v1::EXPIRE_OUTCOME_EXPIRED:
-        out.outcome = ExpireOutcome::kExpired;
-        break;
-      default:
-        return Unexpected("ExpireMembers", "outcome", result.outcome());
-    }
-    out.expire_time = ExpireTimeFromProto(result);
-    results.push_back(std::move(out));
-  }
-  return results;
+  return AllFromProto<ExpireResult>(
+      response.results(), [](const v1::ExpireMemberResult& result) -> absl::StatusOr<ExpireResult> {
+        absl::StatusOr<ExpireOutcome> outcome = OutcomeFromProto<ExpireOutcome>(
+            "ExpireMembers", result.outcome(),
+            {{v1::EXPIRE_OUTCOME_UPDATED, ExpireOutcome::kUpdated},
+             {v1::EXPIRE_OUTCOME_CONDITION_NOT_MET, ExpireOutcome::kConditionNotMet},
+             {v1::EXPIRE_OUTCOME_NOT_FOUND, ExpireOutcome::kNotFound},
+             {v1::EXPIRE_OUTCOME_EXPIRED, ExpireOutcome::kExpired}});
+        if (!outcome.ok()) return outcome.status();
+        return ExpireResult{result.key(), *outcome, ExpireTimeFromProto(result)};
+      });
 }
 
 absl::StatusOr<std::vector<PersistResult>> FromProto(const v1::PersistMembersResponse& response) {
-  std::vector<PersistResult> results;
-  results.reserve(response.results_size());
-  for (const v1::PersistMemberResult& result : response.results()) {
-    PersistResult out;
-    out.key = result.key();
-    switch (result.outcome()) {
-      case v1::PERSIST_OUTCOME_PERSISTED:
-        out.outcome = PersistOutcome::kPersisted;
-        break;
-      case v1::PERSIST_OUTCOME_NO_EXPIRATION:
-        out.outcome = PersistOutcome::kNoExpiration;
-        break;
-      case v1::PERSIST_OUTCOME_NOT_FOUND:
-        out.outcome = PersistOutcome::kNotFound;
-        break;
-      default:
-        return Unexpected("PersistMembers", "outcome", result.outcome());
-    }
-    results.push_back(std::move(out));
-  }
-  return results;
+  return AllFromProto<PersistResult>(
+      response.results(),
+      [](const v1::PersistMemberResult& result) -> absl::StatusOr<PersistResult> {
+        absl::StatusOr<PersistOutcome> outcome = OutcomeFromProto<PersistOutcome>(
+            "PersistMembers", result.outcome(),
+            {{v1::PERSIST_OUTCOME_PERSISTED, PersistOutcome::kPersisted},
+             {v1::PERSIST_OUTCOME_NO_EXPIRATION, PersistOutcome::kNoExpiration},
+             {v1::PERSIST_OUTCOME_NOT_FOUND, PersistOutcome::kNotFound}});
+        if (!outcome.ok()) return outcome.status();
+        return PersistResult{result.key(), *outcome};
+      });
 }
 
 MemberPage FromProto(const v1::ListMembersResponse& response) {
