@@ -1,18 +1,17 @@
 #include "bench/compare/redis_writer.h"
 
 #include <algorithm>
-#include <atomic>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/common/load_counters.h"
 #include "bench/common/members.h"
 #include "bench/common/report.h"
 #include "bench/common/stats.h"
@@ -22,7 +21,6 @@ namespace lapse {
 namespace compare {
 namespace {
 
-using load::FormatCount;
 using load::LoadOutcome;
 using load::LoadPlan;
 using load::NowMicros;
@@ -32,20 +30,12 @@ using load::NowMillis;
 class Writer {
  public:
   Writer(const Options& o, const LoadPlan& plan)
-      : o_(o), plan_(plan), total_batches_(plan.Batches(o.batch)) {}
+      : o_(o), plan_(plan), counters_(plan, o.batch) {}
 
   LoadOutcome Run() {
-    const absl::Time start = absl::Now();
-    end_ = plan_.members == 0 ? start + plan_.duration : absl::InfiniteFuture();
     std::unique_ptr<load::Progress> progress;
     if (plan_.progress) {
-      progress = std::make_unique<load::Progress>([this, start] {
-        const uint64_t n = members_.load();
-        return absl::StrCat("put: ", FormatCount(static_cast<double>(n)), " members, ",
-                            FormatCount(static_cast<double>(n) /
-                                        absl::ToDoubleSeconds(absl::Now() - start)),
-                            "/s");
-      });
+      progress = std::make_unique<load::Progress>([this] { return counters_.ProgressLine(); });
     }
     const int connections = std::max(1, o_.connections);
     const size_t window =
@@ -56,15 +46,7 @@ class Writer {
     }
     for (std::thread& t : threads) t.join();
     progress.reset();
-    LoadOutcome out;
-    out.elapsed = absl::Now() - start;
-    out.members = members_.load();
-    out.requests = batches_.load();
-    out.errors = errors_.load();
-    out.latency = latency_.Summarize();
-    absl::MutexLock lock(&mu_);
-    out.first_error = first_error_;
-    return out;
+    return counters_.Outcome();
   }
 
  private:
@@ -76,29 +58,19 @@ class Writer {
     bool ok;
   };
 
-  void Error(const std::string& error) {
-    errors_.fetch_add(1);
-    stop_.store(true);
-    absl::MutexLock lock(&mu_);
-    if (first_error_.empty()) first_error_ = error;
-  }
-
   void Connection(size_t window) {
     absl::StatusOr<std::unique_ptr<RedisConn>> conn = RedisConn::Connect(o_.host, o_.port);
     if (!conn.ok()) {
-      Error(std::string(conn.status().message()));
+      counters_.Failed(std::string(conn.status().message()));
       return;
     }
     std::deque<InFlight> in_flight;
     BatchArgs args;
     while (true) {
-      while (in_flight.size() < window && !stop_.load()) {
-        const uint64_t batch = next_batch_.fetch_add(1);
-        if (batch >= total_batches_ || absl::Now() >= end_) {
-          stop_.store(true);
-          break;
-        }
-        const size_t n = Fill(batch, &args);
+      while (in_flight.size() < window) {
+        const std::optional<uint64_t> batch = counters_.NextBatch();
+        if (!batch.has_value()) break;
+        const size_t n = Fill(*batch, &args);
         const int replies = AppendBatch(**conn, args, n);
         in_flight.push_back({n, replies, NowMicros(), true});
       }
@@ -108,19 +80,17 @@ class Writer {
       // write rather than one per batch.
       ReplyPtr reply = (*conn)->Reply();
       if (reply == nullptr) {
-        Error(absl::StrCat("redis: ", (*conn)->error()));
+        counters_.Failed(absl::StrCat("redis: ", (*conn)->error()));
         return;
       }
       while (reply != nullptr) {
         InFlight& front = in_flight.front();
         if (reply->type == REDIS_REPLY_ERROR) {
           front.ok = false;
-          Error(ReplyError(reply.get()));
+          counters_.Failed(ReplyError(reply.get()));
         }
         if (--front.replies == 0) {
-          latency_.Record(NowMicros() - front.started_us);
-          batches_.fetch_add(1);
-          if (front.ok) members_.fetch_add(front.members);
+          counters_.Finished(front.started_us, front.members, front.ok);
           in_flight.pop_front();
         }
         if (in_flight.empty()) break;
@@ -192,19 +162,8 @@ class Writer {
   // Constant after construction.
   const Options o_;
   const LoadPlan plan_;
-  const uint64_t total_batches_;
-  // Set once by Run before the threads start.
-  absl::Time end_;
 
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> next_batch_{0};
-  std::atomic<uint64_t> members_{0};
-  std::atomic<uint64_t> batches_{0};
-  std::atomic<uint64_t> errors_{0};
-  load::LatencyRecorder latency_;
-
-  absl::Mutex mu_;
-  std::string first_error_ ABSL_GUARDED_BY(mu_);
+  load::LoadCounters counters_;
 };
 
 }  // namespace

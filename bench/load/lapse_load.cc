@@ -1,11 +1,12 @@
 #include "bench/load/lapse_load.h"
 
 #include <algorithm>
-#include <atomic>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/common/load_counters.h"
 #include "bench/common/members.h"
 #include "bench/common/report.h"
 #include "grpcpp/create_channel.h"
@@ -35,7 +36,7 @@ class PutDriver {
             const LoadPlan& plan)
       : shape_(shape),
         plan_(plan),
-        total_batches_(plan.Batches(shape.batch)),
+        counters_(plan, shape.batch),
         slots_(static_cast<size_t>(std::max(1, shape.concurrency))) {
     for (size_t i = 0; i < slots_.size(); ++i) {
       slots_[i].stub = stubs[i % stubs.size()].get();
@@ -43,17 +44,10 @@ class PutDriver {
   }
 
   LoadOutcome Run() {
-    const absl::Time start = absl::Now();
-    end_ = plan_.members == 0 ? start + plan_.duration : absl::InfiniteFuture();
     std::unique_ptr<Progress> progress;
     if (plan_.progress) {
-      progress = std::make_unique<Progress>([this, start] {
-        const uint64_t n = members_.load(std::memory_order_relaxed);
-        return absl::StrCat("put: ", FormatCount(static_cast<double>(n)),
-                            " members, ",
-                            FormatCount(static_cast<double>(n) /
-                                        absl::ToDoubleSeconds(absl::Now() - start)),
-                            "/s, errors ", errors_.load(std::memory_order_relaxed));
+      progress = std::make_unique<Progress>([this] {
+        return absl::StrCat(counters_.ProgressLine(), ", errors ", counters_.errors());
       });
     }
     {
@@ -67,17 +61,7 @@ class PutDriver {
           +[](size_t* active) { return *active == 0; }, &active_));
     }
     progress.reset();
-    LoadOutcome out;
-    out.elapsed = absl::Now() - start;
-    out.members = members_.load();
-    out.requests = rpcs_.load();
-    out.errors = errors_.load();
-    {
-      absl::MutexLock lock(&mu_);
-      out.first_error = first_error_;
-    }
-    out.latency = latency_.Summarize();
-    return out;
+    return counters_.Outcome();
   }
 
  private:
@@ -91,14 +75,13 @@ class PutDriver {
   };
 
   void Issue(Slot& slot) {
-    const uint64_t batch = next_batch_.fetch_add(1, std::memory_order_relaxed);
-    if (batch >= total_batches_ || absl::Now() >= end_ ||
-        stop_.load(std::memory_order_relaxed)) {
+    const std::optional<uint64_t> batch = counters_.NextBatch();
+    if (!batch.has_value()) {
       absl::MutexLock lock(&mu_);
       --active_;
       return;
     }
-    Fill(batch, &slot);
+    Fill(*batch, &slot);
     slot.response.Clear();
     slot.context = std::make_unique<grpc::ClientContext>();
     slot.context->set_deadline(absl::ToChronoTime(absl::Now() + shape_.rpc_timeout));
@@ -138,19 +121,10 @@ class PutDriver {
   }
 
   void OnDone(Slot& slot, const grpc::Status& status) {
-    latency_.Record(NowMicros() - slot.started_us);
-    rpcs_.fetch_add(1, std::memory_order_relaxed);
-    if (status.ok()) {
-      members_.fetch_add(slot.members, std::memory_order_relaxed);
-    } else {
-      errors_.fetch_add(1, std::memory_order_relaxed);
-      // A scenario with errors has failed; stop rather than pile them up.
-      stop_.store(true, std::memory_order_relaxed);
-      absl::MutexLock lock(&mu_);
-      if (first_error_.empty()) {
-        first_error_ = absl::StrCat("PutMembers: code ", status.error_code(), ": ",
-                                    status.error_message());
-      }
+    counters_.Finished(slot.started_us, slot.members, status.ok());
+    if (!status.ok()) {
+      counters_.Failed(absl::StrCat("PutMembers: code ", status.error_code(), ": ",
+                                    status.error_message()));
     }
     Issue(slot);
   }
@@ -158,21 +132,13 @@ class PutDriver {
   // Constant after construction.
   const Shape shape_;
   const LoadPlan plan_;
-  const uint64_t total_batches_;
-  std::vector<Slot> slots_;
-  // Set once by Run before the first RPC.
-  absl::Time end_;
 
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> next_batch_{0};
-  std::atomic<uint64_t> members_{0};
-  std::atomic<uint64_t> rpcs_{0};
-  std::atomic<uint64_t> errors_{0};
-  LatencyRecorder latency_;
+  LoadCounters counters_;
+  std::vector<Slot> slots_;
 
   absl::Mutex mu_;
+  // Slots still issuing RPCs.
   size_t active_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string first_error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
