@@ -103,9 +103,7 @@ class PutDriver {
       write->mutable_key()->assign(shape_.key_bytes, '0');
       write->mutable_value()->assign(shape_.value_bytes, '0');
       if (!plan_.deadline_ms) {
-        write->mutable_ttl()->set_seconds(absl::ToInt64Seconds(plan_.ttl));
-        write->mutable_ttl()->set_nanos(static_cast<int32_t>(
-            absl::ToInt64Nanoseconds(plan_.ttl % absl::Seconds(1))));
+        SetDuration(plan_.ttl, write->mutable_ttl());
       }
     }
     for (int k = 0; k < n; ++k) {
@@ -142,6 +140,11 @@ class PutDriver {
 };
 
 }  // namespace
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  out->set_seconds(absl::ToInt64Seconds(d));
+  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d % absl::Seconds(1))));
+}
 
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
                                              int lookahead_bytes) {

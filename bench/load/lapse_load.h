@@ -49,6 +49,9 @@ using Stub = v1::LapseService::Stub;
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
                                              int lookahead_bytes = 0);
 
+// `d` as a google.protobuf.Duration (a member's TTL).
+void SetDuration(absl::Duration d, google::protobuf::Duration* out);
+
 // What the members look like and where they go.
 struct Shape {
   // Prefix of every collection name this run writes (and watches).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -329,6 +330,23 @@ class MixedRun {
 
  private:
   enum Op { kPut, kGet, kExpire, kRemove, kOpCount };
+  // The stub's callback methods.
+  using Async = class Stub::async;
+  template <typename Request, typename Response>
+  using AsyncMethod = void (Async::*)(grpc::ClientContext*, const Request*, Response*,
+                                      std::function<void(grpc::Status)>);
+  // One RPC in flight; deleted when it ends.
+  template <typename Request, typename Response>
+  struct Call {
+    grpc::ClientContext context;
+    Request request;
+    Response response;
+  };
+  // The follow-up of ops whose success needs no bookkeeping.
+  struct NoFollowUp {
+    template <typename Request, typename Response>
+    void operator()(const Request&, const Response&) const {}
+  };
   static constexpr const char* kOpNames[kOpCount] = {"put", "get", "expire", "remove"};
   // Gets, expires and removes pick among this many most recent acknowledged
   // put batches, so most of them find live members.
@@ -394,7 +412,7 @@ class MixedRun {
     switch (op) {
       case kPut: {
         batch = next_put_batch_.fetch_add(1);
-        auto* call = new Call<v1::PutMembersRequest, v1::PutMembersResponse>;
+        auto call = std::make_unique<Call<v1::PutMembersRequest, v1::PutMembersResponse>>();
         call->request.set_collection(
             CollectionFor(o_.shape.prefix, batch, o_.shape.collections));
         for (uint64_t k = 0; k < o_.shape.batch; ++k) {
@@ -402,74 +420,66 @@ class MixedRun {
           v1::MemberWrite* write = call->request.add_members();
           write->set_key(KeyFor(index, o_.shape.key_bytes));
           write->set_value(ValueFor(index, o_.shape.value_bytes));
-          write->mutable_ttl()->set_seconds(absl::ToInt64Seconds(o_.ttl));
-          write->mutable_ttl()->set_nanos(static_cast<int32_t>(
-              absl::ToInt64Nanoseconds(o_.ttl % absl::Seconds(1))));
+          SetDuration(o_.ttl, write->mutable_ttl());
         }
-        Prepare(&call->context);
-        stub->async()->PutMembers(
-            &call->context, &call->request, &call->response,
-            [this, call, batch, intended_us](grpc::Status status) {
-              if (status.ok()) {
-                absl::MutexLock lock(&mu_);
-                acked_.push_back(batch);
-                put_members_ += static_cast<uint64_t>(call->request.members_size());
-              }
-              Done(kPut, status, intended_us);
-              delete call;
-            });
+        Send(stub, &Async::PutMembers, kPut, intended_us, std::move(call),
+             [this, batch](const v1::PutMembersRequest& request, const v1::PutMembersResponse&) {
+               absl::MutexLock lock(&mu_);
+               acked_.push_back(batch);
+               put_members_ += static_cast<uint64_t>(request.members_size());
+             });
         break;
       }
       case kGet: {
-        auto* call = new Call<v1::GetMembersRequest, v1::GetMembersResponse>;
+        auto call = std::make_unique<Call<v1::GetMembersRequest, v1::GetMembersResponse>>();
         SetKeys(batch, &call->request);
-        Prepare(&call->context);
-        stub->async()->GetMembers(&call->context, &call->request, &call->response,
-                                  [this, call, intended_us](grpc::Status status) {
-                                    Done(kGet, status, intended_us);
-                                    delete call;
-                                  });
+        Send(stub, &Async::GetMembers, kGet, intended_us, std::move(call), NoFollowUp());
         break;
       }
       case kExpire: {
-        auto* call = new Call<v1::ExpireMembersRequest, v1::ExpireMembersResponse>;
+        auto call = std::make_unique<Call<v1::ExpireMembersRequest, v1::ExpireMembersResponse>>();
         SetKeys(batch, &call->request);
         // Bring the deadline forward: the members expire (with their events)
         // sooner than their TTL said.
         call->request.mutable_ttl()->set_nanos(100'000'000);
-        Prepare(&call->context);
-        stub->async()->ExpireMembers(&call->context, &call->request, &call->response,
-                                     [this, call, intended_us](grpc::Status status) {
-                                       Done(kExpire, status, intended_us);
-                                       delete call;
-                                     });
+        Send(stub, &Async::ExpireMembers, kExpire, intended_us, std::move(call), NoFollowUp());
         break;
       }
       case kRemove: {
-        auto* call = new Call<v1::RemoveMembersRequest, v1::RemoveMembersResponse>;
+        auto call = std::make_unique<Call<v1::RemoveMembersRequest, v1::RemoveMembersResponse>>();
         SetKeys(batch, &call->request);
-        Prepare(&call->context);
-        stub->async()->RemoveMembers(
-            &call->context, &call->request, &call->response,
-            [this, call, batch, intended_us](grpc::Status status) {
-              if (status.ok()) {
-                absl::MutexLock lock(&mu_);
-                for (int k = 0; k < call->response.results_size(); ++k) {
-                  if (!call->response.results(k).existed()) continue;
-                  // A member removed while live never produces an event.
-                  const uint64_t index = batch * o_.shape.batch + static_cast<uint64_t>(k);
-                  if (removed_.size() <= index) removed_.resize(index + 1, 0);
-                  removed_[index] = 1;
-                }
-              }
-              Done(kRemove, status, intended_us);
-              delete call;
-            });
+        Send(stub, &Async::RemoveMembers, kRemove, intended_us, std::move(call),
+             [this, batch](const v1::RemoveMembersRequest&,
+                           const v1::RemoveMembersResponse& response) {
+               absl::MutexLock lock(&mu_);
+               for (int k = 0; k < response.results_size(); ++k) {
+                 if (!response.results(k).existed()) continue;
+                 // A member removed while live never produces an event.
+                 const uint64_t index = batch * o_.shape.batch + static_cast<uint64_t>(k);
+                 if (removed_.size() <= index) removed_.resize(index + 1, 0);
+                 removed_[index] = 1;
+               }
+             });
         break;
       }
       case kOpCount:
         break;
     }
+  }
+
+  // Starts `call` with `method` (e.g. &Async::GetMembers); when it has
+  // succeeded, `on_ok(request, response)` runs before the op is recorded.
+  template <typename Request, typename Response, typename OnOk>
+  void Send(Stub* stub, AsyncMethod<Request, Response> method, Op op, int64_t intended_us,
+            std::unique_ptr<Call<Request, Response>> owned, OnOk on_ok) {
+    Call<Request, Response>* call = owned.release();
+    Prepare(&call->context);
+    (stub->async()->*method)(&call->context, &call->request, &call->response,
+                             [this, call, op, intended_us, on_ok](grpc::Status status) {
+                               if (status.ok()) on_ok(call->request, call->response);
+                               Done(op, status, intended_us);
+                               delete call;
+                             });
   }
 
   void Prepare(grpc::ClientContext* context) {
@@ -489,12 +499,6 @@ class MixedRun {
     --in_flight_;
   }
 
-  template <typename Request, typename Response>
-  struct Call {
-    grpc::ClientContext context;
-    Request request;
-    Response response;
-  };
 
   // Constant after construction.
   const ScenarioOptions o_;
