@@ -1,46 +1,41 @@
-// LoadFlags: the flags lapse-bench and lapse-redis-bench share, with the same
-// names, defaults and meaning: what each member looks like, how members are
+// The flags lapse-bench and lapse-redis-bench share, defined once, with the
+// same names, defaults and meaning: what each member looks like, how members are
 // batched and spread over collections, how many are written, and when they
 // expire and are waited for. Each tool defines its other flags itself
 // (--addr, --host, --ttl, --concurrency, ...), whose meaning differs.
 //
 //   absl::ParseCommandLine(argc, args.data());
-//   absl::StatusOr<lapse::load::LoadFlags> flags =
-//       lapse::load::LoadFlagsFromCommandLine();
-//   if (!flags.ok()) return Fail(std::string(flags.status().message()));
+//   if (absl::Status s = lapse::load::CheckLoadFlags(); !s.ok()) ...
+//   options.spread = absl::GetFlag(FLAGS_spread);
 //
 // Read after absl::ParseCommandLine; thread-compatible.
 #ifndef LAPSE_BENCH_COMMON_LOAD_FLAGS_H_
 #define LAPSE_BENCH_COMMON_LOAD_FLAGS_H_
 
-#include <cstddef>
 #include <cstdint>
 
-#include "absl/status/statusor.h"
+#include "absl/flags/declare.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+
+ABSL_DECLARE_FLAG(int32_t, batch);
+ABSL_DECLARE_FLAG(int32_t, key_bytes);
+ABSL_DECLARE_FLAG(int32_t, value_bytes);
+ABSL_DECLARE_FLAG(int64_t, collections);
+ABSL_DECLARE_FLAG(int64_t, members);
+ABSL_DECLARE_FLAG(absl::Duration, spread);
+ABSL_DECLARE_FLAG(absl::Duration, lead);
+ABSL_DECLARE_FLAG(absl::Duration, drain_timeout);
+ABSL_DECLARE_FLAG(absl::Duration, reconnect_at);
+ABSL_DECLARE_FLAG(absl::Duration, reconnect_pause);
 
 namespace lapse {
 namespace load {
 
-struct LoadFlags {
-  size_t batch = 100;
-  size_t key_bytes = 16;
-  size_t value_bytes = 16;
-  uint64_t collections = 1000;
-  // As given (0: the scenario's default, see MembersFor); may be negative,
-  // which each tool treats in its own way.
-  int64_t members = 0;
-  absl::Duration spread;
-  absl::Duration lead;
-  absl::Duration drain_timeout;
-  absl::Duration reconnect_at;
-  absl::Duration reconnect_pause;
-};
-
-// The flags above; INVALID_ARGUMENT, with a message for the user, when
-// --batch, --key_bytes, --value_bytes or --collections is out of range.
-absl::StatusOr<LoadFlags> LoadFlagsFromCommandLine();
+// INVALID_ARGUMENT, with a message for the user, when --batch, --key_bytes,
+// --value_bytes or --collections is out of range.
+absl::Status CheckLoadFlags();
 
 // `members`, or when it is 0 the scenario's default: put 500000 (unless it
 // runs for a `duration`), expiry-latency and drain 100000.

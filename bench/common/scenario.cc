@@ -56,23 +56,19 @@ void AwaitExpiries(const ExpiryLedger& ledger, uint64_t n, const ExpiryWait& wai
 
 ExpiryTally Tally(const ExpiryLedger& ledger, uint64_t expected) {
   ExpiryTally tally;
-  tally.expected = expected;
   tally.received = ledger.received();
   tally.lost = expected - std::min(expected, tally.received);
   tally.duplicates = ledger.duplicates();
-  tally.unknown = ledger.unknown();
   tally.latency = ledger.Summarize();
   return tally;
 }
 
-Result ExpiryLatencyResult(const std::string& peer, bool reconnected, absl::Duration spread,
-                           const ExpiryTally& tally) {
+Result ExpiryLatencyResult(const std::string& peer, bool reconnected, uint64_t members,
+                           absl::Duration spread, const ExpiryTally& tally) {
   Result result(peer, reconnected ? "reconnect" : "expiry-latency");
-  result.Add("members", tally.expected);
+  result.Add("members", members);
   result.Add("spread_s", absl::ToDoubleSeconds(spread));
-  result.Add("received", tally.received);
-  result.Add("lost", tally.lost);
-  result.Add("duplicates", tally.duplicates);
+  AddTally(tally, result);
   result.AddLatency("event", tally.latency);
   return result;
 }
@@ -86,6 +82,21 @@ DrainTimes DrainTimesFor(const ExpiryLedger& ledger, int64_t deadline_ms) {
                                       static_cast<double>(times.all_us)
                                 : 0;
   return times;
+}
+
+Result DrainResult(const std::string& peer, uint64_t members, const DrainTimes& times) {
+  Result result(peer, "drain");
+  result.Add("members", members);
+  result.Add("first_ms", static_cast<double>(times.first_us) / 1000.0);
+  result.Add("all_ms", static_cast<double>(times.all_us) / 1000.0);
+  result.Add("events_per_s", times.rate);
+  return result;
+}
+
+void AddTally(const ExpiryTally& tally, Result& result) {
+  result.Add("received", tally.received);
+  result.Add("lost", tally.lost);
+  result.Add("duplicates", tally.duplicates);
 }
 
 }  // namespace load

@@ -70,14 +70,12 @@ struct ExpiryWait {
 void AwaitExpiries(const ExpiryLedger& ledger, uint64_t n, const ExpiryWait& wait,
                    const std::function<void()>& reconnect);
 
-// What a ledger says about the `expected` members of a run.
+// What a ledger says about the members a run expected (see also
+// ExpiryLedger::unknown).
 struct ExpiryTally {
-  uint64_t expected = 0;
   uint64_t received = 0;
   uint64_t lost = 0;
   uint64_t duplicates = 0;
-  // Notifications naming no member of the run.
-  uint64_t unknown = 0;
   // received - deadline, per member.
   LatencySummary latency;
 
@@ -90,8 +88,8 @@ ExpiryTally Tally(const ExpiryLedger& ledger, uint64_t expected);
 // The expiry-latency RESULT line up to its peer-specific fields: members,
 // spread_s, received, lost, duplicates and the event latency. The scenario is
 // "reconnect" when the watcher reconnected mid-run.
-Result ExpiryLatencyResult(const std::string& peer, bool reconnected, absl::Duration spread,
-                           const ExpiryTally& tally);
+Result ExpiryLatencyResult(const std::string& peer, bool reconnected, uint64_t members,
+                           absl::Duration spread, const ExpiryTally& tally);
 
 // When a drain's notifications arrived, relative to the shared deadline.
 struct DrainTimes {
@@ -103,6 +101,13 @@ struct DrainTimes {
 };
 
 DrainTimes DrainTimesFor(const ExpiryLedger& ledger, int64_t deadline_ms);
+
+// The drain RESULT line up to its peer-specific fields: members, first_ms,
+// all_ms and events_per_s.
+Result DrainResult(const std::string& peer, uint64_t members, const DrainTimes& times);
+
+// Adds received, lost and duplicates to a RESULT line.
+void AddTally(const ExpiryTally& tally, Result& result);
 
 }  // namespace load
 }  // namespace lapse

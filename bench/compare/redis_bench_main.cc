@@ -84,8 +84,9 @@ bool OptionsFromFlags(const std::string& scenario, Options* o) {
   }
   const std::string publish = absl::GetFlag(FLAGS_publish);
   if (publish != "batch" && publish != "member") return Fail("--publish must be batch or member");
-  const absl::StatusOr<load::LoadFlags> shared = load::LoadFlagsFromCommandLine();
-  if (!shared.ok()) return Fail(std::string(shared.status().message()));
+  if (absl::Status s = load::CheckLoadFlags(); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
   if (absl::GetFlag(FLAGS_concurrency) < 1 || absl::GetFlag(FLAGS_connections) < 1) {
     return Fail("--concurrency and --connections must be positive");
   }
@@ -99,19 +100,20 @@ bool OptionsFromFlags(const std::string& scenario, Options* o) {
   if (o->peer.empty()) o->peer = absl::StrCat("redis-", mode);
   o->connections = absl::GetFlag(FLAGS_connections);
   o->concurrency = absl::GetFlag(FLAGS_concurrency);
-  o->batch = shared->batch;
-  o->key_bytes = shared->key_bytes;
-  o->value_bytes = shared->value_bytes;
-  o->collections = shared->collections;
+  o->batch = static_cast<size_t>(absl::GetFlag(FLAGS_batch));
+  o->key_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_key_bytes));
+  o->value_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_value_bytes));
+  o->collections = static_cast<uint64_t>(absl::GetFlag(FLAGS_collections));
   o->duration = absl::GetFlag(FLAGS_duration);
   o->members = load::MembersFor(
-      scenario, static_cast<uint64_t>(std::max<int64_t>(0, shared->members)), o->duration);
+      scenario, static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_members))),
+      o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
-  o->spread = shared->spread;
-  o->lead = shared->lead;
-  o->drain_timeout = shared->drain_timeout;
-  o->reconnect_at = shared->reconnect_at;
-  o->reconnect_pause = shared->reconnect_pause;
+  o->spread = absl::GetFlag(FLAGS_spread);
+  o->lead = absl::GetFlag(FLAGS_lead);
+  o->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  o->reconnect_at = absl::GetFlag(FLAGS_reconnect_at);
+  o->reconnect_pause = absl::GetFlag(FLAGS_reconnect_pause);
   o->poll_interval = absl::GetFlag(FLAGS_poll_interval);
   o->poll_limit = absl::GetFlag(FLAGS_poll_limit);
   o->publish_per_member = publish == "member";

@@ -152,7 +152,7 @@ bool RunExpiryLatency(const Options& o) {
     return false;
   }
   const ExpiryTally tally = load::Tally(ledger, n);
-  const uint64_t errors = run.poll_errors + run.watch_errors + tally.unknown;
+  const uint64_t errors = run.poll_errors + run.watch_errors + ledger.unknown();
   Table table({"expiry-latency", "value"});
   table.Add({"members (pending at first deadline)", absl::StrCat(n)});
   table.Add({"load members/s", FormatCount(static_cast<double>(run.load.members) /
@@ -172,7 +172,7 @@ bool RunExpiryLatency(const Options& o) {
   table.Print();
   if (!run.first_error.empty()) std::printf("  first error: %s\n", run.first_error.c_str());
   load::Result result =
-      load::ExpiryLatencyResult(o.peer, o.reconnect_at > absl::ZeroDuration(), o.spread, tally);
+      load::ExpiryLatencyResult(o.peer, o.reconnect_at > absl::ZeroDuration(), n, o.spread, tally);
   result.Add("errors", errors);
   result.Print();
   return tally.Clean(errors);
@@ -192,7 +192,7 @@ bool RunDrain(const Options& o) {
   }
   const ExpiryTally tally = load::Tally(ledger, n);
   const load::DrainTimes times = load::DrainTimesFor(ledger, deadline_ms);
-  const uint64_t errors = run.poll_errors + run.watch_errors + tally.unknown;
+  const uint64_t errors = run.poll_errors + run.watch_errors + ledger.unknown();
   Table table({"drain", "value"});
   table.Add({"members sharing the deadline", absl::StrCat(n)});
   table.Add({"first notification after deadline (ms)", FormatMs(times.first_us)});
@@ -206,14 +206,8 @@ bool RunDrain(const Options& o) {
   table.Add({"errors", absl::StrCat(errors)});
   table.Print();
   if (!run.first_error.empty()) std::printf("  first error: %s\n", run.first_error.c_str());
-  load::Result result(o.peer, "drain");
-  result.Add("members", n);
-  result.Add("first_ms", static_cast<double>(times.first_us) / 1000.0);
-  result.Add("all_ms", static_cast<double>(times.all_us) / 1000.0);
-  result.Add("events_per_s", times.rate);
-  result.Add("received", tally.received);
-  result.Add("lost", tally.lost);
-  result.Add("duplicates", tally.duplicates);
+  load::Result result = load::DrainResult(o.peer, n, times);
+  load::AddTally(tally, result);
   result.Add("errors", errors);
   result.Print();
   return tally.Clean(errors);

@@ -57,11 +57,12 @@ bool Fail(const std::string& message) {
 }
 
 bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) {
-  const absl::StatusOr<lapse::load::LoadFlags> shared = lapse::load::LoadFlagsFromCommandLine();
-  if (!shared.ok()) return Fail(std::string(shared.status().message()));
+  if (absl::Status s = lapse::load::CheckLoadFlags(); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
   if (absl::GetFlag(FLAGS_concurrency) < 1) return Fail("--concurrency must be positive");
   if (absl::GetFlag(FLAGS_channels) < 1) return Fail("--channels must be positive");
-  if (shared->members < 0) return Fail("--members must not be negative");
+  if (absl::GetFlag(FLAGS_members) < 0) return Fail("--members must not be negative");
   if (absl::GetFlag(FLAGS_rate) <= 0) return Fail("--rate must be positive");
   if (absl::GetFlag(FLAGS_watchers) < 0) return Fail("--watchers must not be negative");
 
@@ -71,22 +72,22 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
   o->lookahead_bytes = absl::GetFlag(FLAGS_http2_lookahead_bytes);
   o->shape.prefix = absl::GetFlag(FLAGS_prefix);
   if (o->shape.prefix.empty()) o->shape.prefix = absl::StrCat("lb", getpid(), ".", scenario, ".");
-  o->shape.collections = shared->collections;
-  o->shape.batch = shared->batch;
-  o->shape.key_bytes = shared->key_bytes;
-  o->shape.value_bytes = shared->value_bytes;
+  o->shape.collections = static_cast<uint64_t>(absl::GetFlag(FLAGS_collections));
+  o->shape.batch = static_cast<size_t>(absl::GetFlag(FLAGS_batch));
+  o->shape.key_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_key_bytes));
+  o->shape.value_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_value_bytes));
   o->shape.concurrency = absl::GetFlag(FLAGS_concurrency);
   o->shape.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
   o->duration = absl::GetFlag(FLAGS_duration);
-  o->members =
-      lapse::load::MembersFor(scenario, static_cast<uint64_t>(shared->members), o->duration);
+  o->members = lapse::load::MembersFor(
+      scenario, static_cast<uint64_t>(absl::GetFlag(FLAGS_members)), o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
-  o->spread = shared->spread;
-  o->lead = shared->lead;
-  o->drain_timeout = shared->drain_timeout;
+  o->spread = absl::GetFlag(FLAGS_spread);
+  o->lead = absl::GetFlag(FLAGS_lead);
+  o->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   o->include_values = absl::GetFlag(FLAGS_include_values);
-  o->reconnect_at = shared->reconnect_at;
-  o->reconnect_pause = shared->reconnect_pause;
+  o->reconnect_at = absl::GetFlag(FLAGS_reconnect_at);
+  o->reconnect_pause = absl::GetFlag(FLAGS_reconnect_pause);
   o->rate = absl::GetFlag(FLAGS_rate);
   o->watchers = absl::GetFlag(FLAGS_watchers);
   absl::StatusOr<lapse::load::OpMix> mix = lapse::load::ParseOpMix(absl::GetFlag(FLAGS_mix));

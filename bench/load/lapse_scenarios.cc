@@ -39,6 +39,19 @@ EventWatcher::Options WatcherOptions(const ScenarioOptions& o) {
   return {o.shape.prefix, o.include_values, o.shape.key_bytes, o.shape.value_bytes};
 }
 
+// What a watch scenario (expiry-latency, drain) runs on: its channels, a
+// ledger expecting o.members members and one watcher feeding it.
+struct WatchRig {
+  explicit WatchRig(const ScenarioOptions& o)
+      : stubs(MakeStubs(o.addr, o.channels, o.lookahead_bytes)),
+        ledger(o.members),
+        watcher(stubs[0].get(), WatcherOptions(o), &ledger) {}
+
+  const std::vector<std::unique_ptr<Stub>> stubs;
+  ExpiryLedger ledger;
+  EventWatcher watcher;
+};
+
 // Starts `watcher`, or explains why it could not.
 bool StartWatching(EventWatcher& watcher) {
   if (absl::Status s = watcher.Start(kStreamPatience); !s.ok()) {
@@ -48,10 +61,15 @@ bool StartWatching(EventWatcher& watcher) {
   return true;
 }
 
-// Loads members for the watch scenarios, or explains why it could not.
+// Loads o.members members for the watch scenarios, with the deadlines
+// `deadline_ms` gives (the first at `first_deadline_ms`), or explains why it
+// could not.
 bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs,
-                        const ScenarioOptions& o, const LoadPlan& plan,
+                        const ScenarioOptions& o, std::function<int64_t(uint64_t)> deadline_ms,
                         int64_t first_deadline_ms, LoadOutcome* out) {
+  LoadPlan plan;
+  plan.members = o.members;
+  plan.deadline_ms = std::move(deadline_ms);
   *out = RunPuts(stubs, o.shape, plan);
   if (out->errors > 0) {
     std::printf("  load failed: %llu errors; first: %s\n",
@@ -104,20 +122,16 @@ bool RunPut(const ScenarioOptions& o) {
 
 bool RunExpiryLatency(const ScenarioOptions& o) {
   PrintShape("expiry-latency", o);
-  const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
+  WatchRig rig(o);
+  if (!StartWatching(rig.watcher)) return false;
   const uint64_t n = o.members;
-  ExpiryLedger ledger(n);
-  EventWatcher watcher(stubs[0].get(), WatcherOptions(o), &ledger);
-  if (!StartWatching(watcher)) return false;
   const int64_t start_ms = FirstDeadlineMs(o.lead, n);
   const int64_t spread_ms = absl::ToInt64Milliseconds(o.spread);
-  LoadPlan plan;
-  plan.members = n;
-  plan.deadline_ms = [start_ms, spread_ms](uint64_t i) {
+  const auto deadline = [start_ms, spread_ms](uint64_t i) {
     return SpreadDeadlineMs(start_ms, spread_ms, i);
   };
   LoadOutcome load;
-  if (!LoadBeforeDeadline(stubs, o, plan, start_ms, &load)) return false;
+  if (!LoadBeforeDeadline(rig.stubs, o, deadline, start_ms, &load)) return false;
   const int64_t slack_ms = start_ms - NowMillis();
   std::printf("  loaded %llu members in %ss (%s/s); first deadline in %lld ms, "
               "deadlines spread over %ss\n",
@@ -125,21 +139,21 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
               FormatCount(static_cast<double>(load.members) /
                           absl::ToDoubleSeconds(load.elapsed)).c_str(),
               static_cast<long long>(slack_ms), FormatSeconds(o.spread).c_str());
-  AwaitExpiries(ledger, n,
+  AwaitExpiries(rig.ledger, n,
                 {"expiry-latency", "events", start_ms, start_ms + spread_ms, o.reconnect_at,
                  o.drain_timeout},
                 [&] {
                   std::printf("  watcher drops its stream after %llu events, resumes in %ss\n",
-                              static_cast<unsigned long long>(ledger.received()),
+                              static_cast<unsigned long long>(rig.ledger.received()),
                               FormatSeconds(o.reconnect_pause).c_str());
-                  if (absl::Status s = watcher.Reconnect(o.reconnect_pause, kStreamPatience);
+                  if (absl::Status s = rig.watcher.Reconnect(o.reconnect_pause, kStreamPatience);
                       !s.ok()) {
                     std::printf("  cannot resume: %s\n", std::string(s.message()).c_str());
                   }
                 });
-  watcher.Stop();
-  const ExpiryTally tally = Tally(ledger, n);
-  const uint64_t watch_errors = watcher.errors();
+  rig.watcher.Stop();
+  const ExpiryTally tally = Tally(rig.ledger, n);
+  const uint64_t watch_errors = rig.watcher.errors();
   Table table({"expiry-latency", "value"});
   table.Add({"members (pending at first deadline)", absl::StrCat(n)});
   table.Add({"load members/s", FormatCount(static_cast<double>(load.members) /
@@ -150,47 +164,43 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
   table.Add({"duplicates", absl::StrCat(tally.duplicates)});
   table.AddLatency("received - deadline", tally.latency);
   table.Add({"received - deadline min (ms)", FormatMs(tally.latency.min_us)});
-  const LatencySummary lag = ledger.SummarizeExpiryLag();
+  const LatencySummary lag = rig.ledger.SummarizeExpiryLag();
   table.Add({"server expired_at - deadline p50 (ms)", FormatMs(lag.p50_us)});
   table.Add({"server expired_at - deadline p99 (ms)", FormatMs(lag.p99_us)});
   table.Add({"server expired_at - deadline max (ms)", FormatMs(lag.max_us)});
-  table.Add({"watch messages", absl::StrCat(watcher.responses())});
+  table.Add({"watch messages", absl::StrCat(rig.watcher.responses())});
   table.Add({"watch errors", absl::StrCat(watch_errors)});
   table.Print();
-  if (watch_errors > 0) std::printf("  first watch error: %s\n", watcher.first_error().c_str());
+  if (watch_errors > 0) std::printf("  first watch error: %s\n", rig.watcher.first_error().c_str());
   Result result =
-      ExpiryLatencyResult(o.peer, o.reconnect_at > absl::ZeroDuration(), o.spread, tally);
+      ExpiryLatencyResult(o.peer, o.reconnect_at > absl::ZeroDuration(), n, o.spread, tally);
   result.AddLatency("server_lag", lag);
-  result.Add("messages", watcher.responses());
-  result.Add("errors", watch_errors + tally.unknown);
+  result.Add("messages", rig.watcher.responses());
+  result.Add("errors", watch_errors + rig.ledger.unknown());
   result.Print();
-  return tally.Clean(watch_errors + tally.unknown);
+  return tally.Clean(watch_errors + rig.ledger.unknown());
 }
 
 bool RunDrain(const ScenarioOptions& o) {
   PrintShape("drain", o);
-  const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
+  WatchRig rig(o);
+  if (!StartWatching(rig.watcher)) return false;
   const uint64_t n = o.members;
-  ExpiryLedger ledger(n);
-  EventWatcher watcher(stubs[0].get(), WatcherOptions(o), &ledger);
-  if (!StartWatching(watcher)) return false;
   const int64_t deadline_ms = FirstDeadlineMs(o.lead, n);
-  LoadPlan plan;
-  plan.members = n;
-  plan.deadline_ms = [deadline_ms](uint64_t) { return deadline_ms; };
   LoadOutcome load;
-  if (!LoadBeforeDeadline(stubs, o, plan, deadline_ms, &load)) return false;
+  const auto deadline = [deadline_ms](uint64_t) { return deadline_ms; };
+  if (!LoadBeforeDeadline(rig.stubs, o, deadline, deadline_ms, &load)) return false;
   std::printf("  loaded %llu members in %ss; shared deadline in %lld ms\n",
               static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
               static_cast<long long>(deadline_ms - NowMillis()));
-  AwaitExpiries(ledger, n,
+  AwaitExpiries(rig.ledger, n,
                 {"drain", "events", deadline_ms, deadline_ms, absl::ZeroDuration(),
                  o.drain_timeout},
                 nullptr);
-  watcher.Stop();
-  const ExpiryTally tally = Tally(ledger, n);
-  const DrainTimes times = DrainTimesFor(ledger, deadline_ms);
-  const uint64_t watch_errors = watcher.errors();
+  rig.watcher.Stop();
+  const ExpiryTally tally = Tally(rig.ledger, n);
+  const DrainTimes times = DrainTimesFor(rig.ledger, deadline_ms);
+  const uint64_t watch_errors = rig.watcher.errors();
   Table table({"drain", "value"});
   table.Add({"members sharing the deadline", absl::StrCat(n)});
   table.Add({"first event after deadline (ms)", FormatMs(times.first_us)});
@@ -198,29 +208,23 @@ bool RunDrain(const ScenarioOptions& o) {
                              : "last event after deadline (ms)",
              FormatMs(times.all_us)});
   table.Add({"events/s", FormatCount(times.rate)});
-  const LatencySummary lag = ledger.SummarizeExpiryLag();
+  const LatencySummary lag = rig.ledger.SummarizeExpiryLag();
   table.Add({"server expired_at - deadline: first (ms)", FormatMs(lag.min_us)});
   table.Add({"server expired_at - deadline: last (ms)", FormatMs(lag.max_us)});
   table.Add({"events received", absl::StrCat(tally.received)});
   table.Add({"events lost", absl::StrCat(tally.lost)});
   table.Add({"duplicates", absl::StrCat(tally.duplicates)});
-  table.Add({"watch messages", absl::StrCat(watcher.responses())});
+  table.Add({"watch messages", absl::StrCat(rig.watcher.responses())});
   table.Add({"watch errors", absl::StrCat(watch_errors)});
   table.Print();
-  if (watch_errors > 0) std::printf("  first watch error: %s\n", watcher.first_error().c_str());
-  Result result(o.peer, "drain");
-  result.Add("members", n);
-  result.Add("first_ms", static_cast<double>(times.first_us) / 1000.0);
-  result.Add("all_ms", static_cast<double>(times.all_us) / 1000.0);
-  result.Add("events_per_s", times.rate);
+  if (watch_errors > 0) std::printf("  first watch error: %s\n", rig.watcher.first_error().c_str());
+  Result result = DrainResult(o.peer, n, times);
   result.Add("server_first_ms", static_cast<double>(lag.min_us) / 1000.0);
   result.Add("server_last_ms", static_cast<double>(lag.max_us) / 1000.0);
-  result.Add("received", tally.received);
-  result.Add("lost", tally.lost);
-  result.Add("duplicates", tally.duplicates);
-  result.Add("errors", watch_errors + tally.unknown);
+  AddTally(tally, result);
+  result.Add("errors", watch_errors + rig.ledger.unknown());
   result.Print();
-  return tally.Clean(watch_errors + tally.unknown);
+  return tally.Clean(watch_errors + rig.ledger.unknown());
 }
 
 namespace {
