@@ -78,22 +78,12 @@ void Result::Print() const {
 
 Progress::Progress(std::function<std::string()> line, absl::Duration quiet)
     : line_(std::move(line)), quiet_(quiet), start_(absl::Now()) {
-  thread_ = std::thread([this] { Run(); });
-}
-
-Progress::~Progress() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  thread_.join();
+  thread_.Start([this] { Run(); });
 }
 
 void Progress::Run() {
   absl::Time next = start_ + absl::Seconds(1);
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    if (mu_.AwaitWithDeadline(absl::Condition(&stopping_), next)) return;
+  while (!thread_.WaitForStop(next)) {
     const absl::Duration elapsed = absl::Now() - start_;
     if (elapsed >= quiet_) {
       std::fprintf(stderr, "  [%5.1fs] %s\n", absl::ToDoubleSeconds(elapsed),

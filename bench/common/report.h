@@ -20,14 +20,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/common/stats.h"
+#include "bench/common/stoppable_thread.h"
 
 namespace lapse {
 namespace load {
@@ -66,7 +64,6 @@ class Result {
 class Progress {
  public:
   Progress(std::function<std::string()> line, absl::Duration quiet = absl::Seconds(2));
-  ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
@@ -78,10 +75,7 @@ class Progress {
   const absl::Duration quiet_;
   const absl::Time start_;
 
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-
-  std::thread thread_;
+  StoppableThread thread_;
 };
 
 }  // namespace load

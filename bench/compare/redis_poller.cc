@@ -69,17 +69,11 @@ absl::Status Poller::Start() {
                                                conn_->error()));
   }
   sha_.assign(sha->str, sha->len);
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
   return absl::OkStatus();
 }
 
-void Poller::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
-}
+void Poller::Stop() { thread_.Stop(); }
 
 void Poller::Run() {
   const std::string limit = absl::StrCat(o_.poll_limit);
@@ -110,8 +104,7 @@ void Poller::Run() {
     next += o_.poll_interval;
     const absl::Time now = absl::Now();
     if (next < now) next = now;  // Overran a tick: do not try to catch up.
-    absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithDeadline(absl::Condition(&stopping_), next)) return;
+    if (thread_.WaitForStop(next)) return;
   }
 }
 

@@ -17,11 +17,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/common/stoppable_thread.h"
 #include "bench/compare/redis_conn.h"
 #include "bench/compare/redis_options.h"
 
@@ -31,7 +31,6 @@ namespace compare {
 class Poller {
  public:
   explicit Poller(const Options& o) : o_(o) {}
-  ~Poller() { Stop(); }
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
 
@@ -64,10 +63,10 @@ class Poller {
   std::atomic<int64_t> busy_us_{0};
 
   mutable absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::string first_error_ ABSL_GUARDED_BY(mu_);
 
-  std::thread thread_;
+  // Declared last: destroying it stops the loop before the rest goes.
+  load::StoppableThread thread_;
 };
 
 }  // namespace compare

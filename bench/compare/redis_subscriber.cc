@@ -26,32 +26,19 @@ absl::Status Subscriber::Start() {
     return absl::UnavailableError(absl::StrCat("SUBSCRIBE: ", ReplyError(reply.get()),
                                                (*conn)->error()));
   }
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = false;
-  }
   conn_ = std::move(*conn);
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
   return absl::OkStatus();
 }
 
 void Subscriber::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop();
   conn_.reset();
-}
-
-bool Subscriber::stopping() {
-  absl::MutexLock lock(&mu_);
-  return stopping_;
 }
 
 void Subscriber::Run() {
   std::vector<Delivery> deliveries;
-  while (!stopping()) {
+  while (!thread_.stopping()) {
     ReplyPtr reply = conn_->ReplyWithin(absl::Milliseconds(50));
     if (reply == nullptr) {
       if (!conn_->error().empty()) {

@@ -15,14 +15,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "bench/common/ledger.h"
+#include "bench/common/stoppable_thread.h"
 #include "bench/compare/hfe_attribution.h"
 #include "bench/compare/redis_conn.h"
 #include "bench/compare/redis_options.h"
@@ -49,8 +47,6 @@ class Subscriber {
   uint64_t errors() const { return errors_.load(); }
 
  private:
-  bool stopping();
-
   void Run();
 
   // Lines of "collection \t key \t value \t deadline_ms".
@@ -66,10 +62,7 @@ class Subscriber {
   std::atomic<uint64_t> messages_{0};
   std::atomic<uint64_t> errors_{0};
 
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-
-  std::thread thread_;
+  load::StoppableThread thread_;
 };
 
 }  // namespace compare
