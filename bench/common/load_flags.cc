@@ -51,6 +51,16 @@ absl::Status CheckLoadFlags() {
   return absl::OkStatus();
 }
 
+ExpiryTiming ExpiryTimingFromFlags() {
+  ExpiryTiming timing;
+  timing.spread = absl::GetFlag(FLAGS_spread);
+  timing.lead = absl::GetFlag(FLAGS_lead);
+  timing.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  timing.reconnect_at = absl::GetFlag(FLAGS_reconnect_at);
+  timing.reconnect_pause = absl::GetFlag(FLAGS_reconnect_pause);
+  return timing;
+}
+
 uint64_t MembersFor(absl::string_view scenario, uint64_t members, absl::Duration duration) {
   if (members != 0) return members;
   if (scenario == "put") return duration == absl::ZeroDuration() ? 500'000 : 0;

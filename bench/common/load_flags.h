@@ -6,7 +6,7 @@
 //
 //   absl::ParseCommandLine(argc, args.data());
 //   if (absl::Status s = lapse::load::CheckLoadFlags(); !s.ok()) ...
-//   options.spread = absl::GetFlag(FLAGS_spread);
+//   options.timing = lapse::load::ExpiryTimingFromFlags();
 //
 // Read after absl::ParseCommandLine; thread-compatible.
 #ifndef LAPSE_BENCH_COMMON_LOAD_FLAGS_H_
@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "bench/common/scenario.h"
 
 ABSL_DECLARE_FLAG(int32_t, batch);
 ABSL_DECLARE_FLAG(int32_t, key_bytes);
@@ -36,6 +37,9 @@ namespace load {
 // INVALID_ARGUMENT, with a message for the user, when --batch, --key_bytes,
 // --value_bytes or --collections is out of range.
 absl::Status CheckLoadFlags();
+
+// --spread, --lead, --drain-timeout, --reconnect-at and --reconnect-pause.
+ExpiryTiming ExpiryTimingFromFlags();
 
 // `members`, or when it is 0 the scenario's default: put 500000 (unless it
 // runs for a `duration`), expiry-latency and drain 100000.

@@ -63,11 +63,12 @@ ExpiryTally Tally(const ExpiryLedger& ledger, uint64_t expected) {
   return tally;
 }
 
-Result ExpiryLatencyResult(const std::string& peer, bool reconnected, uint64_t members,
-                           absl::Duration spread, const ExpiryTally& tally) {
-  Result result(peer, reconnected ? "reconnect" : "expiry-latency");
+Result ExpiryLatencyResult(const std::string& peer, uint64_t members, const ExpiryTiming& timing,
+                           const ExpiryTally& tally) {
+  Result result(peer,
+                timing.reconnect_at > absl::ZeroDuration() ? "reconnect" : "expiry-latency");
   result.Add("members", members);
-  result.Add("spread_s", absl::ToDoubleSeconds(spread));
+  result.Add("spread_s", absl::ToDoubleSeconds(timing.spread));
   AddTally(tally, result);
   result.AddLatency("event", tally.latency);
   return result;

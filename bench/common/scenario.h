@@ -4,7 +4,7 @@
 // long a watch scenario waits for its notifications (with an optional
 // mid-run reconnect), and what its ledger says.
 //
-//   const int64_t first_ms = lapse::load::FirstDeadlineMs(options.lead, n);
+//   const int64_t first_ms = lapse::load::FirstDeadlineMs(options.timing.lead, n);
 //   ... load n members, start watching ...
 //   lapse::load::AwaitExpiries(ledger, n, {"drain", "events", first_ms, first_ms,
 //                                          absl::ZeroDuration(), drain_timeout},
@@ -36,6 +36,22 @@ absl::Duration AutoLead(uint64_t members);
 // The first deadline of a watch scenario, in wall-clock milliseconds: `lead`
 // from now, or AutoLead(members) when `lead` is zero.
 int64_t FirstDeadlineMs(absl::Duration lead, uint64_t members);
+
+// When a watch scenario's members expire and how long it waits for their
+// notifications (the flags --spread, --lead, --drain-timeout, --reconnect-at
+// and --reconnect-pause, see load_flags.h).
+struct ExpiryTiming {
+  // expiry-latency: deadlines are spread over this window.
+  absl::Duration spread = absl::Seconds(10);
+  // From the start of loading to the first deadline; zero picks AutoLead.
+  absl::Duration lead = absl::ZeroDuration();
+  // How long after the last deadline to wait for stragglers.
+  absl::Duration drain_timeout = absl::Seconds(5);
+  // expiry-latency: when (after the first deadline) the watcher drops its
+  // stream, and for how long it stays away; zero: never.
+  absl::Duration reconnect_at = absl::ZeroDuration();
+  absl::Duration reconnect_pause = absl::Seconds(1);
+};
 
 // How the put scenario names what carried one batch.
 struct PutUnits {
@@ -87,9 +103,9 @@ ExpiryTally Tally(const ExpiryLedger& ledger, uint64_t expected);
 
 // The expiry-latency RESULT line up to its peer-specific fields: members,
 // spread_s, received, lost, duplicates and the event latency. The scenario is
-// "reconnect" when the watcher reconnected mid-run.
-Result ExpiryLatencyResult(const std::string& peer, bool reconnected, uint64_t members,
-                           absl::Duration spread, const ExpiryTally& tally);
+// "reconnect" when the timing had the watcher reconnect mid-run.
+Result ExpiryLatencyResult(const std::string& peer, uint64_t members, const ExpiryTiming& timing,
+                           const ExpiryTally& tally);
 
 // When a drain's notifications arrived, relative to the shared deadline.
 struct DrainTimes {

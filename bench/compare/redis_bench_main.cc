@@ -109,11 +109,7 @@ bool OptionsFromFlags(const std::string& scenario, Options* o) {
       scenario, static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_members))),
       o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
-  o->spread = absl::GetFlag(FLAGS_spread);
-  o->lead = absl::GetFlag(FLAGS_lead);
-  o->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
-  o->reconnect_at = absl::GetFlag(FLAGS_reconnect_at);
-  o->reconnect_pause = absl::GetFlag(FLAGS_reconnect_pause);
+  o->timing = load::ExpiryTimingFromFlags();
   o->poll_interval = absl::GetFlag(FLAGS_poll_interval);
   o->poll_limit = absl::GetFlag(FLAGS_poll_limit);
   o->publish_per_member = publish == "member";

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "bench/common/scenario.h"
 
 namespace lapse {
 namespace compare {
@@ -30,11 +31,8 @@ struct Options {
   uint64_t members = 0;
   absl::Duration duration;
   absl::Duration ttl;
-  absl::Duration spread;
-  absl::Duration lead;
-  absl::Duration drain_timeout;
-  absl::Duration reconnect_at;
-  absl::Duration reconnect_pause;
+  // expiry-latency and drain.
+  load::ExpiryTiming timing;
   absl::Duration poll_interval;
   int poll_limit = 1000;
   bool publish_per_member = false;
@@ -43,10 +41,6 @@ struct Options {
   std::string deadlines_key;
   std::string channel;
 };
-
-// The poller's script. KEYS[1]: the deadline sorted set. ARGV: now (ms),
-// limit, channel, "member" or "batch". Returns how many members it removed.
-// Members whose hash field is already gone (removed by a client) are dropped
 
 }  // namespace compare
 }  // namespace lapse

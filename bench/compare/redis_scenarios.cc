@@ -101,14 +101,14 @@ WatchRun LoadAndWatch(const Options& o, uint64_t n, int64_t first_deadline_ms,
               static_cast<long long>(first_deadline_ms - NowMillis()));
   load::AwaitExpiries(*ledger, n,
                       {what, "notifications", first_deadline_ms, last_deadline_ms,
-                       o.reconnect_at, o.drain_timeout},
+                       o.timing.reconnect_at, o.timing.drain_timeout},
                       [&] {
                         std::printf(
                             "  subscriber disconnects after %llu members, reconnects in %ss\n",
                             static_cast<unsigned long long>(ledger->received()),
-                            FormatSeconds(o.reconnect_pause).c_str());
+                            FormatSeconds(o.timing.reconnect_pause).c_str());
                         subscriber.Stop();
-                        absl::SleepFor(o.reconnect_pause);
+                        absl::SleepFor(o.timing.reconnect_pause);
                         if (absl::Status s = subscriber.Start(); !s.ok()) {
                           run.first_error = std::string(s.message());
                         }
@@ -140,8 +140,8 @@ bool RunExpiryLatency(const Options& o) {
   PrintShape("expiry-latency", o);
   const uint64_t n = o.members;
   ExpiryLedger ledger(n);
-  const int64_t start_ms = load::FirstDeadlineMs(o.lead, n);
-  const int64_t spread_ms = absl::ToInt64Milliseconds(o.spread);
+  const int64_t start_ms = load::FirstDeadlineMs(o.timing.lead, n);
+  const int64_t spread_ms = absl::ToInt64Milliseconds(o.timing.spread);
   const auto deadline = [start_ms, spread_ms](uint64_t i) {
     return load::SpreadDeadlineMs(start_ms, spread_ms, i);
   };
@@ -171,8 +171,7 @@ bool RunExpiryLatency(const Options& o) {
   table.Add({"errors", absl::StrCat(errors)});
   table.Print();
   if (!run.first_error.empty()) std::printf("  first error: %s\n", run.first_error.c_str());
-  load::Result result =
-      load::ExpiryLatencyResult(o.peer, o.reconnect_at > absl::ZeroDuration(), n, o.spread, tally);
+  load::Result result = load::ExpiryLatencyResult(o.peer, n, o.timing, tally);
   result.Add("errors", errors);
   result.Print();
   return tally.Clean(errors);
@@ -182,7 +181,7 @@ bool RunDrain(const Options& o) {
   PrintShape("drain", o);
   const uint64_t n = o.members;
   ExpiryLedger ledger(n);
-  const int64_t deadline_ms = load::FirstDeadlineMs(o.lead, n);
+  const int64_t deadline_ms = load::FirstDeadlineMs(o.timing.lead, n);
   const WatchRun run = LoadAndWatch(
       o, n, deadline_ms, deadline_ms, [deadline_ms](uint64_t) { return deadline_ms; },
       &ledger, "drain");

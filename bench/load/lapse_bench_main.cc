@@ -82,12 +82,8 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
   o->members = lapse::load::MembersFor(
       scenario, static_cast<uint64_t>(absl::GetFlag(FLAGS_members)), o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
-  o->spread = absl::GetFlag(FLAGS_spread);
-  o->lead = absl::GetFlag(FLAGS_lead);
-  o->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  o->timing = lapse::load::ExpiryTimingFromFlags();
   o->include_values = absl::GetFlag(FLAGS_include_values);
-  o->reconnect_at = absl::GetFlag(FLAGS_reconnect_at);
-  o->reconnect_pause = absl::GetFlag(FLAGS_reconnect_pause);
   o->rate = absl::GetFlag(FLAGS_rate);
   o->watchers = absl::GetFlag(FLAGS_watchers);
   absl::StatusOr<lapse::load::OpMix> mix = lapse::load::ParseOpMix(absl::GetFlag(FLAGS_mix));

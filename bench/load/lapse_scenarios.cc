@@ -125,8 +125,8 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
   WatchRig rig(o);
   if (!StartWatching(rig.watcher)) return false;
   const uint64_t n = o.members;
-  const int64_t start_ms = FirstDeadlineMs(o.lead, n);
-  const int64_t spread_ms = absl::ToInt64Milliseconds(o.spread);
+  const int64_t start_ms = FirstDeadlineMs(o.timing.lead, n);
+  const int64_t spread_ms = absl::ToInt64Milliseconds(o.timing.spread);
   const auto deadline = [start_ms, spread_ms](uint64_t i) {
     return SpreadDeadlineMs(start_ms, spread_ms, i);
   };
@@ -138,16 +138,17 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
               static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
               FormatCount(static_cast<double>(load.members) /
                           absl::ToDoubleSeconds(load.elapsed)).c_str(),
-              static_cast<long long>(slack_ms), FormatSeconds(o.spread).c_str());
+              static_cast<long long>(slack_ms), FormatSeconds(o.timing.spread).c_str());
   AwaitExpiries(rig.ledger, n,
-                {"expiry-latency", "events", start_ms, start_ms + spread_ms, o.reconnect_at,
-                 o.drain_timeout},
+                {"expiry-latency", "events", start_ms, start_ms + spread_ms, o.timing.reconnect_at,
+                 o.timing.drain_timeout},
                 [&] {
                   std::printf("  watcher drops its stream after %llu events, resumes in %ss\n",
                               static_cast<unsigned long long>(rig.ledger.received()),
-                              FormatSeconds(o.reconnect_pause).c_str());
-                  if (absl::Status s = rig.watcher.Reconnect(o.reconnect_pause, kStreamPatience);
-                      !s.ok()) {
+                              FormatSeconds(o.timing.reconnect_pause).c_str());
+                  const absl::Status s =
+                      rig.watcher.Reconnect(o.timing.reconnect_pause, kStreamPatience);
+                  if (!s.ok()) {
                     std::printf("  cannot resume: %s\n", std::string(s.message()).c_str());
                   }
                 });
@@ -172,8 +173,7 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
   table.Add({"watch errors", absl::StrCat(watch_errors)});
   table.Print();
   if (watch_errors > 0) std::printf("  first watch error: %s\n", rig.watcher.first_error().c_str());
-  Result result =
-      ExpiryLatencyResult(o.peer, o.reconnect_at > absl::ZeroDuration(), n, o.spread, tally);
+  Result result = ExpiryLatencyResult(o.peer, n, o.timing, tally);
   result.AddLatency("server_lag", lag);
   result.Add("messages", rig.watcher.responses());
   result.Add("errors", watch_errors + rig.ledger.unknown());
@@ -186,7 +186,7 @@ bool RunDrain(const ScenarioOptions& o) {
   WatchRig rig(o);
   if (!StartWatching(rig.watcher)) return false;
   const uint64_t n = o.members;
-  const int64_t deadline_ms = FirstDeadlineMs(o.lead, n);
+  const int64_t deadline_ms = FirstDeadlineMs(o.timing.lead, n);
   LoadOutcome load;
   const auto deadline = [deadline_ms](uint64_t) { return deadline_ms; };
   if (!LoadBeforeDeadline(rig.stubs, o, deadline, deadline_ms, &load)) return false;
@@ -195,7 +195,7 @@ bool RunDrain(const ScenarioOptions& o) {
               static_cast<long long>(deadline_ms - NowMillis()));
   AwaitExpiries(rig.ledger, n,
                 {"drain", "events", deadline_ms, deadline_ms, absl::ZeroDuration(),
-                 o.drain_timeout},
+                 o.timing.drain_timeout},
                 nullptr);
   rig.watcher.Stop();
   const ExpiryTally tally = Tally(rig.ledger, n);
@@ -267,7 +267,7 @@ class MixedRun {
     const uint64_t expected = put_members - removed;
     // The last member written expires one TTL after the run (or sooner if an
     // expire op moved it).
-    const absl::Time wait_until = absl::Now() + o_.ttl + o_.drain_timeout;
+    const absl::Time wait_until = absl::Now() + o_.ttl + o_.timing.drain_timeout;
     for (auto& ledger : ledgers) {
       ledger->set_expected(expected);
       ledger->WaitForAll(wait_until);

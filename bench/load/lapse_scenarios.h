@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "bench/common/scenario.h"
 #include "bench/load/lapse_load.h"
 
 namespace lapse {
@@ -56,18 +57,9 @@ struct ScenarioOptions {
   absl::Duration duration = absl::ZeroDuration();
   // put and mixed: the TTL of every member written.
   absl::Duration ttl = absl::Hours(1);
-  // expiry-latency: deadlines are spread over this window.
-  absl::Duration spread = absl::Seconds(10);
-  // expiry-latency and drain: time from the start of loading to the first
-  // deadline; zero picks one from the member count (AutoLead, scenario.h).
-  absl::Duration lead = absl::ZeroDuration();
-  // How long after the last deadline to wait for stragglers.
-  absl::Duration drain_timeout = absl::Seconds(5);
+  // expiry-latency and drain (mixed: its drain_timeout).
+  ExpiryTiming timing;
   bool include_values = true;
-  // expiry-latency: when (after the first deadline) the watcher drops its
-  // stream, and for how long it stays away; zero: never.
-  absl::Duration reconnect_at = absl::ZeroDuration();
-  absl::Duration reconnect_pause = absl::Seconds(1);
   // mixed.
   double rate = 2000;
   int watchers = 2;
