@@ -56,21 +56,16 @@ int RunCollections(const Invocation& in) {
   const ParsedArgs& args = in.args;
   client::ListCollectionsOptions options;
   options.prefix = args.Value("prefix").value_or("");
-  absl::StatusOr<uint64_t> limit = Limit(args);
-  if (!limit.ok()) return UsageError("collections", limit.status().message());
-  absl::StatusOr<int> page_size = PageSize(args);
-  if (!page_size.ok()) return UsageError("collections", page_size.status().message());
-  options.page_size = *page_size;
+  absl::StatusOr<Paging> paging = PagingFlags(args);
+  if (!paging.ok()) return UsageError("collections", paging.status().message());
+  options.page_size = paging->page_size;
 
   std::unique_ptr<Client> client = in.NewClient();
   Answer answer(in.json, CollectionHeader());
-  const int code = ShowPages(
-      "collections", *limit, &options.page_token, &client::CollectionPage::collections,
+  return ShowPages(
+      "collections", paging->limit, &options.page_token, &client::CollectionPage::collections,
       [&] { return client->ListCollections(options); },
-      [&](const client::CollectionInfo& info) { AddCollectionRow(info, answer); });
-  if (code != kOk) return code;
-  answer.Print();
-  return kOk;
+      [&](const client::CollectionInfo& info) { AddCollectionRow(info, answer); }, answer);
 }
 
 Command CollectionsCommand() {

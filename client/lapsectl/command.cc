@@ -25,18 +25,19 @@ int Fail(absl::string_view command, const absl::Status& status) {
 
 void WriteStdout(absl::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
-absl::StatusOr<uint64_t> Limit(const ParsedArgs& args) {
-  const std::optional<std::string> limit = args.Value("limit");
-  if (!limit.has_value()) return UINT64_MAX;
-  return ParseNumberFlag("limit", *limit, 1, UINT64_MAX);
-}
-
-absl::StatusOr<int> PageSize(const ParsedArgs& args) {
-  const std::optional<std::string> size = args.Value("page-size");
-  if (!size.has_value()) return 0;
-  absl::StatusOr<uint64_t> n = ParseNumberFlag("page-size", *size, 1, INT32_MAX);
-  if (!n.ok()) return n.status();
-  return static_cast<int>(*n);
+absl::StatusOr<Paging> PagingFlags(const ParsedArgs& args) {
+  Paging paging;
+  if (const std::optional<std::string> limit = args.Value("limit")) {
+    absl::StatusOr<uint64_t> n = ParseNumberFlag("limit", *limit, 1, UINT64_MAX);
+    if (!n.ok()) return n.status();
+    paging.limit = *n;
+  }
+  if (const std::optional<std::string> size = args.Value("page-size")) {
+    absl::StatusOr<uint64_t> n = ParseNumberFlag("page-size", *size, 1, INT32_MAX);
+    if (!n.ok()) return n.status();
+    paging.page_size = static_cast<int>(*n);
+  }
+  return paging;
 }
 
 }  // namespace lapse::cli

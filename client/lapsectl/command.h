@@ -77,31 +77,14 @@ int Fail(absl::string_view command, const absl::Status& status);
 
 void WriteStdout(absl::string_view text);
 
-// --limit as a count, or "no limit".
-absl::StatusOr<uint64_t> Limit(const ParsedArgs& args);
-// --page-size, or 0 (the server's default).
-absl::StatusOr<int> PageSize(const ParsedArgs& args);
-
-// Shows a listing page by page until `limit` items were shown or no page is
-// left: `fetch()` returns the page at *page_token, `show(item)` adds an
-// item's row. Returns kOk, or what Fail(command, ...) returns for a page that
-// could not be fetched.
-template <typename Page, typename Item, typename Fetch, typename Show>
-int ShowPages(absl::string_view command, uint64_t limit, std::string* page_token,
-              std::vector<Item> Page::*items, Fetch fetch, Show show) {
-  uint64_t listed = 0;
-  do {
-    absl::StatusOr<Page> page = fetch();
-    if (!page.ok()) return Fail(command, page.status());
-    for (const Item& item : (*page).*items) {
-      if (listed == limit) break;
-      ++listed;
-      show(item);
-    }
-    *page_token = page->next_page_token;
-  } while (!page_token->empty() && listed < limit);
-  return kOk;
-}
+// The flags of a listing command.
+struct Paging {
+  // --limit, or "no limit".
+  uint64_t limit = UINT64_MAX;
+  // --page-size, or 0 (the server's default).
+  int page_size = 0;
+};
+absl::StatusOr<Paging> PagingFlags(const ParsedArgs& args);
 
 // The rows of an answer: a table for people, JSON lines for scripts.
 class Answer final {
@@ -123,6 +106,29 @@ class Answer final {
   Table table_;
   std::string json_lines_;
 };
+
+// Shows a listing page by page until `limit` items were shown or no page is
+// left: `fetch()` returns the page at *page_token, `show(item)` adds an
+// item's row to `answer`, which is printed at the end. Returns kOk, or what
+// Fail(command, ...) returns for a page that could not be fetched (and then
+// prints nothing).
+template <typename Page, typename Item, typename Fetch, typename Show>
+int ShowPages(absl::string_view command, uint64_t limit, std::string* page_token,
+              std::vector<Item> Page::*items, Fetch fetch, Show show, const Answer& answer) {
+  uint64_t listed = 0;
+  do {
+    absl::StatusOr<Page> page = fetch();
+    if (!page.ok()) return Fail(command, page.status());
+    for (const Item& item : (*page).*items) {
+      if (listed == limit) break;
+      ++listed;
+      show(item);
+    }
+    *page_token = page->next_page_token;
+  } while (!page_token->empty() && listed < limit);
+  answer.Print();
+  return kOk;
+}
 
 }  // namespace lapse::cli
 

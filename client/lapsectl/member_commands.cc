@@ -394,18 +394,16 @@ int RunList(const Invocation& in) {
     return UsageError("ls", absl::StrCat("--by=", by, ": expected key or expire"));
   }
   options.keys_only = args.Has("keys-only");
-  absl::StatusOr<uint64_t> limit = Limit(args);
-  if (!limit.ok()) return UsageError("ls", limit.status().message());
-  absl::StatusOr<int> page_size = PageSize(args);
-  if (!page_size.ok()) return UsageError("ls", page_size.status().message());
-  options.page_size = *page_size;
+  absl::StatusOr<Paging> paging = PagingFlags(args);
+  if (!paging.ok()) return UsageError("ls", paging.status().message());
+  options.page_size = paging->page_size;
 
   std::unique_ptr<Client> client = in.NewClient();
   Answer answer(in.json, options.keys_only
                              ? std::vector<std::string>{"KEY", "EXPIRE_TIME"}
                              : std::vector<std::string>{"KEY", "VALUE", "EXPIRE_TIME"});
-  const int code = ShowPages(
-      "ls", *limit, &options.page_token, &client::MemberPage::members,
+  return ShowPages(
+      "ls", paging->limit, &options.page_token, &client::MemberPage::members,
       [&] { return client->ListMembers(in.positional()[0], options); },
       [&](const client::Member& member) {
         JsonObject object;
@@ -418,10 +416,8 @@ int RunList(const Invocation& in) {
         object.AddTime("expire_time", member.expire_time);
         cells.push_back(FormatExpireTime(member.expire_time));
         answer.Row(std::move(cells), object);
-      });
-  if (code != kOk) return code;
-  answer.Print();
-  return kOk;
+      },
+      answer);
 }
 
 Command ListCommand() {
