@@ -17,7 +17,8 @@
 //   options.addr = "127.0.0.1:50051";
 //   bool ok = lapse::load::RunDrain(options);
 //
-// Each Run* call is blocking and self-contained (its own channels).
+// Each Run* call is blocking and self-contained (its own channels). RunMixed
+// and ParseOpMix live in mixed_run.cc, the others in lapse_scenarios.cc.
 #ifndef LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_
 #define LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_
 
