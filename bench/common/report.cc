@@ -14,6 +14,14 @@ Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header
 
 void Table::Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
 
+void Table::AddLatency(const std::string& what, const LatencySummary& s) {
+  Add({what + " p50 (ms)", FormatMs(s.p50_us)});
+  Add({what + " p90 (ms)", FormatMs(s.p90_us)});
+  Add({what + " p99 (ms)", FormatMs(s.p99_us)});
+  Add({what + " p99.9 (ms)", FormatMs(s.p999_us)});
+  Add({what + " max (ms)", FormatMs(s.max_us)});
+}
+
 void Table::Print() const {
   std::vector<size_t> widths;
   for (const auto& row : rows_) {
@@ -70,22 +78,12 @@ void Result::Print() const {
 
 Progress::Progress(std::function<std::string()> line, absl::Duration quiet)
     : line_(std::move(line)), quiet_(quiet), start_(absl::Now()) {
-  thread_ = std::thread([this] { Run(); });
-}
-
-Progress::~Progress() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  thread_.join();
+  thread_.Start([this] { Run(); });
 }
 
 void Progress::Run() {
   absl::Time next = start_ + absl::Seconds(1);
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    if (mu_.AwaitWithDeadline(absl::Condition(&stopping_), next)) return;
+  while (!thread_.WaitForStop(next)) {
     const absl::Duration elapsed = absl::Now() - start_;
     if (elapsed >= quiet_) {
       std::fprintf(stderr, "  [%5.1fs] %s\n", absl::ToDoubleSeconds(elapsed),

@@ -20,14 +20,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/common/stats.h"
+#include "bench/common/stoppable_thread.h"
 
 namespace lapse {
 namespace load {
@@ -37,6 +35,8 @@ class Table {
  public:
   explicit Table(std::vector<std::string> header);
   void Add(std::vector<std::string> row);
+  // Rows "<what> p50 (ms)", p90, p99, p99.9 and max.
+  void AddLatency(const std::string& what, const LatencySummary& s);
   void Print() const;
 
  private:
@@ -64,7 +64,6 @@ class Result {
 class Progress {
  public:
   Progress(std::function<std::string()> line, absl::Duration quiet = absl::Seconds(2));
-  ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
@@ -76,10 +75,7 @@ class Progress {
   const absl::Duration quiet_;
   const absl::Time start_;
 
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-
-  std::thread thread_;
+  StoppableThread thread_;
 };
 
 }  // namespace load

@@ -22,6 +22,11 @@ int64_t Quantile(const std::vector<int64_t>& v, double q) {
 int64_t NowMicros() { return absl::GetCurrentTimeNanos() / 1000; }
 int64_t NowMillis() { return absl::GetCurrentTimeNanos() / 1'000'000; }
 
+void SleepUntilMillis(int64_t ms) {
+  const int64_t now = NowMillis();
+  if (ms > now) absl::SleepFor(absl::Milliseconds(ms - now));
+}
+
 void LatencyRecorder::Record(int64_t micros) {
   absl::MutexLock lock(&mu_);
   samples_.push_back(micros);
@@ -59,6 +64,10 @@ LatencySummary LatencyRecorder::Summarize() const {
 
 std::string FormatMs(int64_t micros) {
   return absl::StrFormat("%.2f", static_cast<double>(micros) / 1000.0);
+}
+
+std::string FormatSeconds(absl::Duration d) {
+  return absl::StrFormat("%.2f", absl::ToDoubleSeconds(d));
 }
 
 std::string FormatCount(double n) {

@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace lapse {
 namespace load {
@@ -29,6 +30,9 @@ namespace load {
 // Wall clock, microseconds and milliseconds since the Unix epoch.
 int64_t NowMicros();
 int64_t NowMillis();
+// Sleeps until the wall clock reads `ms` (NowMillis); returns at once if it
+// already does.
+void SleepUntilMillis(int64_t ms);
 
 // Percentiles of a set of samples, in microseconds. All zero when empty.
 struct LatencySummary {
@@ -63,6 +67,8 @@ class LatencyRecorder {
 
 // "1.23" (milliseconds, two decimals) for a duration in microseconds.
 std::string FormatMs(int64_t micros);
+// "1.23" (seconds, two decimals).
+std::string FormatSeconds(absl::Duration d);
 // "1.23M", "456.7k" or "89" for a count or rate.
 std::string FormatCount(double n);
 

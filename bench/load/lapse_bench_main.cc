@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "bench/common/args.h"
+#include "bench/common/load_flags.h"
 #include "bench/load/lapse_scenarios.h"
-#include "bench/common/members.h"
 
 ABSL_FLAG(std::string, addr, "127.0.0.1:50051", "lapsed's address");
 ABSL_FLAG(std::string, peer, "lapse", "Name on the RESULT line (e.g. lapse-durable)");
@@ -31,31 +31,12 @@ ABSL_FLAG(int32_t, concurrency, 16, "RPCs in flight");
 ABSL_FLAG(int32_t, http2_lookahead_bytes, 0,
           "Per-stream HTTP/2 receive window the client grants; 0: gRPC's "
           "default (64 KiB, grown by BDP probing)");
-ABSL_FLAG(int32_t, batch, 100, "Members per PutMembers (and keys per get/expire/remove)");
-ABSL_FLAG(int32_t, key_bytes, 16, "Bytes per member key (at least 8)");
-ABSL_FLAG(int32_t, value_bytes, 16, "Bytes per member value");
-ABSL_FLAG(int64_t, collections, 1000, "Collections the members are spread over");
-ABSL_FLAG(int64_t, members, 0,
-          "Members to write; 0: put 500000 (unless --duration), expiry-latency "
-          "100000, drain 100000");
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "put: write for this long instead of --members; mixed: run length "
           "(default 10s)");
 ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
           "TTL of written members; 0: put 1h, mixed 2s");
-ABSL_FLAG(absl::Duration, spread, absl::Seconds(10),
-          "expiry-latency: deadlines are spread uniformly over this window");
-ABSL_FLAG(absl::Duration, lead, absl::ZeroDuration(),
-          "expiry-latency, drain: from the start of loading to the first "
-          "deadline; 0 picks 2s + 1s per 100k members");
-ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
-          "How long after the last deadline to wait for events");
 ABSL_FLAG(bool, include_values, true, "Watchers ask for member values in events");
-ABSL_FLAG(absl::Duration, reconnect_at, absl::ZeroDuration(),
-          "expiry-latency: this long after the first deadline the watcher "
-          "drops its stream and resumes by sequence; 0: never");
-ABSL_FLAG(absl::Duration, reconnect_pause, absl::Seconds(1),
-          "How long the watcher stays disconnected");
 ABSL_FLAG(double, rate, 2000, "mixed: operations per second");
 ABSL_FLAG(int32_t, watchers, 2, "mixed: watch streams");
 ABSL_FLAG(std::string, mix, "put=40,get=30,expire=15,remove=15",
@@ -76,17 +57,11 @@ bool Fail(const std::string& message) {
 }
 
 bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) {
-  const int32_t batch = absl::GetFlag(FLAGS_batch);
-  const int32_t key_bytes = absl::GetFlag(FLAGS_key_bytes);
-  const int32_t value_bytes = absl::GetFlag(FLAGS_value_bytes);
-  if (batch < 1 || batch > 1'000'000) return Fail("--batch must be in [1, 1000000]");
-  if (key_bytes < static_cast<int32_t>(lapse::load::kMinKeyBytes) || key_bytes > 4096) {
-    return Fail("--key_bytes must be in [8, 4096]");
+  if (absl::Status s = lapse::load::CheckLoadFlags(); !s.ok()) {
+    return Fail(std::string(s.message()));
   }
-  if (value_bytes < 0 || value_bytes > (64 << 20)) return Fail("--value_bytes out of range");
   if (absl::GetFlag(FLAGS_concurrency) < 1) return Fail("--concurrency must be positive");
   if (absl::GetFlag(FLAGS_channels) < 1) return Fail("--channels must be positive");
-  if (absl::GetFlag(FLAGS_collections) < 1) return Fail("--collections must be positive");
   if (absl::GetFlag(FLAGS_members) < 0) return Fail("--members must not be negative");
   if (absl::GetFlag(FLAGS_rate) <= 0) return Fail("--rate must be positive");
   if (absl::GetFlag(FLAGS_watchers) < 0) return Fail("--watchers must not be negative");
@@ -98,20 +73,17 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
   o->shape.prefix = absl::GetFlag(FLAGS_prefix);
   if (o->shape.prefix.empty()) o->shape.prefix = absl::StrCat("lb", getpid(), ".", scenario, ".");
   o->shape.collections = static_cast<uint64_t>(absl::GetFlag(FLAGS_collections));
-  o->shape.batch = static_cast<size_t>(batch);
-  o->shape.key_bytes = static_cast<size_t>(key_bytes);
-  o->shape.value_bytes = static_cast<size_t>(value_bytes);
+  o->shape.batch = static_cast<size_t>(absl::GetFlag(FLAGS_batch));
+  o->shape.key_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_key_bytes));
+  o->shape.value_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_value_bytes));
   o->shape.concurrency = absl::GetFlag(FLAGS_concurrency);
   o->shape.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
-  o->members = static_cast<uint64_t>(absl::GetFlag(FLAGS_members));
   o->duration = absl::GetFlag(FLAGS_duration);
+  o->members = lapse::load::MembersFor(
+      scenario, static_cast<uint64_t>(absl::GetFlag(FLAGS_members)), o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
-  o->spread = absl::GetFlag(FLAGS_spread);
-  o->lead = absl::GetFlag(FLAGS_lead);
-  o->drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  o->timing = lapse::load::ExpiryTimingFromFlags();
   o->include_values = absl::GetFlag(FLAGS_include_values);
-  o->reconnect_at = absl::GetFlag(FLAGS_reconnect_at);
-  o->reconnect_pause = absl::GetFlag(FLAGS_reconnect_pause);
   o->rate = absl::GetFlag(FLAGS_rate);
   o->watchers = absl::GetFlag(FLAGS_watchers);
   absl::StatusOr<lapse::load::OpMix> mix = lapse::load::ParseOpMix(absl::GetFlag(FLAGS_mix));
@@ -119,14 +91,11 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
   o->mix = *mix;
 
   if (scenario == "put") {
-    if (o->members == 0 && o->duration == absl::ZeroDuration()) o->members = 500'000;
     if (o->ttl == absl::ZeroDuration()) o->ttl = absl::Hours(1);
-  } else if (scenario == "expiry-latency" || scenario == "drain") {
-    if (o->members == 0) o->members = 100'000;
   } else if (scenario == "mixed") {
     if (o->duration == absl::ZeroDuration()) o->duration = absl::Seconds(10);
     if (o->ttl == absl::ZeroDuration()) o->ttl = absl::Seconds(2);
-  } else {
+  } else if (scenario != "expiry-latency" && scenario != "drain") {
     return Fail(absl::StrCat("unknown scenario \"", scenario,
                              "\": expected put, expiry-latency, drain or mixed"));
   }

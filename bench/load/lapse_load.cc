@@ -1,11 +1,12 @@
 #include "bench/load/lapse_load.h"
 
 #include <algorithm>
-#include <atomic>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/common/load_counters.h"
 #include "bench/common/members.h"
 #include "bench/common/report.h"
 #include "grpcpp/create_channel.h"
@@ -32,30 +33,21 @@ int64_t TimestampMicros(const google::protobuf::Timestamp& ts) {
 class PutDriver {
  public:
   PutDriver(const std::vector<std::unique_ptr<Stub>>& stubs, const Shape& shape,
-            const PutPlan& plan)
+            const LoadPlan& plan)
       : shape_(shape),
         plan_(plan),
-        total_batches_(plan.members == 0
-                           ? UINT64_MAX
-                           : (plan.members + shape.batch - 1) / shape.batch),
+        counters_(plan, shape.batch),
         slots_(static_cast<size_t>(std::max(1, shape.concurrency))) {
     for (size_t i = 0; i < slots_.size(); ++i) {
       slots_[i].stub = stubs[i % stubs.size()].get();
     }
   }
 
-  PutOutcome Run() {
-    const absl::Time start = absl::Now();
-    end_ = plan_.members == 0 ? start + plan_.duration : absl::InfiniteFuture();
+  LoadOutcome Run() {
     std::unique_ptr<Progress> progress;
     if (plan_.progress) {
-      progress = std::make_unique<Progress>([this, start] {
-        const uint64_t n = members_.load(std::memory_order_relaxed);
-        return absl::StrCat("put: ", FormatCount(static_cast<double>(n)),
-                            " members, ",
-                            FormatCount(static_cast<double>(n) /
-                                        absl::ToDoubleSeconds(absl::Now() - start)),
-                            "/s, errors ", errors_.load(std::memory_order_relaxed));
+      progress = std::make_unique<Progress>([this] {
+        return absl::StrCat(counters_.ProgressLine(), ", errors ", counters_.errors());
       });
     }
     {
@@ -69,17 +61,7 @@ class PutDriver {
           +[](size_t* active) { return *active == 0; }, &active_));
     }
     progress.reset();
-    PutOutcome out;
-    out.elapsed = absl::Now() - start;
-    out.members = members_.load();
-    out.rpcs = rpcs_.load();
-    out.errors = errors_.load();
-    {
-      absl::MutexLock lock(&mu_);
-      out.first_error = first_error_;
-    }
-    out.rpc_latency = latency_.Summarize();
-    return out;
+    return counters_.Outcome();
   }
 
  private:
@@ -93,14 +75,13 @@ class PutDriver {
   };
 
   void Issue(Slot& slot) {
-    const uint64_t batch = next_batch_.fetch_add(1, std::memory_order_relaxed);
-    if (batch >= total_batches_ || absl::Now() >= end_ ||
-        stop_.load(std::memory_order_relaxed)) {
+    const std::optional<uint64_t> batch = counters_.NextBatch();
+    if (!batch.has_value()) {
       absl::MutexLock lock(&mu_);
       --active_;
       return;
     }
-    Fill(batch, &slot);
+    Fill(*batch, &slot);
     slot.response.Clear();
     slot.context = std::make_unique<grpc::ClientContext>();
     slot.context->set_deadline(absl::ToChronoTime(absl::Now() + shape_.rpc_timeout));
@@ -111,10 +92,7 @@ class PutDriver {
   }
 
   void Fill(uint64_t batch, Slot* slot) {
-    const uint64_t first = batch * shape_.batch;
-    const uint64_t end = plan_.members == 0
-                             ? first + shape_.batch
-                             : std::min<uint64_t>(first + shape_.batch, plan_.members);
+    const auto [first, end] = plan_.BatchMembers(shape_.batch, batch);
     const int n = static_cast<int>(end - first);
     v1::PutMembersRequest& request = slot->request;
     request.set_collection(CollectionFor(shape_.prefix, batch, shape_.collections));
@@ -125,9 +103,7 @@ class PutDriver {
       write->mutable_key()->assign(shape_.key_bytes, '0');
       write->mutable_value()->assign(shape_.value_bytes, '0');
       if (!plan_.deadline_ms) {
-        write->mutable_ttl()->set_seconds(absl::ToInt64Seconds(plan_.ttl));
-        write->mutable_ttl()->set_nanos(static_cast<int32_t>(
-            absl::ToInt64Nanoseconds(plan_.ttl % absl::Seconds(1))));
+        SetDuration(plan_.ttl, write->mutable_ttl());
       }
     }
     for (int k = 0; k < n; ++k) {
@@ -143,44 +119,32 @@ class PutDriver {
   }
 
   void OnDone(Slot& slot, const grpc::Status& status) {
-    latency_.Record(NowMicros() - slot.started_us);
-    rpcs_.fetch_add(1, std::memory_order_relaxed);
-    if (status.ok()) {
-      members_.fetch_add(slot.members, std::memory_order_relaxed);
-    } else {
-      errors_.fetch_add(1, std::memory_order_relaxed);
-      // A scenario with errors has failed; stop rather than pile them up.
-      stop_.store(true, std::memory_order_relaxed);
-      absl::MutexLock lock(&mu_);
-      if (first_error_.empty()) {
-        first_error_ = absl::StrCat("PutMembers: code ", status.error_code(), ": ",
-                                    status.error_message());
-      }
+    counters_.Finished(slot.started_us, slot.members, status.ok());
+    if (!status.ok()) {
+      counters_.Failed(absl::StrCat("PutMembers: code ", status.error_code(), ": ",
+                                    status.error_message()));
     }
     Issue(slot);
   }
 
   // Constant after construction.
   const Shape shape_;
-  const PutPlan plan_;
-  const uint64_t total_batches_;
-  std::vector<Slot> slots_;
-  // Set once by Run before the first RPC.
-  absl::Time end_;
+  const LoadPlan plan_;
 
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> next_batch_{0};
-  std::atomic<uint64_t> members_{0};
-  std::atomic<uint64_t> rpcs_{0};
-  std::atomic<uint64_t> errors_{0};
-  LatencyRecorder latency_;
+  LoadCounters counters_;
+  std::vector<Slot> slots_;
 
   absl::Mutex mu_;
+  // Slots still issuing RPCs.
   size_t active_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string first_error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  out->set_seconds(absl::ToInt64Seconds(d));
+  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d % absl::Seconds(1))));
+}
 
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
                                              int lookahead_bytes) {
@@ -199,8 +163,8 @@ std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channe
   return stubs;
 }
 
-PutOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs,
-                   const Shape& shape, const PutPlan& plan) {
+LoadOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs,
+                    const Shape& shape, const LoadPlan& plan) {
   PutDriver driver(stubs, shape, plan);
   return driver.Run();
 }

@@ -16,15 +16,14 @@
 //   lapse::load::ExpiryLedger ledger(n);
 //   lapse::load::EventWatcher watcher(stubs[0].get(), {.prefix = "run1."}, &ledger);
 //   if (!watcher.Start(absl::Seconds(5)).ok()) ...
-//   lapse::load::PutPlan plan{.members = n, ...};
-//   lapse::load::PutOutcome out = lapse::load::RunPuts(stubs, shape, plan);
+//   lapse::load::LoadPlan plan{.members = n, ...};
+//   lapse::load::LoadOutcome out = lapse::load::RunPuts(stubs, shape, plan);
 //
 // Thread-safety: RunPuts is a blocking call; EventWatcher is thread-safe.
 #ifndef LAPSE_BENCH_LOAD_LAPSE_LOAD_H_
 #define LAPSE_BENCH_LOAD_LAPSE_LOAD_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/common/ledger.h"
+#include "bench/common/load_plan.h"
 #include "bench/common/stats.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 
@@ -49,6 +49,9 @@ using Stub = v1::LapseService::Stub;
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
                                              int lookahead_bytes = 0);
 
+// `d` as a google.protobuf.Duration (a member's TTL).
+void SetDuration(absl::Duration d, google::protobuf::Duration* out);
+
 // What the members look like and where they go.
 struct Shape {
   // Prefix of every collection name this run writes (and watches).
@@ -61,31 +64,11 @@ struct Shape {
   absl::Duration rpc_timeout = absl::Seconds(30);
 };
 
-struct PutPlan {
-  // Members to write; 0 means "until `duration` has passed".
-  uint64_t members = 0;
-  absl::Duration duration = absl::ZeroDuration();
-  // Each member gets `ttl`, or, when `deadline_ms` is set, the absolute
-  // deadline it returns for the member's index.
-  absl::Duration ttl = absl::Hours(1);
-  std::function<int64_t(uint64_t index)> deadline_ms;
-  // Print a progress line to stderr every second on long runs.
-  bool progress = true;
-};
-
-struct PutOutcome {
-  uint64_t members = 0;
-  uint64_t rpcs = 0;
-  uint64_t errors = 0;
-  std::string first_error;
-  absl::Duration elapsed;
-  LatencySummary rpc_latency;
-};
-
-// Writes per `plan`, spreading RPCs over `stubs` round-robin. Blocks until
-// every RPC has completed.
-PutOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs,
-                   const Shape& shape, const PutPlan& plan);
+// Writes per `plan` (see load_plan.h), spreading RPCs over `stubs`
+// round-robin. Blocks until every RPC has completed; the outcome's requests
+// are RPCs.
+LoadOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs,
+                    const Shape& shape, const LoadPlan& plan);
 
 class EventWatcher {
  public:

@@ -1,59 +1,48 @@
 #include "bench/load/lapse_scenarios.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/common/ledger.h"
 #include "bench/common/members.h"
 #include "bench/common/report.h"
+#include "bench/common/scenario.h"
 #include "bench/common/stats.h"
+#include "bench/load/lapse_scenario_parts.h"
 
 namespace lapse {
 namespace load {
 namespace {
 
-constexpr absl::Duration kStreamPatience = absl::Seconds(10);
+// What a watch scenario (expiry-latency, drain) runs on: its channels, a
+// ledger expecting o.members members and one watcher feeding it.
+struct WatchRig {
+  explicit WatchRig(const ScenarioOptions& o)
+      : stubs(MakeStubs(o.addr, o.channels, o.lookahead_bytes)),
+        ledger(o.members),
+        watcher(stubs[0].get(), WatcherOptions(o), &ledger) {}
 
-std::string Seconds(absl::Duration d) {
-  return absl::StrFormat("%.2f", absl::ToDoubleSeconds(d));
-}
+  const std::vector<std::unique_ptr<Stub>> stubs;
+  ExpiryLedger ledger;
+  EventWatcher watcher;
+};
 
-void SleepUntilMillis(int64_t ms) {
-  const int64_t now = NowMillis();
-  if (ms > now) absl::SleepFor(absl::Milliseconds(ms - now));
-}
-
-void PrintShape(const char* scenario, const ScenarioOptions& o) {
-  std::printf(
-      "== %s %s: concurrency %d, batch %zu, key %zu B, value %zu B, %llu "
-      "collections, %d channel(s), %s\n",
-      o.peer.c_str(), scenario, o.shape.concurrency, o.shape.batch, o.shape.key_bytes,
-      o.shape.value_bytes, static_cast<unsigned long long>(o.shape.collections), o.channels,
-      o.addr.c_str());
-}
-
-void AddLatencyRows(Table* table, const std::string& what, const LatencySummary& s) {
-  table->Add({what + " p50 (ms)", FormatMs(s.p50_us)});
-  table->Add({what + " p90 (ms)", FormatMs(s.p90_us)});
-  table->Add({what + " p99 (ms)", FormatMs(s.p99_us)});
-  table->Add({what + " p99.9 (ms)", FormatMs(s.p999_us)});
-  table->Add({what + " max (ms)", FormatMs(s.max_us)});
-}
-
-// Loads members for the watch scenarios, or explains why it could not.
+// Loads o.members members for the watch scenarios, with the deadlines
+// `deadline_ms` gives (the first at `first_deadline_ms`), or explains why it
+// could not.
 bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs,
-                        const ScenarioOptions& o, const PutPlan& plan,
-                        int64_t first_deadline_ms, PutOutcome* out) {
+                        const ScenarioOptions& o, std::function<int64_t(uint64_t)> deadline_ms,
+                        int64_t first_deadline_ms, LoadOutcome* out) {
+  LoadPlan plan;
+  plan.members = o.members;
+  plan.deadline_ms = std::move(deadline_ms);
   *out = RunPuts(stubs, o.shape, plan);
   if (out->errors > 0) {
     std::printf("  load failed: %llu errors; first: %s\n",
@@ -68,524 +57,122 @@ bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs,
 
 }  // namespace
 
-absl::StatusOr<OpMix> ParseOpMix(absl::string_view text) {
-  OpMix mix{0, 0, 0, 0};
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, '=');
-    int weight;
-    if (!absl::SimpleAtoi(kv.second, &weight) || weight < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--mix: bad weight in \"", part, "\""));
-    }
-    if (kv.first == "put") {
-      mix.put = weight;
-    } else if (kv.first == "get") {
-      mix.get = weight;
-    } else if (kv.first == "expire") {
-      mix.expire = weight;
-    } else if (kv.first == "remove") {
-      mix.remove = weight;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--mix: unknown op \"", kv.first, "\" (put, get, expire, remove)"));
-    }
-  }
-  if (mix.put == 0) return absl::InvalidArgumentError("--mix: put must have a weight");
-  return mix;
-}
-
-absl::Duration AutoLead(uint64_t members) {
-  return absl::Seconds(2) + absl::Microseconds(static_cast<int64_t>(members) * 1'000'000 / 100'000);
-}
-
 bool RunPut(const ScenarioOptions& o) {
   PrintShape("put", o);
   const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
-  PutPlan plan;
+  LoadPlan plan;
   plan.members = o.members;
   plan.duration = o.duration;
   plan.ttl = o.ttl;
-  const PutOutcome out = RunPuts(stubs, o.shape, plan);
-  const double secs = absl::ToDoubleSeconds(out.elapsed);
-  const double rate = static_cast<double>(out.members) / secs;
-  Table table({"put", "value"});
-  table.Add({"members written", absl::StrCat(out.members)});
-  table.Add({"elapsed (s)", Seconds(out.elapsed)});
-  table.Add({"members/s", FormatCount(rate)});
-  table.Add({"RPCs/s", FormatCount(static_cast<double>(out.rpcs) / secs)});
-  AddLatencyRows(&table, "RPC latency", out.rpc_latency);
-  table.Add({"errors", absl::StrCat(out.errors)});
-  table.Print();
-  if (!out.first_error.empty()) std::printf("  first error: %s\n", out.first_error.c_str());
-  Result result(o.peer, "put");
-  result.Add("members", out.members);
-  result.Add("elapsed_s", secs);
-  result.Add("members_per_s", rate);
-  result.Add("batch", static_cast<uint64_t>(o.shape.batch));
-  result.Add("concurrency", static_cast<int64_t>(o.shape.concurrency));
-  result.AddLatency("rpc", out.rpc_latency);
-  result.Add("errors", out.errors);
-  result.Print();
-  return out.errors == 0;
+  return ReportPut(o.peer, {"RPCs/s", "RPC latency"}, o.shape.batch, o.shape.concurrency,
+                   RunPuts(stubs, o.shape, plan));
 }
 
 bool RunExpiryLatency(const ScenarioOptions& o) {
   PrintShape("expiry-latency", o);
-  const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
+  WatchRig rig(o);
+  if (!StartWatching(rig.watcher)) return false;
   const uint64_t n = o.members;
-  ExpiryLedger ledger(n);
-  EventWatcher watcher(stubs[0].get(),
-                       {o.shape.prefix, o.include_values, o.shape.key_bytes,
-                        o.shape.value_bytes},
-                       &ledger);
-  if (absl::Status s = watcher.Start(kStreamPatience); !s.ok()) {
-    std::printf("  cannot watch: %s\n", std::string(s.message()).c_str());
-    return false;
-  }
-  const absl::Duration lead = o.lead > absl::ZeroDuration() ? o.lead : AutoLead(n);
-  const int64_t start_ms = NowMillis() + absl::ToInt64Milliseconds(lead);
-  const int64_t spread_ms = absl::ToInt64Milliseconds(o.spread);
-  PutPlan plan;
-  plan.members = n;
-  plan.deadline_ms = [start_ms, spread_ms](uint64_t i) {
+  const int64_t start_ms = FirstDeadlineMs(o.timing.lead, n);
+  const int64_t spread_ms = absl::ToInt64Milliseconds(o.timing.spread);
+  const auto deadline = [start_ms, spread_ms](uint64_t i) {
     return SpreadDeadlineMs(start_ms, spread_ms, i);
   };
-  PutOutcome load;
-  if (!LoadBeforeDeadline(stubs, o, plan, start_ms, &load)) return false;
+  LoadOutcome load;
+  if (!LoadBeforeDeadline(rig.stubs, o, deadline, start_ms, &load)) return false;
   const int64_t slack_ms = start_ms - NowMillis();
   std::printf("  loaded %llu members in %ss (%s/s); first deadline in %lld ms, "
               "deadlines spread over %ss\n",
-              static_cast<unsigned long long>(load.members), Seconds(load.elapsed).c_str(),
+              static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
               FormatCount(static_cast<double>(load.members) /
                           absl::ToDoubleSeconds(load.elapsed)).c_str(),
-              static_cast<long long>(slack_ms), Seconds(o.spread).c_str());
-  {
-    Progress progress([&ledger, n] {
-      return absl::StrCat("expiry-latency: ", ledger.received(), " / ", n, " events");
-    });
-    if (o.reconnect_at > absl::ZeroDuration()) {
-      SleepUntilMillis(start_ms + absl::ToInt64Milliseconds(o.reconnect_at));
-      std::printf("  watcher drops its stream after %llu events, resumes in %ss\n",
-                  static_cast<unsigned long long>(ledger.received()),
-                  Seconds(o.reconnect_pause).c_str());
-      if (absl::Status s = watcher.Reconnect(o.reconnect_pause, kStreamPatience); !s.ok()) {
-        std::printf("  cannot resume: %s\n", std::string(s.message()).c_str());
-      }
-    }
-    ledger.WaitForAll(absl::FromUnixMillis(start_ms + spread_ms) + o.drain_timeout);
-  }
-  watcher.Stop();
-  const LatencySummary s = ledger.Summarize();
-  const uint64_t lost = n - std::min(n, ledger.received());
-  const uint64_t watch_errors = watcher.errors();
+              static_cast<long long>(slack_ms), FormatSeconds(o.timing.spread).c_str());
+  AwaitExpiries(rig.ledger, n,
+                {"expiry-latency", "events", start_ms, start_ms + spread_ms, o.timing.reconnect_at,
+                 o.timing.drain_timeout},
+                [&] {
+                  std::printf("  watcher drops its stream after %llu events, resumes in %ss\n",
+                              static_cast<unsigned long long>(rig.ledger.received()),
+                              FormatSeconds(o.timing.reconnect_pause).c_str());
+                  const absl::Status s =
+                      rig.watcher.Reconnect(o.timing.reconnect_pause, kStreamPatience);
+                  if (!s.ok()) {
+                    std::printf("  cannot resume: %s\n", std::string(s.message()).c_str());
+                  }
+                });
+  rig.watcher.Stop();
+  const ExpiryTally tally = Tally(rig.ledger, n);
+  const uint64_t watch_errors = rig.watcher.errors();
   Table table({"expiry-latency", "value"});
   table.Add({"members (pending at first deadline)", absl::StrCat(n)});
   table.Add({"load members/s", FormatCount(static_cast<double>(load.members) /
                                            absl::ToDoubleSeconds(load.elapsed))});
   table.Add({"events expected", absl::StrCat(n)});
-  table.Add({"events received", absl::StrCat(ledger.received())});
-  table.Add({"events lost", absl::StrCat(lost)});
-  table.Add({"duplicates", absl::StrCat(ledger.duplicates())});
-  AddLatencyRows(&table, "received - deadline", s);
-  table.Add({"received - deadline min (ms)", FormatMs(s.min_us)});
-  const LatencySummary lag = ledger.SummarizeExpiryLag();
+  table.Add({"events received", absl::StrCat(tally.received)});
+  table.Add({"events lost", absl::StrCat(tally.lost)});
+  table.Add({"duplicates", absl::StrCat(tally.duplicates)});
+  table.AddLatency("received - deadline", tally.latency);
+  table.Add({"received - deadline min (ms)", FormatMs(tally.latency.min_us)});
+  const LatencySummary lag = rig.ledger.SummarizeExpiryLag();
   table.Add({"server expired_at - deadline p50 (ms)", FormatMs(lag.p50_us)});
   table.Add({"server expired_at - deadline p99 (ms)", FormatMs(lag.p99_us)});
   table.Add({"server expired_at - deadline max (ms)", FormatMs(lag.max_us)});
-  table.Add({"watch messages", absl::StrCat(watcher.responses())});
+  table.Add({"watch messages", absl::StrCat(rig.watcher.responses())});
   table.Add({"watch errors", absl::StrCat(watch_errors)});
   table.Print();
-  if (watch_errors > 0) std::printf("  first watch error: %s\n", watcher.first_error().c_str());
-  Result result(o.peer, o.reconnect_at > absl::ZeroDuration() ? "reconnect" : "expiry-latency");
-  result.Add("members", n);
-  result.Add("spread_s", absl::ToDoubleSeconds(o.spread));
-  result.Add("received", ledger.received());
-  result.Add("lost", lost);
-  result.Add("duplicates", ledger.duplicates());
-  result.AddLatency("event", s);
+  if (watch_errors > 0) std::printf("  first watch error: %s\n", rig.watcher.first_error().c_str());
+  Result result = ExpiryLatencyResult(o.peer, n, o.timing, tally);
   result.AddLatency("server_lag", lag);
-  result.Add("messages", watcher.responses());
-  result.Add("errors", watch_errors + ledger.unknown());
+  result.Add("messages", rig.watcher.responses());
+  result.Add("errors", watch_errors + rig.ledger.unknown());
   result.Print();
-  return lost == 0 && ledger.duplicates() == 0 && watch_errors == 0 && ledger.unknown() == 0;
+  return tally.Clean(watch_errors + rig.ledger.unknown());
 }
 
 bool RunDrain(const ScenarioOptions& o) {
   PrintShape("drain", o);
-  const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
+  WatchRig rig(o);
+  if (!StartWatching(rig.watcher)) return false;
   const uint64_t n = o.members;
-  ExpiryLedger ledger(n);
-  EventWatcher watcher(stubs[0].get(),
-                       {o.shape.prefix, o.include_values, o.shape.key_bytes,
-                        o.shape.value_bytes},
-                       &ledger);
-  if (absl::Status s = watcher.Start(kStreamPatience); !s.ok()) {
-    std::printf("  cannot watch: %s\n", std::string(s.message()).c_str());
-    return false;
-  }
-  const absl::Duration lead = o.lead > absl::ZeroDuration() ? o.lead : AutoLead(n);
-  const int64_t deadline_ms = NowMillis() + absl::ToInt64Milliseconds(lead);
-  PutPlan plan;
-  plan.members = n;
-  plan.deadline_ms = [deadline_ms](uint64_t) { return deadline_ms; };
-  PutOutcome load;
-  if (!LoadBeforeDeadline(stubs, o, plan, deadline_ms, &load)) return false;
+  const int64_t deadline_ms = FirstDeadlineMs(o.timing.lead, n);
+  LoadOutcome load;
+  const auto deadline = [deadline_ms](uint64_t) { return deadline_ms; };
+  if (!LoadBeforeDeadline(rig.stubs, o, deadline, deadline_ms, &load)) return false;
   std::printf("  loaded %llu members in %ss; shared deadline in %lld ms\n",
-              static_cast<unsigned long long>(load.members), Seconds(load.elapsed).c_str(),
+              static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
               static_cast<long long>(deadline_ms - NowMillis()));
-  {
-    Progress progress([&ledger, n] {
-      return absl::StrCat("drain: ", ledger.received(), " / ", n, " events");
-    });
-    ledger.WaitForAll(absl::FromUnixMillis(deadline_ms) + o.drain_timeout);
-  }
-  watcher.Stop();
-  const uint64_t lost = n - std::min(n, ledger.received());
-  const int64_t deadline_us = deadline_ms * 1000;
-  const int64_t first_us = ledger.first_received_us() - deadline_us;
-  const int64_t all_us = ledger.last_received_us() - deadline_us;
-  const double rate =
-      all_us > 0 ? static_cast<double>(ledger.received()) * 1e6 / static_cast<double>(all_us)
-                 : 0;
-  const uint64_t watch_errors = watcher.errors();
+  AwaitExpiries(rig.ledger, n,
+                {"drain", "events", deadline_ms, deadline_ms, absl::ZeroDuration(),
+                 o.timing.drain_timeout},
+                nullptr);
+  rig.watcher.Stop();
+  const ExpiryTally tally = Tally(rig.ledger, n);
+  const DrainTimes times = DrainTimesFor(rig.ledger, deadline_ms);
+  const uint64_t watch_errors = rig.watcher.errors();
   Table table({"drain", "value"});
   table.Add({"members sharing the deadline", absl::StrCat(n)});
-  table.Add({"first event after deadline (ms)", FormatMs(first_us)});
-  table.Add({lost == 0 ? "all events after deadline (ms)" : "last event after deadline (ms)",
-             FormatMs(all_us)});
-  table.Add({"events/s", FormatCount(rate)});
-  const LatencySummary lag = ledger.SummarizeExpiryLag();
+  table.Add({"first event after deadline (ms)", FormatMs(times.first_us)});
+  table.Add({tally.lost == 0 ? "all events after deadline (ms)"
+                             : "last event after deadline (ms)",
+             FormatMs(times.all_us)});
+  table.Add({"events/s", FormatCount(times.rate)});
+  const LatencySummary lag = rig.ledger.SummarizeExpiryLag();
   table.Add({"server expired_at - deadline: first (ms)", FormatMs(lag.min_us)});
   table.Add({"server expired_at - deadline: last (ms)", FormatMs(lag.max_us)});
-  table.Add({"events received", absl::StrCat(ledger.received())});
-  table.Add({"events lost", absl::StrCat(lost)});
-  table.Add({"duplicates", absl::StrCat(ledger.duplicates())});
-  table.Add({"watch messages", absl::StrCat(watcher.responses())});
+  table.Add({"events received", absl::StrCat(tally.received)});
+  table.Add({"events lost", absl::StrCat(tally.lost)});
+  table.Add({"duplicates", absl::StrCat(tally.duplicates)});
+  table.Add({"watch messages", absl::StrCat(rig.watcher.responses())});
   table.Add({"watch errors", absl::StrCat(watch_errors)});
   table.Print();
-  if (watch_errors > 0) std::printf("  first watch error: %s\n", watcher.first_error().c_str());
-  Result result(o.peer, "drain");
-  result.Add("members", n);
-  result.Add("first_ms", static_cast<double>(first_us) / 1000.0);
-  result.Add("all_ms", static_cast<double>(all_us) / 1000.0);
-  result.Add("events_per_s", rate);
+  if (watch_errors > 0) std::printf("  first watch error: %s\n", rig.watcher.first_error().c_str());
+  Result result = DrainResult(o.peer, n, times);
   result.Add("server_first_ms", static_cast<double>(lag.min_us) / 1000.0);
   result.Add("server_last_ms", static_cast<double>(lag.max_us) / 1000.0);
-  result.Add("received", ledger.received());
-  result.Add("lost", lost);
-  result.Add("duplicates", ledger.duplicates());
-  result.Add("errors", watch_errors + ledger.unknown());
+  AddTally(tally, result);
+  result.Add("errors", watch_errors + rig.ledger.unknown());
   result.Print();
-  return lost == 0 && ledger.duplicates() == 0 && watch_errors == 0 && ledger.unknown() == 0;
-}
-
-namespace {
-
-// The mixed scenario: an open-loop pacer issues operations at a fixed rate,
-// each measured from the instant it was meant to start.
-class MixedRun {
- public:
-  explicit MixedRun(const ScenarioOptions& o)
-      : o_(o), stubs_(MakeStubs(o.addr, o.channels, o.lookahead_bytes)) {}
-
-  bool Run() {
-    std::vector<std::unique_ptr<ExpiryLedger>> ledgers;
-    std::vector<std::unique_ptr<EventWatcher>> watchers;
-    for (int w = 0; w < o_.watchers; ++w) {
-      ledgers.push_back(std::make_unique<ExpiryLedger>());
-      watchers.push_back(std::make_unique<EventWatcher>(
-          stubs_[static_cast<size_t>(w) % stubs_.size()].get(),
-          EventWatcher::Options{o_.shape.prefix, o_.include_values, o_.shape.key_bytes,
-                                o_.shape.value_bytes},
-          ledgers.back().get()));
-      if (absl::Status s = watchers.back()->Start(kStreamPatience); !s.ok()) {
-        std::printf("  cannot watch: %s\n", std::string(s.message()).c_str());
-        return false;
-      }
-    }
-    const absl::Time start = absl::Now();
-    {
-      Progress progress([this] {
-        absl::MutexLock lock(&mu_);
-        return absl::StrCat("mixed: ", issued_, " ops issued, ", in_flight_, " in flight");
-      });
-      Pace();
-    }
-    const absl::Duration elapsed = absl::Now() - start;
-    uint64_t removed = 0;
-    std::vector<uint8_t> removed_mask;
-    uint64_t put_members;
-    {
-      absl::MutexLock lock(&mu_);
-      removed_mask = removed_;
-      for (uint8_t r : removed_) removed += r;
-      put_members = put_members_;
-    }
-    const uint64_t expected = put_members - removed;
-    // The last member written expires one TTL after the run (or sooner if an
-    // expire op moved it).
-    const absl::Time wait_until = absl::Now() + o_.ttl + o_.drain_timeout;
-    for (auto& ledger : ledgers) {
-      ledger->set_expected(expected);
-      ledger->WaitForAll(wait_until);
-    }
-    for (auto& watcher : watchers) watcher->Stop();
-
-    std::printf("  %llu ops in %ss (%s ops/s asked, %s done); %llu members put, %llu "
-                "removed before expiring, %llu expiry events expected per watcher\n",
-                static_cast<unsigned long long>(issued_total()), Seconds(elapsed).c_str(),
-                FormatCount(o_.rate).c_str(),
-                FormatCount(static_cast<double>(issued_total()) /
-                            absl::ToDoubleSeconds(elapsed)).c_str(),
-                static_cast<unsigned long long>(put_members),
-                static_cast<unsigned long long>(removed),
-                static_cast<unsigned long long>(expected));
-    Table ops({"op", "count", "errors", "p50 (ms)", "p99 (ms)", "p99.9 (ms)", "max (ms)"});
-    Result result(o_.peer, "mixed");
-    result.Add("rate", o_.rate);
-    uint64_t errors = 0;
-    for (int op = 0; op < kOpCount; ++op) {
-      const LatencySummary s = latency_[op].Summarize();
-      const uint64_t e = op_errors_[op].load();
-      errors += e;
-      ops.Add({kOpNames[op], absl::StrCat(s.count), absl::StrCat(e), FormatMs(s.p50_us),
-               FormatMs(s.p99_us), FormatMs(s.p999_us), FormatMs(s.max_us)});
-      result.AddLatency(kOpNames[op], s);
-      result.Add(absl::StrCat(kOpNames[op], "_errors"), e);
-    }
-    ops.Print();
-    Table events({"watcher", "received", "lost", "spurious", "duplicates", "p50 (ms)",
-                  "p99 (ms)", "max (ms)", "errors"});
-    uint64_t worst_lost = 0;
-    bool events_ok = true;
-    for (size_t w = 0; w < ledgers.size(); ++w) {
-      const ExpiryLedger& ledger = *ledgers[w];
-      const uint64_t spurious = ledger.ReceivedAmong(removed_mask);
-      const uint64_t valid = ledger.received() - spurious;
-      const uint64_t lost = expected - std::min(expected, valid);
-      worst_lost = std::max(worst_lost, lost);
-      const LatencySummary s = ledger.Summarize();
-      const uint64_t werr = watchers[w]->errors() + ledger.unknown();
-      events_ok = events_ok && lost == 0 && spurious == 0 && ledger.duplicates() == 0 &&
-                  werr == 0;
-      events.Add({absl::StrCat(w), absl::StrCat(ledger.received()), absl::StrCat(lost),
-                  absl::StrCat(spurious), absl::StrCat(ledger.duplicates()),
-                  FormatMs(s.p50_us), FormatMs(s.p99_us), FormatMs(s.max_us),
-                  absl::StrCat(werr)});
-      if (w == 0) result.AddLatency("event", s);
-      if (watchers[w]->errors() > 0) {
-        std::printf("  watcher %zu: %s\n", w, watchers[w]->first_error().c_str());
-      }
-    }
-    events.Print();
-    {
-      absl::MutexLock lock(&mu_);
-      if (!first_error_.empty()) std::printf("  first error: %s\n", first_error_.c_str());
-    }
-    result.Add("expected_events", expected);
-    result.Add("lost", worst_lost);
-    result.Add("errors", errors);
-    result.Print();
-    return errors == 0 && events_ok;
-  }
-
- private:
-  enum Op { kPut, kGet, kExpire, kRemove, kOpCount };
-  static constexpr const char* kOpNames[kOpCount] = {"put", "get", "expire", "remove"};
-  // Gets, expires and removes pick among this many most recent acknowledged
-  // put batches, so most of them find live members.
-  static constexpr size_t kRecentBatches = 1024;
-
-  uint64_t issued_total() {
-    absl::MutexLock lock(&mu_);
-    return issued_;
-  }
-
-  void Pace() {
-    const int total_weight = o_.mix.put + o_.mix.get + o_.mix.expire + o_.mix.remove;
-    const double interval_us = 1e6 / o_.rate;
-    const int64_t t0 = NowMicros() + 1000;
-    const int64_t end = t0 + absl::ToInt64Microseconds(o_.duration);
-    for (uint64_t i = 0;; ++i) {
-      const int64_t intended = t0 + static_cast<int64_t>(static_cast<double>(i) * interval_us);
-      if (intended >= end) break;
-      const int64_t now = NowMicros();
-      if (intended > now) absl::SleepFor(absl::Microseconds(intended - now));
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &MixedRun::HasRoomLocked));
-        ++in_flight_;
-        ++issued_;
-      }
-      const int pick = static_cast<int>(bench::Mix(i) % static_cast<uint64_t>(total_weight));
-      Op op = kPut;
-      if (pick >= o_.mix.put) op = kGet;
-      if (pick >= o_.mix.put + o_.mix.get) op = kExpire;
-      if (pick >= o_.mix.put + o_.mix.get + o_.mix.expire) op = kRemove;
-      Issue(op, i, intended);
-    }
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](uint64_t* n) { return *n == 0; }, &in_flight_));
-  }
-
-  bool HasRoomLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return in_flight_ < static_cast<uint64_t>(std::max(1, o_.shape.concurrency));
-  }
-
-  // A recently acknowledged put batch, or false when there is none yet.
-  bool RecentBatch(uint64_t i, uint64_t* batch) {
-    absl::MutexLock lock(&mu_);
-    if (acked_.empty()) return false;
-    const size_t window = std::min(acked_.size(), kRecentBatches);
-    *batch = acked_[acked_.size() - 1 - bench::Mix(i ^ 0x5bd1e995) % window];
-    return true;
-  }
-
-  template <typename Request>
-  void SetKeys(uint64_t batch, Request* request) {
-    request->set_collection(CollectionFor(o_.shape.prefix, batch, o_.shape.collections));
-    for (uint64_t k = 0; k < o_.shape.batch; ++k) {
-      *request->add_keys() = KeyFor(batch * o_.shape.batch + k, o_.shape.key_bytes);
-    }
-  }
-
-  void Issue(Op op, uint64_t i, int64_t intended_us) {
-    uint64_t batch = 0;
-    if (op != kPut && !RecentBatch(i, &batch)) op = kPut;
-    Stub* stub = stubs_[i % stubs_.size()].get();
-    switch (op) {
-      case kPut: {
-        batch = next_put_batch_.fetch_add(1);
-        auto* call = new Call<v1::PutMembersRequest, v1::PutMembersResponse>;
-        call->request.set_collection(
-            CollectionFor(o_.shape.prefix, batch, o_.shape.collections));
-        for (uint64_t k = 0; k < o_.shape.batch; ++k) {
-          const uint64_t index = batch * o_.shape.batch + k;
-          v1::MemberWrite* write = call->request.add_members();
-          write->set_key(KeyFor(index, o_.shape.key_bytes));
-          write->set_value(ValueFor(index, o_.shape.value_bytes));
-          write->mutable_ttl()->set_seconds(absl::ToInt64Seconds(o_.ttl));
-          write->mutable_ttl()->set_nanos(static_cast<int32_t>(
-              absl::ToInt64Nanoseconds(o_.ttl % absl::Seconds(1))));
-        }
-        Prepare(&call->context);
-        stub->async()->PutMembers(
-            &call->context, &call->request, &call->response,
-            [this, call, batch, intended_us](grpc::Status status) {
-              if (status.ok()) {
-                absl::MutexLock lock(&mu_);
-                acked_.push_back(batch);
-                put_members_ += static_cast<uint64_t>(call->request.members_size());
-              }
-              Done(kPut, status, intended_us);
-              delete call;
-            });
-        break;
-      }
-      case kGet: {
-        auto* call = new Call<v1::GetMembersRequest, v1::GetMembersResponse>;
-        SetKeys(batch, &call->request);
-        Prepare(&call->context);
-        stub->async()->GetMembers(&call->context, &call->request, &call->response,
-                                  [this, call, intended_us](grpc::Status status) {
-                                    Done(kGet, status, intended_us);
-                                    delete call;
-                                  });
-        break;
-      }
-      case kExpire: {
-        auto* call = new Call<v1::ExpireMembersRequest, v1::ExpireMembersResponse>;
-        SetKeys(batch, &call->request);
-        // Bring the deadline forward: the members expire (with their events)
-        // sooner than their TTL said.
-        call->request.mutable_ttl()->set_nanos(100'000'000);
-        Prepare(&call->context);
-        stub->async()->ExpireMembers(&call->context, &call->request, &call->response,
-                                     [this, call, intended_us](grpc::Status status) {
-                                       Done(kExpire, status, intended_us);
-                                       delete call;
-                                     });
-        break;
-      }
-      case kRemove: {
-        auto* call = new Call<v1::RemoveMembersRequest, v1::RemoveMembersResponse>;
-        SetKeys(batch, &call->request);
-        Prepare(&call->context);
-        stub->async()->RemoveMembers(
-            &call->context, &call->request, &call->response,
-            [this, call, batch, intended_us](grpc::Status status) {
-              if (status.ok()) {
-                absl::MutexLock lock(&mu_);
-                for (int k = 0; k < call->response.results_size(); ++k) {
-                  if (!call->response.results(k).existed()) continue;
-                  // A member removed while live never produces an event.
-                  const uint64_t index = batch * o_.shape.batch + static_cast<uint64_t>(k);
-                  if (removed_.size() <= index) removed_.resize(index + 1, 0);
-                  removed_[index] = 1;
-                }
-              }
-              Done(kRemove, status, intended_us);
-              delete call;
-            });
-        break;
-      }
-      case kOpCount:
-        break;
-    }
-  }
-
-  void Prepare(grpc::ClientContext* context) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + o_.shape.rpc_timeout));
-  }
-
-  void Done(Op op, const grpc::Status& status, int64_t intended_us) {
-    latency_[op].Record(NowMicros() - intended_us);
-    absl::MutexLock lock(&mu_);
-    if (!status.ok()) {
-      op_errors_[op].fetch_add(1);
-      if (first_error_.empty()) {
-        first_error_ = absl::StrCat(kOpNames[op], ": code ", status.error_code(), ": ",
-                                    status.error_message());
-      }
-    }
-    --in_flight_;
-  }
-
-  template <typename Request, typename Response>
-  struct Call {
-    grpc::ClientContext context;
-    Request request;
-    Response response;
-  };
-
-  // Constant after construction.
-  const ScenarioOptions o_;
-  const std::vector<std::unique_ptr<Stub>> stubs_;
-
-  std::atomic<uint64_t> next_put_batch_{0};
-  LatencyRecorder latency_[kOpCount];
-  std::atomic<uint64_t> op_errors_[kOpCount] = {};
-
-  absl::Mutex mu_;
-  uint64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t put_members_ ABSL_GUARDED_BY(mu_) = 0;
-  // Acknowledged put batches, oldest first.
-  std::vector<uint64_t> acked_ ABSL_GUARDED_BY(mu_);
-  // Per member index: removed while live (so no event is due).
-  std::vector<uint8_t> removed_ ABSL_GUARDED_BY(mu_);
-  std::string first_error_ ABSL_GUARDED_BY(mu_);
-};
-
-}  // namespace
-
-bool RunMixed(const ScenarioOptions& o) {
-  PrintShape("mixed", o);
-  std::printf("  rate %s ops/s for %ss, mix put=%d get=%d expire=%d remove=%d, ttl %s, "
-              "%d watcher(s)\n",
-              FormatCount(o.rate).c_str(), Seconds(o.duration).c_str(), o.mix.put, o.mix.get,
-              o.mix.expire, o.mix.remove, absl::FormatDuration(o.ttl).c_str(), o.watchers);
-  MixedRun run(o);
-  return run.Run();
+  return tally.Clean(watch_errors + rig.ledger.unknown());
 }
 
 }  // namespace load

@@ -17,7 +17,8 @@
 //   options.addr = "127.0.0.1:50051";
 //   bool ok = lapse::load::RunDrain(options);
 //
-// Each Run* call is blocking and self-contained (its own channels).
+// Each Run* call is blocking and self-contained (its own channels). RunMixed
+// and ParseOpMix live in mixed_run.cc, the others in lapse_scenarios.cc.
 #ifndef LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_
 #define LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_
 
@@ -27,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "bench/common/scenario.h"
 #include "bench/load/lapse_load.h"
 
 namespace lapse {
@@ -56,18 +58,9 @@ struct ScenarioOptions {
   absl::Duration duration = absl::ZeroDuration();
   // put and mixed: the TTL of every member written.
   absl::Duration ttl = absl::Hours(1);
-  // expiry-latency: deadlines are spread over this window.
-  absl::Duration spread = absl::Seconds(10);
-  // expiry-latency and drain: time from the start of loading to the first
-  // deadline; zero picks one from the member count.
-  absl::Duration lead = absl::ZeroDuration();
-  // How long after the last deadline to wait for stragglers.
-  absl::Duration drain_timeout = absl::Seconds(5);
+  // expiry-latency and drain (mixed: its drain_timeout).
+  ExpiryTiming timing;
   bool include_values = true;
-  // expiry-latency: when (after the first deadline) the watcher drops its
-  // stream, and for how long it stays away; zero: never.
-  absl::Duration reconnect_at = absl::ZeroDuration();
-  absl::Duration reconnect_pause = absl::Seconds(1);
   // mixed.
   double rate = 2000;
   int watchers = 2;
@@ -78,11 +71,6 @@ bool RunPut(const ScenarioOptions& options);
 bool RunExpiryLatency(const ScenarioOptions& options);
 bool RunDrain(const ScenarioOptions& options);
 bool RunMixed(const ScenarioOptions& options);
-
-// The lead RunExpiryLatency and RunDrain use when options.lead is zero:
-// enough to load `members` at a pessimistic 100k members/s (a busy shared
-// machine), plus two seconds.
-absl::Duration AutoLead(uint64_t members);
 
 }  // namespace load
 }  // namespace lapse

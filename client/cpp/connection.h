@@ -1,12 +1,9 @@
-// Connection: the gRPC channel and stub behind a Client, and the deadline and
-// retry loop of its unary calls.
+// Connection: the gRPC channel and stub behind a Client, and the one path of
+// its unary calls: deadline, retries, and the response as the client's type.
 //
-//   absl::StatusOr<v1::GetMembersResponse> response =
-//       connection.Call<v1::GetMembersResponse>(
-//           Idempotency::kIdempotent, call,
-//           [&](grpc::ClientContext* context, v1::GetMembersResponse* out) {
-//             return connection.stub().GetMembers(context, request, out);
-//           });
+//   absl::StatusOr<CollectionInfo> info = connection.Call<CollectionInfo>(
+//       &v1::LapseService::Stub::GetCollection,
+//       GetCollectionRequestToProto(name), Idempotency::kIdempotent, call);
 //
 // Shared (shared_ptr) by a Client and its Subscriptions, which may outlive it.
 // Thread-safe.
@@ -46,13 +43,19 @@ class Connection final {
 
   v1::LapseService::Stub& stub() { return *stub_; }
 
-  // Runs `attempt(context, response)` with the call's deadline until it
-  // succeeds, fails with anything but UNAVAILABLE, was not idempotent, used
-  // up max_attempts, or the next backoff would end past the deadline; returns
-  // the last status.
-  template <typename Response, typename Attempt>
-  absl::StatusOr<Response> Call(Idempotency idempotency,
-                                const CallOptions& call, Attempt attempt);
+  // A unary method of the stub, e.g. &v1::LapseService::Stub::PutMembers.
+  template <typename Request, typename Response>
+  using StubMethod = grpc::Status (v1::LapseService::Stub::*)(
+      grpc::ClientContext*, const Request&, Response*);
+
+  // Calls `method` with the call's deadline until it succeeds, fails with
+  // anything but UNAVAILABLE, was not idempotent, used up max_attempts, or the
+  // next backoff would end past the deadline. Returns the last status, or the
+  // response as FromProto (convert.h) reads it.
+  template <typename Result, typename Request, typename Response>
+  absl::StatusOr<Result> Call(StubMethod<Request, Response> method,
+                              const Request& request, Idempotency idempotency,
+                              const CallOptions& call);
 
  private:
   // Constant after construction.
@@ -60,10 +63,11 @@ class Connection final {
   const std::unique_ptr<v1::LapseService::Stub> stub_;
 };
 
-template <typename Response, typename Attempt>
-absl::StatusOr<Response> Connection::Call(Idempotency idempotency,
-                                          const CallOptions& call,
-                                          Attempt attempt) {
+template <typename Result, typename Request, typename Response>
+absl::StatusOr<Result> Connection::Call(StubMethod<Request, Response> method,
+                                        const Request& request,
+                                        Idempotency idempotency,
+                                        const CallOptions& call) {
   const absl::Time deadline =
       absl::Now() + call.timeout.value_or(options_.default_timeout);
   Backoff backoff(options_.retry_backoff);
@@ -71,8 +75,8 @@ absl::StatusOr<Response> Connection::Call(Idempotency idempotency,
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
     Response response;
-    const grpc::Status status = attempt(&context, &response);
-    if (status.ok()) return response;
+    const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
+    if (status.ok()) return FromProto(response);
     if (idempotency == Idempotency::kNotIdempotent ||
         status.error_code() != grpc::StatusCode::UNAVAILABLE ||
         attempts >= options_.max_attempts) {

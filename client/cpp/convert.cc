@@ -1,45 +1,230 @@
 #include "client/cpp/convert.h"
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace lapse::client::internal {
+namespace {
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+// A response the client cannot read, e.g. an outcome this client predates.
+absl::Status Unexpected(absl::string_view rpc, absl::string_view what, int value) {
+  return absl::UnknownError(
+      absl::StrCat(rpc, ": unexpected ", what, " ", value, " in the response"));
 }
 
+// The client's value for a response enum `value`, or UNKNOWN naming `rpc`
+// for a value this client predates.
+template <typename Out, typename In>
+absl::StatusOr<Out> OutcomeFromProto(absl::string_view rpc, In value,
+                                     std::initializer_list<std::pair<In, Out>> known) {
+  for (const auto& [in, out] : known) {
+    if (in == value) return out;
+  }
+  return Unexpected(rpc, "outcome", value);
+}
+
+// Each of `protos` through `convert`, in order; the first error if any.
+template <typename Result, typename Protos, typename Convert>
+absl::StatusOr<std::vector<Result>> AllFromProto(const Protos& protos, Convert convert) {
+  std::vector<Result> results;
+  results.reserve(protos.size());
+  for (const auto& proto : protos) {
+    absl::StatusOr<Result> result = convert(proto);
+    if (!result.ok()) return result.status();
+    results.push_back(*std::move(result));
+  }
+  return results;
+}
+
+// Fills an AIP-214 `oneof expiration`: `set_time` and `set_ttl` return the
+// arm to fill (mutable_expire_time, mutable_ttl).
+template <typename TimeSetter, typename TtlSetter>
+void SetExpiration(const Expiration& expiration, TimeSetter set_time, TtlSetter set_ttl) {
+  switch (expiration.kind()) {
+    case Expiration::Kind::kNone:
+      break;
+    case Expiration::Kind::kTtl:
+      DurationToProto(expiration.ttl(), set_ttl());
+      break;
+    case Expiration::Kind::kAt:
+      TimeToProto(expiration.time(), set_time());
+      break;
+  }
+}
+
+v1::PutCondition PutConditionToProto(PutCondition condition) {
+  switch (condition) {
+    case PutCondition::kAlways:
+      break;
+    case PutCondition::kIfAbsent:
+      return v1::PUT_CONDITION_IF_ABSENT;
+    case PutCondition::kIfPresent:
+      return v1::PUT_CONDITION_IF_PRESENT;
+  }
+  return v1::PUT_CONDITION_UNSPECIFIED;
+}
+
+v1::ExpireCondition ExpireConditionToProto(ExpireCondition condition) {
+  switch (condition) {
+    case ExpireCondition::kAlways:
+      break;
+    case ExpireCondition::kIfNoExpiration:
+      return v1::EXPIRE_CONDITION_IF_NO_EXPIRATION;
+    case ExpireCondition::kIfHasExpiration:
+      return v1::EXPIRE_CONDITION_IF_HAS_EXPIRATION;
+    case ExpireCondition::kIfLater:
+      return v1::EXPIRE_CONDITION_IF_LATER;
+    case ExpireCondition::kIfEarlier:
+      return v1::EXPIRE_CONDITION_IF_EARLIER;
+  }
+  return v1::EXPIRE_CONDITION_UNSPECIFIED;
+}
+
+// A members request addressed to `collection` and `keys`.
+template <typename Request>
+Request KeysRequest(const std::string& collection, const std::vector<std::string>& keys) {
+  Request request;
+  request.set_collection(collection);
+  request.mutable_keys()->Reserve(static_cast<int>(keys.size()));
+  for (const std::string& key : keys) request.add_keys(key);
+  return request;
+}
+
+Member MemberFromProto(const v1::Member& member) {
+  Member out;
+  out.key = member.key();
+  out.value = member.value();
+  out.expire_time = ExpireTimeFromProto(member);
+  return out;
+}
+
+CollectionInfo CollectionFromProto(const v1::CollectionInfo& info) {
+  CollectionInfo out;
+  out.name = info.name();
+  out.member_count = info.member_count();
+  out.expiring_count = info.expiring_count();
+  if (info.has_next_expire_time()) {
+    out.next_expire_time = TimeFromProto(info.next_expire_time());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// ---- Time -------------------------------------------------------------------
+
 absl::Time TimeFromProto(const google::protobuf::Timestamp& timestamp) {
-  return absl::FromUnixSeconds(timestamp.seconds()) +
-         absl::Nanoseconds(timestamp.nanos());
+  return absl::FromUnixSeconds(timestamp.seconds()) + absl::Nanoseconds(timestamp.nanos());
 }
 
 void TimeToProto(absl::Time time, google::protobuf::Timestamp* out) {
   const int64_t seconds = absl::ToUnixSeconds(time);
   out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds))));
+  out->set_nanos(
+      static_cast<int32_t>(absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds))));
 }
 
 void DurationToProto(absl::Duration duration, google::protobuf::Duration* out) {
   // Truncation toward zero keeps seconds and nanos of the same sign, as the
   // Duration message requires.
   absl::Duration remainder;
-  const int64_t seconds =
-      absl::IDivDuration(duration, absl::Seconds(1), &remainder);
+  const int64_t seconds = absl::IDivDuration(duration, absl::Seconds(1), &remainder);
   out->set_seconds(seconds);
   out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(remainder)));
 }
 
-ExpiryEvent EventFromProto(const v1::ExpiryEvent& event) {
-  ExpiryEvent out;
-  out.sequence = event.sequence();
-  out.collection = event.collection();
-  out.key = event.key();
-  out.value = event.value();
-  out.expire_time = TimeFromProto(event.expire_time());
-  out.expired_at = TimeFromProto(event.expired_at());
-  return out;
+// ---- Requests ---------------------------------------------------------------
+
+v1::PutMembersRequest PutMembersRequestToProto(const std::string& collection,
+                                               const std::vector<MemberWrite>& members,
+                                               const PutOptions& options) {
+  v1::PutMembersRequest request;
+  request.set_collection(collection);
+  request.set_max_members(options.max_members);
+  request.mutable_members()->Reserve(static_cast<int>(members.size()));
+  for (const MemberWrite& member : members) {
+    v1::MemberWrite* write = request.add_members();
+    write->set_key(member.key);
+    write->set_value(member.value);
+    SetExpiration(
+        member.expiration, [write] { return write->mutable_expire_time(); },
+        [write] { return write->mutable_ttl(); });
+    write->set_condition(PutConditionToProto(member.condition));
+    write->set_keep_expiration(member.keep_expiration);
+  }
+  return request;
+}
+
+v1::GetMembersRequest GetMembersRequestToProto(const std::string& collection,
+                                               const std::vector<std::string>& keys,
+                                               const GetOptions& options) {
+  auto request = KeysRequest<v1::GetMembersRequest>(collection, keys);
+  SetExpiration(
+      options.refresh, [&request] { return request.mutable_refresh_expire_time(); },
+      [&request] { return request.mutable_refresh_ttl(); });
+  return request;
+}
+
+v1::RemoveMembersRequest RemoveMembersRequestToProto(const std::string& collection,
+                                                     const std::vector<std::string>& keys) {
+  return KeysRequest<v1::RemoveMembersRequest>(collection, keys);
+}
+
+v1::ExpireMembersRequest ExpireMembersRequestToProto(const std::string& collection,
+                                                     const std::vector<std::string>& keys,
+                                                     const Expiration& expiration,
+                                                     ExpireCondition condition) {
+  auto request = KeysRequest<v1::ExpireMembersRequest>(collection, keys);
+  SetExpiration(
+      expiration, [&request] { return request.mutable_expire_time(); },
+      [&request] { return request.mutable_ttl(); });
+  request.set_condition(ExpireConditionToProto(condition));
+  return request;
+}
+
+v1::PersistMembersRequest PersistMembersRequestToProto(const std::string& collection,
+                                                       const std::vector<std::string>& keys) {
+  return KeysRequest<v1::PersistMembersRequest>(collection, keys);
+}
+
+v1::ListMembersRequest ListMembersRequestToProto(const std::string& collection,
+                                                 const ListMembersOptions& options) {
+  v1::ListMembersRequest request;
+  request.set_collection(collection);
+  request.set_page_size(options.page_size);
+  request.set_page_token(options.page_token);
+  request.set_order_by(options.order_by == MemberOrder::kExpireTime ? v1::MEMBER_ORDER_EXPIRE_TIME
+                                                                    : v1::MEMBER_ORDER_KEY);
+  request.set_keys_only(options.keys_only);
+  return request;
+}
+
+v1::GetCollectionRequest GetCollectionRequestToProto(const std::string& name) {
+  v1::GetCollectionRequest request;
+  request.set_name(name);
+  return request;
+}
+
+v1::ListCollectionsRequest ListCollectionsRequestToProto(const ListCollectionsOptions& options) {
+  v1::ListCollectionsRequest request;
+  request.set_prefix(options.prefix);
+  request.set_page_size(options.page_size);
+  request.set_page_token(options.page_token);
+  return request;
+}
+
+v1::DeleteCollectionRequest DeleteCollectionRequestToProto(const std::string& name) {
+  v1::DeleteCollectionRequest request;
+  request.set_name(name);
+  return request;
 }
 
 v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
@@ -68,6 +253,106 @@ v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
       break;
   }
   return request;
+}
+
+// ---- Responses --------------------------------------------------------------
+
+absl::StatusOr<std::vector<PutResult>> FromProto(const v1::PutMembersResponse& response) {
+  return AllFromProto<PutResult>(
+      response.results(), [](const v1::PutMemberResult& result) -> absl::StatusOr<PutResult> {
+        absl::StatusOr<PutOutcome> outcome =
+            OutcomeFromProto<PutOutcome>("PutMembers", result.outcome(),
+                                         {{v1::PUT_OUTCOME_CREATED, PutOutcome::kCreated},
+                                          {v1::PUT_OUTCOME_REPLACED, PutOutcome::kReplaced},
+                                          {v1::PUT_OUTCOME_SKIPPED, PutOutcome::kSkipped}});
+        if (!outcome.ok()) return outcome.status();
+        return PutResult{result.key(), *outcome, ExpireTimeFromProto(result)};
+      });
+}
+
+std::vector<GetResult> FromProto(const v1::GetMembersResponse& response) {
+  std::vector<GetResult> results;
+  results.reserve(response.results_size());
+  for (const v1::GetMemberResult& result : response.results()) {
+    results.push_back({result.found(), MemberFromProto(result.member())});
+  }
+  return results;
+}
+
+std::vector<RemoveResult> FromProto(const v1::RemoveMembersResponse& response) {
+  std::vector<RemoveResult> results;
+  results.reserve(response.results_size());
+  for (const v1::RemoveMemberResult& result : response.results()) {
+    results.push_back({result.key(), result.existed()});
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<ExpireResult>> FromProto(const v1::ExpireMembersResponse& response) {
+  return AllFromProto<ExpireResult>(
+      response.results(), [](const v1::ExpireMemberResult& result) -> absl::StatusOr<ExpireResult> {
+        absl::StatusOr<ExpireOutcome> outcome = OutcomeFromProto<ExpireOutcome>(
+            "ExpireMembers", result.outcome(),
+            {{v1::EXPIRE_OUTCOME_UPDATED, ExpireOutcome::kUpdated},
+             {v1::EXPIRE_OUTCOME_CONDITION_NOT_MET, ExpireOutcome::kConditionNotMet},
+             {v1::EXPIRE_OUTCOME_NOT_FOUND, ExpireOutcome::kNotFound},
+             {v1::EXPIRE_OUTCOME_EXPIRED, ExpireOutcome::kExpired}});
+        if (!outcome.ok()) return outcome.status();
+        return ExpireResult{result.key(), *outcome, ExpireTimeFromProto(result)};
+      });
+}
+
+absl::StatusOr<std::vector<PersistResult>> FromProto(const v1::PersistMembersResponse& response) {
+  return AllFromProto<PersistResult>(
+      response.results(),
+      [](const v1::PersistMemberResult& result) -> absl::StatusOr<PersistResult> {
+        absl::StatusOr<PersistOutcome> outcome = OutcomeFromProto<PersistOutcome>(
+            "PersistMembers", result.outcome(),
+            {{v1::PERSIST_OUTCOME_PERSISTED, PersistOutcome::kPersisted},
+             {v1::PERSIST_OUTCOME_NO_EXPIRATION, PersistOutcome::kNoExpiration},
+             {v1::PERSIST_OUTCOME_NOT_FOUND, PersistOutcome::kNotFound}});
+        if (!outcome.ok()) return outcome.status();
+        return PersistResult{result.key(), *outcome};
+      });
+}
+
+MemberPage FromProto(const v1::ListMembersResponse& response) {
+  MemberPage page;
+  page.members.reserve(response.members_size());
+  for (const v1::Member& member : response.members()) {
+    page.members.push_back(MemberFromProto(member));
+  }
+  page.next_page_token = response.next_page_token();
+  return page;
+}
+
+CollectionInfo FromProto(const v1::GetCollectionResponse& response) {
+  return CollectionFromProto(response.collection());
+}
+
+CollectionPage FromProto(const v1::ListCollectionsResponse& response) {
+  CollectionPage page;
+  page.collections.reserve(response.collections_size());
+  for (const v1::CollectionInfo& info : response.collections()) {
+    page.collections.push_back(CollectionFromProto(info));
+  }
+  page.next_page_token = response.next_page_token();
+  return page;
+}
+
+uint64_t FromProto(const v1::DeleteCollectionResponse& response) {
+  return response.removed_count();
+}
+
+ExpiryEvent EventFromProto(const v1::ExpiryEvent& event) {
+  ExpiryEvent out;
+  out.sequence = event.sequence();
+  out.collection = event.collection();
+  out.key = event.key();
+  out.value = event.value();
+  out.expire_time = TimeFromProto(event.expire_time());
+  out.expired_at = TimeFromProto(event.expired_at());
+  return out;
 }
 
 }  // namespace lapse::client::internal

@@ -1,17 +1,24 @@
-// Conversions between lapse/client.h's plain types and the lapse.v1 messages,
-// shared by the Client's calls and its watch loop.
+// Conversions between lapse/client.h's plain types and the lapse.v1 messages:
+// every request the Client and its watch loop send, and every response they
+// read. The client's counterpart of server/service/proto_convert.h.
 //
-//   v1::WatchExpirationsRequest request = WatchRequest(options, position);
+//   v1::GetMembersRequest request = GetMembersRequestToProto(collection, keys,
+//                                                            options);
+//   absl::StatusOr<std::vector<GetResult>> results = FromProto(response);
 //   ExpiryEvent event = EventFromProto(response.events(0));
 //
-// All functions are pure and thread-safe.
+// A response this client cannot read (an outcome it predates) is UNKNOWN,
+// naming the RPC. All functions are pure and thread-safe.
 #ifndef LAPSE_CLIENT_CPP_CONVERT_H_
 #define LAPSE_CLIENT_CPP_CONVERT_H_
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
@@ -24,6 +31,8 @@ namespace lapse::client::internal {
 // gRPC and Abseil share the canonical codes.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// ---- Time -------------------------------------------------------------------
+
 absl::Time TimeFromProto(const google::protobuf::Timestamp& timestamp);
 void TimeToProto(absl::Time time, google::protobuf::Timestamp* out);
 void DurationToProto(absl::Duration duration, google::protobuf::Duration* out);
@@ -35,12 +44,49 @@ std::optional<absl::Time> ExpireTimeFromProto(const Message& message) {
   return TimeFromProto(message.expire_time());
 }
 
-ExpiryEvent EventFromProto(const v1::ExpiryEvent& event);
+// ---- Requests ---------------------------------------------------------------
+
+v1::PutMembersRequest PutMembersRequestToProto(const std::string& collection,
+                                               const std::vector<MemberWrite>& members,
+                                               const PutOptions& options);
+v1::GetMembersRequest GetMembersRequestToProto(const std::string& collection,
+                                               const std::vector<std::string>& keys,
+                                               const GetOptions& options);
+v1::RemoveMembersRequest RemoveMembersRequestToProto(const std::string& collection,
+                                                     const std::vector<std::string>& keys);
+v1::ExpireMembersRequest ExpireMembersRequestToProto(const std::string& collection,
+                                                     const std::vector<std::string>& keys,
+                                                     const Expiration& expiration,
+                                                     ExpireCondition condition);
+v1::PersistMembersRequest PersistMembersRequestToProto(const std::string& collection,
+                                                       const std::vector<std::string>& keys);
+v1::ListMembersRequest ListMembersRequestToProto(const std::string& collection,
+                                                 const ListMembersOptions& options);
+v1::GetCollectionRequest GetCollectionRequestToProto(const std::string& name);
+v1::ListCollectionsRequest ListCollectionsRequestToProto(const ListCollectionsOptions& options);
+v1::DeleteCollectionRequest DeleteCollectionRequestToProto(const std::string& name);
 
 // The request that starts (no `resume_after`) or resumes (right after
 // `resume_after`) a subscription with `options`.
 v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
                                          std::optional<uint64_t> resume_after);
+
+// ---- Responses --------------------------------------------------------------
+//
+// What each Client method returns for its RPC's response.
+
+absl::StatusOr<std::vector<PutResult>> FromProto(const v1::PutMembersResponse& response);
+std::vector<GetResult> FromProto(const v1::GetMembersResponse& response);
+std::vector<RemoveResult> FromProto(const v1::RemoveMembersResponse& response);
+absl::StatusOr<std::vector<ExpireResult>> FromProto(const v1::ExpireMembersResponse& response);
+absl::StatusOr<std::vector<PersistResult>> FromProto(const v1::PersistMembersResponse& response);
+MemberPage FromProto(const v1::ListMembersResponse& response);
+CollectionInfo FromProto(const v1::GetCollectionResponse& response);
+CollectionPage FromProto(const v1::ListCollectionsResponse& response);
+// How many live members the collection had.
+uint64_t FromProto(const v1::DeleteCollectionResponse& response);
+
+ExpiryEvent EventFromProto(const v1::ExpiryEvent& event);
 
 }  // namespace lapse::client::internal
 

@@ -2,6 +2,7 @@
 // and cancellation against a real in-process server (FakeClock); resuming
 // after a broken stream against a scripted FakeLapseService; and restarts of
 // a real lapsed process.
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -407,8 +408,29 @@ TEST(WatchResumeTest, DestroyingASubscriptionStopsItsOpenStream) {
 
 class RestartTest : public ::testing::Test {
  protected:
-  void ExpireNow(Client& client, const std::string& collection,
-                 const std::vector<std::string>& keys) {
+  // Starts lapsed with `flags` and a client watching it from kNew; returns
+  // once the watch is in place.
+  void StartWatching(const std::vector<std::string>& flags) {
+    flags_ = flags;
+    lapsed_ = std::make_unique<LapsedProcess>(LAPSED_PATH, flags);
+    port_ = lapsed_->port();
+    ASSERT_GT(port_, 0);
+    client_ = std::make_unique<Client>(Address(port_), TestClientOptions());
+    absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+        client_->Watch(From(StartPosition::kNew), recorder_.Handlers());
+    ASSERT_TRUE(subscription.ok());
+    subscription_ = *std::move(subscription);
+    ASSERT_TRUE(recorder_.WaitForConnections(1));
+  }
+
+  // Starts lapsed again, with the same flags and port, once the first has
+  // stopped.
+  void Restart() {
+    restarted_ = std::make_unique<LapsedProcess>(LAPSED_PATH, flags_, port_);
+    ASSERT_EQ(restarted_->port(), port_);
+  }
+
+  void ExpireNow(const std::string& collection, const std::vector<std::string>& keys) {
     std::vector<MemberWrite> writes;
     for (const std::string& key : keys) {
       MemberWrite write;
@@ -417,92 +439,68 @@ class RestartTest : public ::testing::Test {
     }
     // ListCollections is retried: it waits out the reconnect after a restart
     // so that the writes, which are not, find the server.
-    ASSERT_TRUE(client.ListCollections().ok());
-    ASSERT_TRUE(client.PutMembers(collection, writes).ok());
-    absl::StatusOr<std::vector<ExpireResult>> expired = client.ExpireMembers(
+    ASSERT_TRUE(client_->ListCollections().ok());
+    ASSERT_TRUE(client_->PutMembers(collection, writes).ok());
+    absl::StatusOr<std::vector<ExpireResult>> expired = client_->ExpireMembers(
         collection, keys, Expiration::At(absl::Now() - absl::Hours(1)));
     ASSERT_TRUE(expired.ok()) << expired.status();
   }
+
+  // Destroyed in reverse: the subscription first, the data last.
+  TempDir dir_;
+  std::vector<std::string> flags_;
+  int port_ = 0;
+  std::unique_ptr<LapsedProcess> lapsed_;
+  std::unique_ptr<LapsedProcess> restarted_;
+  std::unique_ptr<Client> client_;
+  Recorder recorder_;
+  std::unique_ptr<Subscription> subscription_;
 };
 
 TEST_F(RestartTest, AWatchSurvivesADurableServerRestartWithNoGapAndNoDuplicate) {
-  TempDir dir;
-  ASSERT_FALSE(dir.path().empty());
-  const std::string data_dir = absl::StrCat("--data-dir=", dir.path());
-  LapsedProcess first(LAPSED_PATH, {data_dir});
-  const int port = first.port();
-  ASSERT_GT(port, 0);
+  ASSERT_FALSE(dir_.path().empty());
+  ASSERT_NO_FATAL_FAILURE(StartWatching({absl::StrCat("--data-dir=", dir_.path())}));
+  ExpireNow("c", {"k1", "k2"});
+  ASSERT_TRUE(recorder_.WaitForEvents(2));
 
-  Client client(Address(port), TestClientOptions());
-  Recorder recorder;
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(From(StartPosition::kNew), recorder.Handlers());
-  ASSERT_TRUE(subscription.ok());
-  ASSERT_TRUE(recorder.WaitForConnections(1));
-  ExpireNow(client, "c", {"k1", "k2"});
-  ASSERT_TRUE(recorder.WaitForEvents(2));
+  ASSERT_EQ(lapsed_->Stop(), 0);
+  ASSERT_TRUE(recorder_.WaitForReconnects(1));
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  ExpireNow("c", {"k3", "k4"});
 
-  ASSERT_EQ(first.Stop(), 0);
-  ASSERT_TRUE(recorder.WaitForReconnects(1));
-  LapsedProcess second(LAPSED_PATH, {data_dir}, port);
-  ASSERT_EQ(second.port(), port);
-  ExpireNow(client, "c", {"k3", "k4"});
-
-  ASSERT_TRUE(recorder.WaitForEvents(4))
-      << recorder.error().value_or(absl::OkStatus());
-  EXPECT_THAT(recorder.keys(), ElementsAre("k1", "k2", "k3", "k4"));
-  EXPECT_TRUE(StrictlyIncreasing(recorder.sequences()));
-  EXPECT_EQ(recorder.error(), std::nullopt);
-  (*subscription)->Cancel();
-  EXPECT_EQ(recorder.events().size(), 4u);
+  ASSERT_TRUE(recorder_.WaitForEvents(4))
+      << recorder_.error().value_or(absl::OkStatus());
+  EXPECT_THAT(recorder_.keys(), ElementsAre("k1", "k2", "k3", "k4"));
+  EXPECT_TRUE(StrictlyIncreasing(recorder_.sequences()));
+  EXPECT_EQ(recorder_.error(), std::nullopt);
+  subscription_->Cancel();
+  EXPECT_EQ(recorder_.events().size(), 4u);
 }
 
 TEST_F(RestartTest, ANewWatchThatHadNoEventsYetResumesAcrossARestart) {
-  TempDir dir;
-  ASSERT_FALSE(dir.path().empty());
-  const std::string data_dir = absl::StrCat("--data-dir=", dir.path());
-  LapsedProcess first(LAPSED_PATH, {data_dir});
-  const int port = first.port();
-  ASSERT_GT(port, 0);
+  ASSERT_FALSE(dir_.path().empty());
+  ASSERT_NO_FATAL_FAILURE(StartWatching({absl::StrCat("--data-dir=", dir_.path())}));
 
-  Client client(Address(port), TestClientOptions());
-  Recorder recorder;
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(From(StartPosition::kNew), recorder.Handlers());
-  ASSERT_TRUE(subscription.ok());
-  ASSERT_TRUE(recorder.WaitForConnections(1));
-
-  ASSERT_EQ(first.Stop(), 0);
-  LapsedProcess second(LAPSED_PATH, {data_dir}, port);
-  ASSERT_EQ(second.port(), port);
+  ASSERT_EQ(lapsed_->Stop(), 0);
+  ASSERT_NO_FATAL_FAILURE(Restart());
   // Whether the watch reconnects before or after these expire, it sees them.
-  ExpireNow(client, "c", {"k1"});
-  ASSERT_TRUE(recorder.WaitForEvents(1))
-      << recorder.error().value_or(absl::OkStatus());
-  EXPECT_THAT(recorder.keys(), ElementsAre("k1"));
-  EXPECT_EQ(recorder.error(), std::nullopt);
+  ExpireNow("c", {"k1"});
+  ASSERT_TRUE(recorder_.WaitForEvents(1))
+      << recorder_.error().value_or(absl::OkStatus());
+  EXPECT_THAT(recorder_.keys(), ElementsAre("k1"));
+  EXPECT_EQ(recorder_.error(), std::nullopt);
 }
 
 TEST_F(RestartTest, AMemoryOnlyRestartIsReportedAsOutOfRangeNotSkipped) {
-  LapsedProcess first(LAPSED_PATH, {});
-  const int port = first.port();
-  ASSERT_GT(port, 0);
+  ASSERT_NO_FATAL_FAILURE(StartWatching({}));
+  ExpireNow("c", {"k1"});
+  ASSERT_TRUE(recorder_.WaitForEvents(1));
 
-  Client client(Address(port), TestClientOptions());
-  Recorder recorder;
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(From(StartPosition::kNew), recorder.Handlers());
-  ASSERT_TRUE(subscription.ok());
-  ASSERT_TRUE(recorder.WaitForConnections(1));
-  ExpireNow(client, "c", {"k1"});
-  ASSERT_TRUE(recorder.WaitForEvents(1));
-
-  ASSERT_EQ(first.Stop(), 0);
-  LapsedProcess second(LAPSED_PATH, {}, port);
-  ASSERT_EQ(second.port(), port);
-  const absl::Status error = recorder.WaitForError();
+  ASSERT_EQ(lapsed_->Stop(), 0);
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  const absl::Status error = recorder_.WaitForError();
   EXPECT_EQ(error.code(), absl::StatusCode::kOutOfRange);
-  EXPECT_THAT(recorder.keys(), ElementsAre("k1"));
+  EXPECT_THAT(recorder_.keys(), ElementsAre("k1"));
 }
 
 }  // namespace

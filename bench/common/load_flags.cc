@@ -1,0 +1,72 @@
+#include "bench/common/load_flags.h"
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "bench/common/members.h"
+
+ABSL_FLAG(int32_t, batch, 100,
+          "Members per batch: one PutMembers RPC or one pipelined Redis batch, in one "
+          "collection (mixed: also keys per get/expire/remove)");
+ABSL_FLAG(int32_t, key_bytes, 16, "Bytes per member key (at least 8)");
+ABSL_FLAG(int32_t, value_bytes, 16, "Bytes per member value");
+ABSL_FLAG(int64_t, collections, 1000, "Collections (Redis: hashes) the members are spread over");
+ABSL_FLAG(int64_t, members, 0,
+          "Members to write; 0: put 500000 (unless --duration), expiry-latency "
+          "100000, drain 100000");
+ABSL_FLAG(absl::Duration, spread, absl::Seconds(10),
+          "expiry-latency: deadlines are spread uniformly over this window");
+ABSL_FLAG(absl::Duration, lead, absl::ZeroDuration(),
+          "expiry-latency, drain: from the start of loading to the first "
+          "deadline; 0 picks 2s + 1s per 100k members");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
+          "How long after the last deadline to wait for expiry notifications");
+ABSL_FLAG(absl::Duration, reconnect_at, absl::ZeroDuration(),
+          "expiry-latency: this long after the first deadline the watcher drops "
+          "its stream (lapse: and resumes by sequence) or the subscriber "
+          "disconnects (Redis), for --reconnect-pause; 0: never");
+ABSL_FLAG(absl::Duration, reconnect_pause, absl::Seconds(1),
+          "How long the watcher or subscriber stays disconnected");
+
+namespace lapse {
+namespace load {
+
+absl::Status CheckLoadFlags() {
+  const int32_t batch = absl::GetFlag(FLAGS_batch);
+  const int32_t key_bytes = absl::GetFlag(FLAGS_key_bytes);
+  const int32_t value_bytes = absl::GetFlag(FLAGS_value_bytes);
+  if (batch < 1 || batch > 1'000'000) {
+    return absl::InvalidArgumentError("--batch must be in [1, 1000000]");
+  }
+  if (key_bytes < static_cast<int32_t>(kMinKeyBytes) || key_bytes > 4096) {
+    return absl::InvalidArgumentError("--key_bytes must be in [8, 4096]");
+  }
+  if (value_bytes < 0 || value_bytes > (64 << 20)) {
+    return absl::InvalidArgumentError("--value_bytes out of range");
+  }
+  if (absl::GetFlag(FLAGS_collections) < 1) {
+    return absl::InvalidArgumentError("--collections must be positive");
+  }
+  return absl::OkStatus();
+}
+
+ExpiryTiming ExpiryTimingFromFlags() {
+  ExpiryTiming timing;
+  timing.spread = absl::GetFlag(FLAGS_spread);
+  timing.lead = absl::GetFlag(FLAGS_lead);
+  timing.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  timing.reconnect_at = absl::GetFlag(FLAGS_reconnect_at);
+  timing.reconnect_pause = absl::GetFlag(FLAGS_reconnect_pause);
+  return timing;
+}
+
+uint64_t MembersFor(absl::string_view scenario, uint64_t members, absl::Duration duration) {
+  if (members != 0) return members;
+  if (scenario == "put") return duration == absl::ZeroDuration() ? 500'000 : 0;
+  if (scenario == "expiry-latency" || scenario == "drain") return 100'000;
+  return 0;
+}
+
+}  // namespace load
+}  // namespace lapse
