@@ -8,7 +8,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 namespace {
 
 // A unary call that is never answered: it finishes when the client cancels
@@ -223,4 +223,4 @@ v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences,
   return response;
 }
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing

@@ -33,7 +33,7 @@
 #include "testing/test_util.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
 class FakeLapseService final : public v1::LapseService::CallbackService {
  public:
@@ -127,6 +127,6 @@ class FakeServer final {
 v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences,
                                    uint64_t examined);
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing
 
 #endif  // LAPSE_TESTING_FAKE_LAPSE_SERVICE_H_

@@ -4,13 +4,13 @@
 
 #include "testing/test_util.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
-WatchHandlers Recorder::Handlers(
-    std::function<void(const ExpiryEvent&)> on_event) {
-  WatchHandlers handlers;
+client::WatchHandlers Recorder::Handlers(
+    std::function<void(const client::ExpiryEvent&)> on_event) {
+  client::WatchHandlers handlers;
   handlers.on_event = [this, on_event = std::move(on_event)](
-                          const ExpiryEvent& event) {
+                          const client::ExpiryEvent& event) {
     {
       absl::MutexLock lock(&mu_);
       events_.push_back(event);
@@ -71,20 +71,20 @@ absl::Status Recorder::WaitForError() {
   return *error_;
 }
 
-std::vector<ExpiryEvent> Recorder::events() {
+std::vector<client::ExpiryEvent> Recorder::events() {
   absl::MutexLock lock(&mu_);
   return events_;
 }
 
 std::vector<uint64_t> Recorder::sequences() {
   std::vector<uint64_t> out;
-  for (const ExpiryEvent& event : events()) out.push_back(event.sequence);
+  for (const client::ExpiryEvent& event : events()) out.push_back(event.sequence);
   return out;
 }
 
 std::vector<std::string> Recorder::keys() {
   std::vector<std::string> out;
-  for (const ExpiryEvent& event : events()) out.push_back(event.key);
+  for (const client::ExpiryEvent& event : events()) out.push_back(event.key);
   return out;
 }
 
@@ -103,4 +103,4 @@ std::optional<absl::Status> Recorder::error() {
   return error_;
 }
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing

@@ -1,7 +1,5 @@
 #include "testing/test_server.h"
 
-#include <stdlib.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -17,9 +15,24 @@
 namespace lapse::testing {
 namespace {
 
-ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock) {
+// The suite runs twice under ctest: memory-only, and durable (every change
+// through the write-ahead log) when LAPSE_TEST_DURABLE is set.
+std::unique_ptr<TempDir> DurableDataDir(const ServerOptions& options) {
+  if (std::getenv("LAPSE_TEST_DURABLE") == nullptr || !options.data_dir.empty()) {
+    return nullptr;
+  }
+  auto dir = std::make_unique<TempDir>();
+  if (dir->path().empty()) std::abort();
+  return dir;
+}
+
+ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock, const TempDir* data_dir) {
   options.listen_address = "127.0.0.1:0";
   options.clock = clock;
+  if (data_dir != nullptr) {
+    options.data_dir = data_dir->path();
+    options.fsync = FsyncPolicy::kNever;
+  }
   return options;
 }
 
@@ -28,21 +41,15 @@ ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock) {
 ServerOptions TestOptions() {
   ServerOptions options;
   options.shards = 4;
-  // The suite runs twice under ctest: memory-only, and durable (every change
-  // through the write-ahead log) when LAPSE_TEST_DURABLE is set.
-  if (std::getenv("LAPSE_TEST_DURABLE") != nullptr) {
-    std::string dir = absl::StrCat(::testing::TempDir(), "/lapse-it-XXXXXX");
-    if (::mkdtemp(dir.data()) == nullptr) std::abort();
-    options.data_dir = dir;
-    options.fsync = FsyncPolicy::kNever;
-  }
   // Long enough that no heartbeat shows up unless a test asks for one.
   options.heartbeat_interval = absl::Hours(1);
   return options;
 }
 
 TestServer::TestServer(ServerOptions options)
-    : clock_(StartTime()), server_(WithTestEndpoints(std::move(options), &clock_)) {
+    : clock_(StartTime()),
+      data_dir_(DurableDataDir(options)),
+      server_(WithTestEndpoints(std::move(options), &clock_, data_dir_.get())) {
   absl::StatusOr<int> port = server_.Start();
   if (!port.ok()) {
     std::fprintf(stderr, "test server failed to start: %s\n",

@@ -1,18 +1,39 @@
-// Small helpers shared by the client's tests.
+// Small helpers shared by every test: how long to wait before giving up, and
+// an address where nothing answers.
+//
+//   RefusedPort nobody;
+//   Client client(absl::StrCat("127.0.0.1:", nobody.port()));  // UNAVAILABLE
+//
+// Thread-compatible.
 #ifndef LAPSE_TESTING_TEST_UTIL_H_
 #define LAPSE_TESTING_TEST_UTIL_H_
 
 #include "absl/time/time.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
 // How long a test waits for something that should happen promptly before it
 // gives up; only a failing test ever waits this long.
 inline constexpr absl::Duration kPatience = absl::Seconds(30);
 
-// A loopback port the OS just handed out and that nothing listens on.
-int UnusedLoopbackPort();
+// A loopback port bound for as long as this object lives but never listened
+// on: connections to it are refused, and no server can take it meanwhile
+// (a port merely found free could be taken by the next test that binds
+// 127.0.0.1:0).
+class RefusedPort final {
+ public:
+  RefusedPort();
+  ~RefusedPort();
+  RefusedPort(const RefusedPort&) = delete;
+  RefusedPort& operator=(const RefusedPort&) = delete;
 
-}  // namespace lapse::client::testing
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace lapse::testing
 
 #endif  // LAPSE_TESTING_TEST_UTIL_H_

@@ -11,6 +11,7 @@
 #include "testing/fake_lapse_service.h"
 #include "testing/lapsed_process.h"
 #include "testing/recorder.h"
+#include "testing/temp_dir.h"
 #include "testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
