@@ -6,7 +6,9 @@
 #                                               start lapsed on its durable store
 #                                               in ./data (--data-dir=... to
 #                                               move it)
-#   bash scripts/dev.sh test                    install what is missing, build,
+#   bash scripts/dev.sh test                    check the layering
+#                                               (scripts/check_layers.sh),
+#                                               install what is missing, build,
 #                                               run every test: a clang build
 #                                               (-Wthread-safety), the whole suite
 #                                               under ASan+UBSan, the engine
@@ -67,6 +69,9 @@ build() {
 }
 
 run_tests() {
+  echo "== layering"
+  bash "$root/scripts/check_layers.sh"
+
   install_missing
 
   echo "== clang build, every test"
@@ -97,6 +102,7 @@ run_server() {
     case "$arg" in --data-dir* | --data_dir*) has_dir=1 ;; esac
   done
   [ "$has_dir" = 1 ] || set -- "--data-dir=$root/data" "$@"
+  echo "dev.sh: lapsectl is $root/build/release/client/lapsectl/lapsectl"
   exec "$root/build/release/server/lapsed" "$@"
 }
 
