@@ -12,33 +12,37 @@ client::WatchHandlers Recorder::Handlers(
   handlers.on_event = [this, on_event = std::move(on_event)](
                           const client::ExpiryEvent& event) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       events_.push_back(event);
+      cv_.SignalAll();
     }
     if (on_event) on_event(event);
   };
   handlers.on_connected = [this] {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++connections_;
+    cv_.SignalAll();
   };
   handlers.on_reconnecting = [this](const absl::Status&) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++reconnects_;
+    cv_.SignalAll();
   };
   handlers.on_error = [this](const absl::Status& status) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     error_ = status;
+    cv_.SignalAll();
   };
   return handlers;
 }
 
 template <typename Done>
 bool Recorder::WaitFor(Done done) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done() || error_.has_value();
   };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), kPatience);
+  WaitWithPatience(mu_, cv_, ready);
   return done();
 }
 
@@ -61,18 +65,18 @@ bool Recorder::WaitForReconnects(int count) {
 }
 
 absl::Status Recorder::WaitForError() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return error_.has_value();
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&ended), kPatience)) {
+  if (!WaitWithPatience(mu_, cv_, ended)) {
     return absl::DeadlineExceededError("test: no error was reported");
   }
   return *error_;
 }
 
 std::vector<client::ExpiryEvent> Recorder::events() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return events_;
 }
 
@@ -89,17 +93,17 @@ std::vector<std::string> Recorder::keys() {
 }
 
 int Recorder::connections() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return connections_;
 }
 
 int Recorder::reconnects() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return reconnects_;
 }
 
 std::optional<absl::Status> Recorder::error() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return error_;
 }
 

@@ -20,8 +20,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "lapse/client.h"
+#include "server/base/mutex.h"
 
 namespace lapse::testing {
 
@@ -50,7 +50,9 @@ class Recorder final {
   template <typename Done>
   bool WaitFor(Done done) ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::Mutex mu_;
+  // Signalled on every change.
+  Mutex mu_;
+  CondVar cv_;
   std::vector<client::ExpiryEvent> events_ ABSL_GUARDED_BY(mu_);
   int connections_ ABSL_GUARDED_BY(mu_) = 0;
   int reconnects_ ABSL_GUARDED_BY(mu_) = 0;

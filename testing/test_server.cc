@@ -142,23 +142,25 @@ Watcher::~Watcher() {
 void Watcher::ReadAll() {
   v1::WatchExpirationsResponse response;
   while (reader_->Read(&response)) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     event_count_ += response.events_size();
     responses_.push_back(std::move(response));
+    cv_.SignalAll();
     response.Clear();
   }
   grpc::Status status = reader_->Finish();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   status_ = std::move(status);
   ended_ = true;
+  cv_.SignalAll();
 }
 
 bool Watcher::WaitForEvents(size_t count) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return event_count_ >= count || ended_;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&done), kPatience);
+  WaitWithPatience(mu_, cv_, done);
   return event_count_ >= count;
 }
 
@@ -171,18 +173,18 @@ bool Watcher::WaitForResponses(size_t count) {
 bool Watcher::WaitFor(
     const std::function<bool(const std::vector<v1::WatchExpirationsResponse>&)>&
         done) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ended_ || done(responses_);
   };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), kPatience);
+  WaitWithPatience(mu_, cv_, ready);
   return done(responses_);
 }
 
 grpc::Status Watcher::WaitForEnd() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&ended), kPatience)) {
+  if (!WaitWithPatience(mu_, cv_, ended)) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         "test: stream did not end");
   }
@@ -190,12 +192,12 @@ grpc::Status Watcher::WaitForEnd() {
 }
 
 std::vector<v1::WatchExpirationsResponse> Watcher::responses() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return responses_;
 }
 
 std::vector<v1::ExpiryEvent> Watcher::events() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::ExpiryEvent> events;
   for (const v1::WatchExpirationsResponse& response : responses_) {
     events.insert(events.end(), response.events().begin(),

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -28,6 +27,7 @@
 #include "grpcpp/support/sync_stream.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/clock.h"
+#include "server/base/mutex.h"
 #include "server/lapse_server.h"
 #include "testing/temp_dir.h"
 #include "testing/test_util.h"
@@ -119,7 +119,9 @@ class Watcher {
   std::unique_ptr<grpc::ClientReader<v1::WatchExpirationsResponse>> reader_;
   std::thread reader_thread_;
 
-  absl::Mutex mu_;
+  // Signalled on every response and at the end.
+  Mutex mu_;
+  CondVar cv_;
   std::vector<v1::WatchExpirationsResponse> responses_ ABSL_GUARDED_BY(mu_);
   size_t event_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

@@ -18,7 +18,7 @@ WatchHub::WatchHub(EventLog* log, const Options& options)
 WatchHub::~WatchHub() { Shutdown(); }
 
 bool WatchHub::Register(WatchReactor* reactor) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (shutting_down_) return false;
   reactors_.insert(reactor);
   const absl::Time due = absl::Now() + options_.heartbeat_interval;
@@ -30,14 +30,14 @@ bool WatchHub::Register(WatchReactor* reactor) {
 }
 
 void WatchHub::Unregister(WatchReactor* reactor) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   reactors_.erase(reactor);
 }
 
 void WatchHub::Shutdown() {
   std::vector<WatchReactor*> reactors;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shutting_down_) return;
     shutting_down_ = true;
     reactors = SnapshotLocked();
@@ -51,7 +51,7 @@ void WatchHub::Shutdown() {
 }
 
 void WatchHub::OnAppend(uint64_t last_sequence) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   appended_sequence_ = std::max(appended_sequence_, last_sequence);
   cv_.Signal();
 }
@@ -62,12 +62,12 @@ void WatchHub::Run() {
     bool new_events;
     std::vector<WatchReactor*> reactors;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       // Streams registered during the last pass may have lowered it.
       next_heartbeat_ = std::min(next_heartbeat_, next_due);
       while (!shutting_down_ && appended_sequence_ == dispatched_sequence_ &&
              absl::Now() < next_heartbeat_) {
-        cv_.WaitWithDeadline(&mu_, next_heartbeat_);
+        cv_.WaitWithTimeout(&mu_, next_heartbeat_ - absl::Now());
       }
       if (shutting_down_) return;
       new_events = appended_sequence_ != dispatched_sequence_;

@@ -26,12 +26,12 @@ WatchReactor::WatchReactor(WatchHub* hub, const EventLog* log,
     return;
   }
   // The hub may already have polled (or shut down) this stream.
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!finished_ && !write_in_flight_) SendNextBatchLocked();
 }
 
 void WatchReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   write_in_flight_ = false;
   if (!ok) {
     FinishOnceLocked(
@@ -42,7 +42,7 @@ void WatchReactor::OnWriteDone(bool ok) {
 }
 
 void WatchReactor::OnCancel() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FinishOnceLocked(grpc::Status::CANCELLED);
 }
 
@@ -58,7 +58,7 @@ void WatchReactor::Unref() {
 }
 
 absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (finished_) return absl::InfiniteFuture();
   if (new_events && !write_in_flight_) SendNextBatchLocked();
   if (!finished_ && !write_in_flight_ &&
@@ -73,7 +73,7 @@ absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
 }
 
 void WatchReactor::Shutdown() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FinishOnceLocked(grpc::Status(
       grpc::StatusCode::UNAVAILABLE,
       absl::StrCat("server shutting down; last delivered sequence ",

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
+#include "server/base/mutex.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
 #include "testing/test_util.h"
@@ -42,34 +42,37 @@ struct Expected {
 class Ledger {
  public:
   void Acked(const std::string& collection, const std::string& key, Expected state) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     state_[{collection, key}] = std::move(state);
     uncertain_.erase({collection, key});
     ++acks_;
+    cv_.SignalAll();
   }
   // An operation whose answer never came: its key may be in either state.
   void InFlight(const std::string& collection, const std::string& key) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     uncertain_.insert({collection, key});
   }
   bool AwaitAcks(int n) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return acks_ >= n; };
-    return mu_.AwaitWithTimeout(absl::Condition(&reached), kPatience);
+    return WaitWithPatience(mu_, cv_, reached);
   }
   int acks() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return acks_;
   }
   std::map<std::pair<std::string, std::string>, Expected> Certain() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto out = state_;
     for (const auto& k : uncertain_) out.erase(k);
     return out;
   }
 
  private:
-  absl::Mutex mu_;
+  // Signalled on every acknowledgement.
+  Mutex mu_;
+  CondVar cv_;
   std::map<std::pair<std::string, std::string>, Expected> state_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<std::string, std::string>> uncertain_ ABSL_GUARDED_BY(mu_);
   int acks_ ABSL_GUARDED_BY(mu_) = 0;
