@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 namespace {
 
 std::vector<std::string> ChildEnvironment(const std::vector<std::string>& env) {
@@ -166,13 +166,13 @@ ChildProcess::Result ChildProcess::Wait() {
   if (spawned() && !reaped_) {
     if (fds_[kStdout] >= 0 || fds_[kStderr] >= 0) kill(pid_, SIGKILL);
     int status = 0;
-    if (waitpid(pid_, &status, 0) == pid_ && WIFEXITED(status)) {
-      exit_code_ = WEXITSTATUS(status);
-    }
+    if (waitpid(pid_, &status, 0) == pid_) wait_status_ = status;
     reaped_ = true;
   }
   Result result;
-  result.exit_code = exit_code_;
+  result.wait_status = wait_status_;
+  result.exit_code =
+      wait_status_ != -1 && WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : -1;
   result.out = output_[kStdout];
   result.err = output_[kStderr];
   return result;
@@ -187,4 +187,4 @@ ChildProcess::Result RunToCompletion(const std::string& path,
   return child.Wait();
 }
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing

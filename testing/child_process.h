@@ -20,7 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
 class ChildProcess final {
  public:
@@ -30,6 +30,9 @@ class ChildProcess final {
     // The exit status, or -1 if the process was killed by a signal or did
     // not exit within kPatience.
     int exit_code = -1;
+    // The status waitpid() reported (WIFSIGNALED etc. apply), or -1 if the
+    // process could not be reaped.
+    int wait_status = -1;
     std::string out;
     std::string err;
   };
@@ -69,7 +72,7 @@ class ChildProcess final {
   // How much of output_ WaitForLine has consumed.
   size_t consumed_[2] = {0, 0};
   bool reaped_ = false;
-  int exit_code_ = -1;
+  int wait_status_ = -1;
 };
 
 // Runs `path` to completion with `stdin_data` as its input.
@@ -78,6 +81,6 @@ ChildProcess::Result RunToCompletion(const std::string& path,
                                      const std::vector<std::string>& env = {},
                                      absl::string_view stdin_data = "");
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing
 
 #endif  // LAPSE_TESTING_CHILD_PROCESS_H_

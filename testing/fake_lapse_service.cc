@@ -8,7 +8,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 namespace {
 
 // A unary call that is never answered: it finishes when the client cancels
@@ -31,12 +31,12 @@ class ScriptedWatch final
       return;
     }
     StartSendInitialMetadata();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     WriteNextLocked();
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!ok) {
       FinishOnceLocked(grpc::Status::CANCELLED);
       return;
@@ -44,7 +44,7 @@ class ScriptedWatch final
     WriteNextLocked();
   }
   void OnCancel() override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     FinishOnceLocked(grpc::Status::CANCELLED);
   }
   void OnDone() override { delete this; }
@@ -65,7 +65,7 @@ class ScriptedWatch final
   }
 
   const FakeLapseService::Stream stream_;
-  absl::Mutex mu_;
+  Mutex mu_;
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -73,43 +73,43 @@ class ScriptedWatch final
 }  // namespace
 
 void FakeLapseService::FailFirst(int count, const grpc::Status& status) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   failures_left_ = count;
   failure_ = status;
 }
 
 void FakeLapseService::HoldUnaryCalls() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   hold_ = true;
 }
 
 void FakeLapseService::AddStream(Stream stream) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   streams_.push_back(std::move(stream));
 }
 
 int FakeLapseService::calls(absl::string_view method) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = calls_.find(method);
   return it == calls_.end() ? 0 : it->second;
 }
 
 std::vector<v1::WatchExpirationsRequest> FakeLapseService::watch_requests() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return watch_requests_;
 }
 
 bool FakeLapseService::WaitForWatchCalls(size_t count) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return watch_requests_.size() >= count;
   };
-  return mu_.AwaitWithTimeout(absl::Condition(&arrived), kPatience);
+  return WaitWithPatience(mu_, cv_, arrived);
 }
 
 grpc::ServerUnaryReactor* FakeLapseService::Answer(
     grpc::CallbackServerContext* context, absl::string_view method) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++calls_[std::string(method)];
   if (hold_) return new HeldCall();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -181,9 +181,10 @@ FakeLapseService::WatchExpirations(grpc::CallbackServerContext* context,
                                    const v1::WatchExpirationsRequest* request) {
   Stream stream;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++calls_["WatchExpirations"];
     watch_requests_.push_back(*request);
+    cv_.SignalAll();
     if (!streams_.empty()) {
       stream = std::move(streams_.front());
       streams_.pop_front();
@@ -223,4 +224,4 @@ v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences,
   return response;
 }
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing

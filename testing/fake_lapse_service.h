@@ -26,14 +26,14 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "grpcpp/server.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 #include "testing/test_util.h"
 #include "lapse/v1/lapse.grpc.pb.h"
+#include "server/base/mutex.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
 class FakeLapseService final : public v1::LapseService::CallbackService {
  public:
@@ -94,7 +94,9 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
                                    absl::string_view method);
 
-  absl::Mutex mu_;
+  // Signalled when a watch call arrives.
+  Mutex mu_;
+  CondVar cv_;
   std::map<std::string, int, std::less<>> calls_ ABSL_GUARDED_BY(mu_);
   int failures_left_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status failure_ ABSL_GUARDED_BY(mu_);
@@ -127,6 +129,6 @@ class FakeServer final {
 v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences,
                                    uint64_t examined);
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing
 
 #endif  // LAPSE_TESTING_FAKE_LAPSE_SERVICE_H_

@@ -1,59 +1,45 @@
 #include "testing/lapsed_process.h"
 
 #include <signal.h>
-#include <stdlib.h>
 
-#include <filesystem>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 namespace {
 
-std::vector<std::string> WithTestFlags(std::vector<std::string> flags,
-                                       int port) {
-  flags.push_back(absl::StrCat("--listen=127.0.0.1:", port));
-  flags.push_back("--log_level=error");
-  // Clients that tests leave connected must not hold up a stop.
-  flags.push_back("--shutdown_grace=200ms");
-  return flags;
+std::vector<std::string> WithTestFlags(std::vector<std::string> flags, int port) {
+  // First, so that the test's own flags win (the last occurrence of a flag
+  // counts).
+  std::vector<std::string> all = {absl::StrCat("--listen=127.0.0.1:", port),
+                                  "--log_level=error",
+                                  // Clients that tests leave connected must
+                                  // not hold up a stop.
+                                  "--shutdown_grace=200ms"};
+  all.insert(all.end(), std::make_move_iterator(flags.begin()),
+             std::make_move_iterator(flags.end()));
+  return all;
 }
 
 }  // namespace
 
-LapsedProcess::LapsedProcess(const std::string& path,
-                             std::vector<std::string> flags, int port)
+LapsedProcess::LapsedProcess(const std::string& path, std::vector<std::string> flags,
+                             int port)
     : process_(path, WithTestFlags(std::move(flags), port)) {
-  const std::string line =
-      process_.WaitForLine(ChildProcess::kStdout, "listening on");
-  const size_t at = line.find("(port ");
+  start_line_ = process_.WaitForLine(ChildProcess::kStdout, "listening on");
+  const size_t at = start_line_.find("(port ");
   if (at == std::string::npos) return;
-  const size_t end = line.find(')', at);
-  if (!absl::SimpleAtoi(line.substr(at + 6, end - at - 6), &port_)) port_ = 0;
+  const size_t end = start_line_.find(')', at);
+  if (!absl::SimpleAtoi(start_line_.substr(at + 6, end - at - 6), &port_)) port_ = 0;
 }
 
-std::string LapsedProcess::address() const {
-  return absl::StrCat("127.0.0.1:", port_);
-}
+std::string LapsedProcess::address() const { return absl::StrCat("127.0.0.1:", port_); }
 
 int LapsedProcess::Stop() {
   process_.Signal(SIGTERM);
   return process_.Wait().exit_code;
 }
 
-TempDir::TempDir() {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/lapse_client_XXXXXX");
-  if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-}
-
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing

@@ -1,12 +1,15 @@
-// LapsedProcess: a real lapsed started on 127.0.0.1 for a test, with the port
-// it bound read from its first line of output.
+// LapsedProcess: a real lapsed binary as a child process, for tests that need
+// the whole program (flags, start line, signals, exit status, restarts,
+// crashes). It listens on 127.0.0.1 and the port it bound is read from its
+// start line.
 //
-//   LapsedProcess lapsed(LAPSED_PATH, {"--data-dir=/tmp/x"});
+//   LapsedProcess lapsed(LAPSED_PATH, {"--data-dir=" + dir.path()});
 //   ASSERT_GT(lapsed.port(), 0);
+//   Client client(lapsed.address());
 //   ...
 //   EXPECT_EQ(lapsed.Stop(), 0);  // SIGTERM, then its exit status
 //
-// Not thread-safe.
+// Not thread-safe; the destructor kills a lapsed that is still running.
 #ifndef LAPSE_TESTING_LAPSED_PROCESS_H_
 #define LAPSE_TESTING_LAPSED_PROCESS_H_
 
@@ -15,42 +18,38 @@
 
 #include "testing/child_process.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
 class LapsedProcess final {
  public:
-  // Listens on 127.0.0.1:`port` (0: any free port) with `flags` added.
+  // Starts `path` listening on 127.0.0.1:`port` (0: a port the kernel picks)
+  // with errors-only logging and a short shutdown grace, then `flags` (which
+  // may override those), and waits (at most kPatience) for its start line.
+  // Returns early if lapsed exits instead, e.g. on a refused flag.
   LapsedProcess(const std::string& path, std::vector<std::string> flags,
                 int port = 0);
 
-  // 0 if lapsed did not report listening.
+  bool spawned() const { return process_.spawned(); }
+  // The port lapsed reported listening on; 0 if it did not start.
   int port() const { return port_; }
+  // "127.0.0.1:<port>".
   std::string address() const;
+  // "lapsed listening on HOST:PORT (port N); ..."; empty if none came.
+  const std::string& start_line() const { return start_line_; }
 
-  // SIGTERM; the exit status (-1 if it did not exit cleanly).
+  void Signal(int signal_number) { process_.Signal(signal_number); }
+  // Waits (at most kPatience, then kills it) for lapsed to exit; what it
+  // printed and how it ended.
+  ChildProcess::Result Wait() { return process_.Wait(); }
+  // SIGTERM, then the exit status (-1 if it did not exit by itself).
   int Stop();
 
  private:
   ChildProcess process_;
+  std::string start_line_;
   int port_ = 0;
 };
 
-// A fresh directory under $TEST_TMPDIR (or /tmp), removed with its contents
-// when destroyed.
-class TempDir final {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  // Empty if it could not be created.
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing
 
 #endif  // LAPSE_TESTING_LAPSED_PROCESS_H_

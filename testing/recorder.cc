@@ -4,41 +4,45 @@
 
 #include "testing/test_util.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
-WatchHandlers Recorder::Handlers(
-    std::function<void(const ExpiryEvent&)> on_event) {
-  WatchHandlers handlers;
+client::WatchHandlers Recorder::Handlers(
+    std::function<void(const client::ExpiryEvent&)> on_event) {
+  client::WatchHandlers handlers;
   handlers.on_event = [this, on_event = std::move(on_event)](
-                          const ExpiryEvent& event) {
+                          const client::ExpiryEvent& event) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       events_.push_back(event);
+      cv_.SignalAll();
     }
     if (on_event) on_event(event);
   };
   handlers.on_connected = [this] {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++connections_;
+    cv_.SignalAll();
   };
   handlers.on_reconnecting = [this](const absl::Status&) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++reconnects_;
+    cv_.SignalAll();
   };
   handlers.on_error = [this](const absl::Status& status) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     error_ = status;
+    cv_.SignalAll();
   };
   return handlers;
 }
 
 template <typename Done>
 bool Recorder::WaitFor(Done done) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done() || error_.has_value();
   };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), kPatience);
+  WaitWithPatience(mu_, cv_, ready);
   return done();
 }
 
@@ -61,46 +65,46 @@ bool Recorder::WaitForReconnects(int count) {
 }
 
 absl::Status Recorder::WaitForError() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return error_.has_value();
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&ended), kPatience)) {
+  if (!WaitWithPatience(mu_, cv_, ended)) {
     return absl::DeadlineExceededError("test: no error was reported");
   }
   return *error_;
 }
 
-std::vector<ExpiryEvent> Recorder::events() {
-  absl::MutexLock lock(&mu_);
+std::vector<client::ExpiryEvent> Recorder::events() {
+  MutexLock lock(&mu_);
   return events_;
 }
 
 std::vector<uint64_t> Recorder::sequences() {
   std::vector<uint64_t> out;
-  for (const ExpiryEvent& event : events()) out.push_back(event.sequence);
+  for (const client::ExpiryEvent& event : events()) out.push_back(event.sequence);
   return out;
 }
 
 std::vector<std::string> Recorder::keys() {
   std::vector<std::string> out;
-  for (const ExpiryEvent& event : events()) out.push_back(event.key);
+  for (const client::ExpiryEvent& event : events()) out.push_back(event.key);
   return out;
 }
 
 int Recorder::connections() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return connections_;
 }
 
 int Recorder::reconnects() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return reconnects_;
 }
 
 std::optional<absl::Status> Recorder::error() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return error_;
 }
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing

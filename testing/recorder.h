@@ -1,5 +1,5 @@
-// Recorder: WatchHandlers that record what a Subscription delivers, with
-// waits for tests (each gives up after kPatience).
+// Recorder: client::WatchHandlers that record what a Subscription delivers,
+// with waits for tests (each gives up after kPatience).
 //
 //   Recorder recorder;  // declared before the subscription it outlives
 //   auto subscription = client.Watch(options, recorder.Handlers());
@@ -20,17 +20,17 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "lapse/client.h"
+#include "server/base/mutex.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
 class Recorder final {
  public:
   // Handlers that record into this Recorder; `on_event`, if given, runs after
   // each event is recorded.
-  WatchHandlers Handlers(
-      std::function<void(const ExpiryEvent&)> on_event = nullptr);
+  client::WatchHandlers Handlers(
+      std::function<void(const client::ExpiryEvent&)> on_event = nullptr);
 
   bool WaitForEvents(size_t count);
   bool WaitForConnections(int count);
@@ -38,7 +38,7 @@ class Recorder final {
   // The status passed to on_error; DEADLINE_EXCEEDED if none came.
   absl::Status WaitForError();
 
-  std::vector<ExpiryEvent> events();
+  std::vector<client::ExpiryEvent> events();
   std::vector<uint64_t> sequences();
   std::vector<std::string> keys();
   int connections();
@@ -50,13 +50,15 @@ class Recorder final {
   template <typename Done>
   bool WaitFor(Done done) ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::Mutex mu_;
-  std::vector<ExpiryEvent> events_ ABSL_GUARDED_BY(mu_);
+  // Signalled on every change.
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<client::ExpiryEvent> events_ ABSL_GUARDED_BY(mu_);
   int connections_ ABSL_GUARDED_BY(mu_) = 0;
   int reconnects_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Status> error_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing
 
 #endif  // LAPSE_TESTING_RECORDER_H_

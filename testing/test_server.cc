@@ -1,7 +1,5 @@
 #include "testing/test_server.h"
 
-#include <stdlib.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -17,9 +15,31 @@
 namespace lapse::testing {
 namespace {
 
-ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock) {
+// The integration suite is the Store conformance suite: ctest runs it once
+// per store, named by LAPSE_TEST_STORE: "memory" (the default) or "durable"
+// (every change through the write-ahead log).
+bool DurableStoreUnderTest() {
+  const char* store = std::getenv("LAPSE_TEST_STORE");
+  if (store == nullptr || std::string(store) == "memory") return false;
+  if (std::string(store) == "durable") return true;
+  std::fprintf(stderr, "LAPSE_TEST_STORE=%s: expected memory or durable\n", store);
+  std::abort();
+}
+
+std::unique_ptr<TempDir> DurableDataDir(const ServerOptions& options) {
+  if (!DurableStoreUnderTest() || !options.store.data_dir.empty()) return nullptr;
+  auto dir = std::make_unique<TempDir>();
+  if (dir->path().empty()) std::abort();
+  return dir;
+}
+
+ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock, const TempDir* data_dir) {
   options.listen_address = "127.0.0.1:0";
   options.store.clock = clock;
+  if (data_dir != nullptr) {
+    options.store.data_dir = data_dir->path();
+    options.store.fsync = FsyncPolicy::kNever;
+  }
   return options;
 }
 
@@ -28,21 +48,15 @@ ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock) {
 ServerOptions TestOptions() {
   ServerOptions options;
   options.store.shards = 4;
-  // The suite runs twice under ctest: memory-only, and durable (every change
-  // through the write-ahead log) when LAPSE_TEST_DURABLE is set.
-  if (std::getenv("LAPSE_TEST_DURABLE") != nullptr) {
-    std::string dir = absl::StrCat(::testing::TempDir(), "/lapse-it-XXXXXX");
-    if (::mkdtemp(dir.data()) == nullptr) std::abort();
-    options.store.data_dir = dir;
-    options.store.fsync = FsyncPolicy::kNever;
-  }
   // Long enough that no heartbeat shows up unless a test asks for one.
   options.heartbeat_interval = absl::Hours(1);
   return options;
 }
 
 TestServer::TestServer(ServerOptions options)
-    : clock_(StartTime()), server_(WithTestEndpoints(std::move(options), &clock_)) {
+    : clock_(StartTime()),
+      data_dir_(DurableDataDir(options)),
+      server_(WithTestEndpoints(std::move(options), &clock_, data_dir_.get())) {
   absl::StatusOr<int> port = server_.Start();
   if (!port.ok()) {
     std::fprintf(stderr, "test server failed to start: %s\n",
@@ -135,23 +149,25 @@ Watcher::~Watcher() {
 void Watcher::ReadAll() {
   v1::WatchExpirationsResponse response;
   while (reader_->Read(&response)) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     event_count_ += response.events_size();
     responses_.push_back(std::move(response));
+    cv_.SignalAll();
     response.Clear();
   }
   grpc::Status status = reader_->Finish();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   status_ = std::move(status);
   ended_ = true;
+  cv_.SignalAll();
 }
 
 bool Watcher::WaitForEvents(size_t count) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return event_count_ >= count || ended_;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&done), kPatience);
+  WaitWithPatience(mu_, cv_, done);
   return event_count_ >= count;
 }
 
@@ -164,18 +180,18 @@ bool Watcher::WaitForResponses(size_t count) {
 bool Watcher::WaitFor(
     const std::function<bool(const std::vector<v1::WatchExpirationsResponse>&)>&
         done) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ended_ || done(responses_);
   };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), kPatience);
+  WaitWithPatience(mu_, cv_, ready);
   return done(responses_);
 }
 
 grpc::Status Watcher::WaitForEnd() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&ended), kPatience)) {
+  if (!WaitWithPatience(mu_, cv_, ended)) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         "test: stream did not end");
   }
@@ -183,12 +199,12 @@ grpc::Status Watcher::WaitForEnd() {
 }
 
 std::vector<v1::WatchExpirationsResponse> Watcher::responses() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return responses_;
 }
 
 std::vector<v1::ExpiryEvent> Watcher::events() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::ExpiryEvent> events;
   for (const v1::WatchExpirationsResponse& response : responses_) {
     events.insert(events.end(), response.events().begin(),

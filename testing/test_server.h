@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -28,13 +27,12 @@
 #include "grpcpp/support/sync_stream.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/clock.h"
+#include "server/base/mutex.h"
 #include "server/lapse_server.h"
+#include "testing/temp_dir.h"
+#include "testing/test_util.h"
 
 namespace lapse::testing {
-
-// How long a test waits for something that should happen promptly before it
-// gives up; only a failing test ever waits this long.
-inline constexpr absl::Duration kPatience = absl::Seconds(30);
 
 // The fake clock's start: a round second, so deadlines are easy to read.
 inline absl::Time StartTime() { return absl::FromUnixSeconds(1'700'000'000); }
@@ -45,7 +43,9 @@ ServerOptions TestOptions();
 class TestServer {
  public:
   // Starts on 127.0.0.1:0 with `options` (listen address and clock are
-  // replaced).
+  // replaced). With LAPSE_TEST_STORE=durable in the environment and no
+  // options.store.data_dir, the server is durable in a TempDir of its own,
+  // removed after the server stops.
   explicit TestServer(ServerOptions options = TestOptions());
   ~TestServer();
   TestServer(const TestServer&) = delete;
@@ -63,6 +63,8 @@ class TestServer {
 
  private:
   FakeClock clock_;
+  // Only in the durable run; outlives server_.
+  std::unique_ptr<TempDir> data_dir_;
   LapseServer server_;
   int port_ = 0;
   std::unique_ptr<v1::LapseService::Stub> stub_;
@@ -117,7 +119,9 @@ class Watcher {
   std::unique_ptr<grpc::ClientReader<v1::WatchExpirationsResponse>> reader_;
   std::thread reader_thread_;
 
-  absl::Mutex mu_;
+  // Signalled on every response and at the end.
+  Mutex mu_;
+  CondVar cv_;
   std::vector<v1::WatchExpirationsResponse> responses_ ABSL_GUARDED_BY(mu_);
   size_t event_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

@@ -7,21 +7,22 @@
 
 #include <cstdlib>
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 
-int UnusedLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+RefusedPort::RefusedPort() {
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address = {};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t length = sizeof(address);
-  if (fd < 0 ||
-      bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+  if (fd_ < 0 ||
+      bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     std::abort();
   }
-  close(fd);
-  return ntohs(address.sin_port);
+  port_ = ntohs(address.sin_port);
 }
 
-}  // namespace lapse::client::testing
+RefusedPort::~RefusedPort() { close(fd_); }
+
+}  // namespace lapse::testing

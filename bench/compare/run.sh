@@ -4,8 +4,9 @@
 #
 #   bench/compare/run.sh [flags]
 #
-# Peers (each started here on a free 127.0.0.1 port with a throwaway config
-# and stopped afterwards, also on error):
+# Peers (each started here on 127.0.0.1 with a throwaway config and stopped
+# afterwards, also on error; lapsed binds port 0 and reports its port, Redis
+# gets a random port below the ephemeral range and retries when it is taken):
 #   lapse            lapsed, memory-only
 #   lapse-durable    lapsed --data_dir --fsync=everysec (when lapsed has them)
 #   redis-classic    Redis: values in a hash per collection, deadlines in one
@@ -190,43 +191,53 @@ start_lapsed() {
   exit 1
 }
 
-free_port() {
-  local port
-  while true; do
-    port=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; then
-      echo "$port"
-      return
-    fi
-  done
-}
+# Redis cannot bind port 0 and report the port it got, and lapse-redis-bench
+# speaks TCP only, so Redis gets a random port below the kernel's ephemeral
+# range (where client sockets and port-0 servers live); if another process
+# holds it, Redis fails to bind and start_redis tries another.
+redis_ports_end="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+(( redis_ports_end > 20000 )) || redis_ports_end=32768
+redis_port_candidate() { echo $((20000 + RANDOM % (redis_ports_end - 20000))); }
 
 # start_redis BINARY [config lines...]: sets server_pid and server_port.
 start_redis() {
-  local bin=$1 dir conf i
+  local bin=$1 dir conf i attempt
   shift
-  server_port="$(free_port)"
-  dir="${work}/redis-${server_port}"
-  mkdir -p "$dir"
-  conf="${dir}/redis.conf"
-  {
-    echo "bind 127.0.0.1"
-    echo "port ${server_port}"
-    echo "dir ${dir}"
-    echo "daemonize no"
-    echo "save \"\""
-    echo "appendonly no"
-    echo "hz ${redis_hz}"
-    echo "logfile ${dir}/redis.log"
-    printf '%s\n' "$@"
-  } >"$conf"
-  "$bin" "$conf" >/dev/null 2>&1 &
-  server_pid=$!
-  server_pids+=("$server_pid")
-  for i in $(seq 100); do
-    [[ "$(redis-cli -p "$server_port" ping 2>/dev/null)" == PONG ]] && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
+  for attempt in $(seq 20); do
+    server_port="$(redis_port_candidate)"
+    dir="${work}/redis-${server_port}"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    conf="${dir}/redis.conf"
+    {
+      echo "bind 127.0.0.1"
+      echo "port ${server_port}"
+      echo "dir ${dir}"
+      echo "daemonize no"
+      echo "save \"\""
+      echo "appendonly no"
+      echo "hz ${redis_hz}"
+      echo "logfile ${dir}/redis.log"
+      printf '%s\n' "$@"
+    } >"$conf"
+    "$bin" "$conf" >/dev/null 2>&1 &
+    server_pid=$!
+    server_pids+=("$server_pid")
+    # Ready only once this Redis has bound the port: a PONG alone could come
+    # from another server on it.
+    for i in $(seq 100); do
+      if grep -q "Ready to accept connections" "${dir}/redis.log" 2>/dev/null &&
+        [[ "$(redis-cli -p "$server_port" ping 2>/dev/null)" == PONG ]]; then
+        return 0
+      fi
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if grep -q "Address already in use" "${dir}/redis.log" 2>/dev/null; then
+      stop_server
+      continue
+    fi
+    break
   done
   echo "run.sh: $bin did not start: $(tail -3 "${dir}/redis.log" 2>/dev/null)" >&2
   exit 1

@@ -17,6 +17,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 "$lapsed" --listen=127.0.0.1:0 --log_level=error --shutdown_grace=500ms >"$work/out" &
 pid=$!

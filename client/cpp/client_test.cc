@@ -265,8 +265,8 @@ TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {
 TEST(ClientDeadlineTest, AnUnreachableServerIsUnavailable) {
   ClientOptions options;
   options.max_attempts = 1;
-  Client client(absl::StrCat("127.0.0.1:", testing::UnusedLoopbackPort()),
-                options);
+  testing::RefusedPort nobody;
+  Client client(absl::StrCat("127.0.0.1:", nobody.port()), options);
   EXPECT_EQ(client.GetCollection("c").status().code(),
             absl::StatusCode::kUnavailable);
 }

@@ -16,9 +16,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lapse/client.h"
+#include "server/base/mutex.h"
 
 namespace lapse::client::internal {
 
@@ -44,8 +44,9 @@ class EventQueue final {
   // Constant after construction.
   const size_t capacity_;
 
-  // State below is protected by mu_.
-  absl::Mutex mu_;
+  // State below is protected by mu_; cv_ is signalled on every change.
+  Mutex mu_;
+  CondVar cv_;
   std::deque<ExpiryEvent> events_ ABSL_GUARDED_BY(mu_);
   // OK until the subscription ends or the queue is closed.
   absl::Status end_ ABSL_GUARDED_BY(mu_);

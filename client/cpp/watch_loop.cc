@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "client/cpp/backoff.h"
 #include "client/cpp/convert.h"
 #include "grpcpp/client_context.h"
@@ -114,23 +115,24 @@ WatchLoop::~WatchLoop() { Cancel(); }
 void WatchLoop::Cancel() {
   std::shared_ptr<Attempt> attempt;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     cancelled_ = true;
     attempt = attempt_;
+    cv_.SignalAll();
   }
   if (attempt != nullptr) attempt->TryCancel();
   if (current_loop == this) return;
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   if (thread_.joinable()) thread_.join();
 }
 
 uint64_t WatchLoop::position() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return position_.value_or(0);
 }
 
 bool WatchLoop::cancelled() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return cancelled_;
 }
 
@@ -147,15 +149,17 @@ void WatchLoop::Run() {
     }
     if (end.got_response) backoff.Reset();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (!position_.has_value()) position_ = LastDeliveredSequence(end.status);
     }
     if (handlers_.on_reconnecting) {
       handlers_.on_reconnecting(FromGrpcStatus(end.status));
     }
-    const absl::Duration delay = backoff.Next(random);
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&cancelled_), delay);
+    const absl::Time retry_at = absl::Now() + backoff.Next(random);
+    MutexLock lock(&mu_);
+    while (!cancelled_ && absl::Now() < retry_at) {
+      cv_.WaitWithTimeout(&mu_, retry_at - absl::Now());
+    }
     if (cancelled_) return;
   }
 }
@@ -163,7 +167,7 @@ void WatchLoop::Run() {
 WatchLoop::AttemptEnd WatchLoop::RunAttempt() {
   std::optional<uint64_t> position;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (cancelled_) return {grpc::Status::CANCELLED, false};
     headers_received_ = false;
     headers_reported_ = false;
@@ -175,7 +179,7 @@ WatchLoop::AttemptEnd WatchLoop::RunAttempt() {
   // inline. A Cancel() that ran before publication is caught right after.
   auto attempt = std::make_shared<Attempt>(this, WatchRequest(options_, position));
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     attempt_ = attempt;
   }
   attempt->Start();
@@ -183,7 +187,8 @@ WatchLoop::AttemptEnd WatchLoop::RunAttempt() {
 
   AttemptEnd end;
   while (true) {
-    mu_.LockWhen(absl::Condition(this, &WatchLoop::AttemptHasNews));
+    mu_.Lock();
+    while (!AttemptHasNews()) cv_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
     if (headers_received_ && !headers_reported_) {
       headers_reported_ = true;
       const bool cancelled = cancelled_;
@@ -214,7 +219,7 @@ bool WatchLoop::AttemptHasNews() const {
 void WatchLoop::Deliver(const v1::WatchExpirationsResponse& response) {
   std::optional<uint64_t> position;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     position = position_;
   }
   for (const v1::ExpiryEvent& event : response.events()) {
@@ -222,30 +227,33 @@ void WatchLoop::Deliver(const v1::WatchExpirationsResponse& response) {
     if (cancelled()) return;
     handlers_.on_event(EventFromProto(event));
     position = event.sequence();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     position_ = position;
   }
   // Every event the response examined has been handed over.
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   position_ = std::max(position_.value_or(0), response.examined_sequence());
 }
 
 void WatchLoop::OnHeaders() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   headers_received_ = true;
+  cv_.SignalAll();
 }
 
 void WatchLoop::OnResponse() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // A response implies headers, whichever reaction ran first.
   headers_received_ = true;
   response_ready_ = true;
+  cv_.SignalAll();
 }
 
 void WatchLoop::OnEnd(const grpc::Status& status) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   end_status_ = status;
   ended_ = true;
+  cv_.SignalAll();
 }
 
 }  // namespace lapse::client::internal

@@ -30,11 +30,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "client/cpp/connection.h"
 #include "grpcpp/support/status.h"
 #include "lapse/client.h"
 #include "lapse/v1/lapse.pb.h"
+#include "server/base/mutex.h"
 
 namespace lapse::client::internal {
 
@@ -85,8 +85,10 @@ class WatchLoop final {
   const WatchHandlers handlers_;
   const BackoffPolicy backoff_;
 
-  // State below is protected by mu_.
-  mutable absl::Mutex mu_;
+  // State below is protected by mu_; cv_ is signalled when the current call
+  // reports something and on Cancel().
+  mutable Mutex mu_;
+  CondVar cv_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   // Every event up to here has been handled; unknown before the first
   // response of a kNew or kOldest subscription.
@@ -104,7 +106,7 @@ class WatchLoop final {
   grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
 
   // State below is protected by join_mu_; it serializes joins.
-  absl::Mutex join_mu_;
+  Mutex join_mu_;
   std::thread thread_ ABSL_GUARDED_BY(join_mu_);
 };
 

@@ -15,11 +15,12 @@
 #include "absl/strings/str_join.h"
 #include "testing/child_process.h"
 #include "testing/lapsed_process.h"
+#include "testing/temp_dir.h"
 #include "testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace lapse::client::testing {
+namespace lapse::testing {
 namespace {
 
 using ::testing::AllOf;
@@ -220,9 +221,10 @@ TEST_F(LapsectlTest, RpcFailuresExitWith2) {
   EXPECT_EQ(invalid.exit_code, 2);
   EXPECT_THAT(invalid.err, HasSubstr("INVALID_ARGUMENT"));
 
+  RefusedPort nobody;
   Result unreachable = RunToCompletion(
       LAPSECTL_PATH, {"get", "c", "k", "--timeout=2s",
-                      absl::StrCat("--addr=127.0.0.1:", UnusedLoopbackPort())});
+                      absl::StrCat("--addr=127.0.0.1:", nobody.port())});
   EXPECT_EQ(unreachable.exit_code, 2);
   EXPECT_THAT(unreachable.err, HasSubstr("lapsectl get: UNAVAILABLE"));
 }
@@ -396,4 +398,4 @@ TEST_F(SmallRetentionLapsectlTest, WatchFromAPositionNoLongerHeldExitsWith2) {
 }
 
 }  // namespace
-}  // namespace lapse::client::testing
+}  // namespace lapse::testing

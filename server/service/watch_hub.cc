@@ -13,7 +13,7 @@ WatchHub::WatchHub(const Options& options) : options_(options) {
 WatchHub::~WatchHub() { Shutdown(); }
 
 bool WatchHub::Register(WatchReactor* reactor) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (shutting_down_) return false;
   reactors_.insert(reactor);
   const absl::Time due = absl::Now() + options_.heartbeat_interval;
@@ -25,14 +25,14 @@ bool WatchHub::Register(WatchReactor* reactor) {
 }
 
 void WatchHub::Unregister(WatchReactor* reactor) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   reactors_.erase(reactor);
 }
 
 void WatchHub::Shutdown() {
   std::vector<WatchReactor*> reactors;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shutting_down_) return;
     shutting_down_ = true;
     reactors = SnapshotLocked();
@@ -46,7 +46,7 @@ void WatchHub::Shutdown() {
 }
 
 void WatchHub::OnReadable(uint64_t last_sequence) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   appended_sequence_ = std::max(appended_sequence_, last_sequence);
   cv_.Signal();
 }
@@ -57,12 +57,12 @@ void WatchHub::Run() {
     bool new_events;
     std::vector<WatchReactor*> reactors;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       // Streams registered during the last pass may have lowered it.
       next_heartbeat_ = std::min(next_heartbeat_, next_due);
       while (!shutting_down_ && appended_sequence_ == dispatched_sequence_ &&
              absl::Now() < next_heartbeat_) {
-        cv_.WaitWithDeadline(&mu_, next_heartbeat_);
+        cv_.WaitWithTimeout(&mu_, next_heartbeat_ - absl::Now());
       }
       if (shutting_down_) return;
       new_events = appended_sequence_ != dispatched_sequence_;

@@ -32,8 +32,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/base/mutex.h"
 #include "server/engine/event_source.h"
 
 namespace lapse {
@@ -81,9 +81,10 @@ class WatchHub {
   // Constant after construction.
   const Options options_;
 
-  // State below is protected by mu_.
-  absl::Mutex mu_;
-  absl::CondVar cv_;
+  // State below is protected by mu_. lapse::Mutex, not absl::Mutex, so that
+  // ThreadSanitizer sees Shutdown() hand the reactors over.
+  Mutex mu_;
+  CondVar cv_;
   absl::flat_hash_set<WatchReactor*> reactors_ ABSL_GUARDED_BY(mu_);
   // The newest sequence appended, and the newest the reactors were woken for.
   uint64_t appended_sequence_ ABSL_GUARDED_BY(mu_) = 0;

@@ -27,12 +27,12 @@ WatchReactor::WatchReactor(WatchHub* hub, const EventSource* events,
     return;
   }
   // The hub may already have polled (or shut down) this stream.
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!finished_ && !write_in_flight_) SendNextBatchLocked();
 }
 
 void WatchReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   write_in_flight_ = false;
   if (!ok) {
     FinishOnceLocked(
@@ -43,7 +43,7 @@ void WatchReactor::OnWriteDone(bool ok) {
 }
 
 void WatchReactor::OnCancel() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FinishOnceLocked(grpc::Status::CANCELLED);
 }
 
@@ -59,7 +59,7 @@ void WatchReactor::Unref() {
 }
 
 absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (finished_) return absl::InfiniteFuture();
   if (new_events && !write_in_flight_) SendNextBatchLocked();
   if (!finished_ && !write_in_flight_ &&
@@ -74,7 +74,7 @@ absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
 }
 
 void WatchReactor::Shutdown() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FinishOnceLocked(grpc::Status(
       grpc::StatusCode::UNAVAILABLE,
       absl::StrCat("server shutting down; last delivered sequence ",

@@ -23,11 +23,11 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 #include "lapse/v1/lapse.pb.h"
+#include "server/base/mutex.h"
 #include "server/engine/event_source.h"
 #include "server/service/watch_hub.h"
 
@@ -84,7 +84,7 @@ class WatchReactor final
   std::atomic<int> refs_{1};
 
   // State below is protected by mu_.
-  absl::Mutex mu_;
+  Mutex mu_;
   // Every event up to and including this sequence has been examined.
   uint64_t cursor_ ABSL_GUARDED_BY(mu_);
   // The highest examined_sequence handed to the client (or the start

@@ -4,7 +4,7 @@
 // deadline, and each acknowledged removal stuck. A write in flight when the
 // process died may or may not be there: it was never acknowledged.
 #include <signal.h>
-#include <stdlib.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <map>
@@ -16,13 +16,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
-#include "tests/lapsed_process.h"
+#include "server/base/mutex.h"
+#include "testing/lapsed_process.h"
+#include "testing/temp_dir.h"
+#include "testing/test_util.h"
 
 namespace lapse::testing {
 namespace {
@@ -40,34 +42,37 @@ struct Expected {
 class Ledger {
  public:
   void Acked(const std::string& collection, const std::string& key, Expected state) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     state_[{collection, key}] = std::move(state);
     uncertain_.erase({collection, key});
     ++acks_;
+    cv_.SignalAll();
   }
   // An operation whose answer never came: its key may be in either state.
   void InFlight(const std::string& collection, const std::string& key) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     uncertain_.insert({collection, key});
   }
   bool AwaitAcks(int n) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return acks_ >= n; };
-    return mu_.AwaitWithTimeout(absl::Condition(&reached), LapsedProcess::kPatience);
+    return WaitWithPatience(mu_, cv_, reached);
   }
   int acks() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return acks_;
   }
   std::map<std::pair<std::string, std::string>, Expected> Certain() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto out = state_;
     for (const auto& k : uncertain_) out.erase(k);
     return out;
   }
 
  private:
-  absl::Mutex mu_;
+  // Signalled on every acknowledgement.
+  Mutex mu_;
+  CondVar cv_;
   std::map<std::pair<std::string, std::string>, Expected> state_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<std::string, std::string>> uncertain_ ABSL_GUARDED_BY(mu_);
   int acks_ ABSL_GUARDED_BY(mu_) = 0;
@@ -152,24 +157,22 @@ int Verify(v1::LapseService::Stub& stub, Ledger& ledger) {
 }
 
 void CrashRounds(const std::string& fsync, int rounds) {
-  std::string dir = absl::StrCat(::testing::TempDir(), "/lapse-crash-XXXXXX");
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  TempDir temp;
+  const std::string& dir = temp.path();
+  ASSERT_FALSE(dir.empty());
   const uint32_t seed = std::random_device{}();
   std::mt19937 rng(seed);
   SCOPED_TRACE(absl::StrCat("fsync=", fsync, " seed=", seed, " dir=", dir));
   Ledger ledger;
   const std::vector<std::string> flags = {
-      "--listen=127.0.0.1:0",   absl::StrCat("--data-dir=", dir),
-      absl::StrCat("--fsync=", fsync), "--shards=4",
-      "--log_level=error",      "--snapshot_after_bytes=32768",
-      "--shutdown_grace=100ms"};
+      absl::StrCat("--data-dir=", dir), absl::StrCat("--fsync=", fsync), "--shards=4",
+      "--snapshot_after_bytes=32768", "--shutdown_grace=100ms"};
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
-    LapsedProcess lapsed(flags);
+    LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_TRUE(lapsed.spawned());
-    absl::StatusOr<int> port = lapsed.AwaitPort();
-    ASSERT_TRUE(port.ok()) << port.status();
-    std::unique_ptr<v1::LapseService::Stub> stub = Connect(*port);
+    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+    std::unique_ptr<v1::LapseService::Stub> stub = Connect(lapsed.port());
     Verify(*stub, ledger);
     if (::testing::Test::HasFailure()) return;
 
@@ -183,13 +186,12 @@ void CrashRounds(const std::string& fsync, int rounds) {
     ASSERT_TRUE(ledger.AwaitAcks(kill_at));
     lapsed.Signal(SIGKILL);
     for (auto& t : writers) t.join();
-    const int status = lapsed.Wait();
+    const int status = lapsed.Wait().wait_status;
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   }
-  LapsedProcess last(flags);
-  absl::StatusOr<int> port = last.AwaitPort();
-  ASSERT_TRUE(port.ok()) << port.status();
-  std::unique_ptr<v1::LapseService::Stub> stub = Connect(*port);
+  LapsedProcess last(LAPSED_PATH, flags);
+  ASSERT_GT(last.port(), 0) << last.Wait().err;
+  std::unique_ptr<v1::LapseService::Stub> stub = Connect(last.port());
   EXPECT_GT(Verify(*stub, ledger), rounds * 200);
 }
 

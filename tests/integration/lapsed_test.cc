@@ -1,9 +1,7 @@
 // The real lapsed binary: starts on a free port, serves, and exits 0 on
 // SIGTERM; refuses nonsense flags with exit status 2.
 #include <signal.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,33 +13,29 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "testing/lapsed_process.h"
+#include "testing/temp_dir.h"
 #include "testing/test_server.h"
 #include "server/storage/files.h"
 #include "server/storage/wal.h"
-#include "tests/lapsed_process.h"
 
 namespace lapse::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-using Lapsed = LapsedProcess;
-
 TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   // A short grace: an idle client connection that this process does not poll
   // would otherwise hold up the server's shutdown for the whole grace period.
-  Lapsed lapsed({"--listen=127.0.0.1:0", "--shards=2", "--log_level=error",
-                 "--shutdown_grace=500ms"});
+  LapsedProcess lapsed(LAPSED_PATH, {"--shards=2", "--shutdown_grace=500ms"});
   ASSERT_TRUE(lapsed.spawned());
-  absl::StatusOr<int> port = lapsed.AwaitPort();
-  ASSERT_TRUE(port.ok()) << port.status();
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
   const std::string& line = lapsed.start_line();
   EXPECT_THAT(line, HasSubstr("memory-only"));
-  EXPECT_THAT(line, HasSubstr(absl::StrCat("127.0.0.1:", *port)));
+  EXPECT_THAT(line, HasSubstr(lapsed.address()));
 
-  std::unique_ptr<v1::LapseService::Stub> stub =
-      v1::LapseService::NewStub(grpc::CreateChannel(
-          absl::StrCat("127.0.0.1:", *port), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
+      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
   v1::PutMembersRequest request;
   request.set_collection("smoke");
   v1::MemberWrite* write = request.add_members();
@@ -61,9 +55,7 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_EQ(watch_status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(watch_status.error_message(),
               HasSubstr("server shutting down; last delivered sequence"));
-  const int wait_status = lapsed.Wait();
-  ASSERT_TRUE(WIFEXITED(wait_status)) << wait_status;
-  EXPECT_EQ(WEXITSTATUS(wait_status), 0);
+  EXPECT_EQ(lapsed.Wait().exit_code, 0);
 }
 
 TEST(LapsedTest, RefusesNonsenseFlagsWithExitStatus2) {
@@ -71,18 +63,10 @@ TEST(LapsedTest, RefusesNonsenseFlagsWithExitStatus2) {
        {"--shards=0", "--max_page_size=0", "--heartbeat_interval=-1s",
         "--log_level=loud", "--default_page_size=5000", "--fsync=sometimes",
         "--wal_segment_bytes=10"}) {
-    Lapsed lapsed({"--listen=127.0.0.1:0", flag});
+    LapsedProcess lapsed(LAPSED_PATH, {flag});
     ASSERT_TRUE(lapsed.spawned());
-    const int wait_status = lapsed.Wait();
-    ASSERT_TRUE(WIFEXITED(wait_status)) << flag;
-    EXPECT_EQ(WEXITSTATUS(wait_status), 2) << flag;
+    EXPECT_EQ(lapsed.Wait().exit_code, 2) << flag;
   }
-}
-
-std::string MakeTempDir() {
-  std::string dir = absl::StrCat(::testing::TempDir(), "/lapsed-test-XXXXXX");
-  if (::mkdtemp(dir.data()) == nullptr) std::abort();
-  return dir;
 }
 
 // Puts one member through a fresh connection; the RPC's status.
@@ -99,37 +83,33 @@ grpc::Status PutOne(int port, const std::string& key) {
 }
 
 TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
-  const std::string dir = MakeTempDir();
-  Lapsed first({"--listen=127.0.0.1:0", "--log_level=error", "--shutdown_grace=500ms",
-                absl::StrCat("--data-dir=", dir), "--fsync=always"});
-  absl::StatusOr<int> port = first.AwaitPort();
-  ASSERT_TRUE(port.ok()) << port.status();
+  TempDir temp;
+  const std::string& dir = temp.path();
+  ASSERT_FALSE(dir.empty());
+  LapsedProcess first(LAPSED_PATH, {"--shutdown_grace=500ms", absl::StrCat("--data-dir=", dir),
+                                    "--fsync=always"});
+  ASSERT_GT(first.port(), 0) << first.Wait().err;
   EXPECT_THAT(first.start_line(), HasSubstr(absl::StrCat("durable in ", dir, " (fsync always)")));
-  ASSERT_TRUE(PutOne(*port, "k").ok());
+  ASSERT_TRUE(PutOne(first.port(), "k").ok());
 
-  Lapsed second({"--listen=127.0.0.1:0", "--log_level=error", absl::StrCat("--data_dir=", dir)});
-  const int refused = second.Wait();
-  ASSERT_TRUE(WIFEXITED(refused));
-  EXPECT_EQ(WEXITSTATUS(refused), 1) << "the directory is locked by the first server";
+  LapsedProcess second(LAPSED_PATH, {absl::StrCat("--data_dir=", dir)});
+  EXPECT_EQ(second.Wait().exit_code, 1) << "the directory is locked by the first server";
 
   first.Signal(SIGTERM);
-  const int status = first.Wait();
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(first.Wait().exit_code, 0);
 }
 
 TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
-  const std::string dir = MakeTempDir();
-  const std::vector<std::string> flags = {"--listen=127.0.0.1:0", "--log_level=error",
-                                          "--shutdown_grace=500ms",
+  TempDir temp;
+  const std::string& dir = temp.path();
+  ASSERT_FALSE(dir.empty());
+  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
                                           absl::StrCat("--data-dir=", dir)};
   {
-    Lapsed lapsed(flags);
-    absl::StatusOr<int> port = lapsed.AwaitPort();
-    ASSERT_TRUE(port.ok()) << port.status();
-    for (int i = 0; i < 20; ++i) ASSERT_TRUE(PutOne(*port, absl::StrCat("k", i)).ok());
-    lapsed.Signal(SIGTERM);
-    ASSERT_EQ(WEXITSTATUS(lapsed.Wait()), 0);
+    LapsedProcess lapsed(LAPSED_PATH, flags);
+    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(PutOne(lapsed.port(), absl::StrCat("k", i)).ok());
+    ASSERT_EQ(lapsed.Stop(), 0);
   }
   // Damage the first segment in its middle.
   absl::StatusOr<std::vector<std::string>> names = files::List(dir);
@@ -147,17 +127,14 @@ TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
   ASSERT_TRUE(files::Remove(segment).ok());
   ASSERT_TRUE(files::WriteAtomically(dir, segment.substr(dir.size() + 1), damaged).ok());
 
-  Lapsed refused(flags);
-  const int status = refused.Wait();
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1);
+  LapsedProcess refused(LAPSED_PATH, flags);
+  EXPECT_EQ(refused.Wait().exit_code, 1);
 
   std::vector<std::string> anyway = flags;
   anyway.push_back("--wal_truncate_damaged");
-  Lapsed started(anyway);
-  absl::StatusOr<int> port = started.AwaitPort();
-  ASSERT_TRUE(port.ok()) << port.status();
-  EXPECT_TRUE(PutOne(*port, "after").ok());
+  LapsedProcess started(LAPSED_PATH, anyway);
+  ASSERT_GT(started.port(), 0) << started.Wait().err;
+  EXPECT_TRUE(PutOne(started.port(), "after").ok());
 }
 
 }  // namespace

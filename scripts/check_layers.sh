@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Checks that folders keep to their layers: each rule names the includes one
+# folder must not have, and every offending line is printed.
+#
+#   bash scripts/check_layers.sh    exit 0: clean; 1: violations (listed)
+#
+# server/base <- server/engine <- server/storage <- server/service <- server/;
+# the engine knows nothing of gRPC or the generated protos; client/ and bench/
+# are products of their own and do not reach into the server or each other
+# (client/ may use server/base/mutex.h, the header-only lock family that
+# ThreadSanitizer can see); test support (testing/, tests/) is included only
+# by tests.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+failed=0
+
+# rule DESCRIPTION FILES INCLUDES [ALLOWED [EXEMPT_FILES]]: every #include in
+# a tracked or new C++ file whose path matches the regex FILES (and not
+# EXEMPT_FILES), of a path matching INCLUDES and not ALLOWED, is a violation.
+sources() {
+  git ls-files --cached --others --exclude-standard -- '*.h' '*.cc' |
+    grep -E "$1" | { if [[ -n "$2" ]]; then grep -vE "$2" || true; else cat; fi; }
+}
+
+rule() {
+  local description=$1 files=$2 includes=$3 allowed=${4:-} exempt=${5:-} hits
+  hits=$(sources "$files" "$exempt" |
+    xargs -r grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[\"<](${includes})" |
+    { if [[ -n "$allowed" ]]; then grep -vE "[\"<](${allowed})[\">]" || true; else cat; fi; }) || true
+  if [[ -n "$hits" ]]; then
+    echo "check_layers: ${description}:"
+    echo "$hits" | sed 's/^/  /'
+    failed=1
+  fi
+}
+
+rule "server/base must not include the layers above it" \
+  '^server/base/' 'server/(engine|storage|service)/'
+rule "server/engine must not include storage, service, gRPC or the protos" \
+  '^server/engine/' 'server/(storage|service)/|grpcpp/|grpc/|lapse/v1/'
+rule "server/storage must not include the service or gRPC" \
+  '^server/storage/' 'server/service/|grpcpp/|grpc/'
+rule "only tests include test support (testing/, tests/)" \
+  '^(server|client|bench|proto)/' 'testing/|tests/' '' '_test\.cc$'
+rule "client/ must not include the server (but server/base/mutex.h) or bench/" \
+  '^client/' 'server/|bench/' 'server/base/mutex\.h'
+rule "bench/ must not include the client library" \
+  '^bench/' 'client/|lapse/client\.h'
+
+if [[ $failed == 0 ]]; then echo "check_layers: every folder keeps to its layer"; fi
+exit "$failed"
