@@ -1,6 +1,6 @@
 // LapseServer: a whole lapse server in one object, for lapsed and for tests.
 //
-// Owns the store (today the EmbeddedStore: engine, event log, expirer and,
+// Owns the store (today the EmbeddedStore: engine, event feed, expirer and,
 // with ServerOptions::store.data_dir set, the write-ahead log), the WatchHub,
 // the service and the grpc::Server (with the standard health service and
 // server reflection, which can describe grpc.health.v1 as well as lapse.v1).

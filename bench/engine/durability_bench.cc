@@ -34,7 +34,7 @@
 #include "absl/time/clock.h"
 #include "bench/common/workload.h"
 #include "server/engine/engine.h"
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 #include "server/base/mutex.h"
 #include "server/storage/durable_store.h"
 #include "server/storage/files.h"
@@ -82,9 +82,9 @@ uint64_t DirBytes(const std::string& dir, absl::string_view prefix) {
 // An engine over a data directory (or memory-only with an empty dir).
 struct Store {
   Store(const std::string& dir, FsyncPolicy fsync, Clock* clock) {
-    EventLog::Options log_options;
+    EventFeed::Options log_options;
     log_options.visible_on_append = dir.empty();
-    log = std::make_unique<EventLog>(log_options);
+    log = std::make_unique<EventFeed>(log_options);
     if (!dir.empty()) {
       DurableStore::Options options;
       options.dir = dir;
@@ -114,7 +114,7 @@ struct Store {
     engine.reset();
     store.reset();
   }
-  std::unique_ptr<EventLog> log;
+  std::unique_ptr<EventFeed> log;
   std::unique_ptr<DurableStore> store;
   std::unique_ptr<Engine> engine;
   RecoveryStats recovered;

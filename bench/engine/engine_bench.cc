@@ -1,6 +1,6 @@
 // engine_bench: single-threaded throughput of the engine's hot paths: puts
 // with a TTL (one member per call and batched), gets, the expiry drain, and a
-// watcher reading the event log. Every figure is per core; every engine runs
+// watcher reading the event feed. Every figure is per core; every engine runs
 // on a FakeClock, so no figure depends on the wall clock.
 //
 // Each benchmark has a full-size variant (what bench/run.sh runs and README.md
@@ -29,7 +29,7 @@
 #include "benchmark/benchmark.h"
 #include "server/base/clock.h"
 #include "server/engine/engine.h"
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 #include "server/engine/expiry_event.h"
 
 namespace lapse {
@@ -89,15 +89,15 @@ class Members {
   std::string values_;
 };
 
-EventLog::Options LogOptions(size_t max_events) {
-  EventLog::Options options;
+EventFeed::Options LogOptions(size_t max_events) {
+  EventFeed::Options options;
   options.max_events = std::max<size_t>(max_events, 1);
   // Retention by bytes must never be what drops an event here.
   options.max_bytes = size_t{64} << 30;
   return options;
 }
 
-// An engine on a FakeClock, with an EventLog that keeps `max_events` events.
+// An engine on a FakeClock, with an EventFeed that keeps `max_events` events.
 struct Rig {
   explicit Rig(size_t max_events)
       : clock(bench::StartTime()),
@@ -105,7 +105,7 @@ struct Rig {
         engine(Engine::Options(), &clock, &log) {}
 
   FakeClock clock;
-  EventLog log;
+  EventFeed log;
   Engine engine;
 };
 
@@ -318,7 +318,7 @@ void BM_WatcherRead(benchmark::State& state) {
   const Members members(state.range(0), state.range(1));
   const EventFilter filter =
       MakeFilter(static_cast<WatchFilter>(state.range(2)), members, state);
-  EventLog log(LogOptions(members.size()));
+  EventFeed log(LogOptions(members.size()));
   constexpr size_t kAppendBatch = 1024;
   for (size_t begin = 0; begin < members.size(); begin += kAppendBatch) {
     std::vector<ExpiryEvent> events;

@@ -34,7 +34,7 @@
 #include "bench/common/workload.h"
 #include "server/base/clock.h"
 #include "server/engine/engine.h"
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 
 ABSL_FLAG(uint64_t, members, 10'000'000, "Members to insert.");
 ABSL_FLAG(uint64_t, collections, 1'000'000,
@@ -101,7 +101,7 @@ int Run() {
   }
 
   FakeClock clock(bench::StartTime());
-  EventLog log({});
+  EventFeed log({});
   Engine::Options options;
   options.shards = absl::GetFlag(FLAGS_shards);
   options.limits.max_total_members =

@@ -1,11 +1,14 @@
-// Mutex, MutexLock, ReaderMutexLock, CondVar: the engine's locks.
+// Mutex, MutexLock, ReaderMutexLock, CondVar: lapse's one lock family, used by
+// the server, the C++ client and the tests alike.
 //
 // Thin wrappers over std::shared_mutex carrying Clang's thread-safety
 // annotations, so ABSL_GUARDED_BY and friends are checked as with absl::Mutex.
 // Why not absl::Mutex: Debian's prebuilt Abseil is not compiled for
 // ThreadSanitizer, so TSan cannot see absl::Mutex's happens-before edges and
 // reports false races; std::shared_mutex goes through pthreads, which TSan
-// intercepts. The engine is tested under TSan, so it uses these.
+// intercepts. The engine, the watch path and the client are tested under
+// TSan, so they use these. Header-only and free of server code, so the client
+// library includes it without depending on the server.
 #ifndef LAPSE_SERVER_BASE_MUTEX_H_
 #define LAPSE_SERVER_BASE_MUTEX_H_
 

@@ -6,87 +6,87 @@
 
 namespace lapse {
 
-void Member::Deleter::operator()(Member* m) const {
-  m->~Member();
+void StoredMember::Deleter::operator()(StoredMember* m) const {
+  m->~StoredMember();
   ::operator delete(m);
 }
 
-Member::Ptr Member::Create(absl::string_view key, absl::string_view value,
+StoredMember::Ptr StoredMember::Create(absl::string_view key, absl::string_view value,
                            int64_t deadline_ms) {
-  void* raw = ::operator new(sizeof(Member) + key.size() + value.size());
-  Ptr m(new (raw) Member(deadline_ms, static_cast<uint32_t>(key.size()),
+  void* raw = ::operator new(sizeof(StoredMember) + key.size() + value.size());
+  Ptr m(new (raw) StoredMember(deadline_ms, static_cast<uint32_t>(key.size()),
                          static_cast<uint32_t>(value.size())));
   if (!key.empty()) std::memcpy(m->data(), key.data(), key.size());
   if (!value.empty()) std::memcpy(m->data() + key.size(), value.data(), value.size());
   return m;
 }
 
-const Member* Collection::Find(absl::string_view key) const {
+const StoredMember* Collection::Find(absl::string_view key) const {
   auto it = by_key_.find(key);
   return it == by_key_.end() ? nullptr : it->get();
 }
 
-void Collection::Index(const Member* member) {
+void Collection::Index(const StoredMember* member) {
   if (member->has_deadline()) by_deadline_.insert({member->deadline_ms(), member});
 }
 
-void Collection::Unindex(const Member* member) {
+void Collection::Unindex(const StoredMember* member) {
   if (member->has_deadline()) {
     by_deadline_.erase(DeadlinePosition{member->deadline_ms(), member->key()});
   }
 }
 
 void Collection::Insert(absl::string_view key, absl::string_view value, int64_t deadline_ms) {
-  auto [it, inserted] = by_key_.insert(Member::Create(key, value, deadline_ms));
+  auto [it, inserted] = by_key_.insert(StoredMember::Create(key, value, deadline_ms));
   assert(inserted && "Insert of a key that is present");
   Index(it->get());
 }
 
-void Collection::Replace(const Member* member, absl::string_view value,
+void Collection::Replace(const StoredMember* member, absl::string_view value,
                          int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
   if (member->value_size_ == value.size()) {
     // Same size: overwrite in place and keep the member's allocation.
-    Member* m = const_cast<Member*>(member);
+    StoredMember* m = const_cast<StoredMember*>(member);
     if (!value.empty()) std::memcpy(m->data() + m->key_size_, value.data(), value.size());
     SetDeadline(member, deadline_ms);
     return;
   }
   Unindex(member);
   auto it = by_key_.find(member->key());
-  Member::Ptr replacement = Member::Create(member->key(), value, deadline_ms);
+  StoredMember::Ptr replacement = StoredMember::Create(member->key(), value, deadline_ms);
   it = by_key_.erase(it);
   it = by_key_.insert(it, std::move(replacement));
   Index(it->get());
 }
 
-void Collection::SetDeadline(const Member* member, int64_t deadline_ms) {
+void Collection::SetDeadline(const StoredMember* member, int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
   if (member->deadline_ms_ == deadline_ms) return;
   Unindex(member);
-  const_cast<Member*>(member)->deadline_ms_ = deadline_ms;
+  const_cast<StoredMember*>(member)->deadline_ms_ = deadline_ms;
   Index(member);
 }
 
-void Collection::Erase(const Member* member) {
+void Collection::Erase(const StoredMember* member) {
   assert(Find(member->key()) == member && "not a member of this collection");
   Unindex(member);
   // Erase by iterator: the key view points into the member being destroyed.
   by_key_.erase(by_key_.find(member->key()));
 }
 
-std::vector<const Member*> Collection::PageByKey(const absl::string_view* after_key,
+std::vector<const StoredMember*> Collection::PageByKey(const absl::string_view* after_key,
                                                  size_t limit, bool* more) const {
-  std::vector<const Member*> page;
+  std::vector<const StoredMember*> page;
   auto it = after_key == nullptr ? by_key_.begin() : by_key_.upper_bound(*after_key);
   for (; it != by_key_.end() && page.size() < limit; ++it) page.push_back(it->get());
   *more = it != by_key_.end();
   return page;
 }
 
-std::vector<const Member*> Collection::PageByDeadline(const DeadlinePosition* after,
+std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePosition* after,
                                                       size_t limit, bool* more) const {
-  std::vector<const Member*> page;
+  std::vector<const StoredMember*> page;
   *more = false;
   // Phase 1: members with a deadline, in (deadline, key) order.
   if (after == nullptr || after->deadline_ms != kNoDeadlineMs) {

@@ -1,7 +1,7 @@
 // Collection: one named map of members with two orderings, by key and by
 // deadline. Internal to the engine.
 //
-// A Member is a single heap allocation holding its deadline, key and value, so
+// A StoredMember is a single heap allocation holding its deadline, key and value, so
 // a member costs one allocation plus one slot in each index. The collection
 // owns its members; the deadline index holds non-owning pointers to them.
 //
@@ -22,12 +22,12 @@
 
 namespace lapse {
 
-class Member {
+class StoredMember {
  public:
   struct Deleter {
-    void operator()(Member* m) const;
+    void operator()(StoredMember* m) const;
   };
-  using Ptr = std::unique_ptr<Member, Deleter>;
+  using Ptr = std::unique_ptr<StoredMember, Deleter>;
 
   static Ptr Create(absl::string_view key, absl::string_view value, int64_t deadline_ms);
 
@@ -38,7 +38,7 @@ class Member {
 
  private:
   friend class Collection;
-  Member(int64_t deadline_ms, uint32_t key_size, uint32_t value_size)
+  StoredMember(int64_t deadline_ms, uint32_t key_size, uint32_t value_size)
       : deadline_ms_(deadline_ms), key_size_(key_size), value_size_(value_size) {}
 
   const char* data() const { return reinterpret_cast<const char*>(this + 1); }
@@ -77,33 +77,33 @@ class Collection {
 
   // nullptr when absent. The pointer is valid until the member is changed or
   // erased.
-  const Member* Find(absl::string_view key) const;
+  const StoredMember* Find(absl::string_view key) const;
   // REQUIRES: `key` is absent.
   void Insert(absl::string_view key, absl::string_view value, int64_t deadline_ms);
   // The methods below take a member of this collection, as Find returned it.
   // Overwrites the member's value and deadline.
-  void Replace(const Member* member, absl::string_view value, int64_t deadline_ms);
-  void SetDeadline(const Member* member, int64_t deadline_ms);
-  void Erase(const Member* member);
+  void Replace(const StoredMember* member, absl::string_view value, int64_t deadline_ms);
+  void SetDeadline(const StoredMember* member, int64_t deadline_ms);
+  void Erase(const StoredMember* member);
 
   // The member with the earliest deadline, or nullptr when none has one.
-  const Member* EarliestExpiring() const {
+  const StoredMember* EarliestExpiring() const {
     return by_deadline_.empty() ? nullptr : by_deadline_.begin()->member;
   }
 
   // Up to `limit` members after `after_key` (from the start when null), in
   // key order. Sets *more when members follow.
-  std::vector<const Member*> PageByKey(const absl::string_view* after_key, size_t limit,
+  std::vector<const StoredMember*> PageByKey(const absl::string_view* after_key, size_t limit,
                                        bool* more) const;
   // Up to `limit` members after `after` in (deadline, key) order, persistent
   // members last in key order. Sets *more when members follow.
-  std::vector<const Member*> PageByDeadline(const DeadlinePosition* after, size_t limit,
+  std::vector<const StoredMember*> PageByDeadline(const DeadlinePosition* after, size_t limit,
                                             bool* more) const;
 
  private:
   struct KeyLess {
     using is_transparent = void;
-    static absl::string_view KeyOf(const Member::Ptr& m) { return m->key(); }
+    static absl::string_view KeyOf(const StoredMember::Ptr& m) { return m->key(); }
     static absl::string_view KeyOf(absl::string_view k) { return k; }
     template <typename A, typename B>
     bool operator()(const A& a, const B& b) const {
@@ -112,7 +112,7 @@ class Collection {
   };
   struct DeadlineEntry {
     int64_t deadline_ms;
-    const Member* member;
+    const StoredMember* member;
   };
   struct DeadlineLess {
     using is_transparent = void;
@@ -131,12 +131,12 @@ class Collection {
     }
   };
 
-  void Index(const Member* member);
-  void Unindex(const Member* member);
+  void Index(const StoredMember* member);
+  void Unindex(const StoredMember* member);
 
   const std::string name_;
   int64_t queued_deadline_ms_ = kNoDeadlineMs;
-  absl::btree_set<Member::Ptr, KeyLess> by_key_;
+  absl::btree_set<StoredMember::Ptr, KeyLess> by_key_;
   // Only members with a deadline.
   absl::btree_set<DeadlineEntry, DeadlineLess> by_deadline_;
 };

@@ -25,7 +25,7 @@ namespace {
 
 // Debug builds check that a thread holds at most one shard lock: an operation
 // takes exactly one, and what runs under one (the earlier-deadline listener,
-// the journal, the event log, a Scan callback) must not call into the engine.
+// the journal, the event feed, a Scan callback) must not call into the engine.
 class OneShardLockPerThread {
  public:
   OneShardLockPerThread() {
@@ -85,8 +85,8 @@ class Engine::Shard {
       const Collection* c = Find(*it);
       const absl::string_view after = cursor->key;
       bool more = false;
-      std::vector<const Member*> page = c->PageByKey(resume ? &after : nullptr, max - n, &more);
-      for (const Member* m : page) fn(c->name(), m->key(), m->value(), m->deadline_ms());
+      std::vector<const StoredMember*> page = c->PageByKey(resume ? &after : nullptr, max - n, &more);
+      for (const StoredMember* m : page) fn(c->name(), m->key(), m->value(), m->deadline_ms());
       n += page.size();
       cursor->started = true;
       cursor->collection = c->name();
@@ -185,7 +185,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // The operation's collection; nullptr when there is none, or no longer.
   Collection* collection() const { return c_; }
   // The collection's member `key`; nullptr when absent.
-  const Member* Find(absl::string_view key) const {
+  const StoredMember* Find(absl::string_view key) const {
     return c_ == nullptr ? nullptr : c_->Find(key);
   }
   // A deadline d has passed iff d <= now_ms() (deadlines are whole ms).
@@ -200,7 +200,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
 
   // Writes the member `key`, whose current member is `existing` (nullptr when
   // absent), creating the collection when there is none.
-  void PutMember(const Member* existing, absl::string_view key, absl::string_view value,
+  void PutMember(const StoredMember* existing, absl::string_view key, absl::string_view value,
                  int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (existing != nullptr) {
       c_->Replace(existing, value, deadline_ms);
@@ -215,7 +215,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   // Moves `m`'s deadline (kNoDeadlineMs: it never expires).
-  void SetDeadline(const Member* m, int64_t deadline_ms)
+  void SetDeadline(const StoredMember* m, int64_t deadline_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     c_->SetDeadline(m, deadline_ms);
     if (journaling_) journal_.SetDeadline(c_->name(), m->key(), deadline_ms);
@@ -223,7 +223,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   // Removes `m` by request: no event.
-  void RemoveMember(const Member* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+  void RemoveMember(const StoredMember* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) journal_.Remove(c_->name(), m->key());
     Erase(c_, m);
     changed_ = true;
@@ -231,7 +231,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
 
   // Removes `m` as expired at its deadline `deadline_ms`, with its event when
   // live.
-  void ExpireMember(const Member* m, int64_t deadline_ms)
+  void ExpireMember(const StoredMember* m, int64_t deadline_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     Expire(c_, m, deadline_ms);
     changed_ = true;
@@ -325,7 +325,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       events_.reserve(events_.size() + std::min(limit, c->expiring_count()));
     }
     while (n < limit) {
-      const Member* m = c->EarliestExpiring();
+      const StoredMember* m = c->EarliestExpiring();
       if (m == nullptr || m->deadline_ms() > now_ms_) break;
       Expire(c, m, m->deadline_ms());
       ++n;
@@ -334,7 +334,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     return n;
   }
 
-  void Expire(Collection* c, const Member* m, int64_t deadline_ms)
+  void Expire(Collection* c, const StoredMember* m, int64_t deadline_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Expiry(c->name(), m->key(), m->value(), deadline_ms, absl::ToUnixNanos(now_));
@@ -351,7 +351,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   // Where a member leaves its collection, removed or expired.
-  void Erase(Collection* c, const Member* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+  void Erase(Collection* c, const StoredMember* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     c->Erase(m);
     --member_delta_;
   }
@@ -433,7 +433,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
 
 // ---- Engine ------------------------------------------------------------------
 
-Engine::Engine(const Options& options, Clock* clock, EventLog* log)
+Engine::Engine(const Options& options, Clock* clock, EventFeed* log)
     : options_(options), clock_(clock), log_(log) {
   const size_t n = std::max<size_t>(1, options_.shards);
   shards_.reserve(n);
@@ -487,13 +487,13 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
 
   ShardOp op(*this, collection, now);
   std::vector<PutResult> results(writes.size());
-  // Plan first so a failing request writes nothing. Member pointers stay
+  // Plan first so a failing request writes nothing. StoredMember pointers stay
   // valid while applying: keys are unique, and applying one write touches
   // only its own member.
-  absl::InlinedVector<const Member*, 4> existing(writes.size(), nullptr);
+  absl::InlinedVector<const StoredMember*, 4> existing(writes.size(), nullptr);
   size_t creates = 0;
   for (size_t i = 0; i < writes.size(); ++i) {
-    const Member* m = op.Find(writes[i].key);
+    const StoredMember* m = op.Find(writes[i].key);
     existing[i] = m;
     const PutCondition cond = writes[i].condition;
     if ((cond == PutCondition::kIfAbsent && m != nullptr) ||
@@ -518,7 +518,7 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   for (size_t i = 0; i < writes.size(); ++i) {
     if (results[i].outcome == PutOutcome::kSkipped) continue;
     const MemberWrite& w = writes[i];
-    const Member* m = existing[i];
+    const StoredMember* m = existing[i];
     const int64_t deadline =
         w.keep_expiration ? (m == nullptr ? kNoDeadlineMs : m->deadline_ms()) : deadlines[i];
     op.PutMember(m, w.key, w.value, deadline);
@@ -543,7 +543,7 @@ absl::StatusOr<std::vector<GetResult>> Engine::Get(absl::string_view collection,
   ShardOp op(*this, collection, now);
   std::vector<GetResult> results(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    const Member* m = op.Find(keys[i]);
+    const StoredMember* m = op.Find(keys[i]);
     if (m == nullptr) continue;
     if (refreshing) op.SetDeadline(m, *refresh_ms);
     results[i] = {true, std::string(m->value()), TimeOfDeadline(m->deadline_ms())};
@@ -558,7 +558,7 @@ absl::StatusOr<std::vector<bool>> Engine::Remove(absl::string_view collection,
   ShardOp op(*this, collection, clock_->Now());
   std::vector<bool> existed(keys.size(), false);
   for (size_t i = 0; i < keys.size(); ++i) {
-    const Member* m = op.Find(keys[i]);
+    const StoredMember* m = op.Find(keys[i]);
     if (m == nullptr) continue;
     op.RemoveMember(m);
     existed[i] = true;
@@ -582,7 +582,7 @@ absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(
   ShardOp op(*this, collection, now);
   std::vector<ExpireResult> results(keys.size(), {ExpireOutcome::kNotFound, NoDeadline()});
   for (size_t i = 0; i < keys.size(); ++i) {
-    const Member* m = op.Find(keys[i]);
+    const StoredMember* m = op.Find(keys[i]);
     if (m == nullptr) continue;
     // A persistent member counts as expiring infinitely late.
     const int64_t current = m->deadline_ms();
@@ -614,7 +614,7 @@ absl::StatusOr<std::vector<PersistOutcome>> Engine::Persist(
   ShardOp op(*this, collection, clock_->Now());
   std::vector<PersistOutcome> results(keys.size(), PersistOutcome::kNotFound);
   for (size_t i = 0; i < keys.size(); ++i) {
-    const Member* m = op.Find(keys[i]);
+    const StoredMember* m = op.Find(keys[i]);
     if (m == nullptr) continue;
     if (!m->has_deadline()) {
       results[i] = PersistOutcome::kNoExpiration;
@@ -638,7 +638,7 @@ absl::StatusOr<MemberPage> Engine::ListMembers(absl::string_view collection,
   const Collection* c = op.collection();
   if (c == nullptr) return page;
   bool more = false;
-  std::vector<const Member*> members;
+  std::vector<const StoredMember*> members;
   if (options.order == MemberOrder::kKey) {
     absl::string_view after_key;
     if (options.after.has_value()) after_key = options.after->key;
@@ -654,7 +654,7 @@ absl::StatusOr<MemberPage> Engine::ListMembers(absl::string_view collection,
     members = c->PageByDeadline(options.after.has_value() ? &after : nullptr, limit, &more);
   }
   page.members.reserve(members.size());
-  for (const Member* m : members) {
+  for (const StoredMember* m : members) {
     page.members.push_back({std::string(m->key()),
                             options.keys_only ? std::string() : std::string(m->value()),
                             TimeOfDeadline(m->deadline_ms())});
@@ -730,7 +730,7 @@ size_t Engine::ExpireDue() {
 void Engine::Apply(const JournalRecord& r) {
   if (r.type == RecordType::kEvent || r.type == RecordType::kNextSequence) return;
   ShardOp op(*this, r.collection, ShardOp::kReplay);
-  const Member* m = op.Find(r.key);
+  const StoredMember* m = op.Find(r.key);
   switch (r.type) {
     case RecordType::kPut:
       op.PutMember(m, r.key, r.value, r.deadline_ms);

@@ -3,12 +3,12 @@
 // A collection is a named map of members (key -> value), created by its first
 // write and gone when its last member goes. Each member has a deadline or none.
 // A member whose deadline has passed is never returned, counted or listed, and
-// produces exactly one ExpiryEvent in the EventLog: when the Expirer calls
+// produces exactly one ExpiryEvent in the EventFeed: when the Expirer calls
 // ExpireDue, or earlier when an operation touches its collection. Removing,
 // overwriting with a new deadline, persisting or deleting a member before its
 // deadline produces no event.
 //
-//   lapse::EventLog log({});
+//   lapse::EventFeed log({});
 //   lapse::Engine engine({.shards = 16}, lapse::RealClock(), &log);
 //   engine.Put("orders:42", {{.key = "o1", .value = "...",
 //                             .expiration = lapse::Expiration::Ttl(absl::Minutes(30))}}, {});
@@ -38,7 +38,7 @@
 #include "absl/types/span.h"
 #include "server/base/clock.h"
 #include "server/base/deadline.h"
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 #include "server/engine/expiration.h"
 #include "server/engine/journal.h"
 #include "server/engine/limits.h"
@@ -109,14 +109,14 @@ struct ListMembersOptions {
   bool keys_only = false;
 };
 
-struct MemberData {
+struct ListedMember {
   std::string key;
   std::string value;
   absl::Time expire_time;
 };
 
 struct MemberPage {
-  std::vector<MemberData> members;
+  std::vector<ListedMember> members;
   // Set when more members may follow.
   std::optional<MemberCursor> next;
 };
@@ -154,7 +154,7 @@ class Engine {
   };
 
   // `clock` and `log` are not owned and must outlive the engine.
-  Engine(const Options& options, Clock* clock, EventLog* log);
+  Engine(const Options& options, Clock* clock, EventFeed* log);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -237,7 +237,7 @@ class Engine {
   // Constant after construction.
   const Options options_;
   Clock* const clock_;
-  EventLog* const log_;
+  EventFeed* const log_;
   std::vector<std::unique_ptr<Shard>> shards_;
 
   std::atomic<uint64_t> total_members_{0};

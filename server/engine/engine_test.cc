@@ -21,7 +21,7 @@ const absl::Time kStart = absl::FromUnixMillis(1'700'000'000'000);
 
 class EngineTest : public ::testing::Test {
  protected:
-  EngineTest() : clock_(kStart), log_(EventLog::Options{}), engine_(MakeOptions(), &clock_, &log_) {}
+  EngineTest() : clock_(kStart), log_(EventFeed::Options{}), engine_(MakeOptions(), &clock_, &log_) {}
 
   static Engine::Options MakeOptions() {
     Engine::Options options;
@@ -64,7 +64,7 @@ class EngineTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  EventLog log_;
+  EventFeed log_;
   Engine engine_;
   uint64_t cursor_ = 0;
 };
@@ -380,7 +380,7 @@ TEST_F(EngineTest, ABacklogExpiresEveryMemberEachCollectionInDeadlineOrder) {
   Engine::Options options;
   options.shards = 1;
   options.expire_batch = 2;
-  EventLog log(EventLog::Options{});
+  EventFeed log(EventFeed::Options{});
   Engine engine(options, &clock_, &log);
   for (int i = 9; i >= 0; --i) {
     const std::string key = absl::StrCat("k", i);
@@ -590,7 +590,7 @@ TEST_F(EngineTest, ListMembersByKeyPagesWithoutGapsOrDuplicates) {
     auto page = engine_.ListMembers("c", options);
     ASSERT_TRUE(page.ok());
     ++pages;
-    for (const MemberData& m : page->members) seen.push_back(m.key);
+    for (const ListedMember& m : page->members) seen.push_back(m.key);
     if (!page->next.has_value()) break;
     options.after = page->next;
   }
@@ -613,7 +613,7 @@ TEST_F(EngineTest, ListMembersByExpireTimeOrdersByDeadlineThenKeyPersistentLast)
   while (true) {
     auto page = engine_.ListMembers("c", options);
     ASSERT_TRUE(page.ok());
-    for (const MemberData& m : page->members) seen.push_back(m.key);
+    for (const ListedMember& m : page->members) seen.push_back(m.key);
     if (!page->next.has_value()) break;
     options.after = page->next;
   }
@@ -826,7 +826,7 @@ std::string DumpState(Engine& engine) {
 
 TEST(EngineReplayTest, ReplayingTheJournalRebuildsTheStateWithoutEventsOrJournaling) {
   FakeClock clock(kStart);
-  EventLog live_log(EventLog::Options{});
+  EventFeed live_log(EventFeed::Options{});
   RecordingJournal live_journal;
   Engine live({.shards = 4, .journal = &live_journal}, &clock, &live_log);
   auto put = [&](absl::string_view c, absl::string_view k, absl::string_view v,
@@ -861,7 +861,7 @@ TEST(EngineReplayTest, ReplayingTheJournalRebuildsTheStateWithoutEventsOrJournal
   EXPECT_EQ(live.ExpireDue(), 50u);
   ASSERT_GT(live_log.last_sequence(), 0u);
 
-  EventLog replay_log(EventLog::Options{});
+  EventFeed replay_log(EventFeed::Options{});
   RecordingJournal replay_journal;
   Engine replayed({.shards = 4, .journal = &replay_journal}, &clock, &replay_log);
   for (const std::string& batch : live_journal.batches) {

@@ -40,7 +40,7 @@ class SequenceWaiter {
 TEST(ExpirerTest, ExpiresAMemberOnceTheClockPassesItsDeadline) {
   FakeClock clock(kStart);
   SequenceWaiter waiter;
-  EventLog log({.first_sequence = 1, .on_readable = waiter.Listener()});
+  EventFeed log({.first_sequence = 1, .on_readable = waiter.Listener()});
   ExpirerWakeup wakeup;
   Engine engine({.earlier_deadline_listener = wakeup.Listener()}, &clock, &log);
   Expirer expirer(&engine, &clock, &wakeup);
@@ -54,7 +54,7 @@ TEST(ExpirerTest, ExpiresAMemberOnceTheClockPassesItsDeadline) {
 
 TEST(ExpirerTest, RealClockExpiryHappensAtOrAfterTheDeadline) {
   SequenceWaiter waiter;
-  EventLog log({.first_sequence = 1, .on_readable = waiter.Listener()});
+  EventFeed log({.first_sequence = 1, .on_readable = waiter.Listener()});
   ExpirerWakeup wakeup;
   Engine engine({.earlier_deadline_listener = wakeup.Listener()}, RealClock(), &log);
   Expirer expirer(&engine, RealClock(), &wakeup);
@@ -73,7 +73,7 @@ TEST(ExpirerTest, RealClockExpiryHappensAtOrAfterTheDeadline) {
 
 TEST(ExpirerTest, StopsPromptlyWhileSleepingTowardsAFarDeadline) {
   FakeClock clock(kStart);
-  EventLog log({});
+  EventFeed log({});
   ExpirerWakeup wakeup;
   Engine engine({.earlier_deadline_listener = wakeup.Listener()}, &clock, &log);
   {

@@ -10,7 +10,7 @@
 namespace lapse {
 
 struct ExpiryEvent {
-  // Assigned by EventLog::Append; strictly increasing, never reused.
+  // Assigned by EventFeed::Append; strictly increasing, never reused.
   uint64_t sequence = 0;
   std::string collection;
   std::string key;

@@ -228,7 +228,7 @@ absl::Status HandleListMembers(Store& store,
   store.ListMembers(
       request.collection(), options,
       Reply<MemberPage>(reactor, [&request, response, order = *order](MemberPage page) {
-        for (const MemberData& member : page.members) {
+        for (const ListedMember& member : page.members) {
           MemberToProto(member, response->add_members());
         }
         if (page.next.has_value()) {

@@ -199,7 +199,7 @@ v1::PersistOutcome PersistOutcomeToProto(PersistOutcome o) {
   return v1::PERSIST_OUTCOME_UNSPECIFIED;
 }
 
-void MemberToProto(const MemberData& member, v1::Member* out) {
+void MemberToProto(const ListedMember& member, v1::Member* out) {
   out->set_key(member.key);
   out->set_value(member.value);
   if (std::optional<google::protobuf::Timestamp> ts =

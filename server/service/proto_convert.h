@@ -65,7 +65,7 @@ v1::PersistOutcome PersistOutcomeToProto(PersistOutcome o);
 
 // ---- Messages --------------------------------------------------------------
 
-void MemberToProto(const MemberData& member, v1::Member* out);
+void MemberToProto(const ListedMember& member, v1::Member* out);
 void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out);
 // The value is copied only when `include_value`.
 void ExpiryEventToProto(const ExpiryEvent& event, bool include_value,

@@ -45,7 +45,7 @@ DurableStore::~DurableStore() {
   wal_.reset();
 }
 
-absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventLog* log) {
+absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* log) {
   const absl::Time start = absl::Now();
   engine_ = engine;
   log_ = log;

@@ -1,7 +1,7 @@
 // DurableStore: lapse's durability. Owns a data directory: a lock, the
 // write-ahead log (wal.h) and snapshots (snapshot.h).
 //
-//   lapse::EventLog log({... .visible_on_append = false});
+//   lapse::EventFeed log({... .visible_on_append = false});
 //   auto store = lapse::DurableStore::Open(
 //       {.dir = "/var/lib/lapse",
 //        .on_durable = [&log](uint64_t seq) { log.MakeVisibleThrough(seq); }});
@@ -10,7 +10,7 @@
 //   ... engine.Put(...); (*store)->WhenDurable(answer_the_rpc);
 //
 // Recovery loads the newest snapshot, replays the log after it, restores the
-// retained event log and the sequence counter, and cuts off a torn tail.
+// retained event feed and the sequence counter, and cuts off a torn tail.
 // Members whose deadline passed while the server was down are still there
 // afterwards: the Expirer expires them (with their events) as soon as it
 // starts. A background thread takes a snapshot whenever the log has grown by
@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/engine/engine.h"
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 #include "server/engine/journal.h"
 #include "server/base/mutex.h"
 #include "server/storage/files.h"
@@ -67,7 +67,7 @@ class DurableStore final : public Journal {
     bool truncate_damaged_wal = false;
     // Hears how far the expiry events of durable changes go; see
     // Wal::Options::on_durable for when and on which thread. The server
-    // connects it to EventLog::MakeVisibleThrough, whose log is built with
+    // connects it to EventFeed::MakeVisibleThrough, whose log is built with
     // visible_on_append = false. What it refers to must outlive the store.
     std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
   };
@@ -82,7 +82,7 @@ class DurableStore final : public Journal {
   // Loads the state into `engine` and `log` (both fresh, `engine` built with
   // this store as its journal), then opens the log for writing and starts
   // snapshotting. Call once, before the engine serves anything.
-  absl::StatusOr<RecoveryStats> Recover(Engine* engine, EventLog* log);
+  absl::StatusOr<RecoveryStats> Recover(Engine* engine, EventFeed* log);
 
   // Journal.
   void Commit(std::string batch, uint64_t last_event_sequence) override;
@@ -116,7 +116,7 @@ class DurableStore final : public Journal {
   files::DirLock lock_;
   // Set by Recover, constant after.
   Engine* engine_ = nullptr;
-  EventLog* log_ = nullptr;
+  EventFeed* log_ = nullptr;
   std::unique_ptr<Wal> wal_;
 
   // Serialises snapshots (the background thread and TakeSnapshot).

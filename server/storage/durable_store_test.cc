@@ -38,7 +38,7 @@ struct Server {
   Server(const std::string& dir, Clock* clock, DurableStore::Options options = {},
          uint64_t first_sequence = 1000) {
     if (first_sequence == 0) first_sequence = absl::ToUnixSeconds(clock->Now());
-    log = std::make_unique<EventLog>(EventLog::Options{
+    log = std::make_unique<EventFeed>(EventFeed::Options{
         .first_sequence = first_sequence, .visible_on_append = false});
     options.dir = dir;
     options.on_durable = [l = log.get()](uint64_t sequence) { l->MakeVisibleThrough(sequence); };
@@ -59,14 +59,14 @@ struct Server {
   absl::Status Durable() { return store->AwaitDurable(); }
 
   std::unique_ptr<DurableStore> store;
-  std::unique_ptr<EventLog> log;
+  std::unique_ptr<EventFeed> log;
   std::unique_ptr<Engine> engine;
   absl::StatusOr<RecoveryStats> recovered;
 };
 
 // Everything observable, as text: every collection with every member, and
 // every retained event.
-std::string Dump(Engine& engine, EventLog& log) {
+std::string Dump(Engine& engine, EventFeed& log) {
   std::string out;
   std::string after;
   while (true) {
@@ -79,7 +79,7 @@ std::string Dump(Engine& engine, EventLog& log) {
       while (true) {
         auto members = engine.ListMembers(c.name, options);
         EXPECT_TRUE(members.ok());
-        for (const MemberData& m : members->members) {
+        for (const ListedMember& m : members->members) {
           absl::StrAppend(&out, "  ", m.key, "=", m.value, " @",
                           m.expire_time == NoDeadline() ? -1 : absl::ToUnixMillis(m.expire_time),
                           "\n");

@@ -8,9 +8,9 @@
 namespace lapse {
 namespace {
 
-EventLog::Options LogOptions(const EmbeddedStore::Options& options,
+EventFeed::Options LogOptions(const EmbeddedStore::Options& options,
                              EventsReadableListener on_readable) {
-  EventLog::Options log;
+  EventFeed::Options log;
   // A durable store shows an event only once it is on disk.
   log.visible_on_append = options.data_dir.empty();
   // Never 0: "after the sequence before the first" must stay representable.
@@ -22,7 +22,7 @@ EventLog::Options LogOptions(const EmbeddedStore::Options& options,
   return log;
 }
 
-DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, EventLog* log) {
+DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, EventFeed* log) {
   DurableStore::Options durable;
   durable.dir = options.data_dir;
   durable.fsync = options.fsync;
@@ -55,19 +55,19 @@ EmbeddedStore::~EmbeddedStore() { StopExpiring(); }
 absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
     const Options& options, EventsReadableListener on_readable) {
   std::unique_ptr<EmbeddedStore> store(new EmbeddedStore(options));
-  store->event_log_ = std::make_unique<EventLog>(LogOptions(options, std::move(on_readable)));
+  store->event_feed_ = std::make_unique<EventFeed>(LogOptions(options, std::move(on_readable)));
   if (!options.data_dir.empty()) {
     absl::StatusOr<std::unique_ptr<DurableStore>> opened =
-        DurableStore::Open(DurableOptions(options, store->event_log_.get()));
+        DurableStore::Open(DurableOptions(options, store->event_feed_.get()));
     if (!opened.ok()) return opened.status();
     store->durable_ = *std::move(opened);
   }
   store->engine_ = std::make_unique<Engine>(
       EngineOptions(options, store->durable_.get(), store->expirer_wakeup_),
-                                            options.clock, store->event_log_.get());
+                                            options.clock, store->event_feed_.get());
   if (store->durable_ != nullptr) {
     absl::StatusOr<RecoveryStats> recovered =
-        store->durable_->Recover(store->engine_.get(), store->event_log_.get());
+        store->durable_->Recover(store->engine_.get(), store->event_feed_.get());
     if (!recovered.ok()) return recovered.status();
     store->recovery_ = *std::move(recovered);
   }

@@ -1,5 +1,5 @@
 // EmbeddedStore: the Store (store.h) that keeps everything in this process —
-// the sharded Engine, its EventLog and Expirer and, with a data directory, the
+// the sharded Engine, its EventFeed and Expirer and, with a data directory, the
 // DurableStore (write-ahead log + snapshots) behind them.
 //
 //   absl::StatusOr<std::unique_ptr<lapse::EmbeddedStore>> store =
@@ -12,7 +12,7 @@
 // Open recovers what a previous run left in the data directory and starts the
 // expirer, which at once expires what came due while the server was down.
 //
-// Without a data directory the event log's first sequence is the clock's now
+// Without a data directory the event feed's first sequence is the clock's now
 // in nanoseconds since the Unix epoch, so a restarted server never reuses a
 // sequence a client may hold.
 //
@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "server/base/clock.h"
 #include "server/engine/engine.h"
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 #include "server/engine/expirer.h"
 #include "server/engine/limits.h"
 #include "server/storage/durable_store.h"
@@ -45,7 +45,7 @@ class EmbeddedStore final : public Store {
   struct Options {
     size_t shards = 16;
     Limits limits;
-    // Retention of the expiry event log: whichever bound is hit first.
+    // Retention of the expiry event feed: whichever bound is hit first.
     size_t event_retention_events = 1'000'000;
     size_t event_retention_bytes = size_t{256} << 20;
     // Not owned; must outlive the store.
@@ -89,14 +89,14 @@ class EmbeddedStore final : public Store {
   void ListCollections(absl::string_view prefix, int page_size, absl::string_view after,
                        StoreDone<CollectionPage> done) override;
   void DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) override;
-  const EventSource& events() const override { return *event_log_; }
+  const EventSource& events() const override { return *event_feed_; }
 
   // Stops the expirer; nothing expires by itself afterwards. Idempotent.
   // Operations keep working (and still expire what they touch).
   void StopExpiring();
 
   Engine& engine() { return *engine_; }
-  EventLog& event_log() { return *event_log_; }
+  EventFeed& event_feed() { return *event_feed_; }
   // REQUIRES: StopExpiring() has not been called.
   Expirer& expirer();
   // Null when memory-only.
@@ -119,9 +119,9 @@ class EmbeddedStore final : public Store {
   ExpirerWakeup expirer_wakeup_;
 
   // Built by Open, in this order; destroyed in the reverse one: the durable
-  // store outlives the engine that journals to it, the event log outlives
+  // store outlives the engine that journals to it, the event feed outlives
   // the durable store's flusher that makes events visible in it.
-  std::unique_ptr<EventLog> event_log_;
+  std::unique_ptr<EventFeed> event_feed_;
   std::unique_ptr<DurableStore> durable_;
   std::unique_ptr<Engine> engine_;
   std::optional<RecoveryStats> recovery_;

@@ -50,7 +50,7 @@ class FrameWriter {
 };
 
 absl::Status WriteContents(FrameWriter& out, uint64_t replay_from_lsn, Engine* engine,
-                           const EventLog& log, SnapshotStats* stats) {
+                           const EventFeed& log, SnapshotStats* stats) {
   std::string header(kHeaderMagic);
   PutFixed64(&header, replay_from_lsn);
   if (absl::Status s = out.Add(header); !s.ok()) return s;
@@ -116,7 +116,7 @@ bool ParseSnapshotName(absl::string_view name, uint64_t* replay_from_lsn) {
 }
 
 absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
-                                            Engine* engine, const EventLog& log) {
+                                            Engine* engine, const EventFeed& log) {
   const absl::Time start = absl::Now();
   const std::string name = SnapshotName(replay_from_lsn);
   const std::string tmp = absl::StrCat(dir, "/", name, ".tmp");

@@ -1,6 +1,6 @@
 // Snapshot: a compact image of the store, so recovery need not replay the
 // whole history. DIR/snapshot-<LSN>.snap holds every member, the retained
-// event log and the next event sequence; recovery loads it and replays the
+// event feed and the next event sequence; recovery loads it and replays the
 // write-ahead log from LSN on.
 //
 // A snapshot is taken while writes go on ("fuzzy"): the engine is scanned a
@@ -25,7 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/engine/engine.h"
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 #include "server/engine/journal.h"
 
 namespace lapse {
@@ -54,7 +54,7 @@ bool ParseSnapshotName(absl::string_view name, uint64_t* replay_from_lsn);
 // event of a batch with LSN < replay_from_lsn must already be visible in
 // `log`.
 absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
-                                            Engine* engine, const EventLog& log);
+                                            Engine* engine, const EventFeed& log);
 
 // Reads a snapshot, calling `fn` for each kPut and kEvent record. DATA_LOSS
 // naming the file and offset when it is damaged or incomplete.

@@ -1,4 +1,4 @@
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 
 #include <string>
 #include <vector>
@@ -27,8 +27,8 @@ std::vector<std::string> KeysOf(const EventBatch& batch) {
   return keys;
 }
 
-TEST(EventLogTest, AssignsConsecutiveSequencesFromTheFirstSequence) {
-  EventLog log({.first_sequence = 100});
+TEST(EventFeedTest, AssignsConsecutiveSequencesFromTheFirstSequence) {
+  EventFeed log({.first_sequence = 100});
   EXPECT_EQ(log.last_sequence(), 99u);
   EXPECT_EQ(log.Append({Event("c", "a"), Event("c", "b")}), 101u);
   EXPECT_EQ(log.Append({Event("c", "c")}), 102u);
@@ -40,16 +40,16 @@ TEST(EventLogTest, AssignsConsecutiveSequencesFromTheFirstSequence) {
   EXPECT_EQ(batch->examined_sequence, 102u);
 }
 
-TEST(EventLogTest, ReadAfterAPositionReturnsOnlyLaterEvents) {
-  EventLog log({});
+TEST(EventFeedTest, ReadAfterAPositionReturnsOnlyLaterEvents) {
+  EventFeed log({});
   log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")});
   absl::StatusOr<EventBatch> batch = log.Read(2, EventFilter{}, ReadLimits{});
   ASSERT_TRUE(batch.ok());
   EXPECT_THAT(KeysOf(*batch), ::testing::ElementsAre("c"));
 }
 
-TEST(EventLogTest, CaughtUpReadIsEmptyAndKeepsThePosition) {
-  EventLog log({});
+TEST(EventFeedTest, CaughtUpReadIsEmptyAndKeepsThePosition) {
+  EventFeed log({});
   log.Append({Event("c", "a")});
   absl::StatusOr<EventBatch> batch = log.Read(1, EventFilter{}, ReadLimits{});
   ASSERT_TRUE(batch.ok());
@@ -57,8 +57,8 @@ TEST(EventLogTest, CaughtUpReadIsEmptyAndKeepsThePosition) {
   EXPECT_EQ(batch->examined_sequence, 1u);
 }
 
-TEST(EventLogTest, ValuesAreCopiedOnlyWhenAskedFor) {
-  EventLog log({});
+TEST(EventFeedTest, ValuesAreCopiedOnlyWhenAskedFor) {
+  EventFeed log({});
   log.Append({Event("c", "a", "payload")});
   EventFilter filter;
   EXPECT_EQ(log.Read(0, filter, ReadLimits{})->events[0].value, "");
@@ -66,8 +66,8 @@ TEST(EventLogTest, ValuesAreCopiedOnlyWhenAskedFor) {
   EXPECT_EQ(log.Read(0, filter, ReadLimits{})->events[0].value, "payload");
 }
 
-TEST(EventLogTest, FiltersByCollectionNamesAndByPrefixButExaminesEverything) {
-  EventLog log({});
+TEST(EventFeedTest, FiltersByCollectionNamesAndByPrefixButExaminesEverything) {
+  EventFeed log({});
   log.Append({Event("orders:1", "a"), Event("sessions:1", "b"), Event("orders:2", "c"),
               Event("other", "d")});
   EventFilter names;
@@ -81,8 +81,8 @@ TEST(EventLogTest, FiltersByCollectionNamesAndByPrefixButExaminesEverything) {
   EXPECT_EQ(by_prefix->examined_sequence, 4u);
 }
 
-TEST(EventLogTest, ReadStopsAtTheEventAndByteAndExaminedBounds) {
-  EventLog log({});
+TEST(EventFeedTest, ReadStopsAtTheEventAndByteAndExaminedBounds) {
+  EventFeed log({});
   for (int i = 0; i < 10; ++i) log.Append({Event("c", absl::StrCat("k", i), "0123456789")});
   EventFilter filter;
   filter.include_values = true;
@@ -103,8 +103,8 @@ TEST(EventLogTest, ReadStopsAtTheEventAndByteAndExaminedBounds) {
   EXPECT_EQ(by_examined->examined_sequence, 4u);
 }
 
-TEST(EventLogTest, OneEventLargerThanTheByteBoundStillMakesProgress) {
-  EventLog log({});
+TEST(EventFeedTest, OneEventLargerThanTheByteBoundStillMakesProgress) {
+  EventFeed log({});
   log.Append({Event("c", "big", std::string(1000, 'x'))});
   EventFilter filter;
   filter.include_values = true;
@@ -113,8 +113,8 @@ TEST(EventLogTest, OneEventLargerThanTheByteBoundStillMakesProgress) {
   EXPECT_EQ(batch->examined_sequence, 1u);
 }
 
-TEST(EventLogTest, RetentionByCountDropsTheOldestAndReportsOutOfRange) {
-  EventLog log({.max_events = 3});
+TEST(EventFeedTest, RetentionByCountDropsTheOldestAndReportsOutOfRange) {
+  EventFeed log({.max_events = 3});
   for (int i = 1; i <= 5; ++i) log.Append({Event("c", absl::StrCat("k", i))});
   EXPECT_EQ(log.oldest_retained_sequence(), 3u);
   EXPECT_EQ(log.last_sequence(), 5u);
@@ -124,40 +124,40 @@ TEST(EventLogTest, RetentionByCountDropsTheOldestAndReportsOutOfRange) {
   EXPECT_THAT(gone.status().message(), HasSubstr("oldest retained sequence is 3"));
 }
 
-TEST(EventLogTest, RetentionByBytesDropsTheOldest) {
+TEST(EventFeedTest, RetentionByBytesDropsTheOldest) {
   const size_t one = sizeof(ExpiryEvent) + 1 + 2 + 100;
-  EventLog log({.max_bytes = 3 * one});
+  EventFeed log({.max_bytes = 3 * one});
   for (int i = 1; i <= 5; ++i) log.Append({Event("c", absl::StrCat("k", i), std::string(100, 'v'))});
   EXPECT_EQ(log.oldest_retained_sequence(), 3u);
 }
 
-TEST(EventLogTest, APositionBeyondTheNewestIsOutOfRange) {
-  EventLog log({});
+TEST(EventFeedTest, APositionBeyondTheNewestIsOutOfRange) {
+  EventFeed log({});
   log.Append({Event("c", "a")});
   absl::Status s = log.CheckPosition(7);
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(s.message(), HasSubstr("beyond the newest sequence 1"));
 }
 
-TEST(EventLogTest, EmptyLogAcceptsTheStartPosition) {
-  EventLog log({.first_sequence = 50});
+TEST(EventFeedTest, EmptyLogAcceptsTheStartPosition) {
+  EventFeed log({.first_sequence = 50});
   EXPECT_TRUE(log.CheckPosition(49).ok());
   EXPECT_EQ(log.oldest_retained_sequence(), 50u);
   EXPECT_EQ(log.CheckPosition(10).code(), absl::StatusCode::kOutOfRange);
 }
 
-TEST(EventLogTest, AppendListenerSeesTheNewLastSequence) {
+TEST(EventFeedTest, AppendListenerSeesTheNewLastSequence) {
   std::vector<uint64_t> seen;
-  EventLog log({.on_readable = [&](uint64_t last) { seen.push_back(last); }});
+  EventFeed log({.on_readable = [&](uint64_t last) { seen.push_back(last); }});
   log.Append({Event("c", "a"), Event("c", "b")});
   log.Append({});
   log.Append({Event("c", "c")});
   EXPECT_THAT(seen, ::testing::ElementsAre(2u, 3u));
 }
 
-TEST(EventLogTest, InvisibleEventsAreNotReadUntilMadeVisible) {
+TEST(EventFeedTest, InvisibleEventsAreNotReadUntilMadeVisible) {
   std::vector<uint64_t> notified;
-  EventLog log({.first_sequence = 1,
+  EventFeed log({.first_sequence = 1,
                 .visible_on_append = false,
                 .on_readable = [&](uint64_t last) { notified.push_back(last); }});
   EXPECT_EQ(log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")}), 3u);
@@ -173,29 +173,29 @@ TEST(EventLogTest, InvisibleEventsAreNotReadUntilMadeVisible) {
   EXPECT_THAT(notified, ::testing::ElementsAre(2u, 3u));
 }
 
-TEST(EventLogTest, RetentionNeverDropsEventsThatAreNotVisibleYet) {
-  EventLog log({.first_sequence = 1, .max_events = 2, .visible_on_append = false});
+TEST(EventFeedTest, RetentionNeverDropsEventsThatAreNotVisibleYet) {
+  EventFeed log({.first_sequence = 1, .max_events = 2, .visible_on_append = false});
   log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")});
   log.Append({Event("c", "d")});
   EXPECT_EQ(log.oldest_retained_sequence(), 1u);
   EXPECT_EQ(log.last_sequence(), 0u);
 }
 
-TEST(EventLogTest, RetentionAppliesOnceEventsBecomeVisible) {
-  EventLog log({.first_sequence = 1, .max_events = 2, .visible_on_append = false});
+TEST(EventFeedTest, RetentionAppliesOnceEventsBecomeVisible) {
+  EventFeed log({.first_sequence = 1, .max_events = 2, .visible_on_append = false});
   log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c"), Event("c", "d")});
   EXPECT_EQ(log.oldest_retained_sequence(), 1u);
   log.MakeVisibleThrough(4);
   EXPECT_EQ(log.oldest_retained_sequence(), 3u);
 }
 
-TEST(EventLogTest, RestoreKeepsTheRunContiguousWithTheNextSequence) {
+TEST(EventFeedTest, RestoreKeepsTheRunContiguousWithTheNextSequence) {
   std::vector<ExpiryEvent> events;
   for (uint64_t seq : {3u, 5u, 6u, 7u}) {
     events.push_back(Event("c", absl::StrCat("k", seq)));
     events.back().sequence = seq;
   }
-  EventLog log({});
+  EventFeed log({});
   log.Restore(std::move(events), 8);
   EXPECT_EQ(log.oldest_retained_sequence(), 5u);
   EXPECT_EQ(log.last_sequence(), 7u);
@@ -204,8 +204,8 @@ TEST(EventLogTest, RestoreKeepsTheRunContiguousWithTheNextSequence) {
   EXPECT_EQ(log.Append({Event("c", "new")}), 8u);
 }
 
-TEST(EventLogTest, RestoreWithNoEventsStartsAtTheNextSequence) {
-  EventLog log({.first_sequence = 1});
+TEST(EventFeedTest, RestoreWithNoEventsStartsAtTheNextSequence) {
+  EventFeed log({.first_sequence = 1});
   log.Restore({}, 1000);
   EXPECT_EQ(log.last_sequence(), 999u);
   EXPECT_EQ(log.Append({Event("c", "a")}), 1000u);

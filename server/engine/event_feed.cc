@@ -1,4 +1,4 @@
-#include "server/engine/event_log.h"
+#include "server/engine/event_feed.h"
 
 #include <algorithm>
 #include <cassert>
@@ -23,12 +23,12 @@ bool EventFilter::Matches(absl::string_view collection) const {
   return absl::StartsWith(collection, prefix);
 }
 
-EventLog::EventLog(const Options& options)
+EventFeed::EventFeed(const Options& options)
     : options_(options),
       front_sequence_(options.first_sequence == 0 ? 1 : options.first_sequence),
       visible_sequence_(front_sequence_ - 1) {}
 
-uint64_t EventLog::Append(std::vector<ExpiryEvent> events) {
+uint64_t EventFeed::Append(std::vector<ExpiryEvent> events) {
   uint64_t last;
   {
     MutexLock lock(&mu_);
@@ -48,7 +48,7 @@ uint64_t EventLog::Append(std::vector<ExpiryEvent> events) {
   return last;
 }
 
-void EventLog::MakeVisibleThrough(uint64_t sequence) {
+void EventFeed::MakeVisibleThrough(uint64_t sequence) {
   uint64_t visible;
   {
     MutexLock lock(&mu_);
@@ -62,7 +62,7 @@ void EventLog::MakeVisibleThrough(uint64_t sequence) {
   if (options_.on_readable) options_.on_readable(visible);
 }
 
-void EventLog::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence) {
+void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence) {
   assert(std::adjacent_find(events.begin(), events.end(),
                             [](const ExpiryEvent& a, const ExpiryEvent& b) {
                               return a.sequence >= b.sequence;
@@ -88,7 +88,7 @@ void EventLog::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence) 
   TrimLocked();
 }
 
-void EventLog::TrimLocked() {
+void EventFeed::TrimLocked() {
   // The newest event always stays, so a reader that is caught up can read it
   // even when it alone is larger than the byte bound; and events not yet
   // visible stay, or a reader could never see them.
@@ -100,22 +100,22 @@ void EventLog::TrimLocked() {
   }
 }
 
-uint64_t EventLog::last_sequence() const {
+uint64_t EventFeed::last_sequence() const {
   ReaderMutexLock lock(&mu_);
   return visible_sequence_;
 }
 
-uint64_t EventLog::oldest_retained_sequence() const {
+uint64_t EventFeed::oldest_retained_sequence() const {
   ReaderMutexLock lock(&mu_);
   return front_sequence_;
 }
 
-absl::Status EventLog::CheckPosition(uint64_t after) const {
+absl::Status EventFeed::CheckPosition(uint64_t after) const {
   ReaderMutexLock lock(&mu_);
   return CheckPositionLocked(after);
 }
 
-absl::Status EventLog::CheckPositionLocked(uint64_t after) const {
+absl::Status EventFeed::CheckPositionLocked(uint64_t after) const {
   const uint64_t last = visible_sequence_;
   if (after > last) {
     return absl::OutOfRangeError(absl::StrFormat(
@@ -132,7 +132,7 @@ absl::Status EventLog::CheckPositionLocked(uint64_t after) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<EventBatch> EventLog::Read(uint64_t after, const EventFilter& filter,
+absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& filter,
                                           const ReadLimits& limits) const {
   ReaderMutexLock lock(&mu_);
   if (absl::Status s = CheckPositionLocked(after); !s.ok()) return s;

@@ -1,4 +1,4 @@
-// EventLog: the one bounded, shared, in-memory log of expiry events that every
+// EventFeed: the one bounded, shared, in-memory log of expiry events that every
 // watcher reads through its own cursor (a sequence number).
 //
 // Events get consecutive sequences at Append. Retention is bounded by count
@@ -7,14 +7,14 @@
 // cursor that has fallen out of retention is reported as OUT_OF_RANGE, naming
 // the oldest retained sequence: never a silent gap.
 //
-//   lapse::EventLog log({.first_sequence = 1, .max_events = 1000});
+//   lapse::EventFeed log({.first_sequence = 1, .max_events = 1000});
 //   log.Append(std::move(events));
 //   absl::StatusOr<lapse::EventBatch> batch = log.Read(cursor, filter, limits);
 //
 // All methods are thread-safe. Readers share the lock; Append takes it
 // exclusively for a bounded time.
-#ifndef LAPSE_SERVER_ENGINE_EVENT_LOG_H_
-#define LAPSE_SERVER_ENGINE_EVENT_LOG_H_
+#ifndef LAPSE_SERVER_ENGINE_EVENT_FEED_H_
+#define LAPSE_SERVER_ENGINE_EVENT_FEED_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +33,7 @@
 
 namespace lapse {
 
-class EventLog final : public EventSource {
+class EventFeed final : public EventSource {
  public:
   struct Options {
     // Sequence of the first event ever appended. lapsed seeds it from the
@@ -50,9 +50,9 @@ class EventLog final : public EventSource {
     EventsReadableListener on_readable;
   };
 
-  explicit EventLog(const Options& options);
-  EventLog(const EventLog&) = delete;
-  EventLog& operator=(const EventLog&) = delete;
+  explicit EventFeed(const Options& options);
+  EventFeed(const EventFeed&) = delete;
+  EventFeed& operator=(const EventFeed&) = delete;
 
   // Appends `events` in order, assigning consecutive sequences. Returns the
   // sequence of the last one.
@@ -98,4 +98,4 @@ class EventLog final : public EventSource {
 
 }  // namespace lapse
 
-#endif  // LAPSE_SERVER_ENGINE_EVENT_LOG_H_
+#endif  // LAPSE_SERVER_ENGINE_EVENT_FEED_H_
