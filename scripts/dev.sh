@@ -8,7 +8,8 @@
 #                                               move it)
 #   bash scripts/dev.sh test                    check the layering
 #                                               (scripts/check_layers.sh),
-#                                               install what is missing, build,
+#                                               install what is missing, check
+#                                               the formatting, build,
 #                                               run every test: a clang build
 #                                               (-Wthread-safety), the whole suite
 #                                               under ASan+UBSan, and the
@@ -22,7 +23,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
 
 packages=(
-  cmake ninja-build pkg-config g++ clang libclang-rt-14-dev
+  cmake ninja-build pkg-config g++ clang clang-format libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server libhiredis-dev grpc-proto
@@ -74,6 +75,9 @@ run_tests() {
   bash "$root/scripts/check_layers.sh"
 
   install_missing
+
+  echo "== format"
+  bash "$root/scripts/format.sh" --check
 
   echo "== clang build, every test"
   build "$root/build/clang" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

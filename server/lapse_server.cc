@@ -43,8 +43,7 @@ absl::StatusOr<int> LapseServer::Start() {
   grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen_address,
-                           grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   builder.RegisterService(service_.get());
@@ -54,8 +53,7 @@ absl::StatusOr<int> LapseServer::Start() {
     server_.reset();
   }
   if (server_ == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options_.listen_address));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address));
   }
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);

@@ -15,8 +15,7 @@ TEST(LapseServerTest, ReflectionCanDescribeTheHealthService) {
   options.listen_address = "127.0.0.1:0";
   LapseServer server(options);
   ASSERT_TRUE(server.Start().ok());
-  const google::protobuf::DescriptorPool* pool =
-      google::protobuf::DescriptorPool::generated_pool();
+  const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
   EXPECT_NE(pool->FindServiceByName("grpc.health.v1.Health"), nullptr);
   EXPECT_NE(pool->FindServiceByName("lapse.v1.LapseService"), nullptr);
   server.Shutdown(absl::ZeroDuration());

@@ -51,11 +51,9 @@ ABSL_FLAG(int64_t, event_retention_bytes,
 ABSL_FLAG(int64_t, max_collection_name_bytes,
           static_cast<int64_t>(Defaults().store.limits.max_collection_name_bytes),
           "Longest collection name");
-ABSL_FLAG(int64_t, max_key_bytes,
-          static_cast<int64_t>(Defaults().store.limits.max_key_bytes),
+ABSL_FLAG(int64_t, max_key_bytes, static_cast<int64_t>(Defaults().store.limits.max_key_bytes),
           "Longest member key");
-ABSL_FLAG(int64_t, max_value_bytes,
-          static_cast<int64_t>(Defaults().store.limits.max_value_bytes),
+ABSL_FLAG(int64_t, max_value_bytes, static_cast<int64_t>(Defaults().store.limits.max_value_bytes),
           "Largest member value");
 ABSL_FLAG(int64_t, max_members_per_request,
           static_cast<int64_t>(Defaults().store.limits.max_members_per_request),
@@ -74,11 +72,9 @@ ABSL_FLAG(int64_t, max_watch_collections,
           "Collections named in one WatchExpirations request");
 ABSL_FLAG(absl::Duration, heartbeat_interval, Defaults().heartbeat_interval,
           "An idle watch stream gets an empty batch this often");
-ABSL_FLAG(int64_t, watch_batch_max_events,
-          static_cast<int64_t>(Defaults().watch_batch_max_events),
+ABSL_FLAG(int64_t, watch_batch_max_events, static_cast<int64_t>(Defaults().watch_batch_max_events),
           "Events in one watch batch");
-ABSL_FLAG(int64_t, watch_batch_max_bytes,
-          static_cast<int64_t>(Defaults().watch_batch_max_bytes),
+ABSL_FLAG(int64_t, watch_batch_max_bytes, static_cast<int64_t>(Defaults().watch_batch_max_bytes),
           "Bytes of names, keys and values in one watch batch");
 ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest gRPC message received or sent");
@@ -95,8 +91,7 @@ ABSL_FLAG(int64_t, snapshot_after_bytes,
           static_cast<int64_t>(Defaults().store.snapshot_after_bytes),
           "With --data_dir: write-ahead log bytes that trigger a snapshot; 0 "
           "turns automatic snapshots off");
-ABSL_FLAG(int64_t, wal_segment_bytes,
-          static_cast<int64_t>(Defaults().store.wal_segment_bytes),
+ABSL_FLAG(int64_t, wal_segment_bytes, static_cast<int64_t>(Defaults().store.wal_segment_bytes),
           "With --data_dir: size at which a log segment is closed");
 ABSL_FLAG(bool, wal_truncate_damaged, false,
           "With --data_dir: start even if the log is damaged in the middle, "
@@ -111,11 +106,9 @@ using lapse::Log;
 using lapse::LogLevel;
 
 // Checks that `flag`'s value is within [min, max].
-bool InRange(absl::string_view flag, int64_t value, int64_t min, int64_t max,
-             std::string* error) {
+bool InRange(absl::string_view flag, int64_t value, int64_t min, int64_t max, std::string* error) {
   if (value >= min && value <= max) return true;
-  *error = absl::StrCat("--", flag, "=", value, " is out of range [", min, ", ",
-                        max, "]");
+  *error = absl::StrCat("--", flag, "=", value, " is out of range [", min, ", ", max, "]");
   return false;
 }
 
@@ -136,43 +129,31 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   std::string error;
   const bool ok =
       InRange("shards", absl::GetFlag(FLAGS_shards), 1, 65536, &error) &&
-      InRange("event_retention_events",
-              absl::GetFlag(FLAGS_event_retention_events), 1, kMax, &error) &&
-      InRange("event_retention_bytes",
-              absl::GetFlag(FLAGS_event_retention_bytes), 1, kMax, &error) &&
-      InRange("max_collection_name_bytes",
-              absl::GetFlag(FLAGS_max_collection_name_bytes), 1, 1 << 20,
+      InRange("event_retention_events", absl::GetFlag(FLAGS_event_retention_events), 1, kMax,
               &error) &&
-      InRange("max_key_bytes", absl::GetFlag(FLAGS_max_key_bytes), 1, 1 << 20,
+      InRange("event_retention_bytes", absl::GetFlag(FLAGS_event_retention_bytes), 1, kMax,
               &error) &&
-      InRange("max_value_bytes", absl::GetFlag(FLAGS_max_value_bytes), 0,
-              INT32_MAX, &error) &&
-      InRange("max_members_per_request",
-              absl::GetFlag(FLAGS_max_members_per_request), 1, 1'000'000,
+      InRange("max_collection_name_bytes", absl::GetFlag(FLAGS_max_collection_name_bytes), 1,
+              1 << 20, &error) &&
+      InRange("max_key_bytes", absl::GetFlag(FLAGS_max_key_bytes), 1, 1 << 20, &error) &&
+      InRange("max_value_bytes", absl::GetFlag(FLAGS_max_value_bytes), 0, INT32_MAX, &error) &&
+      InRange("max_members_per_request", absl::GetFlag(FLAGS_max_members_per_request), 1, 1'000'000,
               &error) &&
       InRange("max_page_size", max_page, 1, INT32_MAX, &error) &&
-      InRange("default_page_size", absl::GetFlag(FLAGS_default_page_size), 1,
-              max_page, &error) &&
+      InRange("default_page_size", absl::GetFlag(FLAGS_default_page_size), 1, max_page, &error) &&
       Positive("max_ttl", absl::GetFlag(FLAGS_max_ttl), &error) &&
-      InRange("max_total_members", absl::GetFlag(FLAGS_max_total_members), 1,
-              kMax, &error) &&
-      InRange("max_watch_collections",
-              absl::GetFlag(FLAGS_max_watch_collections), 1, 1'000'000,
+      InRange("max_total_members", absl::GetFlag(FLAGS_max_total_members), 1, kMax, &error) &&
+      InRange("max_watch_collections", absl::GetFlag(FLAGS_max_watch_collections), 1, 1'000'000,
               &error) &&
-      Positive("heartbeat_interval", absl::GetFlag(FLAGS_heartbeat_interval),
-               &error) &&
-      InRange("watch_batch_max_events",
-              absl::GetFlag(FLAGS_watch_batch_max_events), 1, 1'000'000,
+      Positive("heartbeat_interval", absl::GetFlag(FLAGS_heartbeat_interval), &error) &&
+      InRange("watch_batch_max_events", absl::GetFlag(FLAGS_watch_batch_max_events), 1, 1'000'000,
               &error) &&
-      InRange("watch_batch_max_bytes",
-              absl::GetFlag(FLAGS_watch_batch_max_bytes), 1, INT32_MAX,
+      InRange("watch_batch_max_bytes", absl::GetFlag(FLAGS_watch_batch_max_bytes), 1, INT32_MAX,
               &error) &&
       InRange("max_message_bytes", max_message, 4096, INT32_MAX, &error) &&
       Positive("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), &error) &&
-      InRange("snapshot_after_bytes", absl::GetFlag(FLAGS_snapshot_after_bytes), 0, kMax,
-              &error) &&
-      InRange("wal_segment_bytes", absl::GetFlag(FLAGS_wal_segment_bytes), 4096, kMax,
-              &error);
+      InRange("snapshot_after_bytes", absl::GetFlag(FLAGS_snapshot_after_bytes), 0, kMax, &error) &&
+      InRange("wal_segment_bytes", absl::GetFlag(FLAGS_wal_segment_bytes), 4096, kMax, &error);
   if (!ok) return absl::InvalidArgumentError(error);
   absl::StatusOr<lapse::FsyncPolicy> fsync = lapse::ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
   if (!fsync.ok()) return absl::InvalidArgumentError(absl::StrCat("--", fsync.status().message()));
@@ -182,19 +163,15 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.store.shards = absl::GetFlag(FLAGS_shards);
   options.store.event_retention_events = absl::GetFlag(FLAGS_event_retention_events);
   options.store.event_retention_bytes = absl::GetFlag(FLAGS_event_retention_bytes);
-  options.store.limits.max_collection_name_bytes =
-      absl::GetFlag(FLAGS_max_collection_name_bytes);
+  options.store.limits.max_collection_name_bytes = absl::GetFlag(FLAGS_max_collection_name_bytes);
   options.store.limits.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
   options.store.limits.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
-  options.store.limits.max_members_per_request =
-      absl::GetFlag(FLAGS_max_members_per_request);
-  options.store.limits.default_page_size =
-      static_cast<int>(absl::GetFlag(FLAGS_default_page_size));
+  options.store.limits.max_members_per_request = absl::GetFlag(FLAGS_max_members_per_request);
+  options.store.limits.default_page_size = static_cast<int>(absl::GetFlag(FLAGS_default_page_size));
   options.store.limits.max_page_size = static_cast<int>(max_page);
   options.store.limits.max_ttl = absl::GetFlag(FLAGS_max_ttl);
   options.store.limits.max_total_members = absl::GetFlag(FLAGS_max_total_members);
-  options.store.limits.max_watch_collections =
-      absl::GetFlag(FLAGS_max_watch_collections);
+  options.store.limits.max_watch_collections = absl::GetFlag(FLAGS_max_watch_collections);
   options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.watch_batch_max_events = absl::GetFlag(FLAGS_watch_batch_max_events);
   options.watch_batch_max_bytes = absl::GetFlag(FLAGS_watch_batch_max_bytes);
@@ -208,19 +185,21 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a
   // message or the stream would fail on send.
-  const int64_t largest_event =
-      static_cast<int64_t>(options.store.limits.max_collection_name_bytes +
-                           options.store.limits.max_key_bytes +
-                           options.store.limits.max_value_bytes);
+  const int64_t largest_event = static_cast<int64_t>(
+      options.store.limits.max_collection_name_bytes + options.store.limits.max_key_bytes +
+      options.store.limits.max_value_bytes);
   constexpr int64_t kFramingPerEvent = 64;
   const int64_t largest_batch =
       std::max<int64_t>(options.watch_batch_max_bytes, largest_event) +
       static_cast<int64_t>(options.watch_batch_max_events) * kFramingPerEvent;
   if (largest_batch > max_message) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_message_bytes=", max_message, " cannot hold a watch batch of up "
-        "to ", largest_batch, " bytes; raise it or lower "
-        "--watch_batch_max_bytes, --watch_batch_max_events or --max_value_bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_bytes=", max_message,
+                     " cannot hold a watch batch of up "
+                     "to ",
+                     largest_batch,
+                     " bytes; raise it or lower "
+                     "--watch_batch_max_bytes, --watch_batch_max_events or --max_value_bytes"));
   }
   return options;
 }
@@ -244,15 +223,14 @@ std::string StoreDescription(const lapse::ServerOptions& options) {
   }
   const char* fsync = options.store.fsync == lapse::FsyncPolicy::kAlways        ? "always"
                       : options.store.fsync == lapse::FsyncPolicy::kEverySecond ? "everysec"
-                                                                          : "never";
+                                                                                : "never";
   return absl::StrCat("durable in ", options.store.data_dir, " (fsync ", fsync, ")");
 }
 
 // "host:port" with the port actually bound.
 std::string BoundAddress(const std::string& listen, int port) {
   const size_t colon = listen.rfind(':');
-  const std::string host =
-      colon == std::string::npos ? listen : listen.substr(0, colon);
+  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
   return absl::StrCat(host, ":", port);
 }
 
@@ -273,8 +251,7 @@ int main(int argc, char** argv) {
   lapse::SetMinLogLevel(log_level);
   absl::StatusOr<lapse::ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) {
-    std::fprintf(stderr, "lapsed: %s\n",
-                 std::string(options.status().message()).c_str());
+    std::fprintf(stderr, "lapsed: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
 

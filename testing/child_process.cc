@@ -37,12 +37,10 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
 
 }  // namespace
 
-ChildProcess::ChildProcess(const std::string& path,
-                           const std::vector<std::string>& args,
+ChildProcess::ChildProcess(const std::string& path, const std::vector<std::string>& args,
                            const std::vector<std::string>& env) {
   int in[2], out[2], err[2];
-  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 ||
-      pipe2(err, O_CLOEXEC) != 0) {
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     return;
   }
   posix_spawn_file_actions_t actions;
@@ -62,8 +60,7 @@ ChildProcess::ChildProcess(const std::string& path,
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setflags(&attributes,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
   std::vector<std::string> argv_strings = {path};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
@@ -71,8 +68,7 @@ ChildProcess::ChildProcess(const std::string& path,
   std::vector<char*> argv = Pointers(argv_strings);
   std::vector<char*> envp = Pointers(env_strings);
   pid_t pid;
-  if (posix_spawn(&pid, path.c_str(), &actions, &attributes, argv.data(),
-                  envp.data()) == 0) {
+  if (posix_spawn(&pid, path.c_str(), &actions, &attributes, argv.data(), envp.data()) == 0) {
     pid_ = pid;
   }
   posix_spawn_file_actions_destroy(&actions);
@@ -143,10 +139,8 @@ std::string ChildProcess::WaitForLine(Stream stream, absl::string_view needle) {
   const absl::Time deadline = absl::Now() + kPatience;
   while (true) {
     size_t newline;
-    while ((newline = output_[stream].find('\n', consumed_[stream])) !=
-           std::string::npos) {
-      std::string line =
-          output_[stream].substr(consumed_[stream], newline - consumed_[stream]);
+    while ((newline = output_[stream].find('\n', consumed_[stream])) != std::string::npos) {
+      std::string line = output_[stream].substr(consumed_[stream], newline - consumed_[stream]);
       consumed_[stream] = newline + 1;
       if (absl::StrContains(line, needle)) return line;
     }
@@ -171,15 +165,13 @@ ChildProcess::Result ChildProcess::Wait() {
   }
   Result result;
   result.wait_status = wait_status_;
-  result.exit_code =
-      wait_status_ != -1 && WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : -1;
+  result.exit_code = wait_status_ != -1 && WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : -1;
   result.out = output_[kStdout];
   result.err = output_[kStderr];
   return result;
 }
 
-ChildProcess::Result RunToCompletion(const std::string& path,
-                                     const std::vector<std::string>& args,
+ChildProcess::Result RunToCompletion(const std::string& path, const std::vector<std::string>& args,
                                      const std::vector<std::string>& env,
                                      absl::string_view stdin_data) {
   ChildProcess child(path, args, env);

@@ -76,8 +76,7 @@ class ChildProcess final {
 };
 
 // Runs `path` to completion with `stdin_data` as its input.
-ChildProcess::Result RunToCompletion(const std::string& path,
-                                     const std::vector<std::string>& args,
+ChildProcess::Result RunToCompletion(const std::string& path, const std::vector<std::string>& args,
                                      const std::vector<std::string>& env = {},
                                      absl::string_view stdin_data = "");
 

@@ -21,11 +21,9 @@ class HeldCall final : public grpc::ServerUnaryReactor {
 
 // Plays one scripted stream: headers, the responses one write at a time,
 // then its end (or stays open until cancelled).
-class ScriptedWatch final
-    : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
+class ScriptedWatch final : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
  public:
-  explicit ScriptedWatch(FakeLapseService::Stream stream)
-      : stream_(std::move(stream)) {
+  explicit ScriptedWatch(FakeLapseService::Stream stream) : stream_(std::move(stream)) {
     if (!stream_.send_headers) {
       Finish(stream_.end.value_or(grpc::Status::OK));
       return;
@@ -57,8 +55,7 @@ class ScriptedWatch final
       FinishOnceLocked(*stream_.end);
     }
   }
-  void FinishOnceLocked(const grpc::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void FinishOnceLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
     Finish(status);
@@ -101,14 +98,13 @@ std::vector<v1::WatchExpirationsRequest> FakeLapseService::watch_requests() {
 
 bool FakeLapseService::WaitForWatchCalls(size_t count) {
   MutexLock lock(&mu_);
-  auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return watch_requests_.size() >= count;
-  };
+  auto arrived = [&]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watch_requests_.size() >= count; };
   return WaitWithPatience(mu_, cv_, arrived);
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::Answer(
-    grpc::CallbackServerContext* context, absl::string_view method) {
+grpc::ServerUnaryReactor* FakeLapseService::Answer(grpc::CallbackServerContext* context,
+                                                   absl::string_view method) {
   MutexLock lock(&mu_);
   ++calls_[std::string(method)];
   if (hold_) return new HeldCall();
@@ -122,63 +118,62 @@ grpc::ServerUnaryReactor* FakeLapseService::Answer(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::PutMembers(
-    grpc::CallbackServerContext* context, const v1::PutMembersRequest*,
-    v1::PutMembersResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::PutMembers(grpc::CallbackServerContext* context,
+                                                       const v1::PutMembersRequest*,
+                                                       v1::PutMembersResponse*) {
   return Answer(context, "PutMembers");
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::GetMembers(
-    grpc::CallbackServerContext* context, const v1::GetMembersRequest*,
-    v1::GetMembersResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::GetMembers(grpc::CallbackServerContext* context,
+                                                       const v1::GetMembersRequest*,
+                                                       v1::GetMembersResponse*) {
   return Answer(context, "GetMembers");
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::RemoveMembers(
-    grpc::CallbackServerContext* context, const v1::RemoveMembersRequest*,
-    v1::RemoveMembersResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::RemoveMembers(grpc::CallbackServerContext* context,
+                                                          const v1::RemoveMembersRequest*,
+                                                          v1::RemoveMembersResponse*) {
   return Answer(context, "RemoveMembers");
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::ExpireMembers(
-    grpc::CallbackServerContext* context, const v1::ExpireMembersRequest*,
-    v1::ExpireMembersResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::ExpireMembers(grpc::CallbackServerContext* context,
+                                                          const v1::ExpireMembersRequest*,
+                                                          v1::ExpireMembersResponse*) {
   return Answer(context, "ExpireMembers");
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::PersistMembers(
-    grpc::CallbackServerContext* context, const v1::PersistMembersRequest*,
-    v1::PersistMembersResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::PersistMembers(grpc::CallbackServerContext* context,
+                                                           const v1::PersistMembersRequest*,
+                                                           v1::PersistMembersResponse*) {
   return Answer(context, "PersistMembers");
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::ListMembers(
-    grpc::CallbackServerContext* context, const v1::ListMembersRequest*,
-    v1::ListMembersResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::ListMembers(grpc::CallbackServerContext* context,
+                                                        const v1::ListMembersRequest*,
+                                                        v1::ListMembersResponse*) {
   return Answer(context, "ListMembers");
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::GetCollection(
-    grpc::CallbackServerContext* context, const v1::GetCollectionRequest*,
-    v1::GetCollectionResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::GetCollection(grpc::CallbackServerContext* context,
+                                                          const v1::GetCollectionRequest*,
+                                                          v1::GetCollectionResponse*) {
   return Answer(context, "GetCollection");
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::ListCollections(
-    grpc::CallbackServerContext* context, const v1::ListCollectionsRequest*,
-    v1::ListCollectionsResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::ListCollections(grpc::CallbackServerContext* context,
+                                                            const v1::ListCollectionsRequest*,
+                                                            v1::ListCollectionsResponse*) {
   return Answer(context, "ListCollections");
 }
 
-grpc::ServerUnaryReactor* FakeLapseService::DeleteCollection(
-    grpc::CallbackServerContext* context, const v1::DeleteCollectionRequest*,
-    v1::DeleteCollectionResponse*) {
+grpc::ServerUnaryReactor* FakeLapseService::DeleteCollection(grpc::CallbackServerContext* context,
+                                                             const v1::DeleteCollectionRequest*,
+                                                             v1::DeleteCollectionResponse*) {
   return Answer(context, "DeleteCollection");
 }
 
-grpc::ServerWriteReactor<v1::WatchExpirationsResponse>*
-FakeLapseService::WatchExpirations(grpc::CallbackServerContext* context,
-                                   const v1::WatchExpirationsRequest* request) {
+grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* FakeLapseService::WatchExpirations(
+    grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) {
   Stream stream;
   {
     MutexLock lock(&mu_);
@@ -195,8 +190,7 @@ FakeLapseService::WatchExpirations(grpc::CallbackServerContext* context,
 
 FakeServer::FakeServer() {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port_);
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(&service_);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -207,12 +201,9 @@ FakeServer::FakeServer() {
 
 FakeServer::~FakeServer() { server_->Shutdown(absl::ToChronoTime(absl::Now())); }
 
-std::string FakeServer::address() const {
-  return absl::StrCat("127.0.0.1:", port_);
-}
+std::string FakeServer::address() const { return absl::StrCat("127.0.0.1:", port_); }
 
-v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences,
-                                   uint64_t examined) {
+v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences, uint64_t examined) {
   v1::WatchExpirationsResponse response;
   for (uint64_t sequence : sequences) {
     v1::ExpiryEvent* event = response.add_events();

@@ -29,9 +29,9 @@
 #include "grpcpp/server.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
-#include "testing/test_util.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/mutex.h"
+#include "testing/test_util.h"
 
 namespace lapse::testing {
 
@@ -71,28 +71,26 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
   grpc::ServerUnaryReactor* ExpireMembers(grpc::CallbackServerContext* context,
                                           const v1::ExpireMembersRequest*,
                                           v1::ExpireMembersResponse*) override;
-  grpc::ServerUnaryReactor* PersistMembers(
-      grpc::CallbackServerContext* context, const v1::PersistMembersRequest*,
-      v1::PersistMembersResponse*) override;
+  grpc::ServerUnaryReactor* PersistMembers(grpc::CallbackServerContext* context,
+                                           const v1::PersistMembersRequest*,
+                                           v1::PersistMembersResponse*) override;
   grpc::ServerUnaryReactor* ListMembers(grpc::CallbackServerContext* context,
                                         const v1::ListMembersRequest*,
                                         v1::ListMembersResponse*) override;
   grpc::ServerUnaryReactor* GetCollection(grpc::CallbackServerContext* context,
                                           const v1::GetCollectionRequest*,
                                           v1::GetCollectionResponse*) override;
-  grpc::ServerUnaryReactor* ListCollections(
-      grpc::CallbackServerContext* context, const v1::ListCollectionsRequest*,
-      v1::ListCollectionsResponse*) override;
-  grpc::ServerUnaryReactor* DeleteCollection(
-      grpc::CallbackServerContext* context, const v1::DeleteCollectionRequest*,
-      v1::DeleteCollectionResponse*) override;
+  grpc::ServerUnaryReactor* ListCollections(grpc::CallbackServerContext* context,
+                                            const v1::ListCollectionsRequest*,
+                                            v1::ListCollectionsResponse*) override;
+  grpc::ServerUnaryReactor* DeleteCollection(grpc::CallbackServerContext* context,
+                                             const v1::DeleteCollectionRequest*,
+                                             v1::DeleteCollectionResponse*) override;
   grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
-      grpc::CallbackServerContext* context,
-      const v1::WatchExpirationsRequest* request) override;
+      grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
 
  private:
-  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                   absl::string_view method);
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, absl::string_view method);
 
   // Signalled when a watch call arrives.
   Mutex mu_;
@@ -126,8 +124,7 @@ class FakeServer final {
 
 // A WatchExpirations response carrying events with these sequences (in
 // collection "c", keys "k<sequence>") and `examined`.
-v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences,
-                                   uint64_t examined);
+v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences, uint64_t examined);
 
 }  // namespace lapse::testing
 

@@ -13,8 +13,7 @@ namespace {
 std::vector<std::string> WithTestFlags(std::vector<std::string> flags, int port) {
   // First, so that the test's own flags win (the last occurrence of a flag
   // counts).
-  std::vector<std::string> all = {absl::StrCat("--listen=127.0.0.1:", port),
-                                  "--log_level=error",
+  std::vector<std::string> all = {absl::StrCat("--listen=127.0.0.1:", port), "--log_level=error",
                                   // Clients that tests leave connected must
                                   // not hold up a stop.
                                   "--shutdown_grace=200ms"};
@@ -25,8 +24,7 @@ std::vector<std::string> WithTestFlags(std::vector<std::string> flags, int port)
 
 }  // namespace
 
-LapsedProcess::LapsedProcess(const std::string& path, std::vector<std::string> flags,
-                             int port)
+LapsedProcess::LapsedProcess(const std::string& path, std::vector<std::string> flags, int port)
     : process_(path, WithTestFlags(std::move(flags), port)) {
   start_line_ = process_.WaitForLine(ChildProcess::kStdout, "listening on");
   const size_t at = start_line_.find("(port ");

@@ -26,8 +26,7 @@ class LapsedProcess final {
   // with errors-only logging and a short shutdown grace, then `flags` (which
   // may override those), and waits (at most kPatience) for its start line.
   // Returns early if lapsed exits instead, e.g. on a refused flag.
-  LapsedProcess(const std::string& path, std::vector<std::string> flags,
-                int port = 0);
+  LapsedProcess(const std::string& path, std::vector<std::string> flags, int port = 0);
 
   bool spawned() const { return process_.spawned(); }
   // The port lapsed reported listening on; 0 if it did not start.

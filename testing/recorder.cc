@@ -6,11 +6,9 @@
 
 namespace lapse::testing {
 
-client::WatchHandlers Recorder::Handlers(
-    std::function<void(const client::ExpiryEvent&)> on_event) {
+client::WatchHandlers Recorder::Handlers(std::function<void(const client::ExpiryEvent&)> on_event) {
   client::WatchHandlers handlers;
-  handlers.on_event = [this, on_event = std::move(on_event)](
-                          const client::ExpiryEvent& event) {
+  handlers.on_event = [this, on_event = std::move(on_event)](const client::ExpiryEvent& event) {
     {
       MutexLock lock(&mu_);
       events_.push_back(event);
@@ -39,36 +37,26 @@ client::WatchHandlers Recorder::Handlers(
 template <typename Done>
 bool Recorder::WaitFor(Done done) {
   MutexLock lock(&mu_);
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return done() || error_.has_value();
-  };
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done() || error_.has_value(); };
   WaitWithPatience(mu_, cv_, ready);
   return done();
 }
 
 bool Recorder::WaitForEvents(size_t count) {
-  return WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return events_.size() >= count;
-  });
+  return WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return events_.size() >= count; });
 }
 
 bool Recorder::WaitForConnections(int count) {
-  return WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return connections_ >= count;
-  });
+  return WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return connections_ >= count; });
 }
 
 bool Recorder::WaitForReconnects(int count) {
-  return WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return reconnects_ >= count;
-  });
+  return WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reconnects_ >= count; });
 }
 
 absl::Status Recorder::WaitForError() {
   MutexLock lock(&mu_);
-  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return error_.has_value();
-  };
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return error_.has_value(); };
   if (!WaitWithPatience(mu_, cv_, ended)) {
     return absl::DeadlineExceededError("test: no error was reported");
   }

@@ -127,8 +127,8 @@ v1::WatchExpirationsRequest AllEvents() {
   return request;
 }
 
-Watcher::Watcher(v1::LapseService::Stub& stub,
-                 const v1::WatchExpirationsRequest& request, Reading reading) {
+Watcher::Watcher(v1::LapseService::Stub& stub, const v1::WatchExpirationsRequest& request,
+                 Reading reading) {
   GuardDeadline(&context_);
   reader_ = stub.WatchExpirations(&context_, request);
   reader_->WaitForInitialMetadata();
@@ -164,26 +164,20 @@ void Watcher::ReadAll() {
 
 bool Watcher::WaitForEvents(size_t count) {
   MutexLock lock(&mu_);
-  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return event_count_ >= count || ended_;
-  };
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return event_count_ >= count || ended_; };
   WaitWithPatience(mu_, cv_, done);
   return event_count_ >= count;
 }
 
 bool Watcher::WaitForResponses(size_t count) {
-  return WaitFor([count](const std::vector<v1::WatchExpirationsResponse>& r) {
-    return r.size() >= count;
-  });
+  return WaitFor(
+      [count](const std::vector<v1::WatchExpirationsResponse>& r) { return r.size() >= count; });
 }
 
 bool Watcher::WaitFor(
-    const std::function<bool(const std::vector<v1::WatchExpirationsResponse>&)>&
-        done) {
+    const std::function<bool(const std::vector<v1::WatchExpirationsResponse>&)>& done) {
   MutexLock lock(&mu_);
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ended_ || done(responses_);
-  };
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_ || done(responses_); };
   WaitWithPatience(mu_, cv_, ready);
   return done(responses_);
 }
@@ -192,8 +186,7 @@ grpc::Status Watcher::WaitForEnd() {
   MutexLock lock(&mu_);
   auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; };
   if (!WaitWithPatience(mu_, cv_, ended)) {
-    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                        "test: stream did not end");
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "test: stream did not end");
   }
   return status_;
 }
@@ -207,8 +200,7 @@ std::vector<v1::ExpiryEvent> Watcher::events() {
   MutexLock lock(&mu_);
   std::vector<v1::ExpiryEvent> events;
   for (const v1::WatchExpirationsResponse& response : responses_) {
-    events.insert(events.end(), response.events().begin(),
-                  response.events().end());
+    events.insert(events.end(), response.events().begin(), response.events().end());
   }
   return events;
 }

@@ -92,8 +92,7 @@ class Watcher {
 
   // Returns once the server has sent the stream's headers, i.e. once the
   // stream's start position is fixed.
-  Watcher(v1::LapseService::Stub& stub,
-          const v1::WatchExpirationsRequest& request,
+  Watcher(v1::LapseService::Stub& stub, const v1::WatchExpirationsRequest& request,
           Reading reading = Reading::kRead);
   // Cancels the stream if it is still open.
   ~Watcher();
@@ -103,8 +102,7 @@ class Watcher {
   // Each waits until the condition holds, false after kPatience.
   bool WaitForEvents(size_t count);
   bool WaitForResponses(size_t count);
-  bool WaitFor(const std::function<bool(const std::vector<
-                   v1::WatchExpirationsResponse>&)>& done);
+  bool WaitFor(const std::function<bool(const std::vector<v1::WatchExpirationsResponse>&)>& done);
   // Waits for the stream to end and returns its status.
   grpc::Status WaitForEnd();
 

@@ -15,8 +15,7 @@ RefusedPort::RefusedPort() {
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t length = sizeof(address);
-  if (fd_ < 0 ||
-      bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+  if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
       getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     std::abort();
   }

@@ -29,8 +29,8 @@ inline constexpr absl::Duration kPatience = absl::Seconds(30);
 // `cv`. Not analysed for thread safety inside: done() refers to `mu` by the
 // caller's name for it.
 template <typename Done>
-bool WaitWithPatience(Mutex& mu, CondVar& cv, Done done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+bool WaitWithPatience(Mutex& mu, CondVar& cv, Done done)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const absl::Time deadline = absl::Now() + kPatience;
   while (!done()) {
     const absl::Duration left = deadline - absl::Now();

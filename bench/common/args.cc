@@ -5,8 +5,7 @@
 namespace lapse {
 namespace load {
 
-std::vector<char*> DashesToUnderscores(int argc, char** argv,
-                                       std::vector<std::string>* storage) {
+std::vector<char*> DashesToUnderscores(int argc, char** argv, std::vector<std::string>* storage) {
   storage->clear();
   storage->reserve(static_cast<size_t>(argc));
   bool flags_ended = false;

@@ -18,8 +18,7 @@ namespace load {
 // --key-bytes=16 as well, like the rest of the benchmark tooling. Rewrites
 // only flag names (the part before '='), never values or positional
 // arguments. The returned pointers point into `storage`.
-std::vector<char*> DashesToUnderscores(int argc, char** argv,
-                                       std::vector<std::string>* storage);
+std::vector<char*> DashesToUnderscores(int argc, char** argv, std::vector<std::string>* storage);
 
 }  // namespace load
 }  // namespace lapse

@@ -43,9 +43,7 @@ void ExpiryLedger::DeliverUnknown(uint64_t n) {
 
 bool ExpiryLedger::WaitForAll(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
-  const auto all = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return received_ >= expected_;
-  };
+  const auto all = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return received_ >= expected_; };
   return mu_.AwaitWithDeadline(absl::Condition(&all), deadline);
 }
 

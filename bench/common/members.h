@@ -59,8 +59,7 @@ inline bool IndexOfKey(absl::string_view key, uint64_t* index) {
   return absl::SimpleAtoi(key.substr(1), index);
 }
 
-inline std::string CollectionFor(absl::string_view prefix, uint64_t batch,
-                                 uint64_t collections) {
+inline std::string CollectionFor(absl::string_view prefix, uint64_t batch, uint64_t collections) {
   return absl::StrCat(prefix, "c", batch % collections);
 }
 
@@ -69,8 +68,7 @@ inline std::string CollectionFor(absl::string_view prefix, uint64_t batch,
 // relative to the writes.
 inline int64_t SpreadDeadlineMs(int64_t start_ms, int64_t spread_ms, uint64_t i) {
   if (spread_ms <= 0) return start_ms;
-  return start_ms +
-         static_cast<int64_t>(bench::Mix(i) % static_cast<uint64_t>(spread_ms));
+  return start_ms + static_cast<int64_t>(bench::Mix(i) % static_cast<uint64_t>(spread_ms));
 }
 
 }  // namespace load

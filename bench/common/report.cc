@@ -86,8 +86,7 @@ void Progress::Run() {
   while (!thread_.WaitForStop(next)) {
     const absl::Duration elapsed = absl::Now() - start_;
     if (elapsed >= quiet_) {
-      std::fprintf(stderr, "  [%5.1fs] %s\n", absl::ToDoubleSeconds(elapsed),
-                   line_().c_str());
+      std::fprintf(stderr, "  [%5.1fs] %s\n", absl::ToDoubleSeconds(elapsed), line_().c_str());
     }
     next += absl::Seconds(1);
   }

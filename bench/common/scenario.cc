@@ -65,8 +65,7 @@ ExpiryTally Tally(const ExpiryLedger& ledger, uint64_t expected) {
 
 Result ExpiryLatencyResult(const std::string& peer, uint64_t members, const ExpiryTiming& timing,
                            const ExpiryTally& tally) {
-  Result result(peer,
-                timing.reconnect_at > absl::ZeroDuration() ? "reconnect" : "expiry-latency");
+  Result result(peer, timing.reconnect_at > absl::ZeroDuration() ? "reconnect" : "expiry-latency");
   result.Add("members", members);
   result.Add("spread_s", absl::ToDoubleSeconds(timing.spread));
   AddTally(tally, result);

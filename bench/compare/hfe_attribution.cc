@@ -31,8 +31,7 @@ std::vector<Delivery> HfeAttribution::Credit(absl::string_view collection, int64
     return out;
   }
   Collection& col = by_collection_[c];
-  while (col.next < col.members.size() &&
-         col.members[col.next].first * 1000 <= received_us) {
+  while (col.next < col.members.size() && col.members[col.next].first * 1000 <= received_us) {
     const auto& [deadline, index] = col.members[col.next++];
     out.push_back({index, deadline * 1000, received_us});
   }

@@ -61,8 +61,7 @@ ABSL_FLAG(absl::Duration, poll_interval, absl::Milliseconds(100),
 ABSL_FLAG(int32_t, poll_limit, 1000, "classic: members removed per script call");
 ABSL_FLAG(std::string, publish, "batch",
           "classic: PUBLISH one message per script call (batch) or per member");
-ABSL_FLAG(std::string, prefix, "",
-          "Key prefix of this run (default rb<pid>.<scenario>.)");
+ABSL_FLAG(std::string, prefix, "", "Key prefix of this run (default rb<pid>.<scenario>.)");
 
 namespace lapse {
 namespace compare {
@@ -118,8 +117,8 @@ bool OptionsFromFlags(const std::string& scenario, Options* o) {
   o->deadlines_key = o->prefix + "deadlines";
   o->channel = o->prefix + "expired";
   if (scenario != "put" && scenario != "expiry-latency" && scenario != "drain") {
-    return Fail(absl::StrCat("unknown scenario \"", scenario,
-                             "\": expected put, expiry-latency or drain"));
+    return Fail(
+        absl::StrCat("unknown scenario \"", scenario, "\": expected put, expiry-latency or drain"));
   }
   return true;
 }
@@ -165,4 +164,3 @@ int main(int argc, char** argv) {
   }
   return ok ? 0 : 1;
 }
-

@@ -12,8 +12,7 @@ std::string ReplyError(const redisReply* reply) {
   return std::string(reply->str, reply->len);
 }
 
-absl::StatusOr<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& host,
-                                                              int port) {
+absl::StatusOr<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& host, int port) {
   const timeval timeout = {5, 0};
   redisContext* context = redisConnectWithTimeout(host.c_str(), port, timeout);
   if (context == nullptr) return absl::UnavailableError("redis: out of memory");
@@ -37,8 +36,7 @@ void RedisConn::Append(const std::vector<absl::string_view>& argv) {
     argv_.push_back(arg.data());
     argv_len_.push_back(arg.size());
   }
-  redisAppendCommandArgv(context_, static_cast<int>(argv_.size()), argv_.data(),
-                         argv_len_.data());
+  redisAppendCommandArgv(context_, static_cast<int>(argv_.size()), argv_.data(), argv_len_.data());
 }
 
 ReplyPtr RedisConn::Reply() {

@@ -13,11 +13,11 @@
 #ifndef LAPSE_BENCH_COMPARE_REDIS_CONN_H_
 #define LAPSE_BENCH_COMPARE_REDIS_CONN_H_
 
+#include <hiredis/hiredis.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <hiredis/hiredis.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

@@ -65,8 +65,8 @@ absl::Status Poller::Start() {
   conn_ = std::move(*conn);
   ReplyPtr sha = conn_->Command({"SCRIPT", "LOAD", kPollScript});
   if (sha == nullptr || sha->type != REDIS_REPLY_STRING) {
-    return absl::UnavailableError(absl::StrCat("SCRIPT LOAD: ", ReplyError(sha.get()),
-                                               conn_->error()));
+    return absl::UnavailableError(
+        absl::StrCat("SCRIPT LOAD: ", ReplyError(sha.get()), conn_->error()));
   }
   sha_.assign(sha->str, sha->len);
   thread_.Start([this] { Run(); });
@@ -85,8 +85,7 @@ void Poller::Run() {
     while (true) {
       const std::string now = absl::StrCat(NowMillis());
       const int64_t t0 = NowMicros();
-      ReplyPtr reply =
-          conn_->Command({"EVALSHA", sha_, "1", key, now, limit, channel, publish});
+      ReplyPtr reply = conn_->Command({"EVALSHA", sha_, "1", key, now, limit, channel, publish});
       busy_us_.fetch_add(NowMicros() - t0);
       calls_.fetch_add(1);
       if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER) {

@@ -36,11 +36,11 @@ using load::NowMillis;
 using load::Table;
 
 void PrintShape(const char* scenario, const Options& o) {
-  std::printf("== %s %s: concurrency %d over %d connection(s), batch %zu, key %zu B, "
-              "value %zu B, %llu collections, %s:%d",
-              o.peer.c_str(), scenario, o.concurrency, o.connections, o.batch, o.key_bytes,
-              o.value_bytes, static_cast<unsigned long long>(o.collections), o.host.c_str(),
-              o.port);
+  std::printf(
+      "== %s %s: concurrency %d over %d connection(s), batch %zu, key %zu B, "
+      "value %zu B, %llu collections, %s:%d",
+      o.peer.c_str(), scenario, o.concurrency, o.connections, o.batch, o.key_bytes, o.value_bytes,
+      static_cast<unsigned long long>(o.collections), o.host.c_str(), o.port);
   if (o.mode == Mode::kClassic) {
     std::printf(", poll every %s (%d per call, publish per %s)",
                 absl::FormatDuration(o.poll_interval).c_str(), o.poll_limit,
@@ -65,8 +65,7 @@ struct WatchRun {
 };
 
 WatchRun LoadAndWatch(const Options& o, uint64_t n, int64_t first_deadline_ms,
-                      int64_t last_deadline_ms,
-                      const std::function<int64_t(uint64_t)>& deadline_ms,
+                      int64_t last_deadline_ms, const std::function<int64_t(uint64_t)>& deadline_ms,
                       ExpiryLedger* ledger, const char* what) {
   WatchRun run;
   std::unique_ptr<HfeAttribution> attribution;
@@ -93,12 +92,12 @@ WatchRun LoadAndWatch(const Options& o, uint64_t n, int64_t first_deadline_ms,
     return run;
   }
   run.loaded = true;
-  std::printf("  loaded %llu members in %ss (%s/s); first deadline in %lld ms\n",
-              static_cast<unsigned long long>(run.load.members),
-              FormatSeconds(run.load.elapsed).c_str(),
-              FormatCount(static_cast<double>(run.load.members) /
-                          absl::ToDoubleSeconds(run.load.elapsed)).c_str(),
-              static_cast<long long>(first_deadline_ms - NowMillis()));
+  std::printf(
+      "  loaded %llu members in %ss (%s/s); first deadline in %lld ms\n",
+      static_cast<unsigned long long>(run.load.members), FormatSeconds(run.load.elapsed).c_str(),
+      FormatCount(static_cast<double>(run.load.members) / absl::ToDoubleSeconds(run.load.elapsed))
+          .c_str(),
+      static_cast<long long>(first_deadline_ms - NowMillis()));
   load::AwaitExpiries(*ledger, n,
                       {what, "notifications", first_deadline_ms, last_deadline_ms,
                        o.timing.reconnect_at, o.timing.drain_timeout},
@@ -183,8 +182,8 @@ bool RunDrain(const Options& o) {
   ExpiryLedger ledger(n);
   const int64_t deadline_ms = load::FirstDeadlineMs(o.timing.lead, n);
   const WatchRun run = LoadAndWatch(
-      o, n, deadline_ms, deadline_ms, [deadline_ms](uint64_t) { return deadline_ms; },
-      &ledger, "drain");
+      o, n, deadline_ms, deadline_ms, [deadline_ms](uint64_t) { return deadline_ms; }, &ledger,
+      "drain");
   if (!run.loaded) {
     std::printf("  failed: %s\n", run.first_error.c_str());
     return false;
@@ -195,9 +194,9 @@ bool RunDrain(const Options& o) {
   Table table({"drain", "value"});
   table.Add({"members sharing the deadline", absl::StrCat(n)});
   table.Add({"first notification after deadline (ms)", FormatMs(times.first_us)});
-  table.Add({tally.lost == 0 ? "all notified after deadline (ms)"
-                             : "last notified after deadline (ms)",
-             FormatMs(times.all_us)});
+  table.Add(
+      {tally.lost == 0 ? "all notified after deadline (ms)" : "last notified after deadline (ms)",
+       FormatMs(times.all_us)});
   table.Add({"members/s notified", FormatCount(times.rate)});
   table.Add({"members notified", absl::StrCat(tally.received)});
   table.Add({"members lost", absl::StrCat(tally.lost)});

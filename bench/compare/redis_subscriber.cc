@@ -19,12 +19,11 @@ using load::NowMicros;
 absl::Status Subscriber::Start() {
   absl::StatusOr<std::unique_ptr<RedisConn>> conn = RedisConn::Connect(o_.host, o_.port);
   if (!conn.ok()) return conn.status();
-  const std::string channel =
-      o_.mode == Mode::kClassic ? o_.channel : "__keyevent@0__:hexpired";
+  const std::string channel = o_.mode == Mode::kClassic ? o_.channel : "__keyevent@0__:hexpired";
   ReplyPtr reply = (*conn)->Command({"SUBSCRIBE", channel});
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
-    return absl::UnavailableError(absl::StrCat("SUBSCRIBE: ", ReplyError(reply.get()),
-                                               (*conn)->error()));
+    return absl::UnavailableError(
+        absl::StrCat("SUBSCRIBE: ", ReplyError(reply.get()), (*conn)->error()));
   }
   conn_ = std::move(*conn);
   thread_.Start([this] { Run(); });
@@ -70,8 +69,7 @@ void Subscriber::ParseClassic(absl::string_view payload, int64_t received_us,
     std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
     uint64_t index;
     int64_t deadline_ms;
-    if (f.size() != 4 || !load::IndexOfKey(f[1], &index) ||
-        !absl::SimpleAtoi(f[3], &deadline_ms)) {
+    if (f.size() != 4 || !load::IndexOfKey(f[1], &index) || !absl::SimpleAtoi(f[3], &deadline_ms)) {
       ledger_->DeliverUnknown();
       continue;
     }

@@ -29,8 +29,7 @@ using load::NowMillis;
 // concurrency / connections batches pipelined.
 class Writer {
  public:
-  Writer(const Options& o, const LoadPlan& plan)
-      : o_(o), plan_(plan), counters_(plan, o.batch) {}
+  Writer(const Options& o, const LoadPlan& plan) : o_(o), plan_(plan), counters_(plan, o.batch) {}
 
   LoadOutcome Run() {
     std::unique_ptr<load::Progress> progress;
@@ -38,8 +37,7 @@ class Writer {
       progress = std::make_unique<load::Progress>([this] { return counters_.ProgressLine(); });
     }
     const int connections = std::max(1, o_.connections);
-    const size_t window =
-        static_cast<size_t>(std::max(1, o_.concurrency / connections));
+    const size_t window = static_cast<size_t>(std::max(1, o_.concurrency / connections));
     std::vector<std::thread> threads;
     for (int c = 0; c < connections; ++c) {
       threads.emplace_back([this, window] { Connection(window); });

@@ -28,14 +28,14 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/common/workload.h"
+#include "server/base/mutex.h"
 #include "server/engine/engine.h"
 #include "server/engine/event_feed.h"
-#include "server/base/mutex.h"
 #include "server/storage/durable_store.h"
 #include "server/storage/files.h"
 
@@ -186,8 +186,9 @@ void Recovery() {
         writes[b] = {keys[b], values[b], Expiration::Ttl(bench::TtlFor(i + b))};
       }
       const size_t n = std::min<uint64_t>(kBatch, members - i);
-      if (!s.engine->Put(bench::FormatName('c', (i / kBatch) % 1'000'000, collection),
-                         absl::MakeConstSpan(writes.data(), n), {})
+      if (!s.engine
+               ->Put(bench::FormatName('c', (i / kBatch) % 1'000'000, collection),
+                     absl::MakeConstSpan(writes.data(), n), {})
                .ok()) {
         std::abort();
       }

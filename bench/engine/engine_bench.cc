@@ -68,9 +68,7 @@ class Members {
   absl::string_view collection_name(size_t c) const {
     return absl::string_view(&names_[c * kNameBytes], kNameBytes);
   }
-  absl::string_view collection(size_t i) const {
-    return collection_name(i % collections_);
-  }
+  absl::string_view collection(size_t i) const { return collection_name(i % collections_); }
   absl::string_view key(size_t i) const {
     return absl::string_view(&keys_[i * kNameBytes], kNameBytes);
   }
@@ -124,14 +122,11 @@ absl::Status FillOneByOne(const Members& members, Engine& engine) {
 class Stopwatch {
  public:
   double Seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         start_)
-        .count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
 
  private:
-  const std::chrono::steady_clock::time_point start_ =
-      std::chrono::steady_clock::now();
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 void Fail(benchmark::State& state, const absl::Status& status) {
@@ -146,8 +141,8 @@ void BM_PutTtl(benchmark::State& state) {
     Stopwatch stopwatch;
     for (size_t i = 0; i < members.size(); ++i) {
       const MemberWrite write = members.Write(i);
-      absl::StatusOr<std::vector<PutResult>> result = rig->engine.Put(
-          members.collection(i), absl::MakeConstSpan(&write, 1), {});
+      absl::StatusOr<std::vector<PutResult>> result =
+          rig->engine.Put(members.collection(i), absl::MakeConstSpan(&write, 1), {});
       if (!result.ok()) {
         Fail(state, result.status());
         break;
@@ -180,8 +175,7 @@ void BM_PutTtlBatched(benchmark::State& state) {
   for (auto _ : state) {
     auto rig = std::make_unique<Rig>(0);
     Stopwatch stopwatch;
-    for (size_t c = 0; c < members.collections() && !state.error_occurred();
-         ++c) {
+    for (size_t c = 0; c < members.collections() && !state.error_occurred(); ++c) {
       const size_t count = members.CountIn(c);
       for (size_t j = 0; j < count; j += batch) {
         writes.clear();
@@ -234,8 +228,8 @@ void BM_Get(benchmark::State& state) {
   size_t n = 0;
   for (auto _ : state) {
     const absl::string_view key(&keys[n * kNameBytes], kNameBytes);
-    absl::StatusOr<std::vector<GetResult>> result = rig.engine.Get(
-        members.collection_name(collections[n]), absl::MakeConstSpan(&key, 1));
+    absl::StatusOr<std::vector<GetResult>> result =
+        rig.engine.Get(members.collection_name(collections[n]), absl::MakeConstSpan(&key, 1));
     if (!result.ok() || !(*result)[0].found) {
       Fail(state, result.ok() ? absl::NotFoundError(key) : result.status());
       break;
@@ -265,9 +259,9 @@ void BM_ExpireDue(benchmark::State& state) {
     const size_t expired = rig->engine.ExpireDue();
     state.SetIterationTime(stopwatch.Seconds());
     if (expired != members.size() || rig->engine.total_members() != 0) {
-      Fail(state, absl::InternalError(absl::StrCat(
-                      "ExpireDue expired ", expired, " of ", members.size(),
-                      "; ", rig->engine.total_members(), " left")));
+      Fail(state,
+           absl::InternalError(absl::StrCat("ExpireDue expired ", expired, " of ", members.size(),
+                                            "; ", rig->engine.total_members(), " left")));
       break;
     }
     rig.reset();
@@ -284,8 +278,7 @@ enum WatchFilter : int64_t {
   kPrefix = 3,
 };
 
-EventFilter MakeFilter(WatchFilter kind, const Members& members,
-                       benchmark::State& state) {
+EventFilter MakeFilter(WatchFilter kind, const Members& members, benchmark::State& state) {
   EventFilter filter;
   switch (kind) {
     case kMatchAll:
@@ -297,8 +290,7 @@ EventFilter MakeFilter(WatchFilter kind, const Members& members,
       break;
     case kTenCollections:
       state.SetLabel("10-collections");
-      for (size_t c = 0; c < std::min<size_t>(10, members.collections());
-           ++c) {
+      for (size_t c = 0; c < std::min<size_t>(10, members.collections()); ++c) {
         filter.collections.emplace(members.collection_name(c));
       }
       break;
@@ -316,14 +308,12 @@ EventFilter MakeFilter(WatchFilter kind, const Members& members,
 // "matched" is how many of them each pass returned.
 void BM_WatcherRead(benchmark::State& state) {
   const Members members(state.range(0), state.range(1));
-  const EventFilter filter =
-      MakeFilter(static_cast<WatchFilter>(state.range(2)), members, state);
+  const EventFilter filter = MakeFilter(static_cast<WatchFilter>(state.range(2)), members, state);
   EventFeed log(LogOptions(members.size()));
   constexpr size_t kAppendBatch = 1024;
   for (size_t begin = 0; begin < members.size(); begin += kAppendBatch) {
     std::vector<ExpiryEvent> events;
-    for (size_t i = begin; i < std::min(members.size(), begin + kAppendBatch);
-         ++i) {
+    for (size_t i = begin; i < std::min(members.size(), begin + kAppendBatch); ++i) {
       ExpiryEvent& event = events.emplace_back();
       event.collection = std::string(members.collection(i));
       event.key = std::string(members.key(i));

@@ -37,10 +37,8 @@
 #include "server/engine/event_feed.h"
 
 ABSL_FLAG(uint64_t, members, 10'000'000, "Members to insert.");
-ABSL_FLAG(uint64_t, collections, 1'000'000,
-          "Collections to spread the members over, round-robin.");
-ABSL_FLAG(uint64_t, batch, 1,
-          "Members per Put call (consecutive members of one collection).");
+ABSL_FLAG(uint64_t, collections, 1'000'000, "Collections to spread the members over, round-robin.");
+ABSL_FLAG(uint64_t, batch, 1, "Members per Put call (consecutive members of one collection).");
 ABSL_FLAG(uint64_t, shards, 16, "Engine shards.");
 
 namespace lapse {
@@ -93,10 +91,8 @@ int Run() {
   const uint64_t members = absl::GetFlag(FLAGS_members);
   const uint64_t collections = absl::GetFlag(FLAGS_collections);
   const uint64_t batch = absl::GetFlag(FLAGS_batch);
-  if (members == 0 || collections == 0 || collections > members ||
-      batch == 0) {
-    absl::FPrintF(stderr,
-                  "need 0 < --collections <= --members and --batch > 0\n");
+  if (members == 0 || collections == 0 || collections > members || batch == 0) {
+    absl::FPrintF(stderr, "need 0 < --collections <= --members and --batch > 0\n");
     return 2;
   }
 
@@ -104,8 +100,7 @@ int Run() {
   EventFeed log({});
   Engine::Options options;
   options.shards = absl::GetFlag(FLAGS_shards);
-  options.limits.max_total_members =
-      std::max(options.limits.max_total_members, members);
+  options.limits.max_total_members = std::max(options.limits.max_total_members, members);
   options.limits.max_members_per_request =
       std::max<size_t>(options.limits.max_members_per_request, batch);
   Engine engine(options, &clock, &log);
@@ -132,16 +127,14 @@ int Run() {
         if (i >= members) break;
         char* key = &names[(2 * n) * kNameBytes];
         char* value = &names[(2 * n + 1) * kNameBytes];
-        writes[n] = MemberWrite{bench::FormatName('k', i, key),
-                                bench::FormatName('v', i, value),
+        writes[n] = MemberWrite{bench::FormatName('k', i, key), bench::FormatName('v', i, value),
                                 Expiration::Ttl(bench::TtlFor(i))};
         ++n;
       }
       if (n == 0) continue;
       char* name = &names[2 * batch * kNameBytes];
       absl::StatusOr<std::vector<PutResult>> result =
-          engine.Put(bench::FormatName('c', c, name),
-                     absl::MakeConstSpan(writes.data(), n), {});
+          engine.Put(bench::FormatName('c', c, name), absl::MakeConstSpan(writes.data(), n), {});
       if (!result.ok()) {
         absl::FPrintF(stderr, "Put failed: %s\n", result.status().ToString());
         return 1;
@@ -150,24 +143,22 @@ int Run() {
     }
   }
 
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t rss_untrimmed = ResidentBytes();
   malloc_trim(0);
   const int64_t rss_after = ResidentBytes();
   const int64_t heap_after = HeapInUseBytes();
 
   if (engine.total_members() != members) {
-    absl::FPrintF(stderr, "engine holds %d members, expected %d\n",
-                  engine.total_members(), members);
+    absl::FPrintF(stderr, "engine holds %d members, expected %d\n", engine.total_members(),
+                  members);
     return 1;
   }
 
   const int64_t rss_delta = rss_after - rss_before;
   const double per_member = static_cast<double>(rss_delta) / members;
-  const double heap_per_member =
-      static_cast<double>(heap_after - heap_before) / members;
+  const double heap_per_member = static_cast<double>(heap_after - heap_before) / members;
   const auto row = [](absl::string_view name, const std::string& value) {
     absl::PrintF("  %-36s %16s\n", name, value);
   };
@@ -183,14 +174,11 @@ int Run() {
   row("RSS before (trimmed)", absl::StrFormat("%.1f MiB", MiB(rss_before)));
   row("RSS after, untrimmed", absl::StrFormat("%.1f MiB", MiB(rss_untrimmed)));
   row("RSS after (trimmed)", absl::StrFormat("%.1f MiB", MiB(rss_after)));
-  row("peak RSS (VmHWM)",
-      absl::StrFormat("%.1f MiB", MiB(PeakResidentBytes())));
+  row("peak RSS (VmHWM)", absl::StrFormat("%.1f MiB", MiB(PeakResidentBytes())));
   row("RSS delta", absl::StrFormat("%.1f MiB", MiB(rss_delta)));
   row("bytes per member (RSS)", absl::StrFormat("%.1f", per_member));
-  row("  above the 32 key+value bytes",
-      absl::StrFormat("%.1f", per_member - 2 * kNameBytes));
-  row("bytes per member (malloc in use)",
-      absl::StrFormat("%.1f", heap_per_member));
+  row("  above the 32 key+value bytes", absl::StrFormat("%.1f", per_member - 2 * kNameBytes));
+  row("bytes per member (malloc in use)", absl::StrFormat("%.1f", heap_per_member));
   return 0;
 }
 
@@ -198,8 +186,7 @@ int Run() {
 }  // namespace lapse
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Measures the resident memory per member of a filled lapse engine.");
+  absl::SetProgramUsageMessage("Measures the resident memory per member of a filled lapse engine.");
   absl::ParseCommandLine(argc, argv);
   return lapse::Run();
 }

@@ -34,8 +34,7 @@ ABSL_FLAG(int32_t, http2_lookahead_bytes, 0,
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "put: write for this long instead of --members; mixed: run length "
           "(default 10s)");
-ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
-          "TTL of written members; 0: put 1h, mixed 2s");
+ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(), "TTL of written members; 0: put 1h, mixed 2s");
 ABSL_FLAG(bool, include_values, true, "Watchers ask for member values in events");
 ABSL_FLAG(double, rate, 2000, "mixed: operations per second");
 ABSL_FLAG(int32_t, watchers, 2, "mixed: watch streams");

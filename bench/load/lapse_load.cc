@@ -86,9 +86,8 @@ class PutDriver {
     slot.context = std::make_unique<grpc::ClientContext>();
     slot.context->set_deadline(absl::ToChronoTime(absl::Now() + shape_.rpc_timeout));
     slot.started_us = NowMicros();
-    slot.stub->async()->PutMembers(
-        slot.context.get(), &slot.request, &slot.response,
-        [this, &slot](grpc::Status status) { OnDone(slot, status); });
+    slot.stub->async()->PutMembers(slot.context.get(), &slot.request, &slot.response,
+                                   [this, &slot](grpc::Status status) { OnDone(slot, status); });
   }
 
   void Fill(uint64_t batch, Slot* slot) {
@@ -121,8 +120,8 @@ class PutDriver {
   void OnDone(Slot& slot, const grpc::Status& status) {
     counters_.Finished(slot.started_us, slot.members, status.ok());
     if (!status.ok()) {
-      counters_.Failed(absl::StrCat("PutMembers: code ", status.error_code(), ": ",
-                                    status.error_message()));
+      counters_.Failed(
+          absl::StrCat("PutMembers: code ", status.error_code(), ": ", status.error_message()));
     }
     Issue(slot);
   }
@@ -157,14 +156,14 @@ std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channe
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
     if (lookahead_bytes > 0) args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, lookahead_bytes);
-    stubs.push_back(v1::LapseService::NewStub(grpc::CreateCustomChannel(
-        addr, grpc::InsecureChannelCredentials(), args)));
+    stubs.push_back(v1::LapseService::NewStub(
+        grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args)));
   }
   return stubs;
 }
 
-LoadOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs,
-                    const Shape& shape, const LoadPlan& plan) {
+LoadOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs, const Shape& shape,
+                    const LoadPlan& plan) {
   PutDriver driver(stubs, shape, plan);
   return driver.Run();
 }
@@ -204,8 +203,7 @@ absl::Status EventWatcher::Reconnect(absl::Duration pause, absl::Duration timeou
   return Open(std::move(request), timeout);
 }
 
-absl::Status EventWatcher::Open(v1::WatchExpirationsRequest request,
-                                absl::Duration timeout) {
+absl::Status EventWatcher::Open(v1::WatchExpirationsRequest request, absl::Duration timeout) {
   Stop();
   {
     absl::MutexLock lock(&mu_);
@@ -215,9 +213,7 @@ absl::Status EventWatcher::Open(v1::WatchExpirationsRequest request,
   }
   reader_ = std::thread([this, request = std::move(request)] { Read(request); });
   absl::MutexLock lock(&mu_);
-  const auto settled = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return ready_ || !reading_;
-  };
+  const auto settled = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return ready_ || !reading_; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&settled), timeout)) {
     return absl::DeadlineExceededError("WatchExpirations: no stream headers in time");
   }

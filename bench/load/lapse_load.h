@@ -67,8 +67,8 @@ struct Shape {
 // Writes per `plan` (see load_plan.h), spreading RPCs over `stubs`
 // round-robin. Blocks until every RPC has completed; the outcome's requests
 // are RPCs.
-LoadOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs,
-                    const Shape& shape, const LoadPlan& plan);
+LoadOutcome RunPuts(const std::vector<std::unique_ptr<Stub>>& stubs, const Shape& shape,
+                    const LoadPlan& plan);
 
 class EventWatcher {
  public:

@@ -37,9 +37,9 @@ struct WatchRig {
 // Loads o.members members for the watch scenarios, with the deadlines
 // `deadline_ms` gives (the first at `first_deadline_ms`), or explains why it
 // could not.
-bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs,
-                        const ScenarioOptions& o, std::function<int64_t(uint64_t)> deadline_ms,
-                        int64_t first_deadline_ms, LoadOutcome* out) {
+bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs, const ScenarioOptions& o,
+                        std::function<int64_t(uint64_t)> deadline_ms, int64_t first_deadline_ms,
+                        LoadOutcome* out) {
   LoadPlan plan;
   plan.members = o.members;
   plan.deadline_ms = std::move(deadline_ms);
@@ -81,12 +81,12 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
   LoadOutcome load;
   if (!LoadBeforeDeadline(rig.stubs, o, deadline, start_ms, &load)) return false;
   const int64_t slack_ms = start_ms - NowMillis();
-  std::printf("  loaded %llu members in %ss (%s/s); first deadline in %lld ms, "
-              "deadlines spread over %ss\n",
-              static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
-              FormatCount(static_cast<double>(load.members) /
-                          absl::ToDoubleSeconds(load.elapsed)).c_str(),
-              static_cast<long long>(slack_ms), FormatSeconds(o.timing.spread).c_str());
+  std::printf(
+      "  loaded %llu members in %ss (%s/s); first deadline in %lld ms, "
+      "deadlines spread over %ss\n",
+      static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
+      FormatCount(static_cast<double>(load.members) / absl::ToDoubleSeconds(load.elapsed)).c_str(),
+      static_cast<long long>(slack_ms), FormatSeconds(o.timing.spread).c_str());
   AwaitExpiries(rig.ledger, n,
                 {"expiry-latency", "events", start_ms, start_ms + spread_ms, o.timing.reconnect_at,
                  o.timing.drain_timeout},
@@ -105,8 +105,8 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
   const uint64_t watch_errors = rig.watcher.errors();
   Table table({"expiry-latency", "value"});
   table.Add({"members (pending at first deadline)", absl::StrCat(n)});
-  table.Add({"load members/s", FormatCount(static_cast<double>(load.members) /
-                                           absl::ToDoubleSeconds(load.elapsed))});
+  table.Add({"load members/s",
+             FormatCount(static_cast<double>(load.members) / absl::ToDoubleSeconds(load.elapsed))});
   table.Add({"events expected", absl::StrCat(n)});
   table.Add({"events received", absl::StrCat(tally.received)});
   table.Add({"events lost", absl::StrCat(tally.lost)});
@@ -141,10 +141,10 @@ bool RunDrain(const ScenarioOptions& o) {
   std::printf("  loaded %llu members in %ss; shared deadline in %lld ms\n",
               static_cast<unsigned long long>(load.members), FormatSeconds(load.elapsed).c_str(),
               static_cast<long long>(deadline_ms - NowMillis()));
-  AwaitExpiries(rig.ledger, n,
-                {"drain", "events", deadline_ms, deadline_ms, absl::ZeroDuration(),
-                 o.timing.drain_timeout},
-                nullptr);
+  AwaitExpiries(
+      rig.ledger, n,
+      {"drain", "events", deadline_ms, deadline_ms, absl::ZeroDuration(), o.timing.drain_timeout},
+      nullptr);
   rig.watcher.Stop();
   const ExpiryTally tally = Tally(rig.ledger, n);
   const DrainTimes times = DrainTimesFor(rig.ledger, deadline_ms);
@@ -152,8 +152,7 @@ bool RunDrain(const ScenarioOptions& o) {
   Table table({"drain", "value"});
   table.Add({"members sharing the deadline", absl::StrCat(n)});
   table.Add({"first event after deadline (ms)", FormatMs(times.first_us)});
-  table.Add({tally.lost == 0 ? "all events after deadline (ms)"
-                             : "last event after deadline (ms)",
+  table.Add({tally.lost == 0 ? "all events after deadline (ms)" : "last event after deadline (ms)",
              FormatMs(times.all_us)});
   table.Add({"events/s", FormatCount(times.rate)});
   const LatencySummary lag = rig.ledger.SummarizeExpiryLag();

@@ -62,9 +62,9 @@ class MixedRun {
     std::vector<std::unique_ptr<EventWatcher>> watchers;
     for (int w = 0; w < o_.watchers; ++w) {
       ledgers.push_back(std::make_unique<ExpiryLedger>());
-      watchers.push_back(std::make_unique<EventWatcher>(
-          stubs_[static_cast<size_t>(w) % stubs_.size()].get(), WatcherOptions(o_),
-          ledgers.back().get()));
+      watchers.push_back(
+          std::make_unique<EventWatcher>(stubs_[static_cast<size_t>(w) % stubs_.size()].get(),
+                                         WatcherOptions(o_), ledgers.back().get()));
       if (!StartWatching(*watchers.back())) return false;
     }
     const absl::Time start = absl::Now();
@@ -95,15 +95,14 @@ class MixedRun {
     }
     for (auto& watcher : watchers) watcher->Stop();
 
-    std::printf("  %llu ops in %ss (%s ops/s asked, %s done); %llu members put, %llu "
-                "removed before expiring, %llu expiry events expected per watcher\n",
-                static_cast<unsigned long long>(issued_total()), FormatSeconds(elapsed).c_str(),
-                FormatCount(o_.rate).c_str(),
-                FormatCount(static_cast<double>(issued_total()) /
-                            absl::ToDoubleSeconds(elapsed)).c_str(),
-                static_cast<unsigned long long>(put_members),
-                static_cast<unsigned long long>(removed),
-                static_cast<unsigned long long>(expected));
+    std::printf(
+        "  %llu ops in %ss (%s ops/s asked, %s done); %llu members put, %llu "
+        "removed before expiring, %llu expiry events expected per watcher\n",
+        static_cast<unsigned long long>(issued_total()), FormatSeconds(elapsed).c_str(),
+        FormatCount(o_.rate).c_str(),
+        FormatCount(static_cast<double>(issued_total()) / absl::ToDoubleSeconds(elapsed)).c_str(),
+        static_cast<unsigned long long>(put_members), static_cast<unsigned long long>(removed),
+        static_cast<unsigned long long>(expected));
     Table ops({"op", "count", "errors", "p50 (ms)", "p99 (ms)", "p99.9 (ms)", "max (ms)"});
     Result result(o_.peer, "mixed");
     result.Add("rate", o_.rate);
@@ -118,8 +117,8 @@ class MixedRun {
       result.Add(absl::StrCat(kOpNames[op], "_errors"), e);
     }
     ops.Print();
-    Table events({"watcher", "received", "lost", "spurious", "duplicates", "p50 (ms)",
-                  "p99 (ms)", "max (ms)", "errors"});
+    Table events({"watcher", "received", "lost", "spurious", "duplicates", "p50 (ms)", "p99 (ms)",
+                  "max (ms)", "errors"});
     uint64_t worst_lost = 0;
     bool events_ok = true;
     for (size_t w = 0; w < ledgers.size(); ++w) {
@@ -130,12 +129,10 @@ class MixedRun {
       worst_lost = std::max(worst_lost, lost);
       const LatencySummary s = ledger.Summarize();
       const uint64_t werr = watchers[w]->errors() + ledger.unknown();
-      events_ok = events_ok && lost == 0 && spurious == 0 && ledger.duplicates() == 0 &&
-                  werr == 0;
+      events_ok = events_ok && lost == 0 && spurious == 0 && ledger.duplicates() == 0 && werr == 0;
       events.Add({absl::StrCat(w), absl::StrCat(ledger.received()), absl::StrCat(lost),
-                  absl::StrCat(spurious), absl::StrCat(ledger.duplicates()),
-                  FormatMs(s.p50_us), FormatMs(s.p99_us), FormatMs(s.max_us),
-                  absl::StrCat(werr)});
+                  absl::StrCat(spurious), absl::StrCat(ledger.duplicates()), FormatMs(s.p50_us),
+                  FormatMs(s.p99_us), FormatMs(s.max_us), absl::StrCat(werr)});
       if (w == 0) result.AddLatency("event", s);
       if (watchers[w]->errors() > 0) {
         std::printf("  watcher %zu: %s\n", w, watchers[w]->first_error().c_str());
@@ -206,7 +203,8 @@ class MixedRun {
       Issue(op, i, intended);
     }
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](uint64_t* n) { return *n == 0; }, &in_flight_));
+    mu_.Await(absl::Condition(
+        +[](uint64_t* n) { return *n == 0; }, &in_flight_));
   }
 
   bool HasRoomLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -238,8 +236,7 @@ class MixedRun {
       case kPut: {
         batch = next_put_batch_.fetch_add(1);
         auto call = std::make_unique<Call<v1::PutMembersRequest, v1::PutMembersResponse>>();
-        call->request.set_collection(
-            CollectionFor(o_.shape.prefix, batch, o_.shape.collections));
+        call->request.set_collection(CollectionFor(o_.shape.prefix, batch, o_.shape.collections));
         for (uint64_t k = 0; k < o_.shape.batch; ++k) {
           const uint64_t index = batch * o_.shape.batch + k;
           v1::MemberWrite* write = call->request.add_members();
@@ -324,7 +321,6 @@ class MixedRun {
     --in_flight_;
   }
 
-
   // Constant after construction.
   const ScenarioOptions o_;
   const std::vector<std::unique_ptr<Stub>> stubs_;
@@ -348,10 +344,11 @@ class MixedRun {
 
 bool RunMixed(const ScenarioOptions& o) {
   PrintShape("mixed", o);
-  std::printf("  rate %s ops/s for %ss, mix put=%d get=%d expire=%d remove=%d, ttl %s, "
-              "%d watcher(s)\n",
-              FormatCount(o.rate).c_str(), FormatSeconds(o.duration).c_str(), o.mix.put, o.mix.get,
-              o.mix.expire, o.mix.remove, absl::FormatDuration(o.ttl).c_str(), o.watchers);
+  std::printf(
+      "  rate %s ops/s for %ss, mix put=%d get=%d expire=%d remove=%d, ttl %s, "
+      "%d watcher(s)\n",
+      FormatCount(o.rate).c_str(), FormatSeconds(o.duration).c_str(), o.mix.put, o.mix.get,
+      o.mix.expire, o.mix.remove, absl::FormatDuration(o.ttl).c_str(), o.watchers);
   MixedRun run(o);
   return run.Run();
 }

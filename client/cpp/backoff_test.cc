@@ -8,8 +8,7 @@
 namespace lapse::client::internal {
 namespace {
 
-BackoffPolicy Policy(absl::Duration initial, absl::Duration max,
-                     double multiplier) {
+BackoffPolicy Policy(absl::Duration initial, absl::Duration max, double multiplier) {
   BackoffPolicy policy;
   policy.initial = initial;
   policy.max = max;
@@ -20,9 +19,9 @@ BackoffPolicy Policy(absl::Duration initial, absl::Duration max,
 TEST(BackoffTest, DelaysDoubleUpToTheCapWithJitterInTheUpperHalf) {
   Backoff backoff(Policy(absl::Milliseconds(100), absl::Seconds(1), 2.0));
   std::mt19937_64 random(42);
-  const absl::Duration ceilings[] = {
-      absl::Milliseconds(100), absl::Milliseconds(200), absl::Milliseconds(400),
-      absl::Milliseconds(800), absl::Seconds(1),        absl::Seconds(1)};
+  const absl::Duration ceilings[] = {absl::Milliseconds(100), absl::Milliseconds(200),
+                                     absl::Milliseconds(400), absl::Milliseconds(800),
+                                     absl::Seconds(1),        absl::Seconds(1)};
   for (absl::Duration ceiling : ceilings) {
     const absl::Duration delay = backoff.Next(random);
     EXPECT_GE(delay, ceiling / 2);

@@ -19,8 +19,7 @@ using Stub = v1::LapseService::Stub;
 
 // ---- Subscription and EventStream --------------------------------------------
 
-Subscription::Subscription(std::unique_ptr<internal::WatchLoop> loop)
-    : loop_(std::move(loop)) {}
+Subscription::Subscription(std::unique_ptr<internal::WatchLoop> loop) : loop_(std::move(loop)) {}
 
 Subscription::~Subscription() { Cancel(); }
 
@@ -49,98 +48,90 @@ void EventStream::Cancel() {
 Client::Client(const std::string& target, const ClientOptions& options)
     : Client(target, grpc::InsecureChannelCredentials(), options) {}
 
-Client::Client(const std::string& target,
-               std::shared_ptr<grpc::ChannelCredentials> credentials,
+Client::Client(const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials,
                const ClientOptions& options)
     : options_(options),
-      connection_(std::make_shared<Connection>(target, std::move(credentials),
-                                               options)) {}
+      connection_(std::make_shared<Connection>(target, std::move(credentials), options)) {}
 
 Client::~Client() = default;
 
-absl::StatusOr<std::vector<PutResult>> Client::PutMembers(
-    const std::string& collection, const std::vector<MemberWrite>& members,
-    const PutOptions& options, const CallOptions& call) {
+absl::StatusOr<std::vector<PutResult>> Client::PutMembers(const std::string& collection,
+                                                          const std::vector<MemberWrite>& members,
+                                                          const PutOptions& options,
+                                                          const CallOptions& call) {
   return connection_->Call<std::vector<PutResult>>(
-      &Stub::PutMembers,
-      internal::PutMembersRequestToProto(collection, members, options),
+      &Stub::PutMembers, internal::PutMembersRequestToProto(collection, members, options),
       Idempotency::kNotIdempotent, call);
 }
 
-absl::StatusOr<std::vector<GetResult>> Client::GetMembers(
-    const std::string& collection, const std::vector<std::string>& keys,
-    const GetOptions& options, const CallOptions& call) {
+absl::StatusOr<std::vector<GetResult>> Client::GetMembers(const std::string& collection,
+                                                          const std::vector<std::string>& keys,
+                                                          const GetOptions& options,
+                                                          const CallOptions& call) {
   // A refresh moves deadlines relative to when it runs: a repeat after an
   // applied attempt would move them again.
   const Idempotency idempotency = options.refresh.kind() == Expiration::Kind::kNone
                                       ? Idempotency::kIdempotent
                                       : Idempotency::kNotIdempotent;
   return connection_->Call<std::vector<GetResult>>(
-      &Stub::GetMembers,
-      internal::GetMembersRequestToProto(collection, keys, options),
-      idempotency, call);
+      &Stub::GetMembers, internal::GetMembersRequestToProto(collection, keys, options), idempotency,
+      call);
 }
 
 absl::StatusOr<std::vector<RemoveResult>> Client::RemoveMembers(
-    const std::string& collection, const std::vector<std::string>& keys,
-    const CallOptions& call) {
+    const std::string& collection, const std::vector<std::string>& keys, const CallOptions& call) {
   return connection_->Call<std::vector<RemoveResult>>(
-      &Stub::RemoveMembers,
-      internal::RemoveMembersRequestToProto(collection, keys),
+      &Stub::RemoveMembers, internal::RemoveMembersRequestToProto(collection, keys),
       Idempotency::kIdempotent, call);
 }
 
 absl::StatusOr<std::vector<ExpireResult>> Client::ExpireMembers(
     const std::string& collection, const std::vector<std::string>& keys,
-    const Expiration& expiration, ExpireCondition condition,
-    const CallOptions& call) {
+    const Expiration& expiration, ExpireCondition condition, const CallOptions& call) {
   return connection_->Call<std::vector<ExpireResult>>(
       &Stub::ExpireMembers,
-      internal::ExpireMembersRequestToProto(collection, keys, expiration,
-                                            condition),
+      internal::ExpireMembersRequestToProto(collection, keys, expiration, condition),
       Idempotency::kNotIdempotent, call);
 }
 
 absl::StatusOr<std::vector<PersistResult>> Client::PersistMembers(
-    const std::string& collection, const std::vector<std::string>& keys,
-    const CallOptions& call) {
+    const std::string& collection, const std::vector<std::string>& keys, const CallOptions& call) {
   return connection_->Call<std::vector<PersistResult>>(
-      &Stub::PersistMembers,
-      internal::PersistMembersRequestToProto(collection, keys),
+      &Stub::PersistMembers, internal::PersistMembersRequestToProto(collection, keys),
       Idempotency::kIdempotent, call);
 }
 
 absl::StatusOr<MemberPage> Client::ListMembers(const std::string& collection,
                                                const ListMembersOptions& options,
                                                const CallOptions& call) {
-  return connection_->Call<MemberPage>(
-      &Stub::ListMembers, internal::ListMembersRequestToProto(collection, options),
-      Idempotency::kIdempotent, call);
+  return connection_->Call<MemberPage>(&Stub::ListMembers,
+                                       internal::ListMembersRequestToProto(collection, options),
+                                       Idempotency::kIdempotent, call);
 }
 
 absl::StatusOr<CollectionInfo> Client::GetCollection(const std::string& name,
                                                      const CallOptions& call) {
-  return connection_->Call<CollectionInfo>(
-      &Stub::GetCollection, internal::GetCollectionRequestToProto(name),
-      Idempotency::kIdempotent, call);
+  return connection_->Call<CollectionInfo>(&Stub::GetCollection,
+                                           internal::GetCollectionRequestToProto(name),
+                                           Idempotency::kIdempotent, call);
 }
 
-absl::StatusOr<CollectionPage> Client::ListCollections(
-    const ListCollectionsOptions& options, const CallOptions& call) {
-  return connection_->Call<CollectionPage>(
-      &Stub::ListCollections, internal::ListCollectionsRequestToProto(options),
-      Idempotency::kIdempotent, call);
+absl::StatusOr<CollectionPage> Client::ListCollections(const ListCollectionsOptions& options,
+                                                       const CallOptions& call) {
+  return connection_->Call<CollectionPage>(&Stub::ListCollections,
+                                           internal::ListCollectionsRequestToProto(options),
+                                           Idempotency::kIdempotent, call);
 }
 
 absl::StatusOr<uint64_t> Client::DeleteCollection(const std::string& name,
                                                   const CallOptions& call) {
-  return connection_->Call<uint64_t>(
-      &Stub::DeleteCollection, internal::DeleteCollectionRequestToProto(name),
-      Idempotency::kIdempotent, call);
+  return connection_->Call<uint64_t>(&Stub::DeleteCollection,
+                                     internal::DeleteCollectionRequestToProto(name),
+                                     Idempotency::kIdempotent, call);
 }
 
-absl::StatusOr<std::unique_ptr<Subscription>> Client::Watch(
-    const WatchOptions& options, WatchHandlers handlers) {
+absl::StatusOr<std::unique_ptr<Subscription>> Client::Watch(const WatchOptions& options,
+                                                            WatchHandlers handlers) {
   if (!handlers.on_event) {
     return absl::InvalidArgumentError("Watch: handlers.on_event is required");
   }
@@ -148,23 +139,20 @@ absl::StatusOr<std::unique_ptr<Subscription>> Client::Watch(
     return absl::InvalidArgumentError(
         "Watch: at most one of collections and collection_prefix may be set");
   }
-  return std::unique_ptr<Subscription>(
-      new Subscription(std::make_unique<internal::WatchLoop>(
-          connection_, options, std::move(handlers), options_.watch_backoff)));
+  return std::unique_ptr<Subscription>(new Subscription(std::make_unique<internal::WatchLoop>(
+      connection_, options, std::move(handlers), options_.watch_backoff)));
 }
 
-absl::StatusOr<std::unique_ptr<EventStream>> Client::WatchStream(
-    const WatchOptions& options, size_t queue_capacity) {
+absl::StatusOr<std::unique_ptr<EventStream>> Client::WatchStream(const WatchOptions& options,
+                                                                 size_t queue_capacity) {
   auto queue = std::make_unique<internal::EventQueue>(queue_capacity);
   internal::EventQueue* events = queue.get();
   WatchHandlers handlers;
   handlers.on_event = [events](const ExpiryEvent& event) { events->Push(event); };
   handlers.on_error = [events](const absl::Status& status) { events->End(status); };
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      Watch(options, std::move(handlers));
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription = Watch(options, std::move(handlers));
   if (!subscription.ok()) return subscription.status();
-  return std::unique_ptr<EventStream>(
-      new EventStream(std::move(queue), *std::move(subscription)));
+  return std::unique_ptr<EventStream>(new EventStream(std::move(queue), *std::move(subscription)));
 }
 
 }  // namespace lapse::client

@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "testing/fake_lapse_service.h"
-#include "testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/fake_lapse_service.h"
 #include "testing/test_server.h"
+#include "testing/test_util.h"
 
 namespace lapse::client {
 namespace {
@@ -41,8 +41,8 @@ class ClientTest : public ::testing::Test {
   ClientTest() : client_(absl::StrCat("127.0.0.1:", server_.port())) {}
 
   // Puts `keys` with a TTL; expects success.
-  void PutTtl(const std::string& collection,
-              const std::vector<std::string>& keys, absl::Duration ttl) {
+  void PutTtl(const std::string& collection, const std::vector<std::string>& keys,
+              absl::Duration ttl) {
     std::vector<MemberWrite> writes;
     for (const std::string& key : keys) {
       writes.push_back(Write(key, "v:" + key, Expiration::Ttl(ttl)));
@@ -57,16 +57,13 @@ class ClientTest : public ::testing::Test {
 TEST_F(ClientTest, PutReportsEachOutcomeAndTheResultingDeadline) {
   absl::StatusOr<std::vector<PutResult>> created = client_.PutMembers(
       "orders", {Write("a", "1", Expiration::Ttl(absl::Seconds(30))),
-                 Write("b", "2", Expiration::At(StartTime() + absl::Hours(1))),
-                 Write("c", "3")});
+                 Write("b", "2", Expiration::At(StartTime() + absl::Hours(1))), Write("c", "3")});
   ASSERT_TRUE(created.ok()) << created.status();
   ASSERT_EQ(created->size(), 3u);
   EXPECT_EQ((*created)[0].key, "a");
   EXPECT_EQ((*created)[0].outcome, PutOutcome::kCreated);
-  EXPECT_THAT((*created)[0].expire_time,
-              Optional(Eq(StartTime() + absl::Seconds(30))));
-  EXPECT_THAT((*created)[1].expire_time,
-              Optional(Eq(StartTime() + absl::Hours(1))));
+  EXPECT_THAT((*created)[0].expire_time, Optional(Eq(StartTime() + absl::Seconds(30))));
+  EXPECT_THAT((*created)[1].expire_time, Optional(Eq(StartTime() + absl::Hours(1))));
   EXPECT_EQ((*created)[2].expire_time, std::nullopt);
 
   MemberWrite absent = Write("a", "new");
@@ -74,13 +71,11 @@ TEST_F(ClientTest, PutReportsEachOutcomeAndTheResultingDeadline) {
   MemberWrite present = Write("b", "new");
   present.condition = PutCondition::kIfPresent;
   present.keep_expiration = true;
-  absl::StatusOr<std::vector<PutResult>> second =
-      client_.PutMembers("orders", {absent, present});
+  absl::StatusOr<std::vector<PutResult>> second = client_.PutMembers("orders", {absent, present});
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ((*second)[0].outcome, PutOutcome::kSkipped);
   EXPECT_EQ((*second)[1].outcome, PutOutcome::kReplaced);
-  EXPECT_THAT((*second)[1].expire_time,
-              Optional(Eq(StartTime() + absl::Hours(1))));
+  EXPECT_THAT((*second)[1].expire_time, Optional(Eq(StartTime() + absl::Hours(1))));
 }
 
 TEST_F(ClientTest, PutBeyondMaxMembersIsAFailedPrecondition) {
@@ -89,45 +84,38 @@ TEST_F(ClientTest, PutBeyondMaxMembersIsAFailedPrecondition) {
   absl::StatusOr<std::vector<PutResult>> put =
       client_.PutMembers("user-42", {Write("a", ""), Write("b", "")}, options);
   EXPECT_EQ(put.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(client_.GetCollection("user-42").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_.GetCollection("user-42").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ClientTest, InvalidInputComesBackAsInvalidArgumentNamingTheField) {
-  absl::StatusOr<std::vector<PutResult>> put = client_.PutMembers(
-      "c", {Write("a", "", Expiration::Ttl(-absl::Seconds(1)))});
+  absl::StatusOr<std::vector<PutResult>> put =
+      client_.PutMembers("c", {Write("a", "", Expiration::Ttl(-absl::Seconds(1)))});
   EXPECT_EQ(put.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(put.status().message()),
-              ::testing::HasSubstr("members[0].ttl"));
+  EXPECT_THAT(std::string(put.status().message()), ::testing::HasSubstr("members[0].ttl"));
 }
 
 TEST_F(ClientTest, GetReturnsOneResultPerKeyAndCanSlideDeadlines) {
   PutTtl("sessions", {"s1"}, absl::Seconds(10));
-  absl::StatusOr<std::vector<GetResult>> got =
-      client_.GetMembers("sessions", {"s1", "missing"});
+  absl::StatusOr<std::vector<GetResult>> got = client_.GetMembers("sessions", {"s1", "missing"});
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 2u);
   EXPECT_TRUE((*got)[0].found);
   EXPECT_EQ((*got)[0].member.key, "s1");
   EXPECT_EQ((*got)[0].member.value, "v:s1");
-  EXPECT_THAT((*got)[0].member.expire_time,
-              Optional(Eq(StartTime() + absl::Seconds(10))));
+  EXPECT_THAT((*got)[0].member.expire_time, Optional(Eq(StartTime() + absl::Seconds(10))));
   EXPECT_FALSE((*got)[1].found);
   EXPECT_EQ((*got)[1].member.key, "missing");
 
   GetOptions refresh;
   refresh.refresh = Expiration::Ttl(absl::Minutes(5));
-  absl::StatusOr<std::vector<GetResult>> slid =
-      client_.GetMembers("sessions", {"s1"}, refresh);
+  absl::StatusOr<std::vector<GetResult>> slid = client_.GetMembers("sessions", {"s1"}, refresh);
   ASSERT_TRUE(slid.ok()) << slid.status();
-  EXPECT_THAT((*slid)[0].member.expire_time,
-              Optional(Eq(StartTime() + absl::Minutes(5))));
+  EXPECT_THAT((*slid)[0].member.expire_time, Optional(Eq(StartTime() + absl::Minutes(5))));
 }
 
 TEST_F(ClientTest, RemoveReportsWhichMembersExisted) {
   PutTtl("c", {"a"}, absl::Seconds(10));
-  absl::StatusOr<std::vector<RemoveResult>> removed =
-      client_.RemoveMembers("c", {"a", "b"});
+  absl::StatusOr<std::vector<RemoveResult>> removed = client_.RemoveMembers("c", {"a", "b"});
   ASSERT_TRUE(removed.ok()) << removed.status();
   ASSERT_EQ(removed->size(), 2u);
   EXPECT_EQ((*removed)[0].key, "a");
@@ -140,25 +128,22 @@ TEST_F(ClientTest, ExpireAppliesConditionsAndExpiresPastDeadlinesNow) {
   PutTtl("c", {"timed"}, absl::Seconds(10));
   ASSERT_TRUE(client_.PutMembers("c", {Write("forever", "")}).ok());
 
-  absl::StatusOr<std::vector<ExpireResult>> later = client_.ExpireMembers(
-      "c", {"timed", "forever", "missing"}, Expiration::Ttl(absl::Seconds(60)),
-      ExpireCondition::kIfHasExpiration);
+  absl::StatusOr<std::vector<ExpireResult>> later =
+      client_.ExpireMembers("c", {"timed", "forever", "missing"},
+                            Expiration::Ttl(absl::Seconds(60)), ExpireCondition::kIfHasExpiration);
   ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_EQ((*later)[0].outcome, ExpireOutcome::kUpdated);
-  EXPECT_THAT((*later)[0].expire_time,
-              Optional(Eq(StartTime() + absl::Seconds(60))));
+  EXPECT_THAT((*later)[0].expire_time, Optional(Eq(StartTime() + absl::Seconds(60))));
   EXPECT_EQ((*later)[1].outcome, ExpireOutcome::kConditionNotMet);
   EXPECT_EQ((*later)[2].outcome, ExpireOutcome::kNotFound);
 
-  absl::StatusOr<std::vector<ExpireResult>> now = client_.ExpireMembers(
-      "c", {"timed"}, Expiration::At(StartTime() - absl::Seconds(1)));
+  absl::StatusOr<std::vector<ExpireResult>> now =
+      client_.ExpireMembers("c", {"timed"}, Expiration::At(StartTime() - absl::Seconds(1)));
   ASSERT_TRUE(now.ok()) << now.status();
   EXPECT_EQ((*now)[0].outcome, ExpireOutcome::kExpired);
   EXPECT_EQ((*now)[0].expire_time, std::nullopt);
 
-  EXPECT_EQ(client_.ExpireMembers("c", {"forever"}, Expiration::None())
-                .status()
-                .code(),
+  EXPECT_EQ(client_.ExpireMembers("c", {"forever"}, Expiration::None()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -198,8 +183,7 @@ TEST_F(ClientTest, ListMembersPagesByKeyOrByExpireTime) {
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_THAT(Keys(all->members), ElementsAre("a", "b", "0"));
   EXPECT_EQ(all->members[0].value, "");
-  EXPECT_THAT(all->members[0].expire_time,
-              Optional(Eq(StartTime() + absl::Seconds(20))));
+  EXPECT_THAT(all->members[0].expire_time, Optional(Eq(StartTime() + absl::Seconds(20))));
 }
 
 TEST_F(ClientTest, GetCollectionCountsMembersOrIsNotFound) {
@@ -210,10 +194,8 @@ TEST_F(ClientTest, GetCollectionCountsMembersOrIsNotFound) {
   EXPECT_EQ(info->name, "c");
   EXPECT_EQ(info->member_count, 3u);
   EXPECT_EQ(info->expiring_count, 2u);
-  EXPECT_THAT(info->next_expire_time,
-              Optional(Eq(StartTime() + absl::Seconds(20))));
-  EXPECT_EQ(client_.GetCollection("nope").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(info->next_expire_time, Optional(Eq(StartTime() + absl::Seconds(20))));
+  EXPECT_EQ(client_.GetCollection("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ClientTest, ListCollectionsPagesByPrefix) {
@@ -253,13 +235,11 @@ TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {
   ClientOptions options;
   options.default_timeout = absl::Milliseconds(100);
   Client client(server.address(), options);
-  EXPECT_EQ(client.GetCollection("c").status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(client.GetCollection("c").status().code(), absl::StatusCode::kDeadlineExceeded);
 
   CallOptions call;
   call.timeout = absl::Milliseconds(50);
-  EXPECT_EQ(client.ListCollections({}, call).status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(client.ListCollections({}, call).status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
 TEST(ClientDeadlineTest, AnUnreachableServerIsUnavailable) {
@@ -267,8 +247,7 @@ TEST(ClientDeadlineTest, AnUnreachableServerIsUnavailable) {
   options.max_attempts = 1;
   testing::RefusedPort nobody;
   Client client(absl::StrCat("127.0.0.1:", nobody.port()), options);
-  EXPECT_EQ(client.GetCollection("c").status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client.GetCollection("c").status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -24,12 +24,10 @@ grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
   args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   args.SetMaxSendMessageSize(options.max_send_message_bytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(options.keepalive_time));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-              Milliseconds(options.keepalive_timeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Milliseconds(options.keepalive_timeout));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               Milliseconds(options.reconnect_backoff_initial));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-              Milliseconds(options.reconnect_backoff_max));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, Milliseconds(options.reconnect_backoff_max));
   return args;
 }
 
@@ -39,7 +37,7 @@ Connection::Connection(const std::string& target,
                        std::shared_ptr<grpc::ChannelCredentials> credentials,
                        const ClientOptions& options)
     : options_(options),
-      stub_(v1::LapseService::NewStub(grpc::CreateCustomChannel(
-          target, std::move(credentials), ChannelArgs(options)))) {}
+      stub_(v1::LapseService::NewStub(
+          grpc::CreateCustomChannel(target, std::move(credentials), ChannelArgs(options)))) {}
 
 }  // namespace lapse::client::internal

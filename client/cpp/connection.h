@@ -35,8 +35,7 @@ enum class Idempotency { kIdempotent, kNotIdempotent };
 
 class Connection final {
  public:
-  Connection(const std::string& target,
-             std::shared_ptr<grpc::ChannelCredentials> credentials,
+  Connection(const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials,
              const ClientOptions& options);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -45,17 +44,16 @@ class Connection final {
 
   // A unary method of the stub, e.g. &v1::LapseService::Stub::PutMembers.
   template <typename Request, typename Response>
-  using StubMethod = grpc::Status (v1::LapseService::Stub::*)(
-      grpc::ClientContext*, const Request&, Response*);
+  using StubMethod = grpc::Status (v1::LapseService::Stub::*)(grpc::ClientContext*, const Request&,
+                                                              Response*);
 
   // Calls `method` with the call's deadline until it succeeds, fails with
   // anything but UNAVAILABLE, was not idempotent, used up max_attempts, or the
   // next backoff would end past the deadline. Returns the last status, or the
   // response as FromProto (convert.h) reads it.
   template <typename Result, typename Request, typename Response>
-  absl::StatusOr<Result> Call(StubMethod<Request, Response> method,
-                              const Request& request, Idempotency idempotency,
-                              const CallOptions& call);
+  absl::StatusOr<Result> Call(StubMethod<Request, Response> method, const Request& request,
+                              Idempotency idempotency, const CallOptions& call);
 
  private:
   // Constant after construction.
@@ -65,11 +63,9 @@ class Connection final {
 
 template <typename Result, typename Request, typename Response>
 absl::StatusOr<Result> Connection::Call(StubMethod<Request, Response> method,
-                                        const Request& request,
-                                        Idempotency idempotency,
+                                        const Request& request, Idempotency idempotency,
                                         const CallOptions& call) {
-  const absl::Time deadline =
-      absl::Now() + call.timeout.value_or(options_.default_timeout);
+  const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
   Backoff backoff(options_.retry_backoff);
   for (int attempts = 1;; ++attempts) {
     grpc::ClientContext context;
@@ -78,8 +74,7 @@ absl::StatusOr<Result> Connection::Call(StubMethod<Request, Response> method,
     const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
     if (status.ok()) return FromProto(response);
     if (idempotency == Idempotency::kNotIdempotent ||
-        status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        attempts >= options_.max_attempts) {
+        status.error_code() != grpc::StatusCode::UNAVAILABLE || attempts >= options_.max_attempts) {
       return FromGrpcStatus(status);
     }
     absl::BitGen random;

@@ -6,10 +6,10 @@
 #include <string>
 
 #include "absl/time/clock.h"
-#include "testing/fake_lapse_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lapse/client.h"
+#include "testing/fake_lapse_service.h"
 
 namespace lapse::client {
 namespace {
@@ -34,19 +34,13 @@ struct NamedCall {
 
 std::vector<NamedCall> IdempotentCalls() {
   return {
-      {"GetMembers",
-       [](Client& c) { return c.GetMembers("c", {"k"}).status(); }},
+      {"GetMembers", [](Client& c) { return c.GetMembers("c", {"k"}).status(); }},
       {"ListMembers", [](Client& c) { return c.ListMembers("c").status(); }},
-      {"GetCollection",
-       [](Client& c) { return c.GetCollection("c").status(); }},
-      {"ListCollections",
-       [](Client& c) { return c.ListCollections().status(); }},
-      {"PersistMembers",
-       [](Client& c) { return c.PersistMembers("c", {"k"}).status(); }},
-      {"RemoveMembers",
-       [](Client& c) { return c.RemoveMembers("c", {"k"}).status(); }},
-      {"DeleteCollection",
-       [](Client& c) { return c.DeleteCollection("c").status(); }},
+      {"GetCollection", [](Client& c) { return c.GetCollection("c").status(); }},
+      {"ListCollections", [](Client& c) { return c.ListCollections().status(); }},
+      {"PersistMembers", [](Client& c) { return c.PersistMembers("c", {"k"}).status(); }},
+      {"RemoveMembers", [](Client& c) { return c.RemoveMembers("c", {"k"}).status(); }},
+      {"DeleteCollection", [](Client& c) { return c.DeleteCollection("c").status(); }},
   };
 }
 
@@ -62,13 +56,9 @@ std::vector<NamedCall> CallsThatMustNotRepeat() {
        }},
       {"ExpireMembers",
        [](Client& c) {
-         return c.ExpireMembers("c", {"k"}, Expiration::Ttl(absl::Minutes(1)))
-             .status();
+         return c.ExpireMembers("c", {"k"}, Expiration::Ttl(absl::Minutes(1))).status();
        }},
-      {"GetMembers",
-       [refresh](Client& c) {
-         return c.GetMembers("c", {"k"}, refresh).status();
-       }},
+      {"GetMembers", [refresh](Client& c) { return c.GetMembers("c", {"k"}, refresh).status(); }},
   };
 }
 
@@ -87,8 +77,7 @@ TEST(RetryTest, PutExpireAndARefreshingGetAreAttemptedExactlyOnce) {
     FakeServer server;
     server.service().FailFirst(2, kUnavailable);
     Client client(server.address(), FastRetries());
-    EXPECT_EQ(named.call(client).code(), absl::StatusCode::kUnavailable)
-        << named.method;
+    EXPECT_EQ(named.call(client).code(), absl::StatusCode::kUnavailable) << named.method;
     EXPECT_EQ(server.service().calls(named.method), 1) << named.method;
   }
 }
@@ -104,14 +93,12 @@ TEST(RetryTest, GivesUpAfterMaxAttemptsWithTheLastStatus) {
 }
 
 TEST(RetryTest, OtherErrorsAreNotRetried) {
-  for (grpc::StatusCode code :
-       {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
-        grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::INTERNAL}) {
+  for (grpc::StatusCode code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
+                                grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::INTERNAL}) {
     FakeServer server;
     server.service().FailFirst(1, grpc::Status(code, "no"));
     Client client(server.address(), FastRetries());
-    EXPECT_EQ(client.ListCollections().status().code(),
-              static_cast<absl::StatusCode>(code));
+    EXPECT_EQ(client.ListCollections().status().code(), static_cast<absl::StatusCode>(code));
     EXPECT_EQ(server.service().calls("ListCollections"), 1);
   }
 }
@@ -129,8 +116,7 @@ TEST(RetryTest, RetriesStopAtTheCallDeadline) {
   const absl::Time start = absl::Now();
   // The last attempt may itself run into the deadline.
   EXPECT_THAT(client.GetCollection("c", call).status().code(),
-              AnyOf(absl::StatusCode::kUnavailable,
-                    absl::StatusCode::kDeadlineExceeded));
+              AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded));
   const absl::Duration elapsed = absl::Now() - start;
   // Delays are 10..20ms, and no delay may end past the deadline.
   EXPECT_LT(elapsed, absl::Milliseconds(200) + absl::Seconds(1));
@@ -144,8 +130,7 @@ TEST(RetryTest, MaxAttemptsOfOneDisablesRetries) {
   ClientOptions options = FastRetries();
   options.max_attempts = 1;
   Client client(server.address(), options);
-  EXPECT_EQ(client.GetCollection("c").status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client.GetCollection("c").status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(server.service().calls("GetCollection"), 1);
 }
 

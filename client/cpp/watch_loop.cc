@@ -45,8 +45,7 @@ std::optional<uint64_t> LastDeliveredSequence(const grpc::Status& status) {
   size_t end = begin;
   while (end < message.size() && absl::ascii_isdigit(message[end])) ++end;
   uint64_t sequence = 0;
-  if (!absl::SimpleAtoi(absl::string_view(message).substr(begin, end - begin),
-                        &sequence)) {
+  if (!absl::SimpleAtoi(absl::string_view(message).substr(begin, end - begin), &sequence)) {
     return std::nullopt;
   }
   return sequence;
@@ -56,14 +55,12 @@ std::optional<uint64_t> LastDeliveredSequence(const grpc::Status& status) {
 
 // One WatchExpirations call. Its reactions report to the loop; the loop's
 // thread asks for each next response and destroys the Attempt after OnDone.
-class WatchLoop::Attempt final
-    : public grpc::ClientReadReactor<v1::WatchExpirationsResponse> {
+class WatchLoop::Attempt final : public grpc::ClientReadReactor<v1::WatchExpirationsResponse> {
  public:
   // Creates the call; Start() starts it.
   Attempt(WatchLoop* loop, v1::WatchExpirationsRequest request)
       : loop_(loop), request_(std::move(request)) {
-    loop_->connection_->stub().async()->WatchExpirations(&context_, &request_,
-                                                          this);
+    loop_->connection_->stub().async()->WatchExpirations(&context_, &request_, this);
     // Between a response and the loop's next StartRead no operation is
     // pending; the hold keeps OnDone (and the end of this reactor's use) from
     // happening in that gap. The final OnReadDone releases it.
@@ -97,9 +94,8 @@ class WatchLoop::Attempt final
   v1::WatchExpirationsResponse response_;
 };
 
-WatchLoop::WatchLoop(std::shared_ptr<Connection> connection,
-                     const WatchOptions& options, WatchHandlers handlers,
-                     const BackoffPolicy& backoff)
+WatchLoop::WatchLoop(std::shared_ptr<Connection> connection, const WatchOptions& options,
+                     WatchHandlers handlers, const BackoffPolicy& backoff)
     : connection_(std::move(connection)),
       options_(options),
       handlers_(std::move(handlers)),

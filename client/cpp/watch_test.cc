@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lapse/client.h"
 #include "testing/fake_lapse_service.h"
 #include "testing/lapsed_process.h"
 #include "testing/recorder.h"
 #include "testing/temp_dir.h"
-#include "testing/test_util.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
-#include "lapse/client.h"
 #include "testing/test_server.h"
+#include "testing/test_util.h"
 
 namespace lapse::client {
 namespace {
@@ -25,13 +25,13 @@ namespace {
 using ::lapse::testing::StartTime;
 using ::lapse::testing::TestServer;
 using ::testing::ElementsAre;
+using testing::FakeServer;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using ::testing::UnorderedElementsAre;
-using testing::FakeServer;
 using testing::LapsedProcess;
-using testing::TempDir;
 using testing::Recorder;
+using testing::TempDir;
+using ::testing::UnorderedElementsAre;
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
 
@@ -66,8 +66,7 @@ bool StrictlyIncreasing(const std::vector<uint64_t>& sequences) {
 class WatchTest : public ::testing::Test {
  protected:
   explicit WatchTest(ServerOptions options = lapse::testing::TestOptions())
-      : server_(std::move(options)),
-        client_(Address(server_.port()), TestClientOptions()) {}
+      : server_(std::move(options)), client_(Address(server_.port()), TestClientOptions()) {}
 
   void Put(const std::string& collection, const std::vector<std::string>& keys,
            Expiration expiration) {
@@ -79,26 +78,23 @@ class WatchTest : public ::testing::Test {
       write.expiration = expiration;
       writes.push_back(write);
     }
-    absl::StatusOr<std::vector<PutResult>> put =
-        client_.PutMembers(collection, writes);
+    absl::StatusOr<std::vector<PutResult>> put = client_.PutMembers(collection, writes);
     ASSERT_TRUE(put.ok()) << put.status();
   }
 
   // Puts `keys` and expires them at once: their events are appended, in
   // order, before this returns.
-  void ExpireNow(const std::string& collection,
-                 const std::vector<std::string>& keys) {
+  void ExpireNow(const std::string& collection, const std::vector<std::string>& keys) {
     Put(collection, keys, Expiration::None());
     for (const std::string& key : keys) {
-      absl::StatusOr<std::vector<ExpireResult>> expired = client_.ExpireMembers(
-          collection, {key}, Expiration::At(StartTime() - absl::Seconds(1)));
+      absl::StatusOr<std::vector<ExpireResult>> expired =
+          client_.ExpireMembers(collection, {key}, Expiration::At(StartTime() - absl::Seconds(1)));
       ASSERT_TRUE(expired.ok()) << expired.status();
       ASSERT_EQ((*expired)[0].outcome, ExpireOutcome::kExpired);
     }
   }
 
-  std::unique_ptr<Subscription> Watch(const WatchOptions& options,
-                                      Recorder& recorder) {
+  std::unique_ptr<Subscription> Watch(const WatchOptions& options, Recorder& recorder) {
     absl::StatusOr<std::unique_ptr<Subscription>> subscription =
         client_.Watch(options, recorder.Handlers());
     EXPECT_TRUE(subscription.ok()) << subscription.status();
@@ -111,8 +107,7 @@ class WatchTest : public ::testing::Test {
 
 TEST_F(WatchTest, DeliversEachExpiryOnceInSequenceOrder) {
   Recorder recorder;
-  std::unique_ptr<Subscription> subscription =
-      Watch(From(StartPosition::kNew), recorder);
+  std::unique_ptr<Subscription> subscription = Watch(From(StartPosition::kNew), recorder);
   ASSERT_TRUE(recorder.WaitForConnections(1));
   Put("orders", {"a", "b", "c"}, Expiration::Ttl(absl::Seconds(1)));
   server_.ExpireAfter(absl::Seconds(2));
@@ -167,14 +162,13 @@ TEST_F(WatchTest, FiltersByPrefixAndCarriesValuesWhenAsked) {
 TEST_F(WatchTest, StartsFromTheOldestRetainedEventOrAfterAGivenSequence) {
   ExpireNow("c", {"a", "b", "c"});
   Recorder oldest;
-  std::unique_ptr<Subscription> from_oldest =
-      Watch(From(StartPosition::kOldest), oldest);
+  std::unique_ptr<Subscription> from_oldest = Watch(From(StartPosition::kOldest), oldest);
   ASSERT_TRUE(oldest.WaitForEvents(3));
   EXPECT_THAT(oldest.keys(), ElementsAre("a", "b", "c"));
 
   Recorder resumed;
-  std::unique_ptr<Subscription> after_a = Watch(
-      From(StartPosition::kAfterSequence, oldest.sequences()[0]), resumed);
+  std::unique_ptr<Subscription> after_a =
+      Watch(From(StartPosition::kAfterSequence, oldest.sequences()[0]), resumed);
   ASSERT_TRUE(resumed.WaitForEvents(2));
   EXPECT_THAT(resumed.keys(), ElementsAre("b", "c"));
   const std::vector<uint64_t> all = oldest.sequences();
@@ -184,8 +178,7 @@ TEST_F(WatchTest, StartsFromTheOldestRetainedEventOrAfterAGivenSequence) {
 TEST_F(WatchTest, ANewSubscriptionSeesOnlyLaterEvents) {
   ExpireNow("c", {"before"});
   Recorder recorder;
-  std::unique_ptr<Subscription> subscription =
-      Watch(From(StartPosition::kNew), recorder);
+  std::unique_ptr<Subscription> subscription = Watch(From(StartPosition::kNew), recorder);
   ASSERT_TRUE(recorder.WaitForConnections(1));
   ExpireNow("c", {"after"});
   ASSERT_TRUE(recorder.WaitForEvents(1));
@@ -199,9 +192,9 @@ TEST_F(WatchTest, CancelFromAHandlerStopsDeliveryAtOnce) {
   // hand-off (Debian's Abseil is not instrumented).
   std::promise<Subscription*> self_promise;
   std::shared_future<Subscription*> self = self_promise.get_future().share();
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription = client_.Watch(
-      From(StartPosition::kOldest),
-      recorder.Handlers([self](const ExpiryEvent&) { self.get()->Cancel(); }));
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client_.Watch(From(StartPosition::kOldest),
+                    recorder.Handlers([self](const ExpiryEvent&) { self.get()->Cancel(); }));
   ASSERT_TRUE(subscription.ok());
   self_promise.set_value(subscription->get());
   ASSERT_TRUE(recorder.WaitForEvents(1));
@@ -286,17 +279,16 @@ TEST_F(SmallRetentionWatchTest, EventsNoLongerRetainedAreReportedAsOutOfRange) {
   absl::StatusOr<std::unique_ptr<EventStream>> stream =
       client_.WatchStream(From(StartPosition::kAfterSequence, gone));
   ASSERT_TRUE(stream.ok());
-  EXPECT_EQ((*stream)->Next(testing::kPatience).status().code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*stream)->Next(testing::kPatience).status().code(), absl::StatusCode::kOutOfRange);
 }
 
 // ---- Against a scripted server ----------------------------------------------
 
 TEST(WatchResumeTest, ResumesAfterTheHighestExaminedSequenceWithNoDuplicate) {
   FakeServer server;
-  server.service().AddStream(
-      {true, {testing::Batch({11, 12}, 12), testing::Batch({}, 15)},
-       grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")});
+  server.service().AddStream({true,
+                              {testing::Batch({11, 12}, 12), testing::Batch({}, 15)},
+                              grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")});
   // A server that sends an event again is not believed.
   server.service().AddStream({true, {testing::Batch({14, 16}, 16)}, {}});
   Client client(server.address(), TestClientOptions());
@@ -309,8 +301,7 @@ TEST(WatchResumeTest, ResumesAfterTheHighestExaminedSequenceWithNoDuplicate) {
   EXPECT_THAT(recorder.sequences(), ElementsAre(11, 12, 16));
   EXPECT_EQ(recorder.reconnects(), 1);
   EXPECT_TRUE(recorder.WaitForConnections(2));
-  const std::vector<v1::WatchExpirationsRequest> requests =
-      server.service().watch_requests();
+  const std::vector<v1::WatchExpirationsRequest> requests = server.service().watch_requests();
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].start_position(), v1::START_POSITION_NEW);
   EXPECT_EQ(requests[1].start_position(), v1::START_POSITION_AFTER_SEQUENCE);
@@ -321,11 +312,10 @@ TEST(WatchResumeTest, ResumesAfterTheHighestExaminedSequenceWithNoDuplicate) {
 
 TEST(WatchResumeTest, ResumesFromTheSequenceADrainingServerNames) {
   FakeServer server;
-  server.service().AddStream(
-      {true,
-       {},
-       grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                    "server shutting down; last delivered sequence 41")});
+  server.service().AddStream({true,
+                              {},
+                              grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                           "server shutting down; last delivered sequence 41")});
   Client client(server.address(), TestClientOptions());
   Recorder recorder;
   absl::StatusOr<std::unique_ptr<Subscription>> subscription =
@@ -341,8 +331,7 @@ TEST(WatchResumeTest, ResumesFromTheSequenceADrainingServerNames) {
 TEST(WatchResumeTest, KeepsTheFilterAcrossReconnects) {
   FakeServer server;
   server.service().AddStream(
-      {true, {testing::Batch({3}, 3)},
-       grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone")});
+      {true, {testing::Batch({3}, 3)}, grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone")});
   Client client(server.address(), TestClientOptions());
   Recorder recorder;
   WatchOptions options;
@@ -361,10 +350,10 @@ TEST(WatchResumeTest, KeepsTheFilterAcrossReconnects) {
 
 TEST(WatchResumeTest, OutOfRangeMidStreamIsReportedAndNeverRetried) {
   FakeServer server;
-  server.service().AddStream(
-      {true, {testing::Batch({5}, 5)},
-       grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
-                    "events after sequence 5 are no longer retained")});
+  server.service().AddStream({true,
+                              {testing::Batch({5}, 5)},
+                              grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                                           "events after sequence 5 are no longer retained")});
   Client client(server.address(), TestClientOptions());
   Recorder recorder;
   absl::StatusOr<std::unique_ptr<Subscription>> subscription =
@@ -380,8 +369,7 @@ TEST(WatchResumeTest, OutOfRangeMidStreamIsReportedAndNeverRetried) {
 
 TEST(WatchResumeTest, ARefusedStreamIsNotReportedAsConnected) {
   FakeServer server;
-  server.service().AddStream(
-      {false, {}, grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "too old")});
+  server.service().AddStream({false, {}, grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "too old")});
   Client client(server.address(), TestClientOptions());
   Recorder recorder;
   absl::StatusOr<std::unique_ptr<Subscription>> subscription =
@@ -440,8 +428,8 @@ class RestartTest : public ::testing::Test {
     // so that the writes, which are not, find the server.
     ASSERT_TRUE(client_->ListCollections().ok());
     ASSERT_TRUE(client_->PutMembers(collection, writes).ok());
-    absl::StatusOr<std::vector<ExpireResult>> expired = client_->ExpireMembers(
-        collection, keys, Expiration::At(absl::Now() - absl::Hours(1)));
+    absl::StatusOr<std::vector<ExpireResult>> expired =
+        client_->ExpireMembers(collection, keys, Expiration::At(absl::Now() - absl::Hours(1)));
     ASSERT_TRUE(expired.ok()) << expired.status();
   }
 
@@ -467,8 +455,7 @@ TEST_F(RestartTest, AWatchSurvivesADurableServerRestartWithNoGapAndNoDuplicate) 
   ASSERT_NO_FATAL_FAILURE(Restart());
   ExpireNow("c", {"k3", "k4"});
 
-  ASSERT_TRUE(recorder_.WaitForEvents(4))
-      << recorder_.error().value_or(absl::OkStatus());
+  ASSERT_TRUE(recorder_.WaitForEvents(4)) << recorder_.error().value_or(absl::OkStatus());
   EXPECT_THAT(recorder_.keys(), ElementsAre("k1", "k2", "k3", "k4"));
   EXPECT_TRUE(StrictlyIncreasing(recorder_.sequences()));
   EXPECT_EQ(recorder_.error(), std::nullopt);
@@ -484,8 +471,7 @@ TEST_F(RestartTest, ANewWatchThatHadNoEventsYetResumesAcrossARestart) {
   ASSERT_NO_FATAL_FAILURE(Restart());
   // Whether the watch reconnects before or after these expire, it sees them.
   ExpireNow("c", {"k1"});
-  ASSERT_TRUE(recorder_.WaitForEvents(1))
-      << recorder_.error().value_or(absl::OkStatus());
+  ASSERT_TRUE(recorder_.WaitForEvents(1)) << recorder_.error().value_or(absl::OkStatus());
   EXPECT_THAT(recorder_.keys(), ElementsAre("k1"));
   EXPECT_EQ(recorder_.error(), std::nullopt);
 }

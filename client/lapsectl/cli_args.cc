@@ -18,8 +18,7 @@ const FlagSpec* Find(const std::vector<FlagSpec>& flags, absl::string_view name)
 }
 
 // "--Name_x=v" -> {"name-x", "v"}; the value is nullopt without '='.
-std::pair<std::string, std::optional<std::string>> SplitFlag(
-    absl::string_view arg) {
+std::pair<std::string, std::optional<std::string>> SplitFlag(absl::string_view arg) {
   arg.remove_prefix(2);
   std::optional<std::string> value;
   const size_t eq = arg.find('=');
@@ -30,21 +29,16 @@ std::pair<std::string, std::optional<std::string>> SplitFlag(
   return {absl::StrReplaceAll(arg, {{"_", "-"}}), std::move(value)};
 }
 
-bool IsFlag(absl::string_view arg) {
-  return absl::StartsWith(arg, "--") && arg.size() > 2;
-}
+bool IsFlag(absl::string_view arg) { return absl::StartsWith(arg, "--") && arg.size() > 2; }
 
 std::string FlagUsage(const FlagSpec& flag) {
-  return flag.value_name.empty()
-             ? absl::StrCat("--", flag.name)
-             : absl::StrCat("--", flag.name, "=", flag.value_name);
+  return flag.value_name.empty() ? absl::StrCat("--", flag.name)
+                                 : absl::StrCat("--", flag.name, "=", flag.value_name);
 }
 
 }  // namespace
 
-bool ParsedArgs::Has(absl::string_view flag) const {
-  return flags_.find(flag) != flags_.end();
-}
+bool ParsedArgs::Has(absl::string_view flag) const { return flags_.find(flag) != flags_.end(); }
 
 std::optional<std::string> ParsedArgs::Value(absl::string_view flag) const {
   auto it = flags_.find(flag);
@@ -84,16 +78,15 @@ absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& command,
     }
     if (flag->value_name.empty()) {
       if (value.has_value()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, " takes no value"));
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
       }
       parsed.flags_[name] = "";
       continue;
     }
     if (!value.has_value()) {
       if (i + 1 == args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", name, " needs a value: ", FlagUsage(*flag)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " needs a value: ", FlagUsage(*flag)));
       }
       value = args[++i];
     }
@@ -101,13 +94,10 @@ absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& command,
   }
   if (parsed.Has("help")) return parsed;
   const int count = static_cast<int>(parsed.positional_.size());
-  if (count < command.min_args ||
-      (command.max_args >= 0 && count > command.max_args)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", command.name, "' takes ",
-                     command.args.empty() ? "no arguments" : command.args,
-                     count < command.min_args ? "; some are missing"
-                                              : "; there are too many"));
+  if (count < command.min_args || (command.max_args >= 0 && count > command.max_args)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", command.name, "' takes ", command.args.empty() ? "no arguments" : command.args,
+        count < command.min_args ? "; some are missing" : "; there are too many"));
   }
   return parsed;
 }
@@ -123,8 +113,7 @@ std::pair<std::string, std::vector<std::string>> SplitCommand(
     if (arg == "-h") continue;
     auto [name, value] = SplitFlag(arg);
     const FlagSpec* flag = Find(global, name);
-    if (flag != nullptr && !flag->value_name.empty() && !value.has_value() &&
-        i + 1 < args.size()) {
+    if (flag != nullptr && !flag->value_name.empty() && !value.has_value() && i + 1 < args.size()) {
       rest.push_back(args[++i]);
     }
   }
@@ -142,18 +131,16 @@ std::string FlagsHelp(const std::vector<FlagSpec>& flags) {
   std::string out;
   for (const FlagSpec& flag : flags) {
     const std::string usage = FlagUsage(flag);
-    absl::StrAppend(&out, "  ", usage, std::string(width - usage.size() + 2, ' '),
-                    flag.help, "\n");
+    absl::StrAppend(&out, "  ", usage, std::string(width - usage.size() + 2, ' '), flag.help, "\n");
   }
   return out;
 }
 
 std::string CommandHelp(absl::string_view program, const CommandSpec& command,
                         const std::vector<FlagSpec>& global) {
-  std::string out = absl::StrCat("Usage: ", program, " ", command.name,
-                                 command.flags.empty() ? "" : " [FLAGS]",
-                                 command.args.empty() ? "" : " ", command.args,
-                                 "\n\n", command.summary, ".\n");
+  std::string out =
+      absl::StrCat("Usage: ", program, " ", command.name, command.flags.empty() ? "" : " [FLAGS]",
+                   command.args.empty() ? "" : " ", command.args, "\n\n", command.summary, ".\n");
   if (!command.details.empty()) absl::StrAppend(&out, "\n", command.details);
   if (!command.flags.empty()) {
     absl::StrAppend(&out, "\nFlags:\n", FlagsHelp(command.flags));

@@ -52,8 +52,7 @@ class ParsedArgs {
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:
-  friend absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec&,
-                                              const std::vector<FlagSpec>&,
+  friend absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec&, const std::vector<FlagSpec>&,
                                               const std::vector<std::string>&);
 
   std::map<std::string, std::string, std::less<>> flags_;
@@ -69,8 +68,8 @@ absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& command,
 // Splits a whole command line (without the program name) into the command
 // name and everything else, skipping global flags (and their values) that
 // come before the command. "" when there is no command.
-std::pair<std::string, std::vector<std::string>> SplitCommand(
-    const std::vector<FlagSpec>& global, const std::vector<std::string>& args);
+std::pair<std::string, std::vector<std::string>> SplitCommand(const std::vector<FlagSpec>& global,
+                                                              const std::vector<std::string>& args);
 
 // "Usage: lapsectl put [FLAGS] COLLECTION KEY [VALUE]", the details, the
 // command's flags and the global flags.

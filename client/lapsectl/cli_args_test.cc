@@ -10,22 +10,20 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Optional;
 
-const std::vector<FlagSpec> kGlobal = {{"addr", "HOST:PORT", "Server"},
-                                       {"json", "", "JSON"},
-                                       {"help", "", "Help"}};
+const std::vector<FlagSpec> kGlobal = {
+    {"addr", "HOST:PORT", "Server"}, {"json", "", "JSON"}, {"help", "", "Help"}};
 
 const CommandSpec kPut = {"put",
                           "COLLECTION KEY [VALUE]",
                           "Write a member",
                           "",
-                          {{"ttl", "DURATION", "Time to live"},
-                           {"if-absent", "", "Only new"}},
+                          {{"ttl", "DURATION", "Time to live"}, {"if-absent", "", "Only new"}},
                           2,
                           3};
 
 TEST(ParseArgsTest, ReadsFlagsInBothFormsAndArgumentsInOrder) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(
-      kPut, kGlobal, {"c", "--ttl", "30m", "k", "--if_absent", "--addr=h:1", "v"});
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(kPut, kGlobal, {"c", "--ttl", "30m", "k", "--if_absent", "--addr=h:1", "v"});
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_THAT(args->positional(), ElementsAre("c", "k", "v"));
   EXPECT_THAT(args->Value("ttl"), Optional(std::string("30m")));
@@ -35,27 +33,22 @@ TEST(ParseArgsTest, ReadsFlagsInBothFormsAndArgumentsInOrder) {
 }
 
 TEST(ParseArgsTest, DoubleDashEndsFlagsAndADashIsAnArgument) {
-  absl::StatusOr<ParsedArgs> args =
-      ParseArgs(kPut, kGlobal, {"c", "-", "--", "--ttl"});
+  absl::StatusOr<ParsedArgs> args = ParseArgs(kPut, kGlobal, {"c", "-", "--", "--ttl"});
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_THAT(args->positional(), ElementsAre("c", "-", "--ttl"));
 }
 
 TEST(ParseArgsTest, RejectsUnknownFlagsMissingValuesAndWrongArgumentCounts) {
-  EXPECT_THAT(
-      std::string(ParseArgs(kPut, kGlobal, {"c", "k", "--nope"}).status().message()),
-      HasSubstr("unknown flag --nope"));
-  EXPECT_THAT(
-      std::string(ParseArgs(kPut, kGlobal, {"c", "k", "--ttl"}).status().message()),
-      HasSubstr("--ttl needs a value"));
-  EXPECT_THAT(std::string(
-                  ParseArgs(kPut, kGlobal, {"c", "k", "--json=1"}).status().message()),
+  EXPECT_THAT(std::string(ParseArgs(kPut, kGlobal, {"c", "k", "--nope"}).status().message()),
+              HasSubstr("unknown flag --nope"));
+  EXPECT_THAT(std::string(ParseArgs(kPut, kGlobal, {"c", "k", "--ttl"}).status().message()),
+              HasSubstr("--ttl needs a value"));
+  EXPECT_THAT(std::string(ParseArgs(kPut, kGlobal, {"c", "k", "--json=1"}).status().message()),
               HasSubstr("takes no value"));
   EXPECT_THAT(std::string(ParseArgs(kPut, kGlobal, {"c"}).status().message()),
               HasSubstr("missing"));
-  EXPECT_THAT(
-      std::string(ParseArgs(kPut, kGlobal, {"a", "b", "c", "d"}).status().message()),
-      HasSubstr("too many"));
+  EXPECT_THAT(std::string(ParseArgs(kPut, kGlobal, {"a", "b", "c", "d"}).status().message()),
+              HasSubstr("too many"));
 }
 
 TEST(ParseArgsTest, HelpNeedsNoArguments) {
@@ -65,8 +58,7 @@ TEST(ParseArgsTest, HelpNeedsNoArguments) {
 }
 
 TEST(SplitCommandTest, SkipsGlobalFlagsAndTheirValuesBeforeTheCommand) {
-  auto [command, rest] =
-      SplitCommand(kGlobal, {"--addr", "h:1", "--json", "get", "c", "k"});
+  auto [command, rest] = SplitCommand(kGlobal, {"--addr", "h:1", "--json", "get", "c", "k"});
   EXPECT_EQ(command, "get");
   EXPECT_THAT(rest, ElementsAre("--addr", "h:1", "--json", "c", "k"));
   EXPECT_EQ(SplitCommand(kGlobal, {"--help"}).first, "");

@@ -15,13 +15,11 @@ constexpr char kTimeFormat[] = "%Y-%m-%dT%H:%M:%E3SZ";
 
 }  // namespace
 
-absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag,
-                                                 absl::string_view text) {
+absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text) {
   absl::Duration duration;
   if (!absl::ParseDuration(text, &duration)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, "=", text,
-        ": not a duration (write e.g. 1500ms, 30s, 30m or 1h30m)"));
+        "--", flag, "=", text, ": not a duration (write e.g. 1500ms, 30s, 30m or 1h30m)"));
   }
   if (duration <= absl::ZeroDuration() || duration == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
@@ -30,26 +28,23 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag,
   return duration;
 }
 
-absl::StatusOr<absl::Time> ParseTimeFlag(absl::string_view flag,
-                                         absl::string_view text) {
+absl::StatusOr<absl::Time> ParseTimeFlag(absl::string_view flag, absl::string_view text) {
   absl::Time time;
   std::string error;
   if (!absl::ParseTime(absl::RFC3339_full, text, &time, &error)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, "=", text,
-        ": not an RFC 3339 time (write e.g. 2025-01-02T15:04:05Z): ", error));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", text,
+                     ": not an RFC 3339 time (write e.g. 2025-01-02T15:04:05Z): ", error));
   }
   return time;
 }
 
-absl::StatusOr<uint64_t> ParseNumberFlag(absl::string_view flag,
-                                         absl::string_view text, uint64_t min,
-                                         uint64_t max) {
+absl::StatusOr<uint64_t> ParseNumberFlag(absl::string_view flag, absl::string_view text,
+                                         uint64_t min, uint64_t max) {
   uint64_t value = 0;
   if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, "=", text, ": expected a whole number from ", min, " to ",
-        max));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", text, ": expected a whole number from ", min, " to ", max));
   }
   return value;
 }
@@ -63,8 +58,7 @@ std::string FormatExpireTime(const std::optional<absl::Time>& time) {
 }
 
 std::string FormatRemaining(absl::Time expire_time, absl::Time now) {
-  const absl::Duration remaining =
-      absl::Trunc(expire_time - now, absl::Milliseconds(1));
+  const absl::Duration remaining = absl::Trunc(expire_time - now, absl::Milliseconds(1));
   return absl::FormatDuration(std::max(remaining, absl::ZeroDuration()));
 }
 
@@ -97,8 +91,7 @@ bool IsValidUtf8(absl::string_view text) {
     }
     // Overlong forms, surrogates and values beyond Unicode are invalid.
     static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (code < kMin[length] || code > 0x10FFFF ||
-        (code >= 0xD800 && code <= 0xDFFF)) {
+    if (code < kMin[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
       return false;
     }
     i += length;
@@ -107,20 +100,16 @@ bool IsValidUtf8(absl::string_view text) {
 }
 
 std::string DisplayValue(absl::string_view value) {
-  const bool printable =
-      IsValidUtf8(value) &&
-      std::none_of(value.begin(), value.end(), [](char c) {
-        return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
-      });
+  const bool printable = IsValidUtf8(value) && std::none_of(value.begin(), value.end(), [](char c) {
+                           return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
+                         });
   if (printable) return std::string(value);
   return absl::StrCat("\"", absl::CHexEscape(value), "\"");
 }
 
 Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
 
-void Table::AddRow(std::vector<std::string> cells) {
-  rows_.push_back(std::move(cells));
-}
+void Table::AddRow(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
 
 std::string Table::Render() const {
   std::vector<size_t> widths;
@@ -200,8 +189,7 @@ JsonObject& JsonObject::Add(absl::string_view key, bool value) {
   return *this;
 }
 
-JsonObject& JsonObject::AddTime(absl::string_view key,
-                                const std::optional<absl::Time>& time) {
+JsonObject& JsonObject::AddTime(absl::string_view key, const std::optional<absl::Time>& time) {
   AddRaw(key, time.has_value() ? JsonQuote(FormatTimestamp(*time)) : "null");
   return *this;
 }

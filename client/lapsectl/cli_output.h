@@ -27,15 +27,12 @@ namespace lapse::cli {
 
 // A positive, finite duration such as "1500ms", "30m" or "1h30m"; errors
 // name the flag.
-absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag,
-                                                 absl::string_view text);
+absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text);
 // An RFC 3339 time such as "2025-01-02T15:04:05Z" or with an offset.
-absl::StatusOr<absl::Time> ParseTimeFlag(absl::string_view flag,
-                                         absl::string_view text);
+absl::StatusOr<absl::Time> ParseTimeFlag(absl::string_view flag, absl::string_view text);
 // A whole number within [min, max].
-absl::StatusOr<uint64_t> ParseNumberFlag(absl::string_view flag,
-                                         absl::string_view text, uint64_t min,
-                                         uint64_t max);
+absl::StatusOr<uint64_t> ParseNumberFlag(absl::string_view flag, absl::string_view text,
+                                         uint64_t min, uint64_t max);
 
 // ---- Output -----------------------------------------------------------------
 
@@ -73,8 +70,7 @@ class JsonObject final {
   JsonObject& Add(absl::string_view key, int64_t value);
   JsonObject& Add(absl::string_view key, bool value);
   // A time as FormatTimestamp, or null.
-  JsonObject& AddTime(absl::string_view key,
-                      const std::optional<absl::Time>& time);
+  JsonObject& AddTime(absl::string_view key, const std::optional<absl::Time>& time);
   // Bytes: "<key>" as a string when valid UTF-8, else "<key>_base64".
   JsonObject& AddBytes(absl::string_view key, absl::string_view bytes);
   std::string str() const { return "{" + fields_ + "}"; }

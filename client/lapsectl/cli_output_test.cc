@@ -23,8 +23,7 @@ TEST(ParseTimeFlagTest, AcceptsRfc3339WithZoneOrOffset) {
   const absl::Time t = absl::FromUnixSeconds(1735830245);
   EXPECT_EQ(*ParseTimeFlag("at", "2025-01-02T15:04:05Z"), t);
   EXPECT_EQ(*ParseTimeFlag("at", "2025-01-02T17:04:05+02:00"), t);
-  EXPECT_EQ(*ParseTimeFlag("at", "2025-01-02T15:04:05.250Z"),
-            t + absl::Milliseconds(250));
+  EXPECT_EQ(*ParseTimeFlag("at", "2025-01-02T15:04:05.250Z"), t + absl::Milliseconds(250));
   EXPECT_THAT(std::string(ParseTimeFlag("at", "tomorrow").status().message()),
               HasSubstr("--at=tomorrow: not an RFC 3339 time"));
 }

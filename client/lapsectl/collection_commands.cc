@@ -21,8 +21,7 @@ using client::Client;
 
 void AddCollectionRow(const client::CollectionInfo& info, Answer& answer) {
   answer.Row({DisplayValue(info.name), absl::StrCat(info.member_count),
-              absl::StrCat(info.expiring_count),
-              FormatExpireTime(info.next_expire_time)},
+              absl::StrCat(info.expiring_count), FormatExpireTime(info.next_expire_time)},
              JsonObject()
                  .AddBytes("name", info.name)
                  .Add("member_count", info.member_count)
@@ -31,14 +30,13 @@ void AddCollectionRow(const client::CollectionInfo& info, Answer& answer) {
 }
 
 const std::vector<std::string>& CollectionHeader() {
-  static const std::vector<std::string>* const header = new std::vector<std::string>{
-      "NAME", "MEMBERS", "EXPIRING", "NEXT_EXPIRE_TIME"};
+  static const std::vector<std::string>* const header =
+      new std::vector<std::string>{"NAME", "MEMBERS", "EXPIRING", "NEXT_EXPIRE_TIME"};
   return *header;
 }
 
 int RunInfo(const Invocation& in) {
-  absl::StatusOr<client::CollectionInfo> info =
-      in.NewClient()->GetCollection(in.positional()[0]);
+  absl::StatusOr<client::CollectionInfo> info = in.NewClient()->GetCollection(in.positional()[0]);
   if (!info.ok()) return Fail("info", info.status());
   Answer answer(in.json, CollectionHeader());
   AddCollectionRow(*info, answer);
@@ -47,8 +45,13 @@ int RunInfo(const Invocation& in) {
 }
 
 Command InfoCommand() {
-  return {{"info", "COLLECTION", "Show a collection's counts (GetCollection)",
-           "Exit status 1 when the collection does not exist.\n", {}, 1, 1},
+  return {{"info",
+           "COLLECTION",
+           "Show a collection's counts (GetCollection)",
+           "Exit status 1 when the collection does not exist.\n",
+           {},
+           1,
+           1},
           &RunInfo};
 }
 
@@ -69,11 +72,15 @@ int RunCollections(const Invocation& in) {
 }
 
 Command CollectionsCommand() {
-  return {{"collections", "", "List collections (ListCollections)", "",
+  return {{"collections",
+           "",
+           "List collections (ListCollections)",
+           "",
            {{"prefix", "PREFIX", "Only names starting with PREFIX"},
             {"limit", "N", "Stop after N collections"},
             {"page-size", "N", "Collections per call"}},
-           0, 0},
+           0,
+           0},
           &RunCollections};
 }
 
@@ -94,9 +101,13 @@ int RunDrop(const Invocation& in) {
 }
 
 Command DropCommand() {
-  return {{"drop", "COLLECTION",
+  return {{"drop",
+           "COLLECTION",
            "Delete a collection, without expiry events (DeleteCollection)",
-           "Exit status 1 when the collection did not exist.\n", {}, 1, 1},
+           "Exit status 1 when the collection did not exist.\n",
+           {},
+           1,
+           1},
           &RunDrop};
 }
 

@@ -18,9 +18,8 @@ namespace {
 
 int RunHealth(const Invocation& in) {
   const std::string service = in.args.Value("service").value_or("");
-  std::unique_ptr<grpc::health::v1::Health::Stub> stub =
-      grpc::health::v1::Health::NewStub(
-          grpc::CreateChannel(in.address, grpc::InsecureChannelCredentials()));
+  std::unique_ptr<grpc::health::v1::Health::Stub> stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(in.address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + in.timeout));
   grpc::health::v1::HealthCheckRequest request;
@@ -29,13 +28,11 @@ int RunHealth(const Invocation& in) {
   const grpc::Status status = stub->Check(&context, request, &response);
   std::string name;
   if (status.ok()) {
-    name = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-        response.status());
+    name = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
   } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
     name = "SERVICE_UNKNOWN";
   } else {
-    return Fail("health", absl::Status(static_cast<absl::StatusCode>(
-                                           status.error_code()),
+    return Fail("health", absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                                        status.error_message()));
   }
   Answer answer(in.json, {"SERVICE", "STATUS"});
@@ -48,11 +45,13 @@ int RunHealth(const Invocation& in) {
 }  // namespace
 
 Command HealthCommand() {
-  return {{"health", "", "Check the server's health (grpc.health.v1)",
+  return {{"health",
+           "",
+           "Check the server's health (grpc.health.v1)",
            "Exit status 0 when SERVING, 1 otherwise.\n",
-           {{"service", "NAME",
-             "A service, e.g. lapse.v1.LapseService (default: the server)"}},
-           0, 0},
+           {{"service", "NAME", "A service, e.g. lapse.v1.LapseService (default: the server)"}},
+           0,
+           0},
           &RunHealth};
 }
 

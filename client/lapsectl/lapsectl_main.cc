@@ -32,8 +32,7 @@ constexpr char kDefaultAddress[] = "127.0.0.1:50051";
 const std::vector<FlagSpec>& GlobalFlags() {
   static const std::vector<FlagSpec>* const flags = new std::vector<FlagSpec>{
       {"addr", "HOST:PORT",
-       absl::StrCat("Server address (default $LAPSE_ADDR, else ",
-                    kDefaultAddress, ")")},
+       absl::StrCat("Server address (default $LAPSE_ADDR, else ", kDefaultAddress, ")")},
       {"timeout", "DURATION", "Deadline of each call, retries included (10s)"},
       {"json", "", "One JSON object per line instead of a table"},
       {"help", "", "Show help"},
@@ -57,21 +56,21 @@ const std::vector<Command>& Commands() {
 std::string ToolHelp() {
   std::string out = absl::StrCat(
       "lapsectl: the command-line client of lapse (expiring collections over gRPC).\n\n"
-      "Usage: ", kProgram, " [GLOBAL FLAGS] COMMAND [FLAGS] [ARGS...]\n\nCommands:\n");
+      "Usage: ",
+      kProgram, " [GLOBAL FLAGS] COMMAND [FLAGS] [ARGS...]\n\nCommands:\n");
   for (const Command& command : Commands()) {
-    absl::StrAppend(&out, "  ", command.spec.name,
-                    std::string(13 - command.spec.name.size(), ' '),
+    absl::StrAppend(&out, "  ", command.spec.name, std::string(13 - command.spec.name.size(), ' '),
                     command.spec.summary, "\n");
   }
-  absl::StrAppend(
-      &out, "  help         Show this help, or a command's (help COMMAND)\n\n"
-      "Global flags:\n",
-      FlagsHelp(GlobalFlags()),
-      "\nDurations: 1500ms, 30s, 30m, 1h30m. Times: RFC 3339 "
-      "(2025-01-02T15:04:05Z).\n"
-      "Exit status: 0 ok; 1 not found, condition not met or skipped; 2 error "
-      "(bad usage,\nRPC failure).\nRun 'lapsectl COMMAND --help' for a "
-      "command's flags.\n");
+  absl::StrAppend(&out,
+                  "  help         Show this help, or a command's (help COMMAND)\n\n"
+                  "Global flags:\n",
+                  FlagsHelp(GlobalFlags()),
+                  "\nDurations: 1500ms, 30s, 30m, 1h30m. Times: RFC 3339 "
+                  "(2025-01-02T15:04:05Z).\n"
+                  "Exit status: 0 ok; 1 not found, condition not met or skipped; 2 error "
+                  "(bad usage,\nRPC failure).\nRun 'lapsectl COMMAND --help' for a "
+                  "command's flags.\n");
   return out;
 }
 
@@ -102,14 +101,13 @@ int Main(const std::vector<std::string>& argv) {
       WriteStdout(ToolHelp());
       return kOk;
     }
-    std::fprintf(stderr, "%s: no command given\n\n%s", kProgram,
-                 ToolHelp().c_str());
+    std::fprintf(stderr, "%s: no command given\n\n%s", kProgram, ToolHelp().c_str());
     return kError;
   }
   const Command* command = FindCommand(name);
   if (command == nullptr) {
-    std::fprintf(stderr, "%s: unknown command '%s'\nRun '%s --help' for usage.\n",
-                 kProgram, name.c_str(), kProgram);
+    std::fprintf(stderr, "%s: unknown command '%s'\nRun '%s --help' for usage.\n", kProgram,
+                 name.c_str(), kProgram);
     return kError;
   }
   absl::StatusOr<ParsedArgs> args = ParseArgs(command->spec, GlobalFlags(), rest);
@@ -139,4 +137,3 @@ int Main(const std::vector<std::string>& argv) {
 int main(int argc, char** argv) {
   return lapse::cli::Main(std::vector<std::string>(argv + 1, argv + argc));
 }
-

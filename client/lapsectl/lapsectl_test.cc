@@ -6,19 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "testing/child_process.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
 #include "testing/test_util.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 
 namespace lapse::testing {
 namespace {
@@ -41,8 +41,7 @@ void ExpectJsonLines(const std::string& text, size_t count) {
   const std::vector<std::string> lines = Lines(text);
   EXPECT_EQ(lines.size(), count) << text;
   for (const std::string& line : lines) {
-    EXPECT_TRUE(absl::StartsWith(line, "{") && absl::EndsWith(line, "}"))
-        << line;
+    EXPECT_TRUE(absl::StartsWith(line, "{") && absl::EndsWith(line, "}")) << line;
   }
 }
 
@@ -53,8 +52,7 @@ uint64_t SequenceOf(const std::string& line) {
   if (at == std::string::npos) return 0;
   const size_t begin = at + marker.size();
   uint64_t sequence = 0;
-  if (!absl::SimpleAtoi(line.substr(begin, line.find('"', begin) - begin),
-                        &sequence)) {
+  if (!absl::SimpleAtoi(line.substr(begin, line.find('"', begin) - begin), &sequence)) {
     return 0;
   }
   return sequence;
@@ -76,8 +74,7 @@ class LapsectlTest : public ::testing::Test {
   // Runs lapsectl and expects exit status 0.
   Result Ok(const std::vector<std::string>& args) {
     Result result = Ctl(args);
-    EXPECT_EQ(result.exit_code, 0) << absl::StrJoin(args, " ") << "\n"
-                                   << result.out << result.err;
+    EXPECT_EQ(result.exit_code, 0) << absl::StrJoin(args, " ") << "\n" << result.out << result.err;
     return result;
   }
 
@@ -106,26 +103,22 @@ TEST_F(LapsectlTest, PutGetAndTtlRoundTripAMemberAndItsDeadline) {
   EXPECT_THAT(ttl.out, ContainsRegex("o-1 +(29m[0-9.]+s|30m) +20"));
 
   Ok({"put", "orders", "forever", "x"});
-  EXPECT_THAT(Ok({"ttl", "orders", "forever"}).out,
-              ContainsRegex("forever +persistent +-"));
+  EXPECT_THAT(Ok({"ttl", "orders", "forever"}).out, ContainsRegex("forever +persistent +-"));
 }
 
 TEST_F(LapsectlTest, AbsoluteTimesAndGetRefreshMoveTheDeadline) {
-  const absl::Time at = absl::FromUnixSeconds(
-      absl::ToUnixSeconds(absl::Now() + absl::Hours(48)));
+  const absl::Time at = absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now() + absl::Hours(48)));
   const std::string utc = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", at, absl::UTCTimeZone());
   Ok({"put", "c", "k", "--at=" + utc});
   EXPECT_THAT(Ok({"get", "c", "k"}).out,
-              HasSubstr(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", at,
-                                         absl::UTCTimeZone())));
+              HasSubstr(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", at, absl::UTCTimeZone())));
 
   // The same instant plus a day, written with a +01:00 offset.
   const absl::Time later = at + absl::Hours(24);
-  const std::string offset = absl::FormatTime("%Y-%m-%dT%H:%M:%S%Ez", later,
-                                              absl::FixedTimeZone(3600));
+  const std::string offset =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%S%Ez", later, absl::FixedTimeZone(3600));
   EXPECT_THAT(Ok({"get", "c", "k", "--refresh-at=" + offset}).out,
-              HasSubstr(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", later,
-                                         absl::UTCTimeZone())));
+              HasSubstr(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", later, absl::UTCTimeZone())));
 }
 
 TEST_F(LapsectlTest, ConditionsThatDoNotHoldExitWith1) {
@@ -141,10 +134,8 @@ TEST_F(LapsectlTest, ConditionsThatDoNotHoldExitWith1) {
   Result nx = Ctl({"expire", "c", "k", "--ttl=2h", "--nx"});
   EXPECT_EQ(nx.exit_code, 1);
   EXPECT_THAT(nx.out, ContainsRegex("k +condition_not_met"));
-  EXPECT_THAT(Ok({"expire", "c", "k", "--ttl=2h", "--xx"}).out,
-              ContainsRegex("k +updated"));
-  EXPECT_THAT(Ok({"expire", "c", "k", "--ttl=3h", "--gt"}).out,
-              ContainsRegex("k +updated"));
+  EXPECT_THAT(Ok({"expire", "c", "k", "--ttl=2h", "--xx"}).out, ContainsRegex("k +updated"));
+  EXPECT_THAT(Ok({"expire", "c", "k", "--ttl=3h", "--gt"}).out, ContainsRegex("k +updated"));
   EXPECT_EQ(Ctl({"expire", "c", "k", "--ttl=4h", "--lt"}).exit_code, 1);
 
   EXPECT_THAT(Ok({"put", "c", "k", "w", "--if-present", "--keep-ttl"}).out,
@@ -212,8 +203,7 @@ TEST_F(LapsectlTest, BadUsageExitsWith2WithAMessage) {
     EXPECT_THAT(result.err, Not(IsEmpty())) << absl::StrJoin(args, " ");
     EXPECT_THAT(result.out, IsEmpty()) << absl::StrJoin(args, " ");
   }
-  EXPECT_THAT(Ctl({"put", "c", "k", "--ttl=30"}).err,
-              HasSubstr("--ttl=30: not a duration"));
+  EXPECT_THAT(Ctl({"put", "c", "k", "--ttl=30"}).err, HasSubstr("--ttl=30: not a duration"));
 }
 
 TEST_F(LapsectlTest, RpcFailuresExitWith2) {
@@ -223,8 +213,8 @@ TEST_F(LapsectlTest, RpcFailuresExitWith2) {
 
   RefusedPort nobody;
   Result unreachable = RunToCompletion(
-      LAPSECTL_PATH, {"get", "c", "k", "--timeout=2s",
-                      absl::StrCat("--addr=127.0.0.1:", nobody.port())});
+      LAPSECTL_PATH,
+      {"get", "c", "k", "--timeout=2s", absl::StrCat("--addr=127.0.0.1:", nobody.port())});
   EXPECT_EQ(unreachable.exit_code, 2);
   EXPECT_THAT(unreachable.err, HasSubstr("lapsectl get: UNAVAILABLE"));
 }
@@ -233,17 +223,15 @@ TEST_F(LapsectlTest, HelpDescribesTheToolAndEveryCommand) {
   const Result tool = RunToCompletion(LAPSECTL_PATH, {"--help"});
   EXPECT_EQ(tool.exit_code, 0);
   EXPECT_THAT(tool.out, HasSubstr("Exit status: 0 ok; 1 not found"));
-  for (const char* command :
-       {"put", "get", "rm", "expire", "persist", "ttl", "ls", "info",
-        "collections", "drop", "watch", "health"}) {
+  for (const char* command : {"put", "get", "rm", "expire", "persist", "ttl", "ls", "info",
+                              "collections", "drop", "watch", "health"}) {
     EXPECT_THAT(tool.out, ContainsRegex(absl::StrCat("\n  ", command, " +[A-Z]")));
     const Result help = RunToCompletion(LAPSECTL_PATH, {command, "--help"});
     EXPECT_EQ(help.exit_code, 0) << command;
     EXPECT_THAT(help.out, StartsWith(absl::StrCat("Usage: lapsectl ", command)));
     EXPECT_THAT(help.out, HasSubstr("--addr=HOST:PORT"));
   }
-  EXPECT_THAT(RunToCompletion(LAPSECTL_PATH, {"help", "expire"}).out,
-              HasSubstr("--nx"));
+  EXPECT_THAT(RunToCompletion(LAPSECTL_PATH, {"help", "expire"}).out, HasSubstr("--nx"));
 }
 
 TEST_F(LapsectlTest, JsonOutputIsOneObjectPerLine) {
@@ -273,8 +261,7 @@ TEST_F(LapsectlTest, BinaryValuesFromStdinOrAFileKeepEveryByte) {
   EXPECT_EQ(put.exit_code, 0) << put.err;
   EXPECT_EQ(Ok({"get", "bin", "k", "--raw"}).out, bytes);
   EXPECT_THAT(Ok({"get", "bin", "k"}).out, HasSubstr("\"\\x00\\x01\\xfe\\xff\\n\""));
-  EXPECT_THAT(Ok({"get", "bin", "k", "--json"}).out,
-              HasSubstr("\"value_base64\":\"AAH+/wo=\""));
+  EXPECT_THAT(Ok({"get", "bin", "k", "--json"}).out, HasSubstr("\"value_base64\":\"AAH+/wo=\""));
 
   TempDir dir;
   const std::string path = dir.path() + "/value";
@@ -295,12 +282,10 @@ TEST_F(LapsectlTest, LsOrdersByKeyOrDeadlineAndCollectionsFilterByPrefix) {
     }
     return first_words;
   };
-  EXPECT_THAT(keys(Ok({"ls", "c"}).out),
-              ::testing::ElementsAre("KEY", "0", "a", "b"));
+  EXPECT_THAT(keys(Ok({"ls", "c"}).out), ::testing::ElementsAre("KEY", "0", "a", "b"));
   EXPECT_THAT(keys(Ok({"ls", "c", "--by=expire", "--keys-only", "--page-size=1"}).out),
               ::testing::ElementsAre("KEY", "b", "a", "0"));
-  EXPECT_THAT(keys(Ok({"ls", "c", "--limit=2"}).out),
-              ::testing::ElementsAre("KEY", "0", "a"));
+  EXPECT_THAT(keys(Ok({"ls", "c", "--limit=2"}).out), ::testing::ElementsAre("KEY", "0", "a"));
   const Result collections = Ok({"collections", "--prefix=user:"});
   EXPECT_THAT(keys(collections.out), ::testing::ElementsAre("NAME", "user:1"));
   EXPECT_THAT(Ok({"info", "c"}).out, ContainsRegex("c +3 +2 +20"));
@@ -309,16 +294,15 @@ TEST_F(LapsectlTest, LsOrdersByKeyOrDeadlineAndCollectionsFilterByPrefix) {
 
 TEST_F(LapsectlTest, HealthReportsServing) {
   EXPECT_THAT(Ok({"health"}).out, ContainsRegex("\\(server\\) +SERVING"));
-  EXPECT_THAT(Ok({"health", "--service=lapse.v1.LapseService"}).out,
-              HasSubstr("SERVING"));
+  EXPECT_THAT(Ok({"health", "--service=lapse.v1.LapseService"}).out, HasSubstr("SERVING"));
   Result unknown = Ctl({"health", "--service=nope"});
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_THAT(unknown.out, HasSubstr("SERVICE_UNKNOWN"));
 }
 
 TEST_F(LapsectlTest, TheAddressComesFromLapseAddrWithoutAddr) {
-  Result result = RunToCompletion(LAPSECTL_PATH, {"put", "c", "k"},
-                                  {"LAPSE_ADDR=" + lapsed_.address()});
+  Result result =
+      RunToCompletion(LAPSECTL_PATH, {"put", "c", "k"}, {"LAPSE_ADDR=" + lapsed_.address()});
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("created"));
 }
@@ -339,8 +323,8 @@ TEST_F(LapsectlTest, WatchPrintsAnExpiryAndStopsOnSigintWithACount) {
   const Result result = watch->Wait();
   EXPECT_EQ(result.exit_code, 0) << result.err;
   ExpectJsonLines(result.out, 1);
-  EXPECT_THAT(result.err, HasSubstr(absl::StrCat(
-                              "received 1 event; resume with --from=", sequence)));
+  EXPECT_THAT(result.err,
+              HasSubstr(absl::StrCat("received 1 event; resume with --from=", sequence)));
 }
 
 TEST_F(LapsectlTest, WatchShowsATableFiltersAndResumesFrom) {
@@ -364,10 +348,8 @@ TEST_F(LapsectlTest, WatchShowsATableFiltersAndResumesFrom) {
   oldest->Signal(SIGTERM);
   EXPECT_EQ(oldest->Wait().exit_code, 0);
 
-  std::unique_ptr<ChildProcess> resumed =
-      StartWatch({absl::StrCat("--from=", first), "--json"});
-  EXPECT_THAT(resumed->WaitForLine(ChildProcess::kStdout, "sequence"),
-              HasSubstr("\"key\":\"y\""));
+  std::unique_ptr<ChildProcess> resumed = StartWatch({absl::StrCat("--from=", first), "--json"});
+  EXPECT_THAT(resumed->WaitForLine(ChildProcess::kStdout, "sequence"), HasSubstr("\"key\":\"y\""));
   resumed->Signal(SIGINT);
   const Result result = resumed->Wait();
   EXPECT_EQ(result.exit_code, 0);
@@ -386,8 +368,7 @@ TEST_F(SmallRetentionLapsectlTest, WatchFromAPositionNoLongerHeldExitsWith2) {
   }
   std::unique_ptr<ChildProcess> oldest = StartWatch({"--oldest", "--json"});
   // Only the last two (c and d) are still held.
-  const uint64_t third =
-      SequenceOf(oldest->WaitForLine(ChildProcess::kStdout, "\"key\":\"c\""));
+  const uint64_t third = SequenceOf(oldest->WaitForLine(ChildProcess::kStdout, "\"key\":\"c\""));
   oldest->Signal(SIGINT);
   EXPECT_EQ(oldest->Wait().exit_code, 0);
 

@@ -32,14 +32,13 @@ const char kExpirationHelp[] =
     "e.g.\n2025-01-02T15:04:05Z or 2025-01-02T17:04:05+02:00.\n";
 
 // --ttl / --at (or --refresh-ttl / --refresh-at): at most one.
-absl::StatusOr<Expiration> ExpirationFlags(const ParsedArgs& args,
-                                           absl::string_view ttl_flag,
+absl::StatusOr<Expiration> ExpirationFlags(const ParsedArgs& args, absl::string_view ttl_flag,
                                            absl::string_view at_flag) {
   const std::optional<std::string> ttl = args.Value(ttl_flag);
   const std::optional<std::string> at = args.Value(at_flag);
   if (ttl.has_value() && at.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", ttl_flag, " and --", at_flag, " cannot be used together"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", ttl_flag, " and --", at_flag, " cannot be used together"));
   }
   if (ttl.has_value()) {
     absl::StatusOr<absl::Duration> d = ParseDurationFlag(ttl_flag, *ttl);
@@ -56,8 +55,7 @@ absl::StatusOr<Expiration> ExpirationFlags(const ParsedArgs& args,
 
 absl::StatusOr<std::string> ReadValueFile(const std::string& path) {
   if (path == "-") {
-    std::string value((std::istreambuf_iterator<char>(std::cin)),
-                      std::istreambuf_iterator<char>());
+    std::string value((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     if (std::cin.bad()) {
       return absl::InvalidArgumentError("--value-file=-: cannot read stdin");
     }
@@ -65,16 +63,14 @@ absl::StatusOr<std::string> ReadValueFile(const std::string& path) {
   }
   std::ifstream file(path, std::ios::binary);
   if (!file) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--value-file=", path, ": cannot open: ", std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--value-file=", path, ": cannot open: ", std::strerror(errno)));
   }
-  return std::string((std::istreambuf_iterator<char>(file)),
-                     std::istreambuf_iterator<char>());
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
 }
 
 std::vector<std::string> Keys(const Invocation& in) {
-  return std::vector<std::string>(in.positional().begin() + 1,
-                                  in.positional().end());
+  return std::vector<std::string>(in.positional().begin() + 1, in.positional().end());
 }
 
 // The row of a per-key outcome and the deadline the call left.
@@ -156,29 +152,29 @@ int RunPut(const Invocation& in) {
 }
 
 Command PutCommand() {
-  return {{"put", "COLLECTION KEY [VALUE]", "Write a member (PutMembers)",
-           absl::StrCat(
-               "Without VALUE or --value-file the value is empty. Without --ttl or "
-               "--at the\nmember is persistent. Exit status 1 when a condition "
-               "skipped the write or\n--max-members would be exceeded.\n",
-               kExpirationHelp),
+  return {{"put",
+           "COLLECTION KEY [VALUE]",
+           "Write a member (PutMembers)",
+           absl::StrCat("Without VALUE or --value-file the value is empty. Without --ttl or "
+                        "--at the\nmember is persistent. Exit status 1 when a condition "
+                        "skipped the write or\n--max-members would be exceeded.\n",
+                        kExpirationHelp),
            {{"ttl", "DURATION", "Expire this long from now"},
             {"at", "TIME", "Expire at this time"},
             {"if-absent", "", "Write only if the member does not exist (HSETNX)"},
             {"if-present", "", "Write only if the member exists"},
             {"keep-ttl", "", "Keep the existing member's deadline (KEEPTTL)"},
-            {"max-members", "N",
-             "Fail, writing nothing, if the collection would exceed N members"},
+            {"max-members", "N", "Fail, writing nothing, if the collection would exceed N members"},
             {"value-file", "PATH", "Read the value from PATH ('-': stdin), for binary"}},
-           2, 3},
+           2,
+           3},
           &RunPut};
 }
 
 int RunGet(const Invocation& in) {
   const ParsedArgs& args = in.args;
   client::GetOptions options;
-  absl::StatusOr<Expiration> refresh =
-      ExpirationFlags(args, "refresh-ttl", "refresh-at");
+  absl::StatusOr<Expiration> refresh = ExpirationFlags(args, "refresh-ttl", "refresh-at");
   if (!refresh.ok()) return UsageError("get", refresh.status().message());
   options.refresh = *refresh;
   const bool raw = args.Has("raw");
@@ -213,12 +209,15 @@ int RunGet(const Invocation& in) {
 }
 
 Command GetCommand() {
-  return {{"get", "COLLECTION KEY...", "Read members (GetMembers)",
+  return {{"get",
+           "COLLECTION KEY...",
+           "Read members (GetMembers)",
            absl::StrCat("Exit status 1 when a key is not found.\n", kExpirationHelp),
            {{"refresh-ttl", "DURATION", "Also move found members' deadline (HGETEX)"},
             {"refresh-at", "TIME", "Also move found members' deadline to TIME"},
             {"raw", "", "Write only the value's bytes (one KEY)"}},
-           2, -1},
+           2,
+           -1},
           &RunGet};
 }
 
@@ -238,9 +237,13 @@ int RunRemove(const Invocation& in) {
 }
 
 Command RemoveCommand() {
-  return {{"rm", "COLLECTION KEY...",
+  return {{"rm",
+           "COLLECTION KEY...",
            "Remove members, without expiry events (RemoveMembers)",
-           "Exit status 1 when a key did not exist.\n", {}, 2, -1},
+           "Exit status 1 when a key did not exist.\n",
+           {},
+           2,
+           -1},
           &RunRemove};
 }
 
@@ -267,11 +270,10 @@ int RunExpire(const Invocation& in) {
   }
   client::ExpireCondition condition = client::ExpireCondition::kAlways;
   int conditions = 0;
-  for (const auto& [flag, value] :
-       {std::pair{"nx", client::ExpireCondition::kIfNoExpiration},
-        std::pair{"xx", client::ExpireCondition::kIfHasExpiration},
-        std::pair{"gt", client::ExpireCondition::kIfLater},
-        std::pair{"lt", client::ExpireCondition::kIfEarlier}}) {
+  for (const auto& [flag, value] : {std::pair{"nx", client::ExpireCondition::kIfNoExpiration},
+                                    std::pair{"xx", client::ExpireCondition::kIfHasExpiration},
+                                    std::pair{"gt", client::ExpireCondition::kIfLater},
+                                    std::pair{"lt", client::ExpireCondition::kIfEarlier}}) {
     if (args.Has(flag)) {
       condition = value;
       ++conditions;
@@ -281,8 +283,7 @@ int RunExpire(const Invocation& in) {
     return UsageError("expire", "--nx, --xx, --gt and --lt are exclusive");
   }
   absl::StatusOr<std::vector<client::ExpireResult>> results =
-      in.NewClient()->ExpireMembers(in.positional()[0], Keys(in), *expiration,
-                                    condition);
+      in.NewClient()->ExpireMembers(in.positional()[0], Keys(in), *expiration, condition);
   if (!results.ok()) return Fail("expire", results.status());
   Answer answer(in.json, {"KEY", "OUTCOME", "EXPIRE_TIME"});
   int code = kOk;
@@ -298,7 +299,9 @@ int RunExpire(const Invocation& in) {
 }
 
 Command ExpireCommand() {
-  return {{"expire", "COLLECTION KEY...", "Set members' deadline (ExpireMembers)",
+  return {{"expire",
+           "COLLECTION KEY...",
+           "Set members' deadline (ExpireMembers)",
            absl::StrCat("A deadline in the past expires the members now, with their "
                         "events. Exit status 1\nwhen a key is not found or its "
                         "condition does not hold.\n",
@@ -309,7 +312,8 @@ Command ExpireCommand() {
             {"xx", "", "Only members with a deadline"},
             {"gt", "", "Only if the new deadline is later (none counts as latest)"},
             {"lt", "", "Only if the new deadline is earlier"}},
-           2, -1},
+           2,
+           -1},
           &RunExpire};
 }
 
@@ -343,8 +347,13 @@ int RunPersist(const Invocation& in) {
 }
 
 Command PersistCommand() {
-  return {{"persist", "COLLECTION KEY...", "Clear members' deadline (PersistMembers)",
-           "Exit status 1 when a key is not found.\n", {}, 2, -1},
+  return {{"persist",
+           "COLLECTION KEY...",
+           "Clear members' deadline (PersistMembers)",
+           "Exit status 1 when a key is not found.\n",
+           {},
+           2,
+           -1},
           &RunPersist};
 }
 
@@ -367,8 +376,7 @@ int RunTtl(const Invocation& in) {
       answer.Row({DisplayValue(member.key), "persistent", "-"}, object);
       continue;
     }
-    const absl::Duration remaining =
-        std::max(*member.expire_time - now, absl::ZeroDuration());
+    const absl::Duration remaining = std::max(*member.expire_time - now, absl::ZeroDuration());
     object.Add("ttl_ms", absl::ToInt64Milliseconds(remaining));
     answer.Row({DisplayValue(member.key), FormatRemaining(*member.expire_time, now),
                 FormatTimestamp(*member.expire_time)},
@@ -379,8 +387,13 @@ int RunTtl(const Invocation& in) {
 }
 
 Command TtlCommand() {
-  return {{"ttl", "COLLECTION KEY...", "Show members' remaining time and deadline",
-           "Exit status 1 when a key is not found.\n", {}, 2, -1},
+  return {{"ttl",
+           "COLLECTION KEY...",
+           "Show members' remaining time and deadline",
+           "Exit status 1 when a key is not found.\n",
+           {},
+           2,
+           -1},
           &RunTtl};
 }
 
@@ -421,12 +434,16 @@ int RunList(const Invocation& in) {
 }
 
 Command ListCommand() {
-  return {{"ls", "COLLECTION", "List a collection's members (ListMembers)", "",
+  return {{"ls",
+           "COLLECTION",
+           "List a collection's members (ListMembers)",
+           "",
            {{"by", "key|expire", "Order by key (default) or by deadline"},
             {"keys-only", "", "Leave values out"},
             {"limit", "N", "Stop after N members"},
             {"page-size", "N", "Members per call"}},
-           1, 1},
+           1,
+           1},
           &RunList};
 }
 

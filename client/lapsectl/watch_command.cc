@@ -48,14 +48,12 @@ std::string EventLine(const client::ExpiryEvent& event, bool json, bool values) 
         .AddBytes("collection", event.collection)
         .AddBytes("key", event.key);
     if (values) object.AddBytes("value", event.value);
-    object.AddTime("expire_time", event.expire_time)
-        .AddTime("expired_at", event.expired_at);
+    object.AddTime("expire_time", event.expire_time).AddTime("expired_at", event.expired_at);
     return object.str() + "\n";
   }
-  std::vector<std::string> cells = {
-      absl::StrCat(event.sequence), DisplayValue(event.collection),
-      DisplayValue(event.key), FormatTimestamp(event.expire_time),
-      FormatTimestamp(event.expired_at)};
+  std::vector<std::string> cells = {absl::StrCat(event.sequence), DisplayValue(event.collection),
+                                    DisplayValue(event.key), FormatTimestamp(event.expire_time),
+                                    FormatTimestamp(event.expired_at)};
   if (values) cells.push_back(DisplayValue(event.value));
   return absl::StrJoin(cells, "  ") + "\n";
 }
@@ -116,8 +114,8 @@ int RunWatch(const Invocation& in) {
   };
   handlers.on_connected = [&connections, address, start] {
     if (connections++ == 0) {
-      std::fprintf(stderr, "%s: watching %s from %s; stop with Ctrl-C\n",
-                   kProgram, address.c_str(), start.c_str());
+      std::fprintf(stderr, "%s: watching %s from %s; stop with Ctrl-C\n", kProgram, address.c_str(),
+                   start.c_str());
     } else {
       std::fprintf(stderr, "%s: reconnected\n", kProgram);
     }
@@ -149,8 +147,7 @@ int RunWatch(const Invocation& in) {
   std::fprintf(stderr, "%s: received %llu event%s", kProgram,
                static_cast<unsigned long long>(events), events == 1 ? "" : "s");
   if (position != 0) {
-    std::fprintf(stderr, "; resume with --from=%llu",
-                 static_cast<unsigned long long>(position));
+    std::fprintf(stderr, "; resume with --from=%llu", static_cast<unsigned long long>(position));
   }
   std::fputc('\n', stderr);
   if (!error.ok()) return Fail("watch", error);
@@ -160,7 +157,9 @@ int RunWatch(const Invocation& in) {
 }  // namespace
 
 Command WatchCommand() {
-  return {{"watch", "", "Stream expiry events (WatchExpirations)",
+  return {{"watch",
+           "",
+           "Stream expiry events (WatchExpirations)",
            "Streams until Ctrl-C (SIGINT) or SIGTERM, then prints on stderr how many "
            "events\narrived and the --from that resumes after them, and exits 0. "
            "Reconnects by\nitself after a broken connection or a server restart, "
@@ -172,7 +171,8 @@ Command WatchCommand() {
             {"values", "", "Include member values"},
             {"from", "SEQUENCE", "Start right after SEQUENCE (resume)"},
             {"oldest", "", "Start from the oldest event the server holds"}},
-           0, 0},
+           0,
+           0},
           &RunWatch};
 }
 

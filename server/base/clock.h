@@ -13,8 +13,8 @@
 #define LAPSE_SERVER_BASE_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
-#include "server/base/mutex.h"
 #include "absl/time/time.h"
+#include "server/base/mutex.h"
 
 namespace lapse {
 

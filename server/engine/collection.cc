@@ -12,10 +12,10 @@ void StoredMember::Deleter::operator()(StoredMember* m) const {
 }
 
 StoredMember::Ptr StoredMember::Create(absl::string_view key, absl::string_view value,
-                           int64_t deadline_ms) {
+                                       int64_t deadline_ms) {
   void* raw = ::operator new(sizeof(StoredMember) + key.size() + value.size());
   Ptr m(new (raw) StoredMember(deadline_ms, static_cast<uint32_t>(key.size()),
-                         static_cast<uint32_t>(value.size())));
+                               static_cast<uint32_t>(value.size())));
   if (!key.empty()) std::memcpy(m->data(), key.data(), key.size());
   if (!value.empty()) std::memcpy(m->data() + key.size(), value.data(), value.size());
   return m;
@@ -42,8 +42,7 @@ void Collection::Insert(absl::string_view key, absl::string_view value, int64_t 
   Index(it->get());
 }
 
-void Collection::Replace(const StoredMember* member, absl::string_view value,
-                         int64_t deadline_ms) {
+void Collection::Replace(const StoredMember* member, absl::string_view value, int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
   if (member->value_size_ == value.size()) {
     // Same size: overwrite in place and keep the member's allocation.
@@ -76,7 +75,7 @@ void Collection::Erase(const StoredMember* member) {
 }
 
 std::vector<const StoredMember*> Collection::PageByKey(const absl::string_view* after_key,
-                                                 size_t limit, bool* more) const {
+                                                       size_t limit, bool* more) const {
   std::vector<const StoredMember*> page;
   auto it = after_key == nullptr ? by_key_.begin() : by_key_.upper_bound(*after_key);
   for (; it != by_key_.end() && page.size() < limit; ++it) page.push_back(it->get());
@@ -85,7 +84,7 @@ std::vector<const StoredMember*> Collection::PageByKey(const absl::string_view* 
 }
 
 std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePosition* after,
-                                                      size_t limit, bool* more) const {
+                                                            size_t limit, bool* more) const {
   std::vector<const StoredMember*> page;
   *more = false;
   // Phase 1: members with a deadline, in (deadline, key) order.

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/container/btree_set.h"
+#include "absl/strings/string_view.h"
 #include "server/base/deadline.h"
 
 namespace lapse {
@@ -94,11 +94,11 @@ class Collection {
   // Up to `limit` members after `after_key` (from the start when null), in
   // key order. Sets *more when members follow.
   std::vector<const StoredMember*> PageByKey(const absl::string_view* after_key, size_t limit,
-                                       bool* more) const;
+                                             bool* more) const;
   // Up to `limit` members after `after` in (deadline, key) order, persistent
   // members last in key order. Sets *more when members follow.
   std::vector<const StoredMember*> PageByDeadline(const DeadlinePosition* after, size_t limit,
-                                            bool* more) const;
+                                                  bool* more) const;
 
  private:
   struct KeyLess {

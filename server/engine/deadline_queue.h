@@ -38,9 +38,7 @@ class DeadlineQueue {
     return entries_.empty() ? kNoDeadlineMs : entries_.begin()->first;
   }
   // The item with the earliest deadline, or nullptr when empty.
-  Item* Front() const {
-    return entries_.empty() ? nullptr : entries_.begin()->second;
-  }
+  Item* Front() const { return entries_.empty() ? nullptr : entries_.begin()->second; }
   bool empty() const { return entries_.empty(); }
 
  private:

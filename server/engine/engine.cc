@@ -85,7 +85,8 @@ class Engine::Shard {
       const Collection* c = Find(*it);
       const absl::string_view after = cursor->key;
       bool more = false;
-      std::vector<const StoredMember*> page = c->PageByKey(resume ? &after : nullptr, max - n, &more);
+      std::vector<const StoredMember*> page =
+          c->PageByKey(resume ? &after : nullptr, max - n, &more);
       for (const StoredMember* m : page) fn(c->name(), m->key(), m->value(), m->deadline_ms());
       n += page.size();
       cursor->started = true;
@@ -103,7 +104,9 @@ class Engine::Shard {
 
   struct NameHash {
     using is_transparent = void;
-    size_t operator()(absl::string_view name) const { return absl::Hash<absl::string_view>{}(name); }
+    size_t operator()(absl::string_view name) const {
+      return absl::Hash<absl::string_view>{}(name);
+    }
     size_t operator()(const std::unique_ptr<Collection>& c) const { return (*this)(c->name()); }
   };
   struct NameEq {
@@ -164,8 +167,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   // The replay of one recorded change to the collection `name`.
-  ShardOp(Engine& engine, absl::string_view name, ReplayTag)
-      ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+  ShardOp(Engine& engine, absl::string_view name, ReplayTag) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
       : ShardOp(engine, engine.ShardFor(name), name, absl::InfinitePast(), /*live=*/false) {
     c_ = shard_.Find(name);
   }
@@ -442,9 +444,7 @@ Engine::Engine(const Options& options, Clock* clock, EventFeed* log)
 
 Engine::~Engine() = default;
 
-uint64_t Engine::total_members() const {
-  return total_members_.load(std::memory_order_relaxed);
-}
+uint64_t Engine::total_members() const { return total_members_.load(std::memory_order_relaxed); }
 
 absl::Status Engine::Writable() const {
   return options_.journal == nullptr ? absl::OkStatus() : options_.journal->status();
@@ -508,12 +508,12 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   const size_t size_after = (op.collection() == nullptr ? 0 : op.collection()->size()) + creates;
   if (options.max_members != 0 && size_after > options.max_members) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("collection \"%s\" would hold %d members; max_members is %d",
-                        collection, size_after, options.max_members));
+        absl::StrFormat("collection \"%s\" would hold %d members; max_members is %d", collection,
+                        size_after, options.max_members));
   }
   if (creates > 0 && op.total_members() + creates > limits.max_total_members) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the server holds its maximum of %d members", limits.max_total_members));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("the server holds its maximum of %d members", limits.max_total_members));
   }
   for (size_t i = 0; i < writes.size(); ++i) {
     if (results[i].outcome == PutOutcome::kSkipped) continue;
@@ -566,9 +566,10 @@ absl::StatusOr<std::vector<bool>> Engine::Remove(absl::string_view collection,
   return existed;
 }
 
-absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(
-    absl::string_view collection, absl::Span<const absl::string_view> keys,
-    const Expiration& expiration, ExpireCondition condition) {
+absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(absl::string_view collection,
+                                                         absl::Span<const absl::string_view> keys,
+                                                         const Expiration& expiration,
+                                                         ExpireCondition condition) {
   if (absl::Status s = CheckKeyedRequest(collection, keys, true); !s.ok()) return s;
   if (expiration.kind == Expiration::Kind::kNone) {
     return InvalidField("expiration", "one of ttl or expire_time is required");
@@ -588,11 +589,20 @@ absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(
     const int64_t current = m->deadline_ms();
     bool met = true;
     switch (condition) {
-      case ExpireCondition::kAlways: break;
-      case ExpireCondition::kIfNoExpiration: met = current == kNoDeadlineMs; break;
-      case ExpireCondition::kIfHasExpiration: met = current != kNoDeadlineMs; break;
-      case ExpireCondition::kIfLater: met = d > current; break;
-      case ExpireCondition::kIfEarlier: met = d < current; break;
+      case ExpireCondition::kAlways:
+        break;
+      case ExpireCondition::kIfNoExpiration:
+        met = current == kNoDeadlineMs;
+        break;
+      case ExpireCondition::kIfHasExpiration:
+        met = current != kNoDeadlineMs;
+        break;
+      case ExpireCondition::kIfLater:
+        met = d > current;
+        break;
+      case ExpireCondition::kIfEarlier:
+        met = d < current;
+        break;
     }
     if (!met) {
       results[i] = {ExpireOutcome::kConditionNotMet, TimeOfDeadline(current)};
@@ -674,8 +684,7 @@ absl::StatusOr<CollectionInfo> Engine::GetCollection(absl::string_view name) {
   return InfoOf(*op.collection());
 }
 
-absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix,
-                                                       int page_size,
+absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix, int page_size,
                                                        absl::string_view after) {
   const Limits& limits = options_.limits;
   if (!prefix.empty()) {

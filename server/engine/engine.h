@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/base/clock.h"
@@ -76,13 +76,7 @@ struct GetResult {
   absl::Time expire_time = NoDeadline();
 };
 
-enum class ExpireCondition {
-  kAlways,
-  kIfNoExpiration,
-  kIfHasExpiration,
-  kIfLater,
-  kIfEarlier
-};
+enum class ExpireCondition { kAlways, kIfNoExpiration, kIfHasExpiration, kIfLater, kIfEarlier };
 enum class ExpireOutcome { kUpdated, kConditionNotMet, kNotFound, kExpired };
 
 struct ExpireResult {
@@ -163,24 +157,24 @@ class Engine {
                                              absl::Span<const MemberWrite> writes,
                                              const PutOptions& options);
   // `refresh` other than None moves the deadline of every member found.
-  absl::StatusOr<std::vector<GetResult>> Get(
-      absl::string_view collection, absl::Span<const absl::string_view> keys,
-      const Expiration& refresh = Expiration::None());
+  absl::StatusOr<std::vector<GetResult>> Get(absl::string_view collection,
+                                             absl::Span<const absl::string_view> keys,
+                                             const Expiration& refresh = Expiration::None());
   // Per key: whether a live member was removed.
-  absl::StatusOr<std::vector<bool>> Remove(
-      absl::string_view collection, absl::Span<const absl::string_view> keys);
-  absl::StatusOr<std::vector<ExpireResult>> Expire(
-      absl::string_view collection, absl::Span<const absl::string_view> keys,
-      const Expiration& expiration, ExpireCondition condition);
-  absl::StatusOr<std::vector<PersistOutcome>> Persist(
-      absl::string_view collection, absl::Span<const absl::string_view> keys);
+  absl::StatusOr<std::vector<bool>> Remove(absl::string_view collection,
+                                           absl::Span<const absl::string_view> keys);
+  absl::StatusOr<std::vector<ExpireResult>> Expire(absl::string_view collection,
+                                                   absl::Span<const absl::string_view> keys,
+                                                   const Expiration& expiration,
+                                                   ExpireCondition condition);
+  absl::StatusOr<std::vector<PersistOutcome>> Persist(absl::string_view collection,
+                                                      absl::Span<const absl::string_view> keys);
   absl::StatusOr<MemberPage> ListMembers(absl::string_view collection,
                                          const ListMembersOptions& options);
   // NOT_FOUND when the collection has no live member.
   absl::StatusOr<CollectionInfo> GetCollection(absl::string_view name);
   // Collections whose name starts with `prefix`, after `after` (exclusive).
-  absl::StatusOr<CollectionPage> ListCollections(absl::string_view prefix,
-                                                 int page_size,
+  absl::StatusOr<CollectionPage> ListCollections(absl::string_view prefix, int page_size,
                                                  absl::string_view after);
   // Live members removed; 0 if there was no such collection.
   absl::StatusOr<uint64_t> DeleteCollection(absl::string_view name);

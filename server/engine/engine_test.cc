@@ -21,7 +21,8 @@ const absl::Time kStart = absl::FromUnixMillis(1'700'000'000'000);
 
 class EngineTest : public ::testing::Test {
  protected:
-  EngineTest() : clock_(kStart), log_(EventFeed::Options{}), engine_(MakeOptions(), &clock_, &log_) {}
+  EngineTest()
+      : clock_(kStart), log_(EventFeed::Options{}), engine_(MakeOptions(), &clock_, &log_) {}
 
   static Engine::Options MakeOptions() {
     Engine::Options options;
@@ -34,8 +35,7 @@ class EngineTest : public ::testing::Test {
     MemberWrite w{key, value, Expiration::Ttl(ttl)};
     return engine_.Put(c, {w}, {}).status();
   }
-  absl::Status PutPersistent(absl::string_view c, absl::string_view key,
-                             absl::string_view value) {
+  absl::Status PutPersistent(absl::string_view c, absl::string_view key, absl::string_view value) {
     MemberWrite w{key, value, Expiration::None()};
     return engine_.Put(c, {w}, {}).status();
   }
@@ -402,8 +402,8 @@ TEST_F(EngineTest, ABacklogExpiresEveryMemberEachCollectionInDeadlineOrder) {
 
 TEST_F(EngineTest, SimultaneousExpiriesAllProduceEvents) {
   for (int i = 0; i < 5000; ++i) {
-    ASSERT_TRUE(PutTtl(absl::StrCat("c", i % 37), absl::StrCat("k", i), "v", absl::Seconds(1))
-                    .ok());
+    ASSERT_TRUE(
+        PutTtl(absl::StrCat("c", i % 37), absl::StrCat("k", i), "v", absl::Seconds(1)).ok());
   }
   EXPECT_EQ(engine_.total_members(), 5000u);
   clock_.Advance(absl::Seconds(1));
@@ -487,14 +487,13 @@ TEST_F(EngineTest, GetWithRefreshInThePastIsInvalid) {
 
 struct ExpireCase {
   const char* name;
-  bool had_deadline;        // Member starts with a 60 s deadline, or persistent.
-  absl::Duration new_ttl;   // New deadline relative to now.
+  bool had_deadline;       // Member starts with a 60 s deadline, or persistent.
+  absl::Duration new_ttl;  // New deadline relative to now.
   ExpireCondition condition;
   ExpireOutcome outcome;
 };
 
-class ExpireConditionTest : public EngineTest,
-                            public ::testing::WithParamInterface<ExpireCase> {};
+class ExpireConditionTest : public EngineTest, public ::testing::WithParamInterface<ExpireCase> {};
 
 TEST_P(ExpireConditionTest, AppliesTheConditionLikeHexpire) {
   const ExpireCase& tc = GetParam();
@@ -516,40 +515,39 @@ TEST_P(ExpireConditionTest, AppliesTheConditionLikeHexpire) {
 
 INSTANTIATE_TEST_SUITE_P(
     Conditions, ExpireConditionTest,
-    ::testing::Values(
-        ExpireCase{"AlwaysOnPersistent", false, absl::Seconds(5), ExpireCondition::kAlways,
-                   ExpireOutcome::kUpdated},
-        ExpireCase{"NxOnPersistent", false, absl::Seconds(5),
-                   ExpireCondition::kIfNoExpiration, ExpireOutcome::kUpdated},
-        ExpireCase{"NxOnExpiring", true, absl::Seconds(5), ExpireCondition::kIfNoExpiration,
-                   ExpireOutcome::kConditionNotMet},
-        ExpireCase{"XxOnExpiring", true, absl::Seconds(5),
-                   ExpireCondition::kIfHasExpiration, ExpireOutcome::kUpdated},
-        ExpireCase{"XxOnPersistent", false, absl::Seconds(5),
-                   ExpireCondition::kIfHasExpiration, ExpireOutcome::kConditionNotMet},
-        ExpireCase{"GtLater", true, absl::Seconds(90), ExpireCondition::kIfLater,
-                   ExpireOutcome::kUpdated},
-        ExpireCase{"GtEarlier", true, absl::Seconds(5), ExpireCondition::kIfLater,
-                   ExpireOutcome::kConditionNotMet},
-        ExpireCase{"GtOnPersistentIsNeverMet", false, absl::Hours(1000),
-                   ExpireCondition::kIfLater, ExpireOutcome::kConditionNotMet},
-        ExpireCase{"LtEarlier", true, absl::Seconds(5), ExpireCondition::kIfEarlier,
-                   ExpireOutcome::kUpdated},
-        ExpireCase{"LtLater", true, absl::Seconds(90), ExpireCondition::kIfEarlier,
-                   ExpireOutcome::kConditionNotMet},
-        ExpireCase{"LtOnPersistentIsAlwaysMet", false, absl::Hours(1000),
-                   ExpireCondition::kIfEarlier, ExpireOutcome::kUpdated}),
+    ::testing::Values(ExpireCase{"AlwaysOnPersistent", false, absl::Seconds(5),
+                                 ExpireCondition::kAlways, ExpireOutcome::kUpdated},
+                      ExpireCase{"NxOnPersistent", false, absl::Seconds(5),
+                                 ExpireCondition::kIfNoExpiration, ExpireOutcome::kUpdated},
+                      ExpireCase{"NxOnExpiring", true, absl::Seconds(5),
+                                 ExpireCondition::kIfNoExpiration, ExpireOutcome::kConditionNotMet},
+                      ExpireCase{"XxOnExpiring", true, absl::Seconds(5),
+                                 ExpireCondition::kIfHasExpiration, ExpireOutcome::kUpdated},
+                      ExpireCase{"XxOnPersistent", false, absl::Seconds(5),
+                                 ExpireCondition::kIfHasExpiration,
+                                 ExpireOutcome::kConditionNotMet},
+                      ExpireCase{"GtLater", true, absl::Seconds(90), ExpireCondition::kIfLater,
+                                 ExpireOutcome::kUpdated},
+                      ExpireCase{"GtEarlier", true, absl::Seconds(5), ExpireCondition::kIfLater,
+                                 ExpireOutcome::kConditionNotMet},
+                      ExpireCase{"GtOnPersistentIsNeverMet", false, absl::Hours(1000),
+                                 ExpireCondition::kIfLater, ExpireOutcome::kConditionNotMet},
+                      ExpireCase{"LtEarlier", true, absl::Seconds(5), ExpireCondition::kIfEarlier,
+                                 ExpireOutcome::kUpdated},
+                      ExpireCase{"LtLater", true, absl::Seconds(90), ExpireCondition::kIfEarlier,
+                                 ExpireOutcome::kConditionNotMet},
+                      ExpireCase{"LtOnPersistentIsAlwaysMet", false, absl::Hours(1000),
+                                 ExpireCondition::kIfEarlier, ExpireOutcome::kUpdated}),
     [](const ::testing::TestParamInfo<ExpireCase>& info) { return info.param.name; });
 
 TEST_F(EngineTest, ExpireReportsNotFound) {
   ASSERT_TRUE(PutPersistent("c", "k", "v").ok());
   absl::string_view keys[] = {"missing"};
-  auto r = engine_.Expire("c", keys, Expiration::Ttl(absl::Seconds(1)),
-                          ExpireCondition::kAlways);
+  auto r = engine_.Expire("c", keys, Expiration::Ttl(absl::Seconds(1)), ExpireCondition::kAlways);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)[0].outcome, ExpireOutcome::kNotFound);
-  auto none = engine_.Expire("nope", keys, Expiration::Ttl(absl::Seconds(1)),
-                             ExpireCondition::kAlways);
+  auto none =
+      engine_.Expire("nope", keys, Expiration::Ttl(absl::Seconds(1)), ExpireCondition::kAlways);
   EXPECT_EQ((*none)[0].outcome, ExpireOutcome::kNotFound);
 }
 
@@ -571,8 +569,7 @@ TEST_F(EngineTest, ExpireWithAPastDeadlineExpiresNowWithItsEvent) {
 
 TEST_F(EngineTest, ExpireWithoutExpirationIsInvalid) {
   absl::string_view keys[] = {"k"};
-  absl::Status s =
-      engine_.Expire("c", keys, Expiration::None(), ExpireCondition::kAlways).status();
+  absl::Status s = engine_.Expire("c", keys, Expiration::None(), ExpireCondition::kAlways).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -636,8 +633,7 @@ TEST_F(EngineTest, ListMembersPageSizeDefaultsAndIsCoercedToTheMaximum) {
   options.page_size = 5000;
   EXPECT_EQ(engine_.ListMembers("c", options)->members.size(), 1000u);
   options.page_size = -1;
-  EXPECT_EQ(engine_.ListMembers("c", options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine_.ListMembers("c", options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(EngineTest, ListMembersOfMissingCollectionIsEmpty) {
@@ -720,9 +716,7 @@ TEST_F(EngineTest, BadInputIsInvalidArgumentNamingTheFieldAndWritesNothing) {
       {"c", {"k", "v", Expiration::Ttl(absl::Hours(24 * 3651))}, "members[0].ttl"},
       {"c", {"k", "v", Expiration::At(kStart - absl::Seconds(1))}, "members[0].expire_time"},
       {"c", {"k", "v", Expiration::At(kStart)}, "members[0].expire_time"},
-      {"c",
-       {"k", "v", Expiration::At(kStart + absl::Hours(24 * 3651))},
-       "members[0].expire_time"},
+      {"c", {"k", "v", Expiration::At(kStart + absl::Hours(24 * 3651))}, "members[0].expire_time"},
   };
   for (const Case& tc : cases) {
     absl::Status s = engine_.Put(tc.collection, {tc.write}, {}).status();
@@ -814,11 +808,11 @@ class RecordingJournal final : public Journal {
 std::string DumpState(Engine& engine) {
   std::string out;
   Engine::ScanCursor cursor;
-  while (engine.Scan(&cursor, 100,
-                     [&](absl::string_view c, absl::string_view k, absl::string_view v,
-                         int64_t deadline_ms) {
-                       absl::StrAppend(&out, c, "/", k, "=", v, " @", deadline_ms, "\n");
-                     })) {
+  while (engine.Scan(
+      &cursor, 100,
+      [&](absl::string_view c, absl::string_view k, absl::string_view v, int64_t deadline_ms) {
+        absl::StrAppend(&out, c, "/", k, "=", v, " @", deadline_ms, "\n");
+      })) {
   }
   absl::StrAppend(&out, "total=", engine.total_members(), "\n");
   return out;
@@ -829,8 +823,8 @@ TEST(EngineReplayTest, ReplayingTheJournalRebuildsTheStateWithoutEventsOrJournal
   EventFeed live_log(EventFeed::Options{});
   RecordingJournal live_journal;
   Engine live({.shards = 4, .journal = &live_journal}, &clock, &live_log);
-  auto put = [&](absl::string_view c, absl::string_view k, absl::string_view v,
-                 Expiration e, bool keep = false) {
+  auto put = [&](absl::string_view c, absl::string_view k, absl::string_view v, Expiration e,
+                 bool keep = false) {
     MemberWrite w{k, v, e};
     w.keep_expiration = keep;
     ASSERT_TRUE(live.Put(c, {w}, {}).ok());
@@ -849,11 +843,12 @@ TEST(EngineReplayTest, ReplayingTheJournalRebuildsTheStateWithoutEventsOrJournal
   absl::string_view k3[] = {"k3"}, k2[] = {"k2"}, x[] = {"x"}, p[] = {"p"}, y[] = {"y"};
   ASSERT_TRUE(live.Get("a", k3, Expiration::Ttl(absl::Seconds(30))).ok());
   ASSERT_TRUE(live.Remove("a", k2).ok());
-  ASSERT_TRUE(live.Expire("a", k3, Expiration::Ttl(absl::Seconds(60)),
-                          ExpireCondition::kAlways).ok());
+  ASSERT_TRUE(
+      live.Expire("a", k3, Expiration::Ttl(absl::Seconds(60)), ExpireCondition::kAlways).ok());
   ASSERT_TRUE(live.Persist("c", p).ok());
-  ASSERT_TRUE(live.Expire("b", x, Expiration::At(kStart - absl::Seconds(1)),
-                          ExpireCondition::kAlways).ok());
+  ASSERT_TRUE(
+      live.Expire("b", x, Expiration::At(kStart - absl::Seconds(1)), ExpireCondition::kAlways)
+          .ok());
   ASSERT_TRUE(live.DeleteCollection("e").ok());
   clock.Advance(absl::Seconds(2));
   ASSERT_TRUE(live.Get("d", y).ok());  // expires "y" on the way

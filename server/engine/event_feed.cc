@@ -133,7 +133,7 @@ absl::Status EventFeed::CheckPositionLocked(uint64_t after) const {
 }
 
 absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& filter,
-                                          const ReadLimits& limits) const {
+                                           const ReadLimits& limits) const {
   ReaderMutexLock lock(&mu_);
   if (absl::Status s = CheckPositionLocked(after); !s.ok()) return s;
   EventBatch batch;
@@ -145,8 +145,8 @@ absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& fi
     if (examined == limits.max_examined || batch.events.size() == limits.max_events) break;
     const ExpiryEvent& e = events_[i];
     if (filter.Matches(e.collection)) {
-      const size_t size = e.collection.size() + e.key.size() +
-                          (filter.include_values ? e.value.size() : 0);
+      const size_t size =
+          e.collection.size() + e.key.size() + (filter.include_values ? e.value.size() : 0);
       // A batch always makes progress, even with one event over the bound.
       if (!batch.events.empty() && bytes + size > limits.max_bytes) break;
       bytes += size;

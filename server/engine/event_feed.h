@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/base/mutex.h"
 #include "server/engine/event_source.h"
 #include "server/engine/expiry_event.h"
@@ -79,8 +79,7 @@ class EventFeed final : public EventSource {
                                   const ReadLimits& limits) const override;
 
  private:
-  absl::Status CheckPositionLocked(uint64_t after) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckPositionLocked(uint64_t after) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.

@@ -86,19 +86,16 @@ TEST(EventFeedTest, ReadStopsAtTheEventAndByteAndExaminedBounds) {
   for (int i = 0; i < 10; ++i) log.Append({Event("c", absl::StrCat("k", i), "0123456789")});
   EventFilter filter;
   filter.include_values = true;
-  absl::StatusOr<EventBatch> by_count =
-      log.Read(0, filter, ReadLimits{.max_events = 3});
+  absl::StatusOr<EventBatch> by_count = log.Read(0, filter, ReadLimits{.max_events = 3});
   EXPECT_EQ(by_count->events.size(), 3u);
   EXPECT_EQ(by_count->examined_sequence, 3u);
   // Each event counts 1 + 2 + 10 bytes here.
-  absl::StatusOr<EventBatch> by_bytes =
-      log.Read(0, filter, ReadLimits{.max_bytes = 30});
+  absl::StatusOr<EventBatch> by_bytes = log.Read(0, filter, ReadLimits{.max_bytes = 30});
   EXPECT_EQ(by_bytes->events.size(), 2u);
   EXPECT_EQ(by_bytes->examined_sequence, 2u);
   EventFilter none;
   none.collections = {"nothing"};
-  absl::StatusOr<EventBatch> by_examined =
-      log.Read(0, none, ReadLimits{.max_examined = 4});
+  absl::StatusOr<EventBatch> by_examined = log.Read(0, none, ReadLimits{.max_examined = 4});
   EXPECT_TRUE(by_examined->events.empty());
   EXPECT_EQ(by_examined->examined_sequence, 4u);
 }
@@ -127,7 +124,8 @@ TEST(EventFeedTest, RetentionByCountDropsTheOldestAndReportsOutOfRange) {
 TEST(EventFeedTest, RetentionByBytesDropsTheOldest) {
   const size_t one = sizeof(ExpiryEvent) + 1 + 2 + 100;
   EventFeed log({.max_bytes = 3 * one});
-  for (int i = 1; i <= 5; ++i) log.Append({Event("c", absl::StrCat("k", i), std::string(100, 'v'))});
+  for (int i = 1; i <= 5; ++i)
+    log.Append({Event("c", absl::StrCat("k", i), std::string(100, 'v'))});
   EXPECT_EQ(log.oldest_retained_sequence(), 3u);
 }
 
@@ -158,8 +156,8 @@ TEST(EventFeedTest, AppendListenerSeesTheNewLastSequence) {
 TEST(EventFeedTest, InvisibleEventsAreNotReadUntilMadeVisible) {
   std::vector<uint64_t> notified;
   EventFeed log({.first_sequence = 1,
-                .visible_on_append = false,
-                .on_readable = [&](uint64_t last) { notified.push_back(last); }});
+                 .visible_on_append = false,
+                 .on_readable = [&](uint64_t last) { notified.push_back(last); }});
   EXPECT_EQ(log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")}), 3u);
   EXPECT_EQ(log.last_sequence(), 0u);
   EXPECT_TRUE(log.Read(0, EventFilter{}, ReadLimits{})->events.empty());

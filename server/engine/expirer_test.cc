@@ -1,8 +1,8 @@
 #include "server/engine/expirer.h"
 
 #include "absl/time/clock.h"
-#include "server/base/mutex.h"
 #include "gtest/gtest.h"
+#include "server/base/mutex.h"
 
 namespace lapse {
 namespace {

@@ -19,8 +19,8 @@ bool GetSigned64(absl::string_view* in, int64_t* v) {
 
 BatchEncoder::BatchEncoder() : buffer_(kHeaderSize, '\0') {}
 
-void BatchEncoder::Put(absl::string_view collection, absl::string_view key,
-                       absl::string_view value, int64_t deadline_ms) {
+void BatchEncoder::Put(absl::string_view collection, absl::string_view key, absl::string_view value,
+                       int64_t deadline_ms) {
   buffer_.push_back(static_cast<char>(RecordType::kPut));
   PutLengthPrefixed(&buffer_, collection);
   PutLengthPrefixed(&buffer_, key);
@@ -52,8 +52,7 @@ void BatchEncoder::DeleteCollection(absl::string_view collection) {
 }
 
 void BatchEncoder::Expiry(absl::string_view collection, absl::string_view key,
-                          absl::string_view value, int64_t deadline_ms,
-                          int64_t expired_at_ns) {
+                          absl::string_view value, int64_t deadline_ms, int64_t expired_at_ns) {
   buffer_.push_back(static_cast<char>(RecordType::kExpiry));
   PutLengthPrefixed(&buffer_, collection);
   PutLengthPrefixed(&buffer_, key);

@@ -20,9 +20,9 @@ absl::StatusOr<int64_t> DeadlineOfImpl(const Expiration& e, const Prefix& prefix
         return InvalidField(absl::StrCat(prefix(), "ttl"), "must be positive");
       }
       if (e.ttl > limits.max_ttl) {
-        return InvalidField(absl::StrCat(prefix(), "ttl"),
-                            absl::StrCat("exceeds the maximum of ",
-                                         absl::FormatDuration(limits.max_ttl)));
+        return InvalidField(
+            absl::StrCat(prefix(), "ttl"),
+            absl::StrCat("exceeds the maximum of ", absl::FormatDuration(limits.max_ttl)));
       }
       return CeilMillis(now + e.ttl);
     case Expiration::Kind::kTime: {
@@ -30,9 +30,9 @@ absl::StatusOr<int64_t> DeadlineOfImpl(const Expiration& e, const Prefix& prefix
         return InvalidField(absl::StrCat(prefix(), "expire_time"), "must be a finite time");
       }
       if (e.time - now > limits.max_ttl) {
-        return InvalidField(absl::StrCat(prefix(), "expire_time"),
-                            absl::StrCat("is more than ", absl::FormatDuration(limits.max_ttl),
-                                         " in the future"));
+        return InvalidField(
+            absl::StrCat(prefix(), "expire_time"),
+            absl::StrCat("is more than ", absl::FormatDuration(limits.max_ttl), " in the future"));
       }
       const int64_t ms = CeilMillis(e.time);
       if (past == PastDeadline::kRejected && ms <= FloorMillis(now)) {
@@ -50,8 +50,7 @@ absl::Status InvalidField(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
 }
 
-absl::Status ValidateName(absl::string_view field, absl::string_view name,
-                          const Limits& limits) {
+absl::Status ValidateName(absl::string_view field, absl::string_view name, const Limits& limits) {
   if (name.empty()) return InvalidField(field, "must not be empty");
   if (name.size() > limits.max_collection_name_bytes) {
     return InvalidField(field, absl::StrFormat("%d bytes exceeds the limit of %d", name.size(),
@@ -97,10 +96,9 @@ size_t FindInvalidKeyByte(absl::string_view s) {
       if ((cc & 0xc0) != 0x80) return i;
       cp = (cp << 6) | (cc & 0x3f);
     }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                          (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ||
-        (cp >= 0x80 && cp < 0xa0)) {
+    const bool overlong =
+        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp < 0xa0)) {
       return i;
     }
     i += len;
@@ -123,8 +121,7 @@ std::string KeyProblem(absl::string_view key, const Limits& limits) {
 
 }  // namespace validate_internal
 
-absl::Status ValidateKey(absl::string_view field, absl::string_view key,
-                         const Limits& limits) {
+absl::Status ValidateKey(absl::string_view field, absl::string_view key, const Limits& limits) {
   if (std::string problem = validate_internal::KeyProblem(key, limits); !problem.empty()) {
     return InvalidField(field, problem);
   }
@@ -155,22 +152,21 @@ size_t EffectivePageSize(int page_size, const Limits& limits) {
   return static_cast<size_t>(std::min(page_size, limits.max_page_size));
 }
 
-absl::StatusOr<int64_t> DeadlineOf(const Expiration& e, absl::string_view prefix,
-                                   absl::Time now, PastDeadline past, const Limits& limits) {
+absl::StatusOr<int64_t> DeadlineOf(const Expiration& e, absl::string_view prefix, absl::Time now,
+                                   PastDeadline past, const Limits& limits) {
   return DeadlineOfImpl(
       e, [prefix] { return prefix; }, now, past, limits);
 }
 
 absl::StatusOr<int64_t> ValidateMemberWrite(size_t index, absl::string_view value,
-                                            const Expiration& expiration,
-                                            bool keep_expiration, absl::Time now,
-                                            const Limits& limits) {
+                                            const Expiration& expiration, bool keep_expiration,
+                                            absl::Time now, const Limits& limits) {
   // Formatted only for an error: this runs per member.
   const auto prefix = [index] { return absl::StrCat("members[", index, "]."); };
   if (value.size() > limits.max_value_bytes) {
-    return InvalidField(absl::StrCat(prefix(), "value"),
-                        absl::StrFormat("%d bytes exceeds the limit of %d", value.size(),
-                                        limits.max_value_bytes));
+    return InvalidField(
+        absl::StrCat(prefix(), "value"),
+        absl::StrFormat("%d bytes exceeds the limit of %d", value.size(), limits.max_value_bytes));
   }
   if (keep_expiration && expiration.kind != Expiration::Kind::kNone) {
     return InvalidField(absl::StrCat(prefix(), "keep_expiration"),

@@ -33,8 +33,7 @@ absl::Status InvalidField(absl::string_view field, absl::string_view problem);
 
 // Collection names (and name prefixes) are non-empty printable ASCII without
 // spaces: safe in logs, URLs, metric labels and shells.
-absl::Status ValidateName(absl::string_view field, absl::string_view name,
-                          const Limits& limits);
+absl::Status ValidateName(absl::string_view field, absl::string_view name, const Limits& limits);
 
 // The offset of the first byte of `s` that is not part of valid UTF-8 text
 // without control characters (C0, DEL, C1), or npos. Overlong encodings,
@@ -42,8 +41,7 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name,
 size_t FindInvalidKeyByte(absl::string_view s);
 
 // Member keys are non-empty UTF-8 text without control characters.
-absl::Status ValidateKey(absl::string_view field, absl::string_view key,
-                         const Limits& limits);
+absl::Status ValidateKey(absl::string_view field, absl::string_view key, const Limits& limits);
 
 // A request lists at least one and at most max_members_per_request entries.
 absl::Status ValidateCount(absl::string_view field, size_t n, const Limits& limits);
@@ -95,17 +93,16 @@ enum class PastDeadline { kRejected, kAllowed };
 // The deadline `e` sets at `now`, in whole milliseconds rounded up
 // (kNoDeadlineMs for none). Fields are named `prefix` + "ttl" or
 // "expire_time".
-absl::StatusOr<int64_t> DeadlineOf(const Expiration& e, absl::string_view prefix,
-                                   absl::Time now, PastDeadline past, const Limits& limits);
+absl::StatusOr<int64_t> DeadlineOf(const Expiration& e, absl::string_view prefix, absl::Time now,
+                                   PastDeadline past, const Limits& limits);
 
 // One member of a Put, `members[index]`, apart from its key: the value's size,
 // and an expiration that keep_expiration does not contradict. Returns the
 // deadline it asks for (kNoDeadlineMs for none, or when it keeps its current
 // one).
 absl::StatusOr<int64_t> ValidateMemberWrite(size_t index, absl::string_view value,
-                                            const Expiration& expiration,
-                                            bool keep_expiration, absl::Time now,
-                                            const Limits& limits);
+                                            const Expiration& expiration, bool keep_expiration,
+                                            absl::Time now, const Limits& limits);
 
 }  // namespace lapse
 

@@ -62,7 +62,7 @@ TEST(ValidateNameTest, RejectsSpacesControlsAndNonAsciiWithTheOffset) {
 TEST(FindInvalidKeyByteTest, AcceptsValidUtf8OfEveryLength) {
   EXPECT_EQ(FindInvalidKeyByte("plain ascii ~"), absl::string_view::npos);
   EXPECT_EQ(FindInvalidKeyByte("\xc2\xa0"), absl::string_view::npos);          // U+00A0
-  EXPECT_EQ(FindInvalidKeyByte("caf\xc3\xa9"), absl::string_view::npos);      // é
+  EXPECT_EQ(FindInvalidKeyByte("caf\xc3\xa9"), absl::string_view::npos);       // é
   EXPECT_EQ(FindInvalidKeyByte("\xe2\x82\xac"), absl::string_view::npos);      // €
   EXPECT_EQ(FindInvalidKeyByte("\xef\xbf\xbf"), absl::string_view::npos);      // U+FFFF
   EXPECT_EQ(FindInvalidKeyByte("\xf0\x9f\x98\x80"), absl::string_view::npos);  // emoji
@@ -87,10 +87,10 @@ TEST(FindInvalidKeyByteTest, RejectsOverlongEncodings) {
 }
 
 TEST(FindInvalidKeyByteTest, RejectsSurrogatesAndCodePointsPastTheLast) {
-  EXPECT_EQ(FindInvalidKeyByte("\xed\xa0\x80"), 0u);  // U+D800
-  EXPECT_EQ(FindInvalidKeyByte("\xed\xbf\xbf"), 0u);  // U+DFFF
+  EXPECT_EQ(FindInvalidKeyByte("\xed\xa0\x80"), 0u);                       // U+D800
+  EXPECT_EQ(FindInvalidKeyByte("\xed\xbf\xbf"), 0u);                       // U+DFFF
   EXPECT_EQ(FindInvalidKeyByte("\xed\x9f\xbf"), absl::string_view::npos);  // U+D7FF
-  EXPECT_EQ(FindInvalidKeyByte("\xf4\x90\x80\x80"), 0u);  // U+110000
+  EXPECT_EQ(FindInvalidKeyByte("\xf4\x90\x80\x80"), 0u);                   // U+110000
 }
 
 TEST(FindInvalidKeyByteTest, RejectsBadLeadBytesAndTruncatedSequences) {
@@ -117,8 +117,7 @@ TEST(ValidateKeyTest, RejectsEmptyOversizedAndInvalidKeysNamingTheField) {
 }
 
 TEST(ValidateCountTest, RequiresAtLeastOneAndAtMostTheLimit) {
-  EXPECT_THAT(ValidateCount("keys", 0, SmallLimits()),
-              IsInvalid("keys: at least one is required"));
+  EXPECT_THAT(ValidateCount("keys", 0, SmallLimits()), IsInvalid("keys: at least one is required"));
   EXPECT_TRUE(ValidateCount("keys", 1, SmallLimits()).ok());
   EXPECT_TRUE(ValidateCount("keys", 3, SmallLimits()).ok());
   EXPECT_THAT(ValidateCount("members", 4, SmallLimits()),
@@ -179,8 +178,8 @@ TEST(DeadlineOfTest, TtlMustBePositiveAndAtMostTheMaximum) {
   EXPECT_THAT(StatusOf(DeadlineOf(Expiration::Ttl(-absl::Seconds(1)), "refresh_", kNow,
                                   PastDeadline::kRejected, limits)),
               IsInvalid("refresh_ttl: must be positive"));
-  EXPECT_THAT(StatusOf(DeadlineOf(Expiration::Ttl(absl::Hours(1) + absl::Nanoseconds(1)), "",
-                                  kNow, PastDeadline::kRejected, limits)),
+  EXPECT_THAT(StatusOf(DeadlineOf(Expiration::Ttl(absl::Hours(1) + absl::Nanoseconds(1)), "", kNow,
+                                  PastDeadline::kRejected, limits)),
               IsInvalid("ttl: exceeds the maximum of 1h"));
 }
 
@@ -192,24 +191,24 @@ TEST(DeadlineOfTest, ExpireTimeMustBeFiniteAndWithinTheMaximum) {
   EXPECT_THAT(StatusOf(DeadlineOf(Expiration::At(absl::InfinitePast()), "", kNow,
                                   PastDeadline::kAllowed, limits)),
               IsInvalid("expire_time: must be a finite time"));
-  EXPECT_EQ(*DeadlineOf(Expiration::At(kNow + absl::Hours(1)), "", kNow,
-                        PastDeadline::kRejected, limits),
-            FloorMillis(kNow + absl::Hours(1)));
-  EXPECT_THAT(StatusOf(DeadlineOf(Expiration::At(kNow + absl::Hours(1) + absl::Nanoseconds(1)),
-                                  "", kNow, PastDeadline::kRejected, limits)),
+  EXPECT_EQ(
+      *DeadlineOf(Expiration::At(kNow + absl::Hours(1)), "", kNow, PastDeadline::kRejected, limits),
+      FloorMillis(kNow + absl::Hours(1)));
+  EXPECT_THAT(StatusOf(DeadlineOf(Expiration::At(kNow + absl::Hours(1) + absl::Nanoseconds(1)), "",
+                                  kNow, PastDeadline::kRejected, limits)),
               IsInvalid("expire_time: is more than 1h in the future"));
 }
 
 TEST(DeadlineOfTest, PastExpireTimeIsRejectedForWritesAndAllowedForExpire) {
   const Limits limits = SmallLimits();
-  EXPECT_THAT(StatusOf(DeadlineOf(Expiration::At(kNow), "refresh_", kNow,
-                                  PastDeadline::kRejected, limits)),
-              IsInvalid("refresh_expire_time: must be in the future"));
+  EXPECT_THAT(
+      StatusOf(DeadlineOf(Expiration::At(kNow), "refresh_", kNow, PastDeadline::kRejected, limits)),
+      IsInvalid("refresh_expire_time: must be in the future"));
   EXPECT_EQ(*DeadlineOf(Expiration::At(kNow + absl::Nanoseconds(1)), "", kNow,
                         PastDeadline::kRejected, limits),
             FloorMillis(kNow) + 1);
-  EXPECT_EQ(*DeadlineOf(Expiration::At(kNow - absl::Seconds(5)), "", kNow,
-                        PastDeadline::kAllowed, limits),
+  EXPECT_EQ(*DeadlineOf(Expiration::At(kNow - absl::Seconds(5)), "", kNow, PastDeadline::kAllowed,
+                        limits),
             FloorMillis(kNow) - 5000);
 }
 
@@ -222,18 +221,18 @@ TEST(ValidateMemberWriteTest, ErrorsNameTheMemberAndItsField) {
               IsInvalid("members[2].ttl: must be positive"));
   EXPECT_THAT(StatusOf(ValidateMemberWrite(0, "v", Expiration::At(kNow), false, kNow, limits)),
               IsInvalid("members[0].expire_time: must be in the future"));
-  EXPECT_THAT(StatusOf(ValidateMemberWrite(1, "v", Expiration::Ttl(absl::Seconds(1)), true, kNow,
-                                           limits)),
-              IsInvalid("members[1].keep_expiration: cannot be combined with ttl or "
-                        "expire_time"));
+  EXPECT_THAT(
+      StatusOf(ValidateMemberWrite(1, "v", Expiration::Ttl(absl::Seconds(1)), true, kNow, limits)),
+      IsInvalid("members[1].keep_expiration: cannot be combined with ttl or "
+                "expire_time"));
 }
 
 TEST(ValidateMemberWriteTest, ValuesAreBoundedInBytes) {
   const Limits limits = SmallLimits();
   EXPECT_TRUE(ValidateMemberWrite(0, "0123456789", Expiration::None(), false, kNow, limits).ok());
-  EXPECT_THAT(StatusOf(ValidateMemberWrite(3, "0123456789a", Expiration::None(), false, kNow,
-                                           limits)),
-              IsInvalid("members[3].value: 11 bytes exceeds the limit of 10"));
+  EXPECT_THAT(
+      StatusOf(ValidateMemberWrite(3, "0123456789a", Expiration::None(), false, kNow, limits)),
+      IsInvalid("members[3].value: 11 bytes exceeds the limit of 10"));
 }
 
 TEST(ValidateMemberWriteTest, ReturnsTheDeadlineAskedFor) {

@@ -22,8 +22,7 @@ grpc::Status Draining() {
 }
 
 // A WatchExpirations stream refused before it starts.
-class RejectedWatch final
-    : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
+class RejectedWatch final : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
  public:
   explicit RejectedWatch(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
@@ -43,12 +42,10 @@ std::vector<absl::string_view> KeyViews(const KeyList& keys) {
   return std::vector<absl::string_view>(keys.begin(), keys.end());
 }
 
-absl::StatusOr<Expiration> WriteExpiration(const v1::MemberWrite& write,
-                                           absl::string_view field) {
+absl::StatusOr<Expiration> WriteExpiration(const v1::MemberWrite& write, absl::string_view field) {
   switch (write.expiration_case()) {
     case v1::MemberWrite::kExpireTime:
-      return ExpirationAt(write.expire_time(),
-                          absl::StrCat(field, ".expire_time"));
+      return ExpirationAt(write.expire_time(), absl::StrCat(field, ".expire_time"));
     case v1::MemberWrite::kTtl:
       return ExpirationTtl(write.ttl(), absl::StrCat(field, ".ttl"));
     case v1::MemberWrite::EXPIRATION_NOT_SET:
@@ -57,8 +54,7 @@ absl::StatusOr<Expiration> WriteExpiration(const v1::MemberWrite& write,
   return Expiration::None();
 }
 
-absl::StatusOr<Expiration> RefreshExpiration(
-    const v1::GetMembersRequest& request) {
+absl::StatusOr<Expiration> RefreshExpiration(const v1::GetMembersRequest& request) {
   switch (request.refresh_expiration_case()) {
     case v1::GetMembersRequest::kRefreshExpireTime:
       return ExpirationAt(request.refresh_expire_time(), "refresh_expire_time");
@@ -70,8 +66,7 @@ absl::StatusOr<Expiration> RefreshExpiration(
   return Expiration::None();
 }
 
-absl::StatusOr<Expiration> NewExpiration(
-    const v1::ExpireMembersRequest& request) {
+absl::StatusOr<Expiration> NewExpiration(const v1::ExpireMembersRequest& request) {
   switch (request.expiration_case()) {
     case v1::ExpireMembersRequest::kExpireTime:
       return ExpirationAt(request.expire_time(), "expire_time");
@@ -83,10 +78,8 @@ absl::StatusOr<Expiration> NewExpiration(
   return Expiration::None();
 }
 
-absl::Status HandlePutMembers(Store& store,
-                              const v1::PutMembersRequest& request,
-                              v1::PutMembersResponse* response,
-                              grpc::ServerUnaryReactor* reactor) {
+absl::Status HandlePutMembers(Store& store, const v1::PutMembersRequest& request,
+                              v1::PutMembersResponse* response, grpc::ServerUnaryReactor* reactor) {
   std::vector<MemberWrite> writes;
   writes.reserve(request.members_size());
   for (int i = 0; i < request.members_size(); ++i) {
@@ -94,8 +87,8 @@ absl::Status HandlePutMembers(Store& store,
     const std::string field = absl::StrCat("members[", i, "]");
     absl::StatusOr<Expiration> expiration = WriteExpiration(member, field);
     if (!expiration.ok()) return expiration.status();
-    absl::StatusOr<PutCondition> condition = PutConditionFromProto(
-        member.condition(), absl::StrCat(field, ".condition"));
+    absl::StatusOr<PutCondition> condition =
+        PutConditionFromProto(member.condition(), absl::StrCat(field, ".condition"));
     if (!condition.ok()) return condition.status();
     MemberWrite& write = writes.emplace_back();
     write.key = member.key();
@@ -108,8 +101,7 @@ absl::Status HandlePutMembers(Store& store,
   options.max_members = request.max_members();
   store.PutMembers(
       request.collection(), writes, options,
-      Reply<std::vector<PutResult>>(reactor, [&request, response](
-                                                 std::vector<PutResult> results) {
+      Reply<std::vector<PutResult>>(reactor, [&request, response](std::vector<PutResult> results) {
         for (size_t i = 0; i < results.size(); ++i) {
           const PutResult& result = results[i];
           v1::PutMemberResult* out = response->add_results();
@@ -123,16 +115,13 @@ absl::Status HandlePutMembers(Store& store,
   return absl::OkStatus();
 }
 
-absl::Status HandleGetMembers(Store& store,
-                              const v1::GetMembersRequest& request,
-                              v1::GetMembersResponse* response,
-                              grpc::ServerUnaryReactor* reactor) {
+absl::Status HandleGetMembers(Store& store, const v1::GetMembersRequest& request,
+                              v1::GetMembersResponse* response, grpc::ServerUnaryReactor* reactor) {
   absl::StatusOr<Expiration> refresh = RefreshExpiration(request);
   if (!refresh.ok()) return refresh.status();
   store.GetMembers(
       request.collection(), KeyViews(request.keys()), *refresh,
-      Reply<std::vector<GetResult>>(reactor, [&request, response](
-                                                 std::vector<GetResult> results) {
+      Reply<std::vector<GetResult>>(reactor, [&request, response](std::vector<GetResult> results) {
         for (size_t i = 0; i < results.size(); ++i) {
           GetResult& result = results[i];
           v1::GetMemberResult* out = response->add_results();
@@ -149,8 +138,7 @@ absl::Status HandleGetMembers(Store& store,
   return absl::OkStatus();
 }
 
-absl::Status HandleRemoveMembers(Store& store,
-                                 const v1::RemoveMembersRequest& request,
+absl::Status HandleRemoveMembers(Store& store, const v1::RemoveMembersRequest& request,
                                  v1::RemoveMembersResponse* response,
                                  grpc::ServerUnaryReactor* reactor) {
   store.RemoveMembers(
@@ -165,8 +153,7 @@ absl::Status HandleRemoveMembers(Store& store,
   return absl::OkStatus();
 }
 
-absl::Status HandleExpireMembers(Store& store,
-                                 const v1::ExpireMembersRequest& request,
+absl::Status HandleExpireMembers(Store& store, const v1::ExpireMembersRequest& request,
                                  v1::ExpireMembersResponse* response,
                                  grpc::ServerUnaryReactor* reactor) {
   absl::StatusOr<Expiration> expiration = NewExpiration(request);
@@ -174,54 +161,49 @@ absl::Status HandleExpireMembers(Store& store,
   absl::StatusOr<ExpireCondition> condition =
       ExpireConditionFromProto(request.condition(), "condition");
   if (!condition.ok()) return condition.status();
-  store.ExpireMembers(
-      request.collection(), KeyViews(request.keys()), *expiration, *condition,
-      Reply<std::vector<ExpireResult>>(reactor, [&request, response](
-                                                    std::vector<ExpireResult> results) {
-        for (size_t i = 0; i < results.size(); ++i) {
-          const ExpireResult& result = results[i];
-          v1::ExpireMemberResult* out = response->add_results();
-          out->set_key(request.keys(static_cast<int>(i)));
-          out->set_outcome(ExpireOutcomeToProto(result.outcome));
-          if (auto ts = TimeToProto(result.expire_time)) {
-            *out->mutable_expire_time() = *std::move(ts);
-          }
-        }
-      }));
+  store.ExpireMembers(request.collection(), KeyViews(request.keys()), *expiration, *condition,
+                      Reply<std::vector<ExpireResult>>(
+                          reactor, [&request, response](std::vector<ExpireResult> results) {
+                            for (size_t i = 0; i < results.size(); ++i) {
+                              const ExpireResult& result = results[i];
+                              v1::ExpireMemberResult* out = response->add_results();
+                              out->set_key(request.keys(static_cast<int>(i)));
+                              out->set_outcome(ExpireOutcomeToProto(result.outcome));
+                              if (auto ts = TimeToProto(result.expire_time)) {
+                                *out->mutable_expire_time() = *std::move(ts);
+                              }
+                            }
+                          }));
   return absl::OkStatus();
 }
 
-absl::Status HandlePersistMembers(Store& store,
-                                  const v1::PersistMembersRequest& request,
+absl::Status HandlePersistMembers(Store& store, const v1::PersistMembersRequest& request,
                                   v1::PersistMembersResponse* response,
                                   grpc::ServerUnaryReactor* reactor) {
-  store.PersistMembers(
-      request.collection(), KeyViews(request.keys()),
-      Reply<std::vector<PersistOutcome>>(reactor, [&request, response](
-                                                      std::vector<PersistOutcome> outcomes) {
-        for (size_t i = 0; i < outcomes.size(); ++i) {
-          v1::PersistMemberResult* out = response->add_results();
-          out->set_key(request.keys(static_cast<int>(i)));
-          out->set_outcome(PersistOutcomeToProto(outcomes[i]));
-        }
-      }));
+  store.PersistMembers(request.collection(), KeyViews(request.keys()),
+                       Reply<std::vector<PersistOutcome>>(
+                           reactor, [&request, response](std::vector<PersistOutcome> outcomes) {
+                             for (size_t i = 0; i < outcomes.size(); ++i) {
+                               v1::PersistMemberResult* out = response->add_results();
+                               out->set_key(request.keys(static_cast<int>(i)));
+                               out->set_outcome(PersistOutcomeToProto(outcomes[i]));
+                             }
+                           }));
   return absl::OkStatus();
 }
 
-absl::Status HandleListMembers(Store& store,
-                               const v1::ListMembersRequest& request,
+absl::Status HandleListMembers(Store& store, const v1::ListMembersRequest& request,
                                v1::ListMembersResponse* response,
                                grpc::ServerUnaryReactor* reactor) {
-  absl::StatusOr<MemberOrder> order =
-      MemberOrderFromProto(request.order_by(), "order_by");
+  absl::StatusOr<MemberOrder> order = MemberOrderFromProto(request.order_by(), "order_by");
   if (!order.ok()) return order.status();
   ListMembersOptions options;
   options.order = *order;
   options.page_size = request.page_size();
   options.keys_only = request.keys_only();
   if (!request.page_token().empty()) {
-    absl::StatusOr<MemberCursor> after = DecodeMemberPageToken(
-        request.page_token(), request.collection(), *order);
+    absl::StatusOr<MemberCursor> after =
+        DecodeMemberPageToken(request.page_token(), request.collection(), *order);
     if (!after.ok()) return after.status();
     options.after = *std::move(after);
   }
@@ -239,8 +221,7 @@ absl::Status HandleListMembers(Store& store,
   return absl::OkStatus();
 }
 
-absl::Status HandleGetCollection(Store& store,
-                                 const v1::GetCollectionRequest& request,
+absl::Status HandleGetCollection(Store& store, const v1::GetCollectionRequest& request,
                                  v1::GetCollectionResponse* response,
                                  grpc::ServerUnaryReactor* reactor) {
   store.GetCollection(request.name(),
@@ -250,8 +231,7 @@ absl::Status HandleGetCollection(Store& store,
   return absl::OkStatus();
 }
 
-absl::Status HandleListCollections(Store& store,
-                                   const v1::ListCollectionsRequest& request,
+absl::Status HandleListCollections(Store& store, const v1::ListCollectionsRequest& request,
                                    v1::ListCollectionsResponse* response,
                                    grpc::ServerUnaryReactor* reactor) {
   std::string after;
@@ -261,22 +241,20 @@ absl::Status HandleListCollections(Store& store,
     if (!decoded.ok()) return decoded.status();
     after = *std::move(decoded);
   }
-  store.ListCollections(
-      request.prefix(), request.page_size(), after,
-      Reply<CollectionPage>(reactor, [&request, response](CollectionPage page) {
-        for (const CollectionInfo& info : page.collections) {
-          CollectionInfoToProto(info, response->add_collections());
-        }
-        if (page.next_after.has_value()) {
-          response->set_next_page_token(
-              EncodeCollectionPageToken(request.prefix(), *page.next_after));
-        }
-      }));
+  store.ListCollections(request.prefix(), request.page_size(), after,
+                        Reply<CollectionPage>(reactor, [&request, response](CollectionPage page) {
+                          for (const CollectionInfo& info : page.collections) {
+                            CollectionInfoToProto(info, response->add_collections());
+                          }
+                          if (page.next_after.has_value()) {
+                            response->set_next_page_token(
+                                EncodeCollectionPageToken(request.prefix(), *page.next_after));
+                          }
+                        }));
   return absl::OkStatus();
 }
 
-absl::Status HandleDeleteCollection(Store& store,
-                                    const v1::DeleteCollectionRequest& request,
+absl::Status HandleDeleteCollection(Store& store, const v1::DeleteCollectionRequest& request,
                                     v1::DeleteCollectionResponse* response,
                                     grpc::ServerUnaryReactor* reactor) {
   store.DeleteCollection(request.name(), Reply<uint64_t>(reactor, [response](uint64_t removed) {
@@ -292,33 +270,28 @@ absl::StatusOr<EventFilter> WatchFilter(const v1::WatchExpirationsRequest& reque
         "collections: at most one of collections and collection_prefix may "
         "be set");
   }
-  if (static_cast<size_t>(request.collections_size()) >
-      limits.max_watch_collections) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("collections: ", request.collections_size(),
-                     " entries exceed the limit of ",
-                     limits.max_watch_collections));
+  if (static_cast<size_t>(request.collections_size()) > limits.max_watch_collections) {
+    return absl::InvalidArgumentError(absl::StrCat("collections: ", request.collections_size(),
+                                                   " entries exceed the limit of ",
+                                                   limits.max_watch_collections));
   }
   EventFilter filter;
   for (int i = 0; i < request.collections_size(); ++i) {
     const std::string& name = request.collections(i);
     if (name.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("collections[", i, "]: must not be empty"));
+      return absl::InvalidArgumentError(absl::StrCat("collections[", i, "]: must not be empty"));
     }
     if (name.size() > limits.max_collection_name_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("collections[", i, "]: ", name.size(),
-                       " bytes exceeds the limit of ",
-                       limits.max_collection_name_bytes));
+      return absl::InvalidArgumentError(absl::StrCat("collections[", i, "]: ", name.size(),
+                                                     " bytes exceeds the limit of ",
+                                                     limits.max_collection_name_bytes));
     }
     filter.collections.insert(name);
   }
   if (request.collection_prefix().size() > limits.max_collection_name_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("collection_prefix: ", request.collection_prefix().size(),
-                     " bytes exceeds the limit of ",
-                     limits.max_collection_name_bytes));
+                     " bytes exceeds the limit of ", limits.max_collection_name_bytes));
   }
   filter.prefix = request.collection_prefix();
   filter.include_values = request.include_values();
@@ -329,8 +302,7 @@ absl::StatusOr<EventFilter> WatchFilter(const v1::WatchExpirationsRequest& reque
 absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
                                     const EventSource& log) {
   const v1::StartPosition position = request.start_position();
-  if (request.after_sequence() != 0 &&
-      position != v1::START_POSITION_AFTER_SEQUENCE) {
+  if (request.after_sequence() != 0 && position != v1::START_POSITION_AFTER_SEQUENCE) {
     return absl::InvalidArgumentError(
         "after_sequence: only allowed with START_POSITION_AFTER_SEQUENCE");
   }
@@ -341,104 +313,93 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
     case v1::START_POSITION_OLDEST:
       return log.oldest_retained_sequence() - 1;
     case v1::START_POSITION_AFTER_SEQUENCE: {
-      if (absl::Status s = log.CheckPosition(request.after_sequence());
-          !s.ok()) {
+      if (absl::Status s = log.CheckPosition(request.after_sequence()); !s.ok()) {
         return s;
       }
       return request.after_sequence();
     }
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("start_position: unknown value ", position));
+      return absl::InvalidArgumentError(absl::StrCat("start_position: unknown value ", position));
   }
 }
 
 }  // namespace
 
-LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub)
-    : store_(store), hub_(hub) {}
+LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub) : store_(store), hub_(hub) {}
 
 void LapseServiceImpl::StartDraining() { draining_.store(true); }
 
 template <typename Request, typename Response>
-grpc::ServerUnaryReactor* LapseServiceImpl::Answer(
-    grpc::CallbackServerContext* context, const Request& request,
-    Response* response, Handler<Request, Response> handler) {
+grpc::ServerUnaryReactor* LapseServiceImpl::Answer(grpc::CallbackServerContext* context,
+                                                   const Request& request, Response* response,
+                                                   Handler<Request, Response> handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (draining_.load()) {
     reactor->Finish(Draining());
     return reactor;
   }
-  if (absl::Status status = handler(*store_, request, response, reactor);
-      !status.ok()) {
+  if (absl::Status status = handler(*store_, request, response, reactor); !status.ok()) {
     reactor->Finish(ToGrpcStatus(status));
   }
   return reactor;
 }
 
-grpc::ServerUnaryReactor* LapseServiceImpl::PutMembers(
-    grpc::CallbackServerContext* context, const v1::PutMembersRequest* request,
-    v1::PutMembersResponse* response) {
+grpc::ServerUnaryReactor* LapseServiceImpl::PutMembers(grpc::CallbackServerContext* context,
+                                                       const v1::PutMembersRequest* request,
+                                                       v1::PutMembersResponse* response) {
   return Answer(context, *request, response, &HandlePutMembers);
 }
 
-grpc::ServerUnaryReactor* LapseServiceImpl::GetMembers(
-    grpc::CallbackServerContext* context, const v1::GetMembersRequest* request,
-    v1::GetMembersResponse* response) {
+grpc::ServerUnaryReactor* LapseServiceImpl::GetMembers(grpc::CallbackServerContext* context,
+                                                       const v1::GetMembersRequest* request,
+                                                       v1::GetMembersResponse* response) {
   return Answer(context, *request, response, &HandleGetMembers);
 }
 
-grpc::ServerUnaryReactor* LapseServiceImpl::RemoveMembers(
-    grpc::CallbackServerContext* context,
-    const v1::RemoveMembersRequest* request,
-    v1::RemoveMembersResponse* response) {
+grpc::ServerUnaryReactor* LapseServiceImpl::RemoveMembers(grpc::CallbackServerContext* context,
+                                                          const v1::RemoveMembersRequest* request,
+                                                          v1::RemoveMembersResponse* response) {
   return Answer(context, *request, response, &HandleRemoveMembers);
 }
 
-grpc::ServerUnaryReactor* LapseServiceImpl::ExpireMembers(
-    grpc::CallbackServerContext* context,
-    const v1::ExpireMembersRequest* request,
-    v1::ExpireMembersResponse* response) {
+grpc::ServerUnaryReactor* LapseServiceImpl::ExpireMembers(grpc::CallbackServerContext* context,
+                                                          const v1::ExpireMembersRequest* request,
+                                                          v1::ExpireMembersResponse* response) {
   return Answer(context, *request, response, &HandleExpireMembers);
 }
 
-grpc::ServerUnaryReactor* LapseServiceImpl::PersistMembers(
-    grpc::CallbackServerContext* context,
-    const v1::PersistMembersRequest* request,
-    v1::PersistMembersResponse* response) {
+grpc::ServerUnaryReactor* LapseServiceImpl::PersistMembers(grpc::CallbackServerContext* context,
+                                                           const v1::PersistMembersRequest* request,
+                                                           v1::PersistMembersResponse* response) {
   return Answer(context, *request, response, &HandlePersistMembers);
 }
 
-grpc::ServerUnaryReactor* LapseServiceImpl::ListMembers(
-    grpc::CallbackServerContext* context, const v1::ListMembersRequest* request,
-    v1::ListMembersResponse* response) {
+grpc::ServerUnaryReactor* LapseServiceImpl::ListMembers(grpc::CallbackServerContext* context,
+                                                        const v1::ListMembersRequest* request,
+                                                        v1::ListMembersResponse* response) {
   return Answer(context, *request, response, &HandleListMembers);
 }
 
-grpc::ServerUnaryReactor* LapseServiceImpl::GetCollection(
-    grpc::CallbackServerContext* context,
-    const v1::GetCollectionRequest* request,
-    v1::GetCollectionResponse* response) {
+grpc::ServerUnaryReactor* LapseServiceImpl::GetCollection(grpc::CallbackServerContext* context,
+                                                          const v1::GetCollectionRequest* request,
+                                                          v1::GetCollectionResponse* response) {
   return Answer(context, *request, response, &HandleGetCollection);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::ListCollections(
-    grpc::CallbackServerContext* context,
-    const v1::ListCollectionsRequest* request,
+    grpc::CallbackServerContext* context, const v1::ListCollectionsRequest* request,
     v1::ListCollectionsResponse* response) {
   return Answer(context, *request, response, &HandleListCollections);
 }
 
 grpc::ServerUnaryReactor* LapseServiceImpl::DeleteCollection(
-    grpc::CallbackServerContext* context,
-    const v1::DeleteCollectionRequest* request,
+    grpc::CallbackServerContext* context, const v1::DeleteCollectionRequest* request,
     v1::DeleteCollectionResponse* response) {
   return Answer(context, *request, response, &HandleDeleteCollection);
 }
 
-grpc::ServerWriteReactor<v1::WatchExpirationsResponse>*
-LapseServiceImpl::WatchExpirations(grpc::CallbackServerContext* context,
-                                   const v1::WatchExpirationsRequest* request) {
+grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* LapseServiceImpl::WatchExpirations(
+    grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) {
   if (draining_.load()) return new RejectedWatch(Draining());
   absl::StatusOr<EventFilter> filter = WatchFilter(*request, store_->limits());
   if (!filter.ok()) return new RejectedWatch(ToGrpcStatus(filter.status()));

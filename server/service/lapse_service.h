@@ -49,49 +49,40 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   grpc::ServerUnaryReactor* GetMembers(grpc::CallbackServerContext* context,
                                        const v1::GetMembersRequest* request,
                                        v1::GetMembersResponse* response) override;
-  grpc::ServerUnaryReactor* RemoveMembers(
-      grpc::CallbackServerContext* context,
-      const v1::RemoveMembersRequest* request,
-      v1::RemoveMembersResponse* response) override;
-  grpc::ServerUnaryReactor* ExpireMembers(
-      grpc::CallbackServerContext* context,
-      const v1::ExpireMembersRequest* request,
-      v1::ExpireMembersResponse* response) override;
-  grpc::ServerUnaryReactor* PersistMembers(
-      grpc::CallbackServerContext* context,
-      const v1::PersistMembersRequest* request,
-      v1::PersistMembersResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveMembers(grpc::CallbackServerContext* context,
+                                          const v1::RemoveMembersRequest* request,
+                                          v1::RemoveMembersResponse* response) override;
+  grpc::ServerUnaryReactor* ExpireMembers(grpc::CallbackServerContext* context,
+                                          const v1::ExpireMembersRequest* request,
+                                          v1::ExpireMembersResponse* response) override;
+  grpc::ServerUnaryReactor* PersistMembers(grpc::CallbackServerContext* context,
+                                           const v1::PersistMembersRequest* request,
+                                           v1::PersistMembersResponse* response) override;
   grpc::ServerUnaryReactor* ListMembers(grpc::CallbackServerContext* context,
                                         const v1::ListMembersRequest* request,
                                         v1::ListMembersResponse* response) override;
-  grpc::ServerUnaryReactor* GetCollection(
-      grpc::CallbackServerContext* context,
-      const v1::GetCollectionRequest* request,
-      v1::GetCollectionResponse* response) override;
-  grpc::ServerUnaryReactor* ListCollections(
-      grpc::CallbackServerContext* context,
-      const v1::ListCollectionsRequest* request,
-      v1::ListCollectionsResponse* response) override;
-  grpc::ServerUnaryReactor* DeleteCollection(
-      grpc::CallbackServerContext* context,
-      const v1::DeleteCollectionRequest* request,
-      v1::DeleteCollectionResponse* response) override;
+  grpc::ServerUnaryReactor* GetCollection(grpc::CallbackServerContext* context,
+                                          const v1::GetCollectionRequest* request,
+                                          v1::GetCollectionResponse* response) override;
+  grpc::ServerUnaryReactor* ListCollections(grpc::CallbackServerContext* context,
+                                            const v1::ListCollectionsRequest* request,
+                                            v1::ListCollectionsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteCollection(grpc::CallbackServerContext* context,
+                                             const v1::DeleteCollectionRequest* request,
+                                             v1::DeleteCollectionResponse* response) override;
   grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
-      grpc::CallbackServerContext* context,
-      const v1::WatchExpirationsRequest* request) override;
+      grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
 
  private:
   // A unary RPC's work: converts the request and calls the store, whose
   // answer finishes `reactor`; or returns the conversion error.
   template <typename Request, typename Response>
-  using Handler = absl::Status (*)(Store&, const Request&, Response*,
-                                   grpc::ServerUnaryReactor*);
+  using Handler = absl::Status (*)(Store&, const Request&, Response*, grpc::ServerUnaryReactor*);
 
   // Runs `handler`, or answers UNAVAILABLE if draining.
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                   const Request& request, Response* response,
-                                   Handler<Request, Response> handler);
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const Request& request,
+                                   Response* response, Handler<Request, Response> handler);
 
   // Constant after construction.
   Store* const store_;

@@ -49,8 +49,7 @@ bool GetString(absl::string_view* in, std::string* out) {
 absl::StatusOr<std::string> OpenToken(absl::string_view token, uint8_t kind) {
   std::string raw;
   if (!absl::WebSafeBase64Unescape(token, &raw) || raw.size() < 2 ||
-      static_cast<uint8_t>(raw[0]) != kTokenVersion ||
-      static_cast<uint8_t>(raw[1]) != kind) {
+      static_cast<uint8_t>(raw[0]) != kTokenVersion || static_cast<uint8_t>(raw[1]) != kind) {
     return MalformedToken();
   }
   return raw.substr(2);
@@ -68,8 +67,7 @@ std::string SealToken(uint8_t kind, const std::string& body) {
 
 absl::StatusOr<absl::Time> TimeFromProto(const google::protobuf::Timestamp& ts,
                                          absl::string_view field) {
-  if (ts.seconds() < kMinTimestampSeconds ||
-      ts.seconds() > kMaxTimestampSeconds) {
+  if (ts.seconds() < kMinTimestampSeconds || ts.seconds() > kMaxTimestampSeconds) {
     return FieldError(field, "seconds out of range");
   }
   if (ts.nanos() < 0 || ts.nanos() > kMaxNanos) {
@@ -78,8 +76,8 @@ absl::StatusOr<absl::Time> TimeFromProto(const google::protobuf::Timestamp& ts,
   return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
 }
 
-absl::StatusOr<absl::Duration> DurationFromProto(
-    const google::protobuf::Duration& d, absl::string_view field) {
+absl::StatusOr<absl::Duration> DurationFromProto(const google::protobuf::Duration& d,
+                                                 absl::string_view field) {
   if (d.seconds() < -kMaxDurationSeconds || d.seconds() > kMaxDurationSeconds) {
     return FieldError(field, "seconds out of range");
   }
@@ -97,8 +95,7 @@ std::optional<google::protobuf::Timestamp> TimeToProto(absl::Time t) {
   const int64_t seconds = absl::ToUnixSeconds(t);
   google::protobuf::Timestamp ts;
   ts.set_seconds(seconds);
-  ts.set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
+  ts.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
   return ts;
 }
 
@@ -116,8 +113,7 @@ absl::StatusOr<Expiration> ExpirationTtl(const google::protobuf::Duration& d,
   return Expiration::Ttl(*ttl);
 }
 
-absl::StatusOr<PutCondition> PutConditionFromProto(v1::PutCondition c,
-                                                   absl::string_view field) {
+absl::StatusOr<PutCondition> PutConditionFromProto(v1::PutCondition c, absl::string_view field) {
   switch (c) {
     case v1::PUT_CONDITION_UNSPECIFIED:
       return PutCondition::kAlways;
@@ -130,8 +126,8 @@ absl::StatusOr<PutCondition> PutConditionFromProto(v1::PutCondition c,
   }
 }
 
-absl::StatusOr<ExpireCondition> ExpireConditionFromProto(
-    v1::ExpireCondition c, absl::string_view field) {
+absl::StatusOr<ExpireCondition> ExpireConditionFromProto(v1::ExpireCondition c,
+                                                         absl::string_view field) {
   switch (c) {
     case v1::EXPIRE_CONDITION_UNSPECIFIED:
       return ExpireCondition::kAlways;
@@ -148,8 +144,7 @@ absl::StatusOr<ExpireCondition> ExpireConditionFromProto(
   }
 }
 
-absl::StatusOr<MemberOrder> MemberOrderFromProto(v1::MemberOrder o,
-                                                 absl::string_view field) {
+absl::StatusOr<MemberOrder> MemberOrderFromProto(v1::MemberOrder o, absl::string_view field) {
   switch (o) {
     case v1::MEMBER_ORDER_UNSPECIFIED:
     case v1::MEMBER_ORDER_KEY:
@@ -202,8 +197,7 @@ v1::PersistOutcome PersistOutcomeToProto(PersistOutcome o) {
 void MemberToProto(const ListedMember& member, v1::Member* out) {
   out->set_key(member.key);
   out->set_value(member.value);
-  if (std::optional<google::protobuf::Timestamp> ts =
-          TimeToProto(member.expire_time)) {
+  if (std::optional<google::protobuf::Timestamp> ts = TimeToProto(member.expire_time)) {
     *out->mutable_expire_time() = *std::move(ts);
   }
 }
@@ -212,24 +206,20 @@ void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out) 
   out->set_name(info.name);
   out->set_member_count(info.member_count);
   out->set_expiring_count(info.expiring_count);
-  if (std::optional<google::protobuf::Timestamp> ts =
-          TimeToProto(info.next_expire_time)) {
+  if (std::optional<google::protobuf::Timestamp> ts = TimeToProto(info.next_expire_time)) {
     *out->mutable_next_expire_time() = *std::move(ts);
   }
 }
 
-void ExpiryEventToProto(const ExpiryEvent& event, bool include_value,
-                        v1::ExpiryEvent* out) {
+void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::ExpiryEvent* out) {
   out->set_sequence(event.sequence);
   out->set_collection(event.collection);
   out->set_key(event.key);
   if (include_value) out->set_value(event.value);
-  if (std::optional<google::protobuf::Timestamp> ts =
-          TimeToProto(event.expire_time)) {
+  if (std::optional<google::protobuf::Timestamp> ts = TimeToProto(event.expire_time)) {
     *out->mutable_expire_time() = *std::move(ts);
   }
-  if (std::optional<google::protobuf::Timestamp> ts =
-          TimeToProto(event.expired_at)) {
+  if (std::optional<google::protobuf::Timestamp> ts = TimeToProto(event.expired_at)) {
     *out->mutable_expired_at() = *std::move(ts);
   }
 }
@@ -243,8 +233,8 @@ std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder orde
     body.push_back(static_cast<char>(kNoDeadline));
   } else {
     const int64_t seconds = absl::ToUnixSeconds(cursor.expire_time);
-    const int64_t nanos = absl::ToInt64Nanoseconds(
-        cursor.expire_time - absl::FromUnixSeconds(seconds));
+    const int64_t nanos =
+        absl::ToInt64Nanoseconds(cursor.expire_time - absl::FromUnixSeconds(seconds));
     body.push_back(static_cast<char>(kFiniteTime));
     PutFixed64(&body, static_cast<uint64_t>(seconds));
     PutFixed32(&body, static_cast<uint32_t>(nanos));
@@ -276,23 +266,19 @@ absl::StatusOr<MemberCursor> DecodeMemberPageToken(absl::string_view token,
         nanos > static_cast<uint32_t>(kMaxNanos)) {
       return MalformedToken();
     }
-    cursor.expire_time =
-        absl::FromUnixSeconds(static_cast<int64_t>(seconds)) +
-        absl::Nanoseconds(static_cast<int64_t>(nanos));
+    cursor.expire_time = absl::FromUnixSeconds(static_cast<int64_t>(seconds)) +
+                         absl::Nanoseconds(static_cast<int64_t>(nanos));
   } else {
     return MalformedToken();
   }
   if (!GetString(&in, &cursor.key) || !in.empty()) return MalformedToken();
-  if (token_collection != collection ||
-      token_order != static_cast<uint8_t>(order)) {
-    return FieldError("page_token",
-                      "issued for another collection or order_by");
+  if (token_collection != collection || token_order != static_cast<uint8_t>(order)) {
+    return FieldError("page_token", "issued for another collection or order_by");
   }
   return cursor;
 }
 
-std::string EncodeCollectionPageToken(absl::string_view prefix,
-                                      absl::string_view after) {
+std::string EncodeCollectionPageToken(absl::string_view prefix, absl::string_view after) {
   std::string body;
   PutLengthPrefixed(&body, prefix);
   PutLengthPrefixed(&body, after);
@@ -306,8 +292,7 @@ absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
   absl::string_view in = *body;
   std::string token_prefix;
   std::string after;
-  if (!GetString(&in, &token_prefix) || !GetString(&in, &after) ||
-      !in.empty()) {
+  if (!GetString(&in, &token_prefix) || !GetString(&in, &after) || !in.empty()) {
     return MalformedToken();
   }
   if (token_prefix != prefix) {
@@ -318,8 +303,7 @@ absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 }  // namespace lapse

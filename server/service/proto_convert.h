@@ -38,8 +38,8 @@ namespace lapse {
 absl::StatusOr<absl::Time> TimeFromProto(const google::protobuf::Timestamp& ts,
                                          absl::string_view field);
 // A Duration within +-10000 years whose seconds and nanos agree in sign.
-absl::StatusOr<absl::Duration> DurationFromProto(
-    const google::protobuf::Duration& d, absl::string_view field);
+absl::StatusOr<absl::Duration> DurationFromProto(const google::protobuf::Duration& d,
+                                                 absl::string_view field);
 // std::nullopt for NoDeadline(): output leaves the field unset.
 std::optional<google::protobuf::Timestamp> TimeToProto(absl::Time t);
 
@@ -52,12 +52,10 @@ absl::StatusOr<Expiration> ExpirationTtl(const google::protobuf::Duration& d,
 // ---- Enums -----------------------------------------------------------------
 
 // Unknown values (proto3 enums are open) are INVALID_ARGUMENT naming `field`.
-absl::StatusOr<PutCondition> PutConditionFromProto(v1::PutCondition c,
-                                                   absl::string_view field);
-absl::StatusOr<ExpireCondition> ExpireConditionFromProto(
-    v1::ExpireCondition c, absl::string_view field);
-absl::StatusOr<MemberOrder> MemberOrderFromProto(v1::MemberOrder o,
-                                                 absl::string_view field);
+absl::StatusOr<PutCondition> PutConditionFromProto(v1::PutCondition c, absl::string_view field);
+absl::StatusOr<ExpireCondition> ExpireConditionFromProto(v1::ExpireCondition c,
+                                                         absl::string_view field);
+absl::StatusOr<MemberOrder> MemberOrderFromProto(v1::MemberOrder o, absl::string_view field);
 
 v1::PutOutcome PutOutcomeToProto(PutOutcome o);
 v1::ExpireOutcome ExpireOutcomeToProto(ExpireOutcome o);
@@ -68,8 +66,7 @@ v1::PersistOutcome PersistOutcomeToProto(PersistOutcome o);
 void MemberToProto(const ListedMember& member, v1::Member* out);
 void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out);
 // The value is copied only when `include_value`.
-void ExpiryEventToProto(const ExpiryEvent& event, bool include_value,
-                        v1::ExpiryEvent* out);
+void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::ExpiryEvent* out);
 
 // ---- Page tokens -----------------------------------------------------------
 //
@@ -80,11 +77,9 @@ void ExpiryEventToProto(const ExpiryEvent& event, bool include_value,
 std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder order,
                                   const MemberCursor& cursor);
 absl::StatusOr<MemberCursor> DecodeMemberPageToken(absl::string_view token,
-                                                   absl::string_view collection,
-                                                   MemberOrder order);
+                                                   absl::string_view collection, MemberOrder order);
 
-std::string EncodeCollectionPageToken(absl::string_view prefix,
-                                      absl::string_view after);
+std::string EncodeCollectionPageToken(absl::string_view prefix, absl::string_view after);
 // Returns the name to continue after.
 absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
                                                       absl::string_view prefix);

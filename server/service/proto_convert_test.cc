@@ -35,11 +35,9 @@ void ExpectInvalid(const absl::Status& status, const std::string& message) {
 TEST(TimeFromProto, ConvertsValidTimestamps) {
   EXPECT_EQ(*TimeFromProto(Ts(1000, 500), "t"),
             absl::FromUnixSeconds(1000) + absl::Nanoseconds(500));
-  EXPECT_EQ(*TimeFromProto(Ts(-62'135'596'800, 0), "t"),
-            absl::FromUnixSeconds(-62'135'596'800));
+  EXPECT_EQ(*TimeFromProto(Ts(-62'135'596'800, 0), "t"), absl::FromUnixSeconds(-62'135'596'800));
   EXPECT_EQ(*TimeFromProto(Ts(253'402'300'799, 999'999'999), "t"),
-            absl::FromUnixSeconds(253'402'300'799) +
-                absl::Nanoseconds(999'999'999));
+            absl::FromUnixSeconds(253'402'300'799) + absl::Nanoseconds(999'999'999));
 }
 
 TEST(TimeFromProto, RejectsOutOfRangeFieldsNamingTheField) {
@@ -55,8 +53,7 @@ TEST(TimeFromProto, RejectsOutOfRangeFieldsNamingTheField) {
 
 TEST(DurationFromProto, ConvertsValidDurations) {
   EXPECT_EQ(*DurationFromProto(Dur(30, 0), "ttl"), absl::Seconds(30));
-  EXPECT_EQ(*DurationFromProto(Dur(-1, -500), "ttl"),
-            -absl::Seconds(1) - absl::Nanoseconds(500));
+  EXPECT_EQ(*DurationFromProto(Dur(-1, -500), "ttl"), -absl::Seconds(1) - absl::Nanoseconds(500));
   EXPECT_EQ(*DurationFromProto(Dur(0, -5), "ttl"), -absl::Nanoseconds(5));
   EXPECT_EQ(*DurationFromProto(Dur(315'576'000'000, 999'999'999), "ttl"),
             absl::Seconds(315'576'000'000) + absl::Nanoseconds(999'999'999));
@@ -67,8 +64,7 @@ TEST(DurationFromProto, RejectsOutOfRangeAndMixedSigns) {
                 "ttl: seconds out of range");
   ExpectInvalid(DurationFromProto(Dur(-315'576'000'001, 0), "ttl").status(),
                 "ttl: seconds out of range");
-  ExpectInvalid(DurationFromProto(Dur(0, 1'000'000'000), "members[0].ttl")
-                    .status(),
+  ExpectInvalid(DurationFromProto(Dur(0, 1'000'000'000), "members[0].ttl").status(),
                 "members[0].ttl: nanos out of range");
   ExpectInvalid(DurationFromProto(Dur(1, -1), "ttl").status(),
                 "ttl: seconds and nanos must have the same sign");
@@ -76,21 +72,17 @@ TEST(DurationFromProto, RejectsOutOfRangeAndMixedSigns) {
                 "ttl: seconds and nanos must have the same sign");
 }
 
-TEST(TimeToProto, LeavesNoDeadlineUnset) {
-  EXPECT_FALSE(TimeToProto(NoDeadline()).has_value());
-}
+TEST(TimeToProto, LeavesNoDeadlineUnset) { EXPECT_FALSE(TimeToProto(NoDeadline()).has_value()); }
 
 TEST(TimeToProto, RoundTripsFiniteTimes) {
-  for (absl::Time t :
-       {absl::UnixEpoch(), absl::FromUnixMillis(1'700'000'000'123),
-        absl::FromUnixSeconds(-10) + absl::Nanoseconds(7)}) {
+  for (absl::Time t : {absl::UnixEpoch(), absl::FromUnixMillis(1'700'000'000'123),
+                       absl::FromUnixSeconds(-10) + absl::Nanoseconds(7)}) {
     std::optional<google::protobuf::Timestamp> ts = TimeToProto(t);
     ASSERT_TRUE(ts.has_value());
     EXPECT_GE(ts->nanos(), 0);
     EXPECT_EQ(*TimeFromProto(*ts, "t"), t);
   }
-  std::optional<google::protobuf::Timestamp> ts =
-      TimeToProto(absl::FromUnixMillis(-1));
+  std::optional<google::protobuf::Timestamp> ts = TimeToProto(absl::FromUnixMillis(-1));
   EXPECT_EQ(ts->seconds(), -1);
   EXPECT_EQ(ts->nanos(), 999'000'000);
 }
@@ -109,41 +101,32 @@ TEST(Expiration, BuildsEachArm) {
 }
 
 TEST(Enums, MapKnownValues) {
-  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_UNSPECIFIED, "c"),
-            PutCondition::kAlways);
-  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_IF_ABSENT, "c"),
-            PutCondition::kIfAbsent);
-  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_IF_PRESENT, "c"),
-            PutCondition::kIfPresent);
+  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_UNSPECIFIED, "c"), PutCondition::kAlways);
+  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_IF_ABSENT, "c"), PutCondition::kIfAbsent);
+  EXPECT_EQ(*PutConditionFromProto(v1::PUT_CONDITION_IF_PRESENT, "c"), PutCondition::kIfPresent);
   EXPECT_EQ(*ExpireConditionFromProto(v1::EXPIRE_CONDITION_UNSPECIFIED, "c"),
             ExpireCondition::kAlways);
   EXPECT_EQ(*ExpireConditionFromProto(v1::EXPIRE_CONDITION_IF_EARLIER, "c"),
             ExpireCondition::kIfEarlier);
   EXPECT_EQ(*ExpireConditionFromProto(v1::EXPIRE_CONDITION_IF_LATER, "c"),
             ExpireCondition::kIfLater);
-  EXPECT_EQ(*MemberOrderFromProto(v1::MEMBER_ORDER_UNSPECIFIED, "o"),
-            MemberOrder::kKey);
-  EXPECT_EQ(*MemberOrderFromProto(v1::MEMBER_ORDER_EXPIRE_TIME, "o"),
-            MemberOrder::kExpireTime);
+  EXPECT_EQ(*MemberOrderFromProto(v1::MEMBER_ORDER_UNSPECIFIED, "o"), MemberOrder::kKey);
+  EXPECT_EQ(*MemberOrderFromProto(v1::MEMBER_ORDER_EXPIRE_TIME, "o"), MemberOrder::kExpireTime);
   EXPECT_EQ(PutOutcomeToProto(PutOutcome::kSkipped), v1::PUT_OUTCOME_SKIPPED);
-  EXPECT_EQ(ExpireOutcomeToProto(ExpireOutcome::kExpired),
-            v1::EXPIRE_OUTCOME_EXPIRED);
+  EXPECT_EQ(ExpireOutcomeToProto(ExpireOutcome::kExpired), v1::EXPIRE_OUTCOME_EXPIRED);
   EXPECT_EQ(PersistOutcomeToProto(PersistOutcome::kNoExpiration),
             v1::PERSIST_OUTCOME_NO_EXPIRATION);
 }
 
 TEST(Enums, RejectUnknownValuesNamingTheField) {
-  ExpectInvalid(PutConditionFromProto(static_cast<v1::PutCondition>(9),
-                                      "members[1].condition")
-                    .status(),
-                "members[1].condition: unknown value 9");
-  ExpectInvalid(ExpireConditionFromProto(static_cast<v1::ExpireCondition>(-3),
-                                         "condition")
-                    .status(),
-                "condition: unknown value -3");
   ExpectInvalid(
-      MemberOrderFromProto(static_cast<v1::MemberOrder>(7), "order_by").status(),
-      "order_by: unknown value 7");
+      PutConditionFromProto(static_cast<v1::PutCondition>(9), "members[1].condition").status(),
+      "members[1].condition: unknown value 9");
+  ExpectInvalid(
+      ExpireConditionFromProto(static_cast<v1::ExpireCondition>(-3), "condition").status(),
+      "condition: unknown value -3");
+  ExpectInvalid(MemberOrderFromProto(static_cast<v1::MemberOrder>(7), "order_by").status(),
+                "order_by: unknown value 7");
 }
 
 TEST(Messages, ExpiryEventCarriesTheValueOnlyWhenAsked) {
@@ -187,15 +170,12 @@ TEST(Messages, PersistentMembersHaveNoExpireTime) {
 }
 
 TEST(MemberPageToken, RoundTrips) {
-  const MemberCursor finite{absl::FromUnixMillis(1'700'000'000'123),
-                            std::string("key\0x", 5)};
-  for (const MemberCursor& cursor :
-       {finite, MemberCursor{NoDeadline(), "persistent"},
-        MemberCursor{absl::FromUnixSeconds(-5), ""}}) {
+  const MemberCursor finite{absl::FromUnixMillis(1'700'000'000'123), std::string("key\0x", 5)};
+  for (const MemberCursor& cursor : {finite, MemberCursor{NoDeadline(), "persistent"},
+                                     MemberCursor{absl::FromUnixSeconds(-5), ""}}) {
     for (MemberOrder order : {MemberOrder::kKey, MemberOrder::kExpireTime}) {
       const std::string token = EncodeMemberPageToken("orders", order, cursor);
-      absl::StatusOr<MemberCursor> decoded =
-          DecodeMemberPageToken(token, "orders", order);
+      absl::StatusOr<MemberCursor> decoded = DecodeMemberPageToken(token, "orders", order);
       ASSERT_TRUE(decoded.ok()) << decoded.status();
       EXPECT_EQ(decoded->expire_time, cursor.expire_time);
       EXPECT_EQ(decoded->key, cursor.key);
@@ -204,40 +184,34 @@ TEST(MemberPageToken, RoundTrips) {
 }
 
 TEST(MemberPageToken, IsWebSafe) {
-  const std::string token = EncodeMemberPageToken(
-      "c", MemberOrder::kKey, {absl::UnixEpoch(), std::string(100, '\xff')});
+  const std::string token =
+      EncodeMemberPageToken("c", MemberOrder::kKey, {absl::UnixEpoch(), std::string(100, '\xff')});
   EXPECT_EQ(token.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmno"
                                     "pqrstuvwxyz0123456789-_"),
             std::string::npos);
 }
 
 TEST(MemberPageToken, RejectsAnotherCollectionOrOrder) {
-  const std::string token = EncodeMemberPageToken(
-      "orders", MemberOrder::kKey, {absl::UnixEpoch(), "k"});
-  ExpectInvalid(
-      DecodeMemberPageToken(token, "other", MemberOrder::kKey).status(),
-      "page_token: issued for another collection or order_by");
-  ExpectInvalid(
-      DecodeMemberPageToken(token, "orders", MemberOrder::kExpireTime).status(),
-      "page_token: issued for another collection or order_by");
+  const std::string token =
+      EncodeMemberPageToken("orders", MemberOrder::kKey, {absl::UnixEpoch(), "k"});
+  ExpectInvalid(DecodeMemberPageToken(token, "other", MemberOrder::kKey).status(),
+                "page_token: issued for another collection or order_by");
+  ExpectInvalid(DecodeMemberPageToken(token, "orders", MemberOrder::kExpireTime).status(),
+                "page_token: issued for another collection or order_by");
 }
 
 TEST(MemberPageToken, RejectsGarbage) {
-  const std::string valid = EncodeMemberPageToken(
-      "orders", MemberOrder::kExpireTime, {absl::FromUnixSeconds(1), "k"});
+  const std::string valid =
+      EncodeMemberPageToken("orders", MemberOrder::kExpireTime, {absl::FromUnixSeconds(1), "k"});
   std::string raw;
   ASSERT_TRUE(absl::WebSafeBase64Unescape(valid, &raw));
   const std::string bad_version = absl::WebSafeBase64Escape("\x02" + raw.substr(1));
-  const std::string truncated =
-      absl::WebSafeBase64Escape(raw.substr(0, raw.size() - 1));
+  const std::string truncated = absl::WebSafeBase64Escape(raw.substr(0, raw.size() - 1));
   const std::string trailing = absl::WebSafeBase64Escape(raw + "x");
   const std::string collection_token = EncodeCollectionPageToken("", "a");
-  for (const std::string& token :
-       {std::string("not base64!"), std::string("AAAA"), bad_version, truncated,
-        trailing, collection_token}) {
-    absl::Status status =
-        DecodeMemberPageToken(token, "orders", MemberOrder::kExpireTime)
-            .status();
+  for (const std::string& token : {std::string("not base64!"), std::string("AAAA"), bad_version,
+                                   truncated, trailing, collection_token}) {
+    absl::Status status = DecodeMemberPageToken(token, "orders", MemberOrder::kExpireTime).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << token;
     EXPECT_THAT(std::string(status.message()), StartsWith("page_token: "));
   }
@@ -258,8 +232,7 @@ TEST(ToGrpcStatus, KeepsCodeAndMessage) {
   const grpc::Status s = ToGrpcStatus(absl::OutOfRangeError("gone"));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE);
   EXPECT_EQ(s.error_message(), "gone");
-  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(),
-            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError("x")).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
 }

@@ -4,11 +4,11 @@
 // is no thread per stream. The store tells it when events become readable
 // (OnReadable, the listener the wiring gives the store), which only records
 // the new last sequence and signals the dispatcher (it runs on the expirer's,
-// a writer's or the WAL's thread and must never block). The dispatcher then wakes every reactor, each of which
-// reads from the log through its own cursor, and it sends heartbeats: a
-// stream idle for the heartbeat interval gets an empty batch carrying its
-// examined_sequence. Heartbeats follow the wall clock, not the injected
-// Clock: they keep connections alive, they do not decide deadlines.
+// a writer's or the WAL's thread and must never block). The dispatcher then wakes every reactor,
+// each of which reads from the log through its own cursor, and it sends heartbeats: a stream idle
+// for the heartbeat interval gets an empty batch carrying its examined_sequence. Heartbeats follow
+// the wall clock, not the injected Clock: they keep connections alive, they do not decide
+// deadlines.
 //
 //   lapse::WatchHub hub({.heartbeat_interval = absl::Seconds(30)});
 //   ... open the store with [&hub](uint64_t last) { hub.OnReadable(last); }

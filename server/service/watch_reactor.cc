@@ -9,8 +9,8 @@
 
 namespace lapse {
 
-WatchReactor::WatchReactor(WatchHub* hub, const EventSource* events,
-                           EventFilter filter, uint64_t after)
+WatchReactor::WatchReactor(WatchHub* hub, const EventSource* events, EventFilter filter,
+                           uint64_t after)
     : hub_(hub),
       events_(events),
       filter_(std::move(filter)),
@@ -35,8 +35,7 @@ void WatchReactor::OnWriteDone(bool ok) {
   MutexLock lock(&mu_);
   write_in_flight_ = false;
   if (!ok) {
-    FinishOnceLocked(
-        grpc::Status(grpc::StatusCode::CANCELLED, "watch stream closed"));
+    FinishOnceLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch stream closed"));
     return;
   }
   if (!finished_) SendNextBatchLocked();
@@ -62,8 +61,7 @@ absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
   MutexLock lock(&mu_);
   if (finished_) return absl::InfiniteFuture();
   if (new_events && !write_in_flight_) SendNextBatchLocked();
-  if (!finished_ && !write_in_flight_ &&
-      now - last_write_ >= heartbeat_interval_) {
+  if (!finished_ && !write_in_flight_ && now - last_write_ >= heartbeat_interval_) {
     response_.clear_events();
     WriteLocked(now);
   }
@@ -75,10 +73,9 @@ absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
 
 void WatchReactor::Shutdown() {
   MutexLock lock(&mu_);
-  FinishOnceLocked(grpc::Status(
-      grpc::StatusCode::UNAVAILABLE,
-      absl::StrCat("server shutting down; last delivered sequence ",
-                   sent_sequence_)));
+  FinishOnceLocked(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                   absl::StrCat("server shutting down; last delivered sequence ", sent_sequence_)));
 }
 
 void WatchReactor::SendNextBatchLocked() {
@@ -86,8 +83,7 @@ void WatchReactor::SendNextBatchLocked() {
   // Reads that match nothing only move the cursor; keep reading until a batch
   // has events or the log has nothing more, so no empty message goes out.
   while (true) {
-    absl::StatusOr<EventBatch> batch =
-        events_->Read(cursor_, filter_, read_limits_);
+    absl::StatusOr<EventBatch> batch = events_->Read(cursor_, filter_, read_limits_);
     if (!batch.ok()) {
       FinishOnceLocked(ToGrpcStatus(batch.status()));
       return;
@@ -97,8 +93,7 @@ void WatchReactor::SendNextBatchLocked() {
     if (!batch->events.empty()) {
       response_.clear_events();
       for (const ExpiryEvent& event : batch->events) {
-        ExpiryEventToProto(event, filter_.include_values,
-                           response_.add_events());
+        ExpiryEventToProto(event, filter_.include_values, response_.add_events());
       }
       WriteLocked(absl::Now());
       return;

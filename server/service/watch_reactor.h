@@ -33,14 +33,12 @@
 
 namespace lapse {
 
-class WatchReactor final
-    : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
+class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
  public:
   // Streams the events of `events` that match `filter`, starting right after
   // sequence `after`. Registers with `hub`, or finishes with UNAVAILABLE if
   // the hub is shutting down. Allocate with new: the reactor deletes itself.
-  WatchReactor(WatchHub* hub, const EventSource* events, EventFilter filter,
-               uint64_t after);
+  WatchReactor(WatchHub* hub, const EventSource* events, EventFilter filter, uint64_t after);
   WatchReactor(const WatchReactor&) = delete;
   WatchReactor& operator=(const WatchReactor&) = delete;
 
@@ -71,8 +69,7 @@ class WatchReactor final
   void SendNextBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes response_ (events already filled in) carrying the cursor.
   void WriteLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishOnceLocked(const grpc::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishOnceLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   WatchHub* const hub_;

@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/base/log.h"
 #include "server/base/deadline.h"
+#include "server/base/log.h"
 
 namespace lapse {
 namespace {
@@ -88,22 +88,23 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
     next_event_sequence = contents->next_event_sequence;
   }
 
-  absl::StatusOr<WalReplayResult> replayed = ReplayWal(
-      options_.dir, replay_from, options_.truncate_damaged_wal,
-      [&](uint64_t, absl::string_view batch) {
-        return DecodeBatch(batch, [&](const JournalRecord& r) {
-          engine->Apply(r);
-          if (r.type == RecordType::kExpiry) events.push_back(EventOf(r));
-          if (r.type == RecordType::kNextSequence) {
-            next_event_sequence = std::max(next_event_sequence, r.sequence);
-          }
-          return absl::OkStatus();
-        });
-      });
+  absl::StatusOr<WalReplayResult> replayed =
+      ReplayWal(options_.dir, replay_from, options_.truncate_damaged_wal,
+                [&](uint64_t, absl::string_view batch) {
+                  return DecodeBatch(batch, [&](const JournalRecord& r) {
+                    engine->Apply(r);
+                    if (r.type == RecordType::kExpiry) events.push_back(EventOf(r));
+                    if (r.type == RecordType::kNextSequence) {
+                      next_event_sequence = std::max(next_event_sequence, r.sequence);
+                    }
+                    return absl::OkStatus();
+                  });
+                });
   if (!replayed.ok()) return replayed.status();
   stats.batches_replayed = replayed->batches;
   if (!replayed->cut_file.empty()) {
-    stats.torn_tail = absl::StrCat(replayed->cut_bytes, " bytes at the end of ", replayed->cut_file);
+    stats.torn_tail =
+        absl::StrCat(replayed->cut_bytes, " bytes at the end of ", replayed->cut_file);
   }
   stats.discarded = replayed->discarded;
 
@@ -125,12 +126,11 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   log->Restore(std::move(events), next_event_sequence);
   stats.members = engine->total_members();
 
-  absl::StatusOr<std::unique_ptr<Wal>> wal =
-      Wal::Open({.dir = options_.dir,
-                 .fsync = options_.fsync,
-                 .segment_bytes = options_.segment_bytes,
-                 .on_durable = options_.on_durable},
-                replayed->next_lsn);
+  absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open({.dir = options_.dir,
+                                                        .fsync = options_.fsync,
+                                                        .segment_bytes = options_.segment_bytes,
+                                                        .on_durable = options_.on_durable},
+                                                       replayed->next_lsn);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);
   BatchEncoder counter;

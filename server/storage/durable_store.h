@@ -30,10 +30,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/base/mutex.h"
 #include "server/engine/engine.h"
 #include "server/engine/event_feed.h"
 #include "server/engine/journal.h"
-#include "server/base/mutex.h"
 #include "server/storage/files.h"
 #include "server/storage/snapshot.h"
 #include "server/storage/wal.h"

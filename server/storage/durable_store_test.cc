@@ -38,8 +38,8 @@ struct Server {
   Server(const std::string& dir, Clock* clock, DurableStore::Options options = {},
          uint64_t first_sequence = 1000) {
     if (first_sequence == 0) first_sequence = absl::ToUnixSeconds(clock->Now());
-    log = std::make_unique<EventFeed>(EventFeed::Options{
-        .first_sequence = first_sequence, .visible_on_append = false});
+    log = std::make_unique<EventFeed>(
+        EventFeed::Options{.first_sequence = first_sequence, .visible_on_append = false});
     options.dir = dir;
     options.on_durable = [l = log.get()](uint64_t sequence) { l->MakeVisibleThrough(sequence); };
     absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
@@ -98,9 +98,9 @@ std::string Dump(Engine& engine, EventFeed& log) {
     auto batch = log.Read(cursor, all, ReadLimits{});
     EXPECT_TRUE(batch.ok());
     for (const ExpiryEvent& e : batch->events) {
-      absl::StrAppend(&out, "event ", e.sequence, " ", e.collection, "/", e.key, "=", e.value,
-                      " @", absl::ToUnixMillis(e.expire_time), " at ",
-                      absl::ToUnixNanos(e.expired_at), "\n");
+      absl::StrAppend(&out, "event ", e.sequence, " ", e.collection, "/", e.key, "=", e.value, " @",
+                      absl::ToUnixMillis(e.expire_time), " at ", absl::ToUnixNanos(e.expired_at),
+                      "\n");
     }
     if (batch->events.empty()) break;
     cursor = batch->examined_sequence;
@@ -118,17 +118,17 @@ absl::Status Put(Engine& engine, absl::string_view c, absl::string_view k, absl:
 // A mix of every kind of change.
 void MakeHistory(Server& s, FakeClock& clock) {
   for (int i = 0; i < 40; ++i) {
-    ASSERT_TRUE(Put(*s.engine, absl::StrCat("c", i % 5), absl::StrCat("k", i),
-                    absl::StrCat("v", i), absl::Seconds(1 + i % 9))
+    ASSERT_TRUE(Put(*s.engine, absl::StrCat("c", i % 5), absl::StrCat("k", i), absl::StrCat("v", i),
+                    absl::Seconds(1 + i % 9))
                     .ok());
   }
   ASSERT_TRUE(Put(*s.engine, "persist", "p", "forever").ok());
   absl::string_view keys[] = {"k1", "k6"};
   ASSERT_TRUE(s.engine->Remove("c1", keys).ok());
   absl::string_view ekeys[] = {"k2"};
-  ASSERT_TRUE(s.engine->Expire("c2", ekeys, Expiration::Ttl(absl::Hours(2)),
-                               ExpireCondition::kAlways)
-                  .ok());
+  ASSERT_TRUE(
+      s.engine->Expire("c2", ekeys, Expiration::Ttl(absl::Hours(2)), ExpireCondition::kAlways)
+          .ok());
   absl::string_view pkeys[] = {"k3"};
   ASSERT_TRUE(s.engine->Persist("c3", pkeys).ok());
   ASSERT_TRUE(s.engine->DeleteCollection("c4").ok());

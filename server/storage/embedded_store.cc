@@ -9,7 +9,7 @@ namespace lapse {
 namespace {
 
 EventFeed::Options LogOptions(const EmbeddedStore::Options& options,
-                             EventsReadableListener on_readable) {
+                              EventsReadableListener on_readable) {
   EventFeed::Options log;
   // A durable store shows an event only once it is on disk.
   log.visible_on_append = options.data_dir.empty();
@@ -63,8 +63,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
     store->durable_ = *std::move(opened);
   }
   store->engine_ = std::make_unique<Engine>(
-      EngineOptions(options, store->durable_.get(), store->expirer_wakeup_),
-                                            options.clock, store->event_feed_.get());
+      EngineOptions(options, store->durable_.get(), store->expirer_wakeup_), options.clock,
+      store->event_feed_.get());
   if (store->durable_ != nullptr) {
     absl::StatusOr<RecoveryStats> recovered =
         store->durable_->Recover(store->engine_.get(), store->event_feed_.get());
@@ -72,8 +72,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
     store->recovery_ = *std::move(recovered);
   }
   // Members that came due while the server was down expire now, with events.
-  store->expirer_ = std::make_unique<Expirer>(store->engine_.get(), options.clock,
-                                                &store->expirer_wakeup_);
+  store->expirer_ =
+      std::make_unique<Expirer>(store->engine_.get(), options.clock, &store->expirer_wakeup_);
   return store;
 }
 
@@ -94,23 +94,21 @@ void EmbeddedStore::AnswerWhenDurable(absl::StatusOr<T> result, StoreDone<T> don
   }
   // WhenDurable takes a copyable function; the answer is moved through it
   // once.
-  auto pending = std::make_shared<std::pair<absl::StatusOr<T>, StoreDone<T>>>(
-      std::move(result), std::move(done));
+  auto pending = std::make_shared<std::pair<absl::StatusOr<T>, StoreDone<T>>>(std::move(result),
+                                                                              std::move(done));
   durable_->WhenDurable([pending](absl::Status durable) {
     if (!durable.ok()) pending->first = std::move(durable);
     std::move(pending->second)(std::move(pending->first));
   });
 }
 
-void EmbeddedStore::PutMembers(absl::string_view collection,
-                               absl::Span<const MemberWrite> writes, const PutOptions& options,
-                               StoreDone<std::vector<PutResult>> done) {
+void EmbeddedStore::PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
+                               const PutOptions& options, StoreDone<std::vector<PutResult>> done) {
   AnswerWhenDurable(engine_->Put(collection, writes, options), std::move(done));
 }
 
 void EmbeddedStore::GetMembers(absl::string_view collection,
-                               absl::Span<const absl::string_view> keys,
-                               const Expiration& refresh,
+                               absl::Span<const absl::string_view> keys, const Expiration& refresh,
                                StoreDone<std::vector<GetResult>> done) {
   absl::StatusOr<std::vector<GetResult>> results = engine_->Get(collection, keys, refresh);
   // Only a Get that slides deadlines changes anything.

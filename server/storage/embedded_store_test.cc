@@ -126,8 +126,7 @@ TEST(EmbeddedStoreTest, TheListenerHearsOfEventsOnlyOnceTheyAreReadable) {
   EXPECT_FALSE((*removed.result)[0]);
   const uint64_t last = store->events().last_sequence();
   EXPECT_EQ(heard.load(), last);
-  absl::StatusOr<EventBatch> batch =
-      store->events().Read(last - 1, EventFilter{}, ReadLimits{});
+  absl::StatusOr<EventBatch> batch = store->events().Read(last - 1, EventFilter{}, ReadLimits{});
   ASSERT_TRUE(batch.ok());
   ASSERT_EQ(batch->events.size(), 1u);
   EXPECT_EQ(batch->events[0].key, "k");

@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "server/base/coding.h"
 #include "server/storage/files.h"
@@ -60,11 +60,10 @@ absl::Status WriteContents(FrameWriter& out, uint64_t replay_from_lsn, Engine* e
   bool more = true;
   while (more) {
     const absl::Time start = absl::Now();
-    more = engine->Scan(&cursor, kMembersPerChunk,
-                        [&](absl::string_view collection, absl::string_view key,
-                            absl::string_view value, int64_t deadline_ms) {
-                          members.Put(collection, key, value, deadline_ms);
-                        });
+    more = engine->Scan(
+        &cursor, kMembersPerChunk,
+        [&](absl::string_view collection, absl::string_view key, absl::string_view value,
+            int64_t deadline_ms) { members.Put(collection, key, value, deadline_ms); });
     stats->longest_lock_hold = std::max(stats->longest_lock_hold, absl::Now() - start);
     stats->members += members.count();
     if (!members.empty()) {
@@ -140,8 +139,8 @@ absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t rep
   return stats;
 }
 
-absl::StatusOr<SnapshotContents> LoadSnapshot(
-    const std::string& path, const std::function<void(const JournalRecord&)>& fn) {
+absl::StatusOr<SnapshotContents> LoadSnapshot(const std::string& path,
+                                              const std::function<void(const JournalRecord&)>& fn) {
   absl::StatusOr<std::string> data = files::ReadAll(path);
   if (!data.ok()) return data.status();
   SnapshotContents contents;
@@ -149,8 +148,8 @@ absl::StatusOr<SnapshotContents> LoadSnapshot(
   uint64_t index = 0;
   bool footer_seen = false;
   auto damaged = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrFormat("snapshot %s is damaged at offset %d: %s", path,
-                                               offset, why));
+    return absl::DataLossError(
+        absl::StrFormat("snapshot %s is damaged at offset %d: %s", path, offset, why));
   };
   uint64_t members = 0;
   uint64_t events = 0;

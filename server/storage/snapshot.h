@@ -58,8 +58,8 @@ absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t rep
 
 // Reads a snapshot, calling `fn` for each kPut and kEvent record. DATA_LOSS
 // naming the file and offset when it is damaged or incomplete.
-absl::StatusOr<SnapshotContents> LoadSnapshot(
-    const std::string& path, const std::function<void(const JournalRecord&)>& fn);
+absl::StatusOr<SnapshotContents> LoadSnapshot(const std::string& path,
+                                              const std::function<void(const JournalRecord&)>& fn);
 
 }  // namespace lapse
 

@@ -73,15 +73,12 @@ class Store {
   virtual void PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
                           const PutOptions& options, StoreDone<std::vector<PutResult>> done) = 0;
   // `refresh` other than None moves the deadline of every member found.
-  virtual void GetMembers(absl::string_view collection,
-                          absl::Span<const absl::string_view> keys, const Expiration& refresh,
-                          StoreDone<std::vector<GetResult>> done) = 0;
+  virtual void GetMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                          const Expiration& refresh, StoreDone<std::vector<GetResult>> done) = 0;
   // Per key: whether a live member was removed.
-  virtual void RemoveMembers(absl::string_view collection,
-                             absl::Span<const absl::string_view> keys,
+  virtual void RemoveMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
                              StoreDone<std::vector<bool>> done) = 0;
-  virtual void ExpireMembers(absl::string_view collection,
-                             absl::Span<const absl::string_view> keys,
+  virtual void ExpireMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
                              const Expiration& expiration, ExpireCondition condition,
                              StoreDone<std::vector<ExpireResult>> done) = 0;
   virtual void PersistMembers(absl::string_view collection,

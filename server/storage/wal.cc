@@ -7,9 +7,9 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "server/base/log.h"
 #include "server/storage/files.h"
@@ -131,7 +131,8 @@ absl::StatusOr<uint64_t> Wal::Rotate() {
   rotate_lsn_ = next_lsn_;
   const uint64_t first_lsn = next_lsn_;
   work_cv_.Signal();
-  while (rotations_done_ < target && failure_.ok()) rotated_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+  while (rotations_done_ < target && failure_.ok())
+    rotated_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
   if (!failure_.ok()) return failure_;
   return first_lsn;
 }
@@ -288,8 +289,8 @@ absl::StatusOr<WalReplayResult> ReplayWal(
     }
     if (!expecting && segment_lsn > from_lsn) {
       return absl::DataLossError(absl::StrFormat(
-          "write-ahead log starts at LSN %d (%s) but the snapshot needs LSN %d onwards", segment_lsn,
-          path, from_lsn));
+          "write-ahead log starts at LSN %d (%s) but the snapshot needs LSN %d onwards",
+          segment_lsn, path, from_lsn));
     }
     absl::StatusOr<std::string> data = files::ReadAll(path);
     if (!data.ok()) return data.status();
@@ -311,9 +312,9 @@ absl::StatusOr<WalReplayResult> ReplayWal(
           if (absl::Status s = files::Truncate(path, offset); !s.ok()) return s;
           break;
         }
-        const std::string where = absl::StrFormat(
-            "%s at offset %d (LSN %d, %s)", path, offset, expected,
-            fs == FrameStatus::kCorrupt ? "checksum mismatch" : "frame cut short");
+        const std::string where =
+            absl::StrFormat("%s at offset %d (LSN %d, %s)", path, offset, expected,
+                            fs == FrameStatus::kCorrupt ? "checksum mismatch" : "frame cut short");
         if (!truncate_damaged) {
           return absl::DataLossError(absl::StrCat(
               "the write-ahead log is damaged in the middle: ", where,
@@ -324,8 +325,7 @@ absl::StatusOr<WalReplayResult> ReplayWal(
         result.discarded = where;
         if (absl::Status s = files::Truncate(path, offset); !s.ok()) return s;
         for (size_t j = i + 1; j < segments.size(); ++j) {
-          if (absl::Status s = files::Remove(absl::StrCat(dir, "/", segments[j].second));
-              !s.ok()) {
+          if (absl::Status s = files::Remove(absl::StrCat(dir, "/", segments[j].second)); !s.ok()) {
             return s;
           }
         }

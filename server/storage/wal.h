@@ -132,8 +132,7 @@ class Wal {
   uint64_t pending_event_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   // The last LSN durable under the policy.
   uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, std::vector<std::function<void(absl::Status)>>> waiters_
-      ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::vector<std::function<void(absl::Status)>>> waiters_ ABSL_GUARDED_BY(mu_);
   // A requested rotation: the offset in pending_ where the new segment
   // starts, and its first LSN.
   bool rotate_requested_ ABSL_GUARDED_BY(mu_) = false;

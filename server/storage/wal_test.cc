@@ -61,8 +61,8 @@ std::string OnlySegment(const std::string& dir) {
 
 void WriteFile(const std::string& path, const std::string& data) {
   ASSERT_TRUE(files::Remove(path).ok());
-  ASSERT_TRUE(files::WriteAtomically(path.substr(0, path.rfind('/')), path.substr(path.rfind('/') + 1),
-                                     data)
+  ASSERT_TRUE(files::WriteAtomically(path.substr(0, path.rfind('/')),
+                                     path.substr(path.rfind('/') + 1), data)
                   .ok());
 }
 

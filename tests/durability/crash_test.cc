@@ -79,8 +79,8 @@ class Ledger {
 };
 
 std::unique_ptr<v1::LapseService::Stub> Connect(int port) {
-  return v1::LapseService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                       grpc::InsecureChannelCredentials()));
+  return v1::LapseService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
 }
 
 void SetDeadline(grpc::ClientContext* context) {
@@ -164,9 +164,9 @@ void CrashRounds(const std::string& fsync, int rounds) {
   std::mt19937 rng(seed);
   SCOPED_TRACE(absl::StrCat("fsync=", fsync, " seed=", seed, " dir=", dir));
   Ledger ledger;
-  const std::vector<std::string> flags = {
-      absl::StrCat("--data-dir=", dir), absl::StrCat("--fsync=", fsync), "--shards=4",
-      "--snapshot_after_bytes=32768", "--shutdown_grace=100ms"};
+  const std::vector<std::string> flags = {absl::StrCat("--data-dir=", dir),
+                                          absl::StrCat("--fsync=", fsync), "--shards=4",
+                                          "--snapshot_after_bytes=32768", "--shutdown_grace=100ms"};
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     LapsedProcess lapsed(LAPSED_PATH, flags);
@@ -195,9 +195,7 @@ void CrashRounds(const std::string& fsync, int rounds) {
   EXPECT_GT(Verify(*stub, ledger), rounds * 200);
 }
 
-TEST(CrashTest, EveryAcknowledgedWriteSurvivesSigkillWithFsyncAlways) {
-  CrashRounds("always", 5);
-}
+TEST(CrashTest, EveryAcknowledgedWriteSurvivesSigkillWithFsyncAlways) { CrashRounds("always", 5); }
 
 TEST(CrashTest, EveryAcknowledgedWriteSurvivesSigkillWithFsyncEverysec) {
   // everysec acknowledges once the batch is written to the kernel, so a

@@ -24,8 +24,8 @@ ServerOptions SmallLimits() {
 class BadInputTest : public ::testing::Test {
  protected:
   template <typename Request, typename Response>
-  grpc::Status Call(grpc::Status (v1::LapseService::Stub::*method)(
-                        grpc::ClientContext*, const Request&, Response*),
+  grpc::Status Call(grpc::Status (v1::LapseService::Stub::*method)(grpc::ClientContext*,
+                                                                   const Request&, Response*),
                     const Request& request) {
     grpc::ClientContext context;
     GuardDeadline(&context);
@@ -56,8 +56,7 @@ class BadInputTest : public ::testing::Test {
 };
 
 void ExpectInvalid(const grpc::Status& status, const std::string& field) {
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
-      << status.error_message();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
   EXPECT_THAT(status.error_message(), StartsWith(field + ": "));
 }
 
@@ -111,8 +110,7 @@ TEST_F(BadInputTest, MalformedTimestampAndDuration) {
 
 TEST_F(BadInputTest, ExpireTimeInThePast) {
   v1::PutMembersRequest request = GoodPut();
-  *request.mutable_members(0)->mutable_expire_time() =
-      *TimeToProto(StartTime() - absl::Seconds(1));
+  *request.mutable_members(0)->mutable_expire_time() = *TimeToProto(StartTime() - absl::Seconds(1));
   ExpectInvalid(Put(request), "members[0].expire_time");
 }
 
@@ -152,8 +150,7 @@ TEST_F(BadInputTest, UnknownEnumValues) {
   expire.add_keys("k");
   expire.mutable_ttl()->set_seconds(5);
   expire.set_condition(static_cast<v1::ExpireCondition>(99));
-  ExpectInvalid(Call(&v1::LapseService::Stub::ExpireMembers, expire),
-                "condition");
+  ExpectInvalid(Call(&v1::LapseService::Stub::ExpireMembers, expire), "condition");
 
   v1::ListMembersRequest list;
   list.set_collection("c");
@@ -169,8 +166,7 @@ TEST_F(BadInputTest, ExpireWithoutAnExpiration) {
   v1::ExpireMembersRequest expire;
   expire.set_collection("c");
   expire.add_keys("k");
-  ExpectInvalid(Call(&v1::LapseService::Stub::ExpireMembers, expire),
-                "expiration");
+  ExpectInvalid(Call(&v1::LapseService::Stub::ExpireMembers, expire), "expiration");
 }
 
 TEST_F(BadInputTest, BadPageTokens) {
@@ -200,8 +196,7 @@ TEST_F(BadInputTest, BadPageTokens) {
 
   v1::ListCollectionsRequest collections;
   collections.set_page_token("AAAA");
-  ExpectInvalid(Call(&v1::LapseService::Stub::ListCollections, collections),
-                "page_token");
+  ExpectInvalid(Call(&v1::LapseService::Stub::ListCollections, collections), "page_token");
 }
 
 TEST_F(BadInputTest, NegativePageSize) {
@@ -211,8 +206,7 @@ TEST_F(BadInputTest, NegativePageSize) {
   ExpectInvalid(Call(&v1::LapseService::Stub::ListMembers, list), "page_size");
   v1::ListCollectionsRequest collections;
   collections.set_page_size(-1);
-  ExpectInvalid(Call(&v1::LapseService::Stub::ListCollections, collections),
-                "page_size");
+  ExpectInvalid(Call(&v1::LapseService::Stub::ListCollections, collections), "page_size");
 }
 
 TEST_F(BadInputTest, WatchWithBothFilters) {

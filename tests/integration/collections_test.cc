@@ -15,8 +15,7 @@ using ::testing::HasSubstr;
 
 class CollectionsTest : public ::testing::Test {
  protected:
-  grpc::Status GetCollection(const std::string& name,
-                             v1::GetCollectionResponse* response) {
+  grpc::Status GetCollection(const std::string& name, v1::GetCollectionResponse* response) {
     v1::GetCollectionRequest request;
     request.set_name(name);
     grpc::ClientContext context;
@@ -43,8 +42,7 @@ TEST_F(CollectionsTest, GetCollectionCountsMembersAndNextDeadline) {
   grpc::ClientContext context;
   GuardDeadline(&context);
   v1::PutMembersResponse put_response;
-  ASSERT_TRUE(
-      server_.stub().PutMembers(&context, persistent, &put_response).ok());
+  ASSERT_TRUE(server_.stub().PutMembers(&context, persistent, &put_response).ok());
 
   v1::GetCollectionResponse response;
   ASSERT_TRUE(GetCollection("orders", &response).ok());
@@ -66,13 +64,11 @@ TEST_F(CollectionsTest, ACollectionIsGoneWithItsLastMember) {
   PutTtl(server_.stub(), "brief", {"k"}, absl::Seconds(1));
   server_.clock().Advance(absl::Seconds(1));
   v1::GetCollectionResponse response;
-  EXPECT_EQ(GetCollection("brief", &response).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(GetCollection("brief", &response).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(CollectionsTest, ListCollectionsPagesByPrefix) {
-  for (const char* name :
-       {"orders:3", "carts:1", "orders:1", "orders:2", "orders:4"}) {
+  for (const char* name : {"orders:3", "carts:1", "orders:1", "orders:2", "orders:4"}) {
     PutTtl(server_.stub(), name, {"k"}, absl::Seconds(60));
   }
   v1::ListCollectionsRequest request;
@@ -121,16 +117,14 @@ TEST_F(CollectionsTest, DeleteCollectionRemovesEveryMemberWithoutEvents) {
     grpc::ClientContext context;
     GuardDeadline(&context);
     v1::DeleteCollectionResponse response;
-    EXPECT_TRUE(
-        server_.stub().DeleteCollection(&context, request, &response).ok());
+    EXPECT_TRUE(server_.stub().DeleteCollection(&context, request, &response).ok());
     return response.removed_count();
   };
   EXPECT_EQ(remove(), 3u);
   EXPECT_EQ(remove(), 0u);
   EXPECT_EQ(server_.server().store().events().last_sequence(), last);
   v1::GetCollectionResponse response;
-  EXPECT_EQ(GetCollection("doomed", &response).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(GetCollection("doomed", &response).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

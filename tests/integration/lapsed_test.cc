@@ -13,11 +13,11 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "server/storage/files.h"
+#include "server/storage/wal.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
 #include "testing/test_server.h"
-#include "server/storage/files.h"
-#include "server/storage/wal.h"
 
 namespace lapse::testing {
 namespace {
@@ -60,9 +60,8 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
 
 TEST(LapsedTest, RefusesNonsenseFlagsWithExitStatus2) {
   for (const char* flag :
-       {"--shards=0", "--max_page_size=0", "--heartbeat_interval=-1s",
-        "--log_level=loud", "--default_page_size=5000", "--fsync=sometimes",
-        "--wal_segment_bytes=10"}) {
+       {"--shards=0", "--max_page_size=0", "--heartbeat_interval=-1s", "--log_level=loud",
+        "--default_page_size=5000", "--fsync=sometimes", "--wal_segment_bytes=10"}) {
     LapsedProcess lapsed(LAPSED_PATH, {flag});
     ASSERT_TRUE(lapsed.spawned());
     EXPECT_EQ(lapsed.Wait().exit_code, 2) << flag;
@@ -71,8 +70,8 @@ TEST(LapsedTest, RefusesNonsenseFlagsWithExitStatus2) {
 
 // Puts one member through a fresh connection; the RPC's status.
 grpc::Status PutOne(int port, const std::string& key) {
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   v1::PutMembersRequest request;
   request.set_collection("durable");
   request.add_members()->set_key(key);
@@ -86,8 +85,8 @@ TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
   TempDir temp;
   const std::string& dir = temp.path();
   ASSERT_FALSE(dir.empty());
-  LapsedProcess first(LAPSED_PATH, {"--shutdown_grace=500ms", absl::StrCat("--data-dir=", dir),
-                                    "--fsync=always"});
+  LapsedProcess first(
+      LAPSED_PATH, {"--shutdown_grace=500ms", absl::StrCat("--data-dir=", dir), "--fsync=always"});
   ASSERT_GT(first.port(), 0) << first.Wait().err;
   EXPECT_THAT(first.start_line(), HasSubstr(absl::StrCat("durable in ", dir, " (fsync always)")));
   ASSERT_TRUE(PutOne(first.port(), "k").ok());
@@ -117,7 +116,8 @@ TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
   std::string segment;
   for (const std::string& name : *names) {
     uint64_t lsn;
-    if (segment.empty() && Wal::ParseSegmentName(name, &lsn)) segment = absl::StrCat(dir, "/", name);
+    if (segment.empty() && Wal::ParseSegmentName(name, &lsn))
+      segment = absl::StrCat(dir, "/", name);
   }
   absl::StatusOr<std::string> data = files::ReadAll(segment);
   ASSERT_TRUE(data.ok());

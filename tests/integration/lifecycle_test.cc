@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
 #include "testing/test_server.h"
 
 namespace lapse::testing {
@@ -36,7 +36,8 @@ TEST(LifecycleTest, ShutdownEndsWatchStreamsWithTheirLastDeliveredSequence) {
   EXPECT_EQ(busy_status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(busy_status.error_message(),
               HasSubstr(absl::StrCat("server shutting down; last delivered "
-                                     "sequence ", delivered)));
+                                     "sequence ",
+                                     delivered)));
   // A stream that was sent nothing resumes from where it started.
   const grpc::Status idle_status = idle.WaitForEnd();
   EXPECT_EQ(idle_status.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -73,8 +74,7 @@ TEST(LifecycleTest, HealthIsServingThenNotServingOnDrain) {
   request.set_service("lapse.v1.LapseService");
   grpc::ClientContext context;
   GuardDeadline(&context);
-  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> watch =
-      health->Watch(&context, request);
+  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> watch = health->Watch(&context, request);
   HealthCheckResponse response;
   ASSERT_TRUE(watch->Read(&response));
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);

@@ -12,9 +12,7 @@ namespace {
 
 using ::testing::ElementsAre;
 
-absl::Time Time(const google::protobuf::Timestamp& ts) {
-  return *TimeFromProto(ts, "test");
-}
+absl::Time Time(const google::protobuf::Timestamp& ts) { return *TimeFromProto(ts, "test"); }
 
 google::protobuf::Duration Millis(int64_t ms) {
   google::protobuf::Duration d;
@@ -31,8 +29,7 @@ std::vector<std::string> Keys(const v1::ListMembersResponse& response) {
 
 class MembersTest : public ::testing::Test {
  protected:
-  grpc::Status Put(const v1::PutMembersRequest& request,
-                   v1::PutMembersResponse* response) {
+  grpc::Status Put(const v1::PutMembersRequest& request, v1::PutMembersResponse* response) {
     grpc::ClientContext context;
     GuardDeadline(&context);
     return server_.stub().PutMembers(&context, request, response);
@@ -42,8 +39,7 @@ class MembersTest : public ::testing::Test {
     grpc::ClientContext context;
     GuardDeadline(&context);
     v1::GetMembersResponse response;
-    const grpc::Status status =
-        server_.stub().GetMembers(&context, request, &response);
+    const grpc::Status status = server_.stub().GetMembers(&context, request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response;
   }
@@ -52,8 +48,7 @@ class MembersTest : public ::testing::Test {
     grpc::ClientContext context;
     GuardDeadline(&context);
     v1::ListMembersResponse response;
-    const grpc::Status status =
-        server_.stub().ListMembers(&context, request, &response);
+    const grpc::Status status = server_.stub().ListMembers(&context, request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response;
   }
@@ -72,8 +67,7 @@ TEST_F(MembersTest, PutReportsOutcomesAndRoundsDeadlinesUpToTheMillisecond) {
   v1::MemberWrite* at = request.add_members();
   at->set_key("at");
   at->set_value("2");
-  *at->mutable_expire_time() =
-      *TimeToProto(StartTime() + absl::Seconds(10) + absl::Nanoseconds(1));
+  *at->mutable_expire_time() = *TimeToProto(StartTime() + absl::Seconds(10) + absl::Nanoseconds(1));
   v1::MemberWrite* persistent = request.add_members();
   persistent->set_key("persistent");
   persistent->set_value("3");
@@ -83,11 +77,9 @@ TEST_F(MembersTest, PutReportsOutcomesAndRoundsDeadlinesUpToTheMillisecond) {
   ASSERT_EQ(response.results_size(), 3);
   EXPECT_EQ(response.results(0).key(), "ttl");
   EXPECT_EQ(response.results(0).outcome(), v1::PUT_OUTCOME_CREATED);
-  EXPECT_EQ(Time(response.results(0).expire_time()),
-            StartTime() + absl::Milliseconds(1501));
+  EXPECT_EQ(Time(response.results(0).expire_time()), StartTime() + absl::Milliseconds(1501));
   EXPECT_EQ(response.results(1).key(), "at");
-  EXPECT_EQ(Time(response.results(1).expire_time()),
-            StartTime() + absl::Milliseconds(10'001));
+  EXPECT_EQ(Time(response.results(1).expire_time()), StartTime() + absl::Milliseconds(10'001));
   EXPECT_EQ(response.results(2).outcome(), v1::PUT_OUTCOME_CREATED);
   EXPECT_FALSE(response.results(2).has_expire_time());
 
@@ -108,8 +100,7 @@ TEST_F(MembersTest, PutReportsOutcomesAndRoundsDeadlinesUpToTheMillisecond) {
   v1::PutMembersResponse again_response;
   ASSERT_TRUE(Put(again, &again_response).ok());
   EXPECT_EQ(again_response.results(0).outcome(), v1::PUT_OUTCOME_SKIPPED);
-  EXPECT_EQ(Time(again_response.results(0).expire_time()),
-            StartTime() + absl::Milliseconds(1501));
+  EXPECT_EQ(Time(again_response.results(0).expire_time()), StartTime() + absl::Milliseconds(1501));
   EXPECT_EQ(again_response.results(1).outcome(), v1::PUT_OUTCOME_SKIPPED);
   EXPECT_EQ(again_response.results(2).outcome(), v1::PUT_OUTCOME_REPLACED);
   EXPECT_EQ(Time(again_response.results(2).expire_time()),
@@ -124,8 +115,7 @@ TEST_F(MembersTest, PutBeyondMaxMembersFailsAndWritesNothing) {
   request.add_members()->set_key("a");
   request.add_members()->set_key("c");
   v1::PutMembersResponse response;
-  EXPECT_EQ(Put(request, &response).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Put(request, &response).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 
   v1::GetMembersRequest get;
   get.set_collection("capped");
@@ -147,8 +137,7 @@ TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
   EXPECT_TRUE(plain.results(0).found());
   EXPECT_EQ(plain.results(0).member().key(), "s1");
   EXPECT_EQ(plain.results(0).member().value(), "v:s1");
-  EXPECT_EQ(Time(plain.results(0).member().expire_time()),
-            StartTime() + absl::Seconds(5));
+  EXPECT_EQ(Time(plain.results(0).member().expire_time()), StartTime() + absl::Seconds(5));
   EXPECT_FALSE(plain.results(1).found());
   EXPECT_EQ(plain.results(1).member().key(), "nope");
   EXPECT_FALSE(plain.results(1).member().has_expire_time());
@@ -156,8 +145,7 @@ TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
   server_.clock().Advance(absl::Seconds(4));
   *request.mutable_refresh_ttl() = Millis(30'000);
   v1::GetMembersResponse refreshed = Get(request);
-  EXPECT_EQ(Time(refreshed.results(0).member().expire_time()),
-            StartTime() + absl::Seconds(34));
+  EXPECT_EQ(Time(refreshed.results(0).member().expire_time()), StartTime() + absl::Seconds(34));
 
   // The old deadline has passed; the refreshed one holds.
   server_.clock().Advance(absl::Seconds(10));
@@ -199,8 +187,8 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
   v1::PutMembersResponse put_response;
   ASSERT_TRUE(Put(persistent, &put_response).ok());
 
-  auto expire = [&](const std::vector<std::string>& keys,
-                    v1::ExpireCondition condition, bool past) {
+  auto expire = [&](const std::vector<std::string>& keys, v1::ExpireCondition condition,
+                    bool past) {
     v1::ExpireMembersRequest request;
     request.set_collection("jobs");
     for (const std::string& key : keys) request.add_keys(key);
@@ -213,26 +201,22 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
     grpc::ClientContext context;
     GuardDeadline(&context);
     v1::ExpireMembersResponse response;
-    const grpc::Status status =
-        server_.stub().ExpireMembers(&context, request, &response);
+    const grpc::Status status = server_.stub().ExpireMembers(&context, request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response;
   };
 
   v1::ExpireMembersResponse later =
-      expire({"timed", "forever", "missing"}, v1::EXPIRE_CONDITION_IF_LATER,
-             false);
+      expire({"timed", "forever", "missing"}, v1::EXPIRE_CONDITION_IF_LATER, false);
   EXPECT_EQ(later.results(0).outcome(), v1::EXPIRE_OUTCOME_UPDATED);
-  EXPECT_EQ(Time(later.results(0).expire_time()),
-            StartTime() + absl::Seconds(120));
+  EXPECT_EQ(Time(later.results(0).expire_time()), StartTime() + absl::Seconds(120));
   // A persistent member expires infinitely late: nothing is later.
   EXPECT_EQ(later.results(1).outcome(), v1::EXPIRE_OUTCOME_CONDITION_NOT_MET);
   EXPECT_FALSE(later.results(1).has_expire_time());
   EXPECT_EQ(later.results(2).outcome(), v1::EXPIRE_OUTCOME_NOT_FOUND);
 
   const uint64_t before = server_.server().store().events().last_sequence();
-  v1::ExpireMembersResponse past =
-      expire({"gone"}, v1::EXPIRE_CONDITION_UNSPECIFIED, true);
+  v1::ExpireMembersResponse past = expire({"gone"}, v1::EXPIRE_CONDITION_UNSPECIFIED, true);
   EXPECT_EQ(past.results(0).outcome(), v1::EXPIRE_OUTCOME_EXPIRED);
   EXPECT_FALSE(past.results(0).has_expire_time());
   EXPECT_EQ(server_.server().store().events().last_sequence(), before + 1);

@@ -20,9 +20,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-absl::Time Time(const google::protobuf::Timestamp& ts) {
-  return *TimeFromProto(ts, "test");
-}
+absl::Time Time(const google::protobuf::Timestamp& ts) { return *TimeFromProto(ts, "test"); }
 
 std::vector<std::string> Keys(const std::vector<v1::ExpiryEvent>& events) {
   std::vector<std::string> keys;
@@ -155,8 +153,7 @@ TEST(WatchTest, FiltersByCollectionNames) {
   ASSERT_TRUE(watcher.WaitForEvents(3));
   const std::vector<v1::ExpiryEvent> events = watcher.events();
   ASSERT_EQ(events.size(), 3u);
-  EXPECT_EQ((std::multiset<std::string>{events[0].collection(),
-                                        events[1].collection()}),
+  EXPECT_EQ((std::multiset<std::string>{events[0].collection(), events[1].collection()}),
             (std::multiset<std::string>{"a", "c"}));
   EXPECT_EQ(events[2].collection(), "c");
   EXPECT_EQ(events[2].key(), "z");
@@ -268,8 +265,7 @@ TEST(WatchTest, ConcurrentWritersGetOneEventPerExpiredMember) {
   std::vector<std::thread> writers;
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&server, w] {
-      std::unique_ptr<v1::LapseService::Stub> stub =
-          v1::LapseService::NewStub(server.NewChannel());
+      std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(server.NewChannel());
       for (int r = 0; r < kRounds; ++r) {
         std::vector<std::string> keys;
         for (int i = 0; i < kPerRound; ++i) keys.push_back(absl::StrCat(r, "-", i));
@@ -301,8 +297,7 @@ TEST(WatchTest, ConcurrentWritersGetOneEventPerExpiredMember) {
     members.emplace(events[i].collection(), events[i].key());
   }
   EXPECT_EQ(members.size(), kMembers + 1);
-  EXPECT_EQ(prefixed.events().size(),
-            static_cast<size_t>(kRounds * kPerRound + 1));
+  EXPECT_EQ(prefixed.events().size(), static_cast<size_t>(kRounds * kPerRound + 1));
   EXPECT_EQ(server.server().embedded_store().engine().total_members(), 0u);
 }
 
@@ -314,8 +309,7 @@ TEST(WatchTest, IdleStreamsGetHeartbeats) {
   ASSERT_TRUE(watcher.WaitForResponses(2));
   for (const v1::WatchExpirationsResponse& response : watcher.responses()) {
     EXPECT_EQ(response.events_size(), 0);
-    EXPECT_EQ(response.examined_sequence(),
-              server.server().store().events().last_sequence());
+    EXPECT_EQ(response.examined_sequence(), server.server().store().events().last_sequence());
   }
 }
 
@@ -329,10 +323,9 @@ TEST(WatchTest, HeartbeatsCarryTheExaminedSequenceWhenNothingMatches) {
   PutTtl(server.stub(), "other", {"a", "b", "c"}, absl::Seconds(60));
   ExpireNow(server.stub(), "other", {"a", "b", "c"}, server.clock().Now());
   const uint64_t last = server.server().store().events().last_sequence();
-  ASSERT_TRUE(watcher.WaitFor(
-      [last](const std::vector<v1::WatchExpirationsResponse>& responses) {
-        return !responses.empty() && responses.back().examined_sequence() == last;
-      }));
+  ASSERT_TRUE(watcher.WaitFor([last](const std::vector<v1::WatchExpirationsResponse>& responses) {
+    return !responses.empty() && responses.back().examined_sequence() == last;
+  }));
   EXPECT_TRUE(watcher.events().empty());
 }
 

@@ -152,13 +152,7 @@ struct RemoveResult {
 
 // Like HEXPIRE's NX / XX / GT / LT; a persistent member counts as expiring
 // infinitely late.
-enum class ExpireCondition {
-  kAlways,
-  kIfNoExpiration,
-  kIfHasExpiration,
-  kIfLater,
-  kIfEarlier
-};
+enum class ExpireCondition { kAlways, kIfNoExpiration, kIfHasExpiration, kIfLater, kIfEarlier };
 
 enum class ExpireOutcome { kUpdated, kConditionNotMet, kNotFound, kExpired };
 
@@ -307,8 +301,7 @@ class EventStream final {
   // before it have been returned, the error that ended the subscription (e.g.
   // OUT_OF_RANGE); CANCELLED after Cancel(); DEADLINE_EXCEEDED if nothing
   // arrived within `timeout`.
-  absl::StatusOr<ExpiryEvent> Next(
-      absl::Duration timeout = absl::InfiniteDuration());
+  absl::StatusOr<ExpiryEvent> Next(absl::Duration timeout = absl::InfiniteDuration());
 
   // Stops the subscription and wakes any Next() with CANCELLED. Idempotent.
   void Cancel();
@@ -343,8 +336,7 @@ struct ClientOptions {
   // Between retries of a call.
   BackoffPolicy retry_backoff;
   // Between reconnects of a Subscription; reset by every response.
-  BackoffPolicy watch_backoff = {absl::Milliseconds(100), absl::Seconds(10),
-                                 2.0};
+  BackoffPolicy watch_backoff = {absl::Milliseconds(100), absl::Seconds(10), 2.0};
 
   // Channel: HTTP/2 keepalive pings while calls are open, so a dead
   // connection under an idle watch is noticed. Infinite disables them; the
@@ -368,11 +360,9 @@ struct CallOptions {
 class Client final {
  public:
   // A plaintext channel to `target` ("host:port" or any gRPC target).
-  explicit Client(const std::string& target,
-                  const ClientOptions& options = ClientOptions());
+  explicit Client(const std::string& target, const ClientOptions& options = ClientOptions());
   // A channel with `credentials`, e.g. grpc::SslCredentials(...).
-  Client(const std::string& target,
-         std::shared_ptr<grpc::ChannelCredentials> credentials,
+  Client(const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials,
          const ClientOptions& options = ClientOptions());
   ~Client();
   Client(const Client&) = delete;
@@ -380,28 +370,27 @@ class Client final {
 
   // Writes `members` (unique keys) atomically. One result per member, in
   // order. Never retried.
-  absl::StatusOr<std::vector<PutResult>> PutMembers(
-      const std::string& collection, const std::vector<MemberWrite>& members,
-      const PutOptions& options = PutOptions(),
-      const CallOptions& call = CallOptions());
+  absl::StatusOr<std::vector<PutResult>> PutMembers(const std::string& collection,
+                                                    const std::vector<MemberWrite>& members,
+                                                    const PutOptions& options = PutOptions(),
+                                                    const CallOptions& call = CallOptions());
 
   // One result per key, in order. Retried unless options.refresh is set.
-  absl::StatusOr<std::vector<GetResult>> GetMembers(
-      const std::string& collection, const std::vector<std::string>& keys,
-      const GetOptions& options = GetOptions(),
-      const CallOptions& call = CallOptions());
+  absl::StatusOr<std::vector<GetResult>> GetMembers(const std::string& collection,
+                                                    const std::vector<std::string>& keys,
+                                                    const GetOptions& options = GetOptions(),
+                                                    const CallOptions& call = CallOptions());
 
   // Deletes members; no expiry events. Retried.
-  absl::StatusOr<std::vector<RemoveResult>> RemoveMembers(
-      const std::string& collection, const std::vector<std::string>& keys,
-      const CallOptions& call = CallOptions());
+  absl::StatusOr<std::vector<RemoveResult>> RemoveMembers(const std::string& collection,
+                                                          const std::vector<std::string>& keys,
+                                                          const CallOptions& call = CallOptions());
 
   // Sets a new deadline (not None) under `condition`. A deadline in the past
   // expires the members now, with their events. Never retried.
   absl::StatusOr<std::vector<ExpireResult>> ExpireMembers(
       const std::string& collection, const std::vector<std::string>& keys,
-      const Expiration& expiration,
-      ExpireCondition condition = ExpireCondition::kAlways,
+      const Expiration& expiration, ExpireCondition condition = ExpireCondition::kAlways,
       const CallOptions& call = CallOptions());
 
   // Clears deadlines. Retried.
@@ -410,14 +399,13 @@ class Client final {
       const CallOptions& call = CallOptions());
 
   // One page of a collection. Retried.
-  absl::StatusOr<MemberPage> ListMembers(
-      const std::string& collection,
-      const ListMembersOptions& options = ListMembersOptions(),
-      const CallOptions& call = CallOptions());
+  absl::StatusOr<MemberPage> ListMembers(const std::string& collection,
+                                         const ListMembersOptions& options = ListMembersOptions(),
+                                         const CallOptions& call = CallOptions());
 
   // NOT_FOUND when the collection has no live member. Retried.
-  absl::StatusOr<CollectionInfo> GetCollection(
-      const std::string& name, const CallOptions& call = CallOptions());
+  absl::StatusOr<CollectionInfo> GetCollection(const std::string& name,
+                                               const CallOptions& call = CallOptions());
 
   // One page of collection names. Retried.
   absl::StatusOr<CollectionPage> ListCollections(
@@ -426,18 +414,18 @@ class Client final {
 
   // Removes a collection; returns how many live members it had (0 if it did
   // not exist). No expiry events. Retried.
-  absl::StatusOr<uint64_t> DeleteCollection(
-      const std::string& name, const CallOptions& call = CallOptions());
+  absl::StatusOr<uint64_t> DeleteCollection(const std::string& name,
+                                            const CallOptions& call = CallOptions());
 
   // Starts a subscription that calls `handlers` until it is cancelled or ends
   // with an error. INVALID_ARGUMENT without handlers.on_event or with both
   // filters set. The subscription may outlive the Client.
-  absl::StatusOr<std::unique_ptr<Subscription>> Watch(
-      const WatchOptions& options, WatchHandlers handlers);
+  absl::StatusOr<std::unique_ptr<Subscription>> Watch(const WatchOptions& options,
+                                                      WatchHandlers handlers);
 
   // The same subscription, read with EventStream::Next().
-  absl::StatusOr<std::unique_ptr<EventStream>> WatchStream(
-      const WatchOptions& options, size_t queue_capacity = 1024);
+  absl::StatusOr<std::unique_ptr<EventStream>> WatchStream(const WatchOptions& options,
+                                                           size_t queue_capacity = 1024);
 
  private:
   // Constant after construction.
