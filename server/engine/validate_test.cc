@@ -71,7 +71,12 @@ struct KeyByteCase {
 constexpr size_t kValid = absl::string_view::npos;
 
 void PrintTo(const KeyByteCase& c, std::ostream* os) {
-  *os << '"' << absl::CHexEscape(c.key) << "\" at " << c.invalid_at;
+  *os << '"' << absl::CHexEscape(c.key) << '"';
+  if (c.invalid_at == kValid) {
+    *os << " is valid";
+  } else {
+    *os << " is invalid at " << c.invalid_at;
+  }
 }
 
 const KeyByteCase kKeyByteCases[] = {
