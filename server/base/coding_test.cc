@@ -29,6 +29,40 @@ std::vector<uint64_t> Boundaries64() {
   return values;
 }
 
+template <typename T>
+using PutFn = void (*)(std::string*, T);
+template <typename T>
+using GetFn = bool (*)(absl::string_view*, T*);
+
+// Puts every value, then gets them back in order with nothing left over.
+template <typename T>
+void ExpectRoundTrips(PutFn<T> put, GetFn<T> get, const std::vector<T>& values) {
+  std::string out;
+  for (const T& v : values) put(&out, v);
+  absl::string_view in = out;
+  for (const T& v : values) {
+    T got;
+    ASSERT_TRUE(get(&in, &got));
+    EXPECT_EQ(got, v);
+  }
+  EXPECT_TRUE(in.empty());
+}
+
+// Every proper prefix of `value`'s encoding is rejected, and leaves the input
+// and the output (`untouched`) as they were.
+template <typename T>
+void ExpectTruncationsRejected(PutFn<T> put, GetFn<T> get, T value, T untouched) {
+  std::string encoded;
+  put(&encoded, value);
+  for (size_t n = 0; n < encoded.size(); ++n) {
+    absl::string_view in(encoded.data(), n);
+    T v = untouched;
+    EXPECT_FALSE(get(&in, &v)) << n;
+    EXPECT_EQ(in.size(), n);
+    EXPECT_EQ(v, untouched);
+  }
+}
+
 TEST(CodingTest, FixedIsLittleEndian) {
   std::string out;
   PutFixed32(&out, 0x04030201);
@@ -36,29 +70,9 @@ TEST(CodingTest, FixedIsLittleEndian) {
   EXPECT_EQ(out, std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c", 12));
 }
 
-TEST(CodingTest, Fixed32RoundTrips) {
-  std::string out;
-  for (uint32_t v : Boundaries32()) PutFixed32(&out, v);
-  absl::string_view in = out;
-  for (uint32_t v : Boundaries32()) {
-    uint32_t got;
-    ASSERT_TRUE(GetFixed32(&in, &got));
-    EXPECT_EQ(got, v);
-  }
-  EXPECT_TRUE(in.empty());
-}
+TEST(CodingTest, Fixed32RoundTrips) { ExpectRoundTrips(&PutFixed32, &GetFixed32, Boundaries32()); }
 
-TEST(CodingTest, Fixed64RoundTrips) {
-  std::string out;
-  for (uint64_t v : Boundaries64()) PutFixed64(&out, v);
-  absl::string_view in = out;
-  for (uint64_t v : Boundaries64()) {
-    uint64_t got;
-    ASSERT_TRUE(GetFixed64(&in, &got));
-    EXPECT_EQ(got, v);
-  }
-  EXPECT_TRUE(in.empty());
-}
+TEST(CodingTest, Fixed64RoundTrips) { ExpectRoundTrips(&PutFixed64, &GetFixed64, Boundaries64()); }
 
 TEST(CodingTest, EncodeFixedMatchesPutFixed) {
   char buf[12];
@@ -88,27 +102,11 @@ TEST(CodingTest, VarintTakesSevenBitsPerByte) {
 }
 
 TEST(CodingTest, Varint32RoundTrips) {
-  std::string out;
-  for (uint32_t v : Boundaries32()) PutVarint32(&out, v);
-  absl::string_view in = out;
-  for (uint32_t v : Boundaries32()) {
-    uint32_t got;
-    ASSERT_TRUE(GetVarint32(&in, &got));
-    EXPECT_EQ(got, v);
-  }
-  EXPECT_TRUE(in.empty());
+  ExpectRoundTrips(&PutVarint32, &GetVarint32, Boundaries32());
 }
 
 TEST(CodingTest, Varint64RoundTrips) {
-  std::string out;
-  for (uint64_t v : Boundaries64()) PutVarint64(&out, v);
-  absl::string_view in = out;
-  for (uint64_t v : Boundaries64()) {
-    uint64_t got;
-    ASSERT_TRUE(GetVarint64(&in, &got));
-    EXPECT_EQ(got, v);
-  }
-  EXPECT_TRUE(in.empty());
+  ExpectRoundTrips(&PutVarint64, &GetVarint64, Boundaries64());
 }
 
 TEST(CodingTest, Varint32AndVarint64AgreeOn32BitValues) {
@@ -124,66 +122,18 @@ TEST(CodingTest, Varint32AndVarint64AgreeOn32BitValues) {
 TEST(CodingTest, LengthPrefixedRoundTrips) {
   const std::string big(300, 'x');
   const std::vector<absl::string_view> values = {"", "a", absl::string_view("\0\xff", 2), big};
-  std::string out;
-  for (absl::string_view v : values) PutLengthPrefixed(&out, v);
-  absl::string_view in = out;
-  for (absl::string_view v : values) {
-    absl::string_view got;
-    ASSERT_TRUE(GetLengthPrefixed(&in, &got));
-    EXPECT_EQ(got, v);
-  }
-  EXPECT_TRUE(in.empty());
+  ExpectRoundTrips(&PutLengthPrefixed, &GetLengthPrefixed, values);
 }
 
-// Every proper prefix of an encoding is rejected, and leaves the input and
-// the output as they were.
 TEST(CodingTest, TruncatedInputIsRejectedAndNotConsumed) {
-  std::string fixed32;
-  PutFixed32(&fixed32, 0x01020304);
-  std::string fixed64;
-  PutFixed64(&fixed64, 0x0102030405060708);
-  std::string varint32;
-  PutVarint32(&varint32, std::numeric_limits<uint32_t>::max());
-  std::string varint64;
-  PutVarint64(&varint64, std::numeric_limits<uint64_t>::max());
-  std::string prefixed;
-  PutLengthPrefixed(&prefixed, std::string(200, 'y'));
-
-  for (size_t n = 0; n < fixed32.size(); ++n) {
-    absl::string_view in(fixed32.data(), n);
-    uint32_t v = 7;
-    EXPECT_FALSE(GetFixed32(&in, &v)) << n;
-    EXPECT_EQ(in.size(), n);
-    EXPECT_EQ(v, 7u);
-  }
-  for (size_t n = 0; n < fixed64.size(); ++n) {
-    absl::string_view in(fixed64.data(), n);
-    uint64_t v = 7;
-    EXPECT_FALSE(GetFixed64(&in, &v)) << n;
-    EXPECT_EQ(in.size(), n);
-    EXPECT_EQ(v, 7u);
-  }
-  for (size_t n = 0; n < varint32.size(); ++n) {
-    absl::string_view in(varint32.data(), n);
-    uint32_t v = 7;
-    EXPECT_FALSE(GetVarint32(&in, &v)) << n;
-    EXPECT_EQ(in.size(), n);
-    EXPECT_EQ(v, 7u);
-  }
-  for (size_t n = 0; n < varint64.size(); ++n) {
-    absl::string_view in(varint64.data(), n);
-    uint64_t v = 7;
-    EXPECT_FALSE(GetVarint64(&in, &v)) << n;
-    EXPECT_EQ(in.size(), n);
-    EXPECT_EQ(v, 7u);
-  }
-  for (size_t n = 0; n < prefixed.size(); ++n) {
-    absl::string_view in(prefixed.data(), n);
-    absl::string_view v = "unchanged";
-    EXPECT_FALSE(GetLengthPrefixed(&in, &v)) << n;
-    EXPECT_EQ(in.size(), n);
-    EXPECT_EQ(v, "unchanged");
-  }
+  ExpectTruncationsRejected<uint32_t>(&PutFixed32, &GetFixed32, 0x01020304, 7);
+  ExpectTruncationsRejected<uint64_t>(&PutFixed64, &GetFixed64, 0x0102030405060708, 7);
+  ExpectTruncationsRejected<uint32_t>(&PutVarint32, &GetVarint32,
+                                      std::numeric_limits<uint32_t>::max(), 7);
+  ExpectTruncationsRejected<uint64_t>(&PutVarint64, &GetVarint64,
+                                      std::numeric_limits<uint64_t>::max(), 7);
+  ExpectTruncationsRejected<absl::string_view>(&PutLengthPrefixed, &GetLengthPrefixed,
+                                               std::string(200, 'y'), "unchanged");
 }
 
 TEST(CodingTest, VarintLongerThanItsWidthIsRejected) {

@@ -40,6 +40,22 @@ class EngineTest : public ::testing::Test {
     return engine_.Put(c, {w}, {}).status();
   }
 
+  // Puts "a" and "b" in collection "c", both "new" and persistent, under
+  // `condition`; the outcome of each, or none when the put failed.
+  std::vector<PutOutcome> PutNewAAndB(PutCondition condition) {
+    MemberWrite writes[] = {
+        {"a", "new", Expiration::None(), condition},
+        {"b", "new", Expiration::None(), condition},
+    };
+    absl::StatusOr<std::vector<PutResult>> r = engine_.Put("c", writes, {});
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<PutOutcome> outcomes;
+    if (r.ok()) {
+      for (const PutResult& result : *r) outcomes.push_back(result.outcome);
+    }
+    return outcomes;
+  }
+
   // Every event appended since the last call.
   std::vector<ExpiryEvent> NewEvents() {
     EventFilter all;
@@ -103,28 +119,16 @@ TEST_F(EngineTest, PersistentMemberHasNoDeadlineAndNeverExpires) {
 
 TEST_F(EngineTest, IfAbsentSkipsExistingMembersAndWritesNewOnes) {
   ASSERT_TRUE(PutPersistent("c", "a", "old").ok());
-  MemberWrite writes[] = {
-      {"a", "new", Expiration::None(), PutCondition::kIfAbsent},
-      {"b", "new", Expiration::None(), PutCondition::kIfAbsent},
-  };
-  auto r = engine_.Put("c", writes, {});
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ((*r)[0].outcome, PutOutcome::kSkipped);
-  EXPECT_EQ((*r)[1].outcome, PutOutcome::kCreated);
+  EXPECT_THAT(PutNewAAndB(PutCondition::kIfAbsent),
+              ElementsAre(PutOutcome::kSkipped, PutOutcome::kCreated));
   EXPECT_EQ(GetOne("c", "a").value, "old");
   EXPECT_EQ(GetOne("c", "b").value, "new");
 }
 
 TEST_F(EngineTest, IfPresentSkipsAbsentMembers) {
   ASSERT_TRUE(PutPersistent("c", "a", "old").ok());
-  MemberWrite writes[] = {
-      {"a", "new", Expiration::None(), PutCondition::kIfPresent},
-      {"b", "new", Expiration::None(), PutCondition::kIfPresent},
-  };
-  auto r = engine_.Put("c", writes, {});
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ((*r)[0].outcome, PutOutcome::kReplaced);
-  EXPECT_EQ((*r)[1].outcome, PutOutcome::kSkipped);
+  EXPECT_THAT(PutNewAAndB(PutCondition::kIfPresent),
+              ElementsAre(PutOutcome::kReplaced, PutOutcome::kSkipped));
   EXPECT_EQ(GetOne("c", "a").value, "new");
   EXPECT_FALSE(GetOne("c", "b").found);
 }

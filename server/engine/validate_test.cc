@@ -1,8 +1,10 @@
 #include "server/engine/validate.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/base/deadline.h"
@@ -59,47 +61,66 @@ TEST(ValidateNameTest, RejectsSpacesControlsAndNonAsciiWithTheOffset) {
 
 // ---- UTF-8 ----
 
-TEST(FindInvalidKeyByteTest, AcceptsValidUtf8OfEveryLength) {
-  EXPECT_EQ(FindInvalidKeyByte("plain ascii ~"), absl::string_view::npos);
-  EXPECT_EQ(FindInvalidKeyByte("\xc2\xa0"), absl::string_view::npos);          // U+00A0
-  EXPECT_EQ(FindInvalidKeyByte("caf\xc3\xa9"), absl::string_view::npos);       // é
-  EXPECT_EQ(FindInvalidKeyByte("\xe2\x82\xac"), absl::string_view::npos);      // €
-  EXPECT_EQ(FindInvalidKeyByte("\xef\xbf\xbf"), absl::string_view::npos);      // U+FFFF
-  EXPECT_EQ(FindInvalidKeyByte("\xf0\x9f\x98\x80"), absl::string_view::npos);  // emoji
-  EXPECT_EQ(FindInvalidKeyByte("\xf4\x8f\xbf\xbf"), absl::string_view::npos);  // U+10FFFF
+// The offset of the first byte that makes a key invalid UTF-8 or a control
+// character; kValid when there is none.
+struct KeyByteCase {
+  absl::string_view key;
+  size_t invalid_at;
+};
+
+constexpr size_t kValid = absl::string_view::npos;
+
+void PrintTo(const KeyByteCase& c, std::ostream* os) {
+  *os << '"' << absl::CHexEscape(c.key) << '"';
+  if (c.invalid_at == kValid) {
+    *os << " is valid";
+  } else {
+    *os << " is invalid at " << c.invalid_at;
+  }
 }
 
-TEST(FindInvalidKeyByteTest, RejectsControlCharactersAtTheirOffset) {
-  EXPECT_EQ(FindInvalidKeyByte(std::string("a\0b", 3)), 1u);
-  EXPECT_EQ(FindInvalidKeyByte("ab\x1f"), 2u);
-  EXPECT_EQ(FindInvalidKeyByte("\x7f"), 0u);
-  EXPECT_EQ(FindInvalidKeyByte("a\xc2\x80"), 1u);  // U+0080, C1
-  EXPECT_EQ(FindInvalidKeyByte("\xc2\x9f"), 0u);   // U+009F, C1
+const KeyByteCase kKeyByteCases[] = {
+    // Valid UTF-8 of every length.
+    {"plain ascii ~", kValid},
+    {"\xc2\xa0", kValid},          // U+00A0
+    {"caf\xc3\xa9", kValid},       // é
+    {"\xe2\x82\xac", kValid},      // €
+    {"\xef\xbf\xbf", kValid},      // U+FFFF
+    {"\xf0\x9f\x98\x80", kValid},  // emoji
+    {"\xf4\x8f\xbf\xbf", kValid},  // U+10FFFF
+    // Control characters, at their offset.
+    {absl::string_view("a\0b", 3), 1},
+    {"ab\x1f", 2},
+    {"\x7f", 0},
+    {"a\xc2\x80", 1},  // U+0080, C1
+    {"\xc2\x9f", 0},   // U+009F, C1
+    // Overlong encodings.
+    {"ab\xc0\x80", 2},
+    {"\xc1\xbf", 0},
+    {"\xe0\x80\x80", 0},
+    {"\xe0\x9f\xbf", 0},
+    {"\xf0\x80\x80\x80", 0},
+    {"\xf0\x8f\xbf\xbf", 0},
+    // Surrogates and code points past the last.
+    {"\xed\xa0\x80", 0},       // U+D800
+    {"\xed\xbf\xbf", 0},       // U+DFFF
+    {"\xed\x9f\xbf", kValid},  // U+D7FF
+    {"\xf4\x90\x80\x80", 0},   // U+110000
+    // Bad lead bytes and truncated sequences.
+    {"a\x80", 1},
+    {"\xf8\x88\x80\x80\x80", 0},
+    {"\xff", 0},
+    {"ok\xe2\x82", 2},
+    {"\xe2\x28\xa1", 0},
+};
+
+class FindInvalidKeyByteTest : public ::testing::TestWithParam<KeyByteCase> {};
+
+TEST_P(FindInvalidKeyByteTest, FindsTheFirstInvalidByte) {
+  EXPECT_EQ(FindInvalidKeyByte(GetParam().key), GetParam().invalid_at);
 }
 
-TEST(FindInvalidKeyByteTest, RejectsOverlongEncodings) {
-  EXPECT_EQ(FindInvalidKeyByte("ab\xc0\x80"), 2u);
-  EXPECT_EQ(FindInvalidKeyByte("\xc1\xbf"), 0u);
-  EXPECT_EQ(FindInvalidKeyByte("\xe0\x80\x80"), 0u);
-  EXPECT_EQ(FindInvalidKeyByte("\xe0\x9f\xbf"), 0u);
-  EXPECT_EQ(FindInvalidKeyByte("\xf0\x80\x80\x80"), 0u);
-  EXPECT_EQ(FindInvalidKeyByte("\xf0\x8f\xbf\xbf"), 0u);
-}
-
-TEST(FindInvalidKeyByteTest, RejectsSurrogatesAndCodePointsPastTheLast) {
-  EXPECT_EQ(FindInvalidKeyByte("\xed\xa0\x80"), 0u);                       // U+D800
-  EXPECT_EQ(FindInvalidKeyByte("\xed\xbf\xbf"), 0u);                       // U+DFFF
-  EXPECT_EQ(FindInvalidKeyByte("\xed\x9f\xbf"), absl::string_view::npos);  // U+D7FF
-  EXPECT_EQ(FindInvalidKeyByte("\xf4\x90\x80\x80"), 0u);                   // U+110000
-}
-
-TEST(FindInvalidKeyByteTest, RejectsBadLeadBytesAndTruncatedSequences) {
-  EXPECT_EQ(FindInvalidKeyByte("a\x80"), 1u);
-  EXPECT_EQ(FindInvalidKeyByte("\xf8\x88\x80\x80\x80"), 0u);
-  EXPECT_EQ(FindInvalidKeyByte("\xff"), 0u);
-  EXPECT_EQ(FindInvalidKeyByte("ok\xe2\x82"), 2u);
-  EXPECT_EQ(FindInvalidKeyByte("\xe2\x28\xa1"), 0u);
-}
+INSTANTIATE_TEST_SUITE_P(Utf8, FindInvalidKeyByteTest, ::testing::ValuesIn(kKeyByteCases));
 
 // ---- Keys ----
 

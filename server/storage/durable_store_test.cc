@@ -139,25 +139,31 @@ void MakeHistory(Server& s, FakeClock& clock) {
   ASSERT_TRUE(s.Durable().ok());
 }
 
-TEST(DurableStoreTest, RestartRestoresMembersDeadlinesEventsAndTheSequence) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  FakeClock clock(kStart);
+// Each test runs servers, one after another, over one data directory and one
+// fake clock that keeps its time across their restarts.
+class DurableStoreTest : public ::testing::Test {
+ protected:
+  const TempDir temp_dir_;
+  const std::string& dir_ = temp_dir_.path();
+  FakeClock clock_{kStart};
+};
+
+TEST_F(DurableStoreTest, RestartRestoresMembersDeadlinesEventsAndTheSequence) {
   std::string before;
   {
-    Server s(dir, &clock);
+    Server s(dir_, &clock_);
     ASSERT_TRUE(s.recovered.ok()) << s.recovered.status();
-    MakeHistory(s, clock);
+    MakeHistory(s, clock_);
     before = Dump(*s.engine, *s.log);
     EXPECT_THAT(before, HasSubstr("event 1000 "));
   }
-  Server again(dir, &clock);
+  Server again(dir_, &clock_);
   ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
   EXPECT_GT(again.recovered->batches_replayed, 0u);
   EXPECT_EQ(Dump(*again.engine, *again.log), before);
   // New events continue the sequence: none is reused.
   const uint64_t last = again.log->last_sequence();
-  clock.Advance(absl::Seconds(10));
+  clock_.Advance(absl::Seconds(10));
   EXPECT_GT(again.engine->ExpireDue(), 0u);
   ASSERT_TRUE(again.Durable().ok());
   auto batch = again.log->Read(last, EventFilter{}, ReadLimits{});
@@ -166,15 +172,12 @@ TEST(DurableStoreTest, RestartRestoresMembersDeadlinesEventsAndTheSequence) {
   EXPECT_EQ(batch->events[0].sequence, last + 1);
 }
 
-TEST(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  FakeClock clock(kStart);
+TEST_F(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
   std::string before;
   {
-    Server s(dir, &clock, WithoutAutomaticSnapshots());
+    Server s(dir_, &clock_, WithoutAutomaticSnapshots());
     ASSERT_TRUE(s.recovered.ok());
-    MakeHistory(s, clock);
+    MakeHistory(s, clock_);
     absl::StatusOr<SnapshotStats> snap = s.store->TakeSnapshot();
     ASSERT_TRUE(snap.ok()) << snap.status();
     EXPECT_GT(snap->members, 0u);
@@ -183,32 +186,29 @@ TEST(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
     ASSERT_TRUE(Put(*s.engine, "after", "a", "1", absl::Seconds(30)).ok());
     absl::string_view keys[] = {"k5"};
     ASSERT_TRUE(s.engine->Remove("c0", keys).ok());
-    clock.Advance(absl::Seconds(3));
+    clock_.Advance(absl::Seconds(3));
     s.engine->ExpireDue();
     ASSERT_TRUE(s.Durable().ok());
     before = Dump(*s.engine, *s.log);
   }
   int segments = 0, snapshots = 0;
-  for (const std::string& name : Names(dir)) {
+  for (const std::string& name : Names(dir_)) {
     uint64_t lsn;
     segments += Wal::ParseSegmentName(name, &lsn);
     snapshots += ParseSnapshotName(name, &lsn);
   }
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(segments, 1) << "segments covered by the snapshot are deleted";
-  Server again(dir, &clock, WithoutAutomaticSnapshots());
+  Server again(dir_, &clock_, WithoutAutomaticSnapshots());
   ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
   EXPECT_FALSE(again.recovered->snapshot.empty());
   EXPECT_EQ(Dump(*again.engine, *again.log), before);
 }
 
-TEST(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  FakeClock clock(kStart);
+TEST_F(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
   std::string before;
   {
-    Server s(dir, &clock, WithoutAutomaticSnapshots());
+    Server s(dir_, &clock_, WithoutAutomaticSnapshots());
     ASSERT_TRUE(s.recovered.ok());
     std::atomic<bool> stop{false};
     std::vector<std::thread> writers;
@@ -225,7 +225,7 @@ TEST(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
                             .ok());
           }
           if (i % 300 == 0) {
-            clock.Advance(absl::Milliseconds(100));
+            clock_.Advance(absl::Milliseconds(100));
             s.engine->ExpireDue();
           }
           if (i > 20000) break;
@@ -238,26 +238,23 @@ TEST(DurableStoreTest, ASnapshotTakenDuringWritesRecoversTheFinalState) {
     ASSERT_TRUE(s.Durable().ok());
     before = Dump(*s.engine, *s.log);
   }
-  Server again(dir, &clock, WithoutAutomaticSnapshots());
+  Server again(dir_, &clock_, WithoutAutomaticSnapshots());
   ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
   EXPECT_EQ(Dump(*again.engine, *again.log), before);
 }
 
-TEST(DurableStoreTest, MembersDueWhileDownExpireAfterStartWithTheirEvents) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  FakeClock clock(kStart);
+TEST_F(DurableStoreTest, MembersDueWhileDownExpireAfterStartWithTheirEvents) {
   uint64_t last_before;
   {
-    Server s(dir, &clock);
+    Server s(dir_, &clock_);
     ASSERT_TRUE(s.recovered.ok());
     ASSERT_TRUE(Put(*s.engine, "orders:42", "o1", "unpaid", absl::Minutes(30)).ok());
     ASSERT_TRUE(Put(*s.engine, "orders:42", "o2", "later", absl::Hours(5)).ok());
     ASSERT_TRUE(s.Durable().ok());
     last_before = s.log->last_sequence();
   }
-  clock.Advance(absl::Hours(1));  // The server was down through o1's deadline.
-  Server again(dir, &clock);
+  clock_.Advance(absl::Hours(1));  // The server was down through o1's deadline.
+  Server again(dir_, &clock_);
   ASSERT_TRUE(again.recovered.ok());
   EXPECT_EQ(again.engine->total_members(), 2u);
   EXPECT_EQ(again.engine->ExpireDue(), 1u);
@@ -273,29 +270,26 @@ TEST(DurableStoreTest, MembersDueWhileDownExpireAfterStartWithTheirEvents) {
   EXPECT_EQ(batch->events[0].sequence, last_before + 1);
 }
 
-TEST(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  FakeClock clock(kStart);
+TEST_F(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
   uint64_t position;
   std::vector<std::string> expected;
   {
-    Server s(dir, &clock);
+    Server s(dir_, &clock_);
     ASSERT_TRUE(s.recovered.ok());
     for (int i = 0; i < 6; ++i) {
       ASSERT_TRUE(Put(*s.engine, "c", absl::StrCat("k", i), "v", absl::Seconds(i + 1)).ok());
     }
-    clock.Advance(absl::Seconds(2));
+    clock_.Advance(absl::Seconds(2));
     s.engine->ExpireDue();
     ASSERT_TRUE(s.Durable().ok());
     position = s.log->last_sequence();  // A watcher has read k0, k1.
-    clock.Advance(absl::Seconds(2));
+    clock_.Advance(absl::Seconds(2));
     s.engine->ExpireDue();  // k2, k3: expired while the watcher is away.
     ASSERT_TRUE(s.Durable().ok());
     auto rest = s.log->Read(position, EventFilter{}, ReadLimits{});
     for (const ExpiryEvent& e : rest->events) expected.push_back(absl::StrCat(e.sequence, e.key));
   }
-  Server again(dir, &clock);
+  Server again(dir_, &clock_);
   ASSERT_TRUE(again.recovered.ok());
   auto after = again.log->Read(position, EventFilter{}, ReadLimits{});
   ASSERT_TRUE(after.ok()) << after.status();
@@ -305,43 +299,38 @@ TEST(DurableStoreTest, AResumePositionTakenBeforeARestartWorksAfterIt) {
   EXPECT_EQ(got.size(), 2u);
 }
 
-TEST(DurableStoreTest, TheSequenceCounterSurvivesARestartWithoutSnapshotOrEvents) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  FakeClock clock(kStart);
+TEST_F(DurableStoreTest, TheSequenceCounterSurvivesARestartWithoutSnapshotOrEvents) {
   uint64_t first_next;
   {
-    Server s(dir, &clock, {}, /*first_sequence=*/0);
+    Server s(dir_, &clock_, {}, /*first_sequence=*/0);
     ASSERT_TRUE(s.recovered.ok());
     ASSERT_TRUE(s.Durable().ok());
     first_next = s.log->last_sequence() + 1;
   }
   {
-    // A later wall clock must not move the counter: positions held by
+    // A later wall clock_ must not move the counter: positions held by
     // clients stay valid.
-    clock.Advance(absl::Hours(1));
-    Server s(dir, &clock, {}, /*first_sequence=*/0);
+    clock_.Advance(absl::Hours(1));
+    Server s(dir_, &clock_, {}, /*first_sequence=*/0);
     ASSERT_TRUE(s.recovered.ok());
     EXPECT_EQ(s.log->last_sequence() + 1, first_next);
     EXPECT_TRUE(s.log->CheckPosition(first_next - 1).ok());
     ASSERT_TRUE(Put(*s.engine, "c", "k", "v", absl::Seconds(1)).ok());
-    clock.Advance(absl::Seconds(1));
+    clock_.Advance(absl::Seconds(1));
     ASSERT_EQ(s.engine->ExpireDue(), 1u);
     ASSERT_TRUE(s.Durable().ok());
     EXPECT_EQ(s.log->last_sequence(), first_next);
   }
-  clock.Advance(absl::Hours(1));
-  Server again(dir, &clock, {}, /*first_sequence=*/0);
+  clock_.Advance(absl::Hours(1));
+  Server again(dir_, &clock_, {}, /*first_sequence=*/0);
   ASSERT_TRUE(again.recovered.ok());
   EXPECT_EQ(again.log->last_sequence(), first_next);
   EXPECT_TRUE(again.log->CheckPosition(first_next - 1).ok()) << "the event is still retained";
 }
 
-TEST(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
+TEST_F(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
   DurableStore::Options options;
-  options.dir = dir;
+  options.dir = dir_;
   absl::StatusOr<std::unique_ptr<DurableStore>> first = DurableStore::Open(options);
   ASSERT_TRUE(first.ok());
   absl::StatusOr<std::unique_ptr<DurableStore>> second = DurableStore::Open(options);
@@ -351,40 +340,34 @@ TEST(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
   EXPECT_TRUE(DurableStore::Open(options).ok());
 }
 
-TEST(DurableStoreTest, ADamagedSnapshotRefusesToStart) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  FakeClock clock(kStart);
+TEST_F(DurableStoreTest, ADamagedSnapshotRefusesToStart) {
   {
-    Server s(dir, &clock, WithoutAutomaticSnapshots());
+    Server s(dir_, &clock_, WithoutAutomaticSnapshots());
     ASSERT_TRUE(s.recovered.ok());
-    MakeHistory(s, clock);
+    MakeHistory(s, clock_);
     ASSERT_TRUE(s.store->TakeSnapshot().ok());
   }
   std::string snapshot;
-  for (const std::string& name : Names(dir)) {
+  for (const std::string& name : Names(dir_)) {
     uint64_t lsn;
-    if (ParseSnapshotName(name, &lsn)) snapshot = absl::StrCat(dir, "/", name);
+    if (ParseSnapshotName(name, &lsn)) snapshot = absl::StrCat(dir_, "/", name);
   }
   std::string data = *files::ReadAll(snapshot);
   data[data.size() / 2] ^= 0x20;
   ASSERT_TRUE(files::Remove(snapshot).ok());
-  ASSERT_TRUE(files::WriteAtomically(dir, snapshot.substr(dir.size() + 1), data).ok());
-  Server again(dir, &clock);
+  ASSERT_TRUE(files::WriteAtomically(dir_, snapshot.substr(dir_.size() + 1), data).ok());
+  Server again(dir_, &clock_);
   EXPECT_EQ(again.recovered.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(again.recovered.status().message(), HasSubstr(snapshot));
 }
 
-TEST(DurableStoreTest, AutomaticSnapshotsKeepTheLogShort) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  FakeClock clock(kStart);
+TEST_F(DurableStoreTest, AutomaticSnapshotsKeepTheLogShort) {
   std::string before;
   {
     DurableStore::Options options;
     options.segment_bytes = 4096;
     options.snapshot_after_bytes = 16384;
-    Server s(dir, &clock, options);
+    Server s(dir_, &clock_, options);
     ASSERT_TRUE(s.recovered.ok());
     for (int i = 0; i < 3000; ++i) {
       ASSERT_TRUE(Put(*s.engine, "c", absl::StrCat("k", i % 100), std::string(40, 'v')).ok());
@@ -393,7 +376,7 @@ TEST(DurableStoreTest, AutomaticSnapshotsKeepTheLogShort) {
     ASSERT_TRUE(s.store->AwaitSnapshotsForTesting(1, absl::Seconds(30)));
     before = Dump(*s.engine, *s.log);
   }
-  Server again(dir, &clock);
+  Server again(dir_, &clock_);
   ASSERT_TRUE(again.recovered.ok());
   EXPECT_EQ(Dump(*again.engine, *again.log), before);
 }

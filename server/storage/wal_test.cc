@@ -66,11 +66,16 @@ void WriteFile(const std::string& path, const std::string& data) {
                   .ok());
 }
 
-TEST(WalTest, BatchesReplayInOrderWithTheirLsns) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  WriteBatches(dir, 50);
-  Replayed r = Replay(dir);
+// Each test has a data directory of its own, empty at the start.
+class WalTest : public ::testing::Test {
+ protected:
+  const TempDir temp_dir_;
+  const std::string& dir_ = temp_dir_.path();
+};
+
+TEST_F(WalTest, BatchesReplayInOrderWithTheirLsns) {
+  WriteBatches(dir_, 50);
+  Replayed r = Replay(dir_);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
   ASSERT_EQ(r.batches.size(), 50u);
   EXPECT_EQ(r.batches[9], Batch(10));
@@ -78,26 +83,22 @@ TEST(WalTest, BatchesReplayInOrderWithTheirLsns) {
   EXPECT_TRUE(r.result->cut_file.empty());
 }
 
-TEST(WalTest, ReplayFromAnLsnSkipsEarlierBatches) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  WriteBatches(dir, 10);
-  Replayed r = Replay(dir, 8);
+TEST_F(WalTest, ReplayFromAnLsnSkipsEarlierBatches) {
+  WriteBatches(dir_, 10);
+  Replayed r = Replay(dir_, 8);
   ASSERT_TRUE(r.result.ok());
   EXPECT_EQ(r.batches.size(), 3u);
 }
 
-TEST(WalTest, EmptyDirectoryReplaysNothing) {
-  Replayed r = Replay(TempDir().path(), 7);
+TEST_F(WalTest, EmptyDirectoryReplaysNothing) {
+  Replayed r = Replay(dir_, 7);
   ASSERT_TRUE(r.result.ok());
   EXPECT_TRUE(r.batches.empty());
   EXPECT_EQ(r.result->next_lsn, 7u);
 }
 
-TEST(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways}, 1);
+TEST_F(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
+  auto wal = Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kAlways}, 1);
   ASSERT_TRUE(wal.ok());
   constexpr int kThreads = 8, kPerThread = 200;
   std::vector<std::thread> threads;
@@ -114,17 +115,15 @@ TEST(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
   EXPECT_GT(stats.fsyncs, 0u);
   EXPECT_LE(stats.fsyncs, stats.writes);
   wal->reset();
-  Replayed r = Replay(dir);
+  Replayed r = Replay(dir_);
   ASSERT_TRUE(r.result.ok());
   EXPECT_EQ(r.batches.size(), static_cast<size_t>(kThreads * kPerThread));
 }
 
-TEST(WalTest, OnDurableHearsTheLastEventSequenceBeforeTheWaiters) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
+TEST_F(WalTest, OnDurableHearsTheLastEventSequenceBeforeTheWaiters) {
   Mutex mu;
   std::vector<uint64_t> heard;
-  auto wal = Wal::Open({.dir = dir,
+  auto wal = Wal::Open({.dir = dir_,
                         .fsync = FsyncPolicy::kAlways,
                         .on_durable =
                             [&](uint64_t last_event_sequence) {
@@ -154,10 +153,8 @@ TEST(WalTest, OnDurableHearsTheLastEventSequenceBeforeTheWaiters) {
   EXPECT_THAT(heard, Each(7u));
 }
 
-TEST(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever}, 1);
+TEST_F(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
+  auto wal = Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kNever}, 1);
   ASSERT_TRUE(wal.ok());
   for (int i = 1; i <= 5; ++i) (*wal)->Append(Batch(i), 0);
   absl::StatusOr<uint64_t> next = (*wal)->Rotate();
@@ -166,36 +163,32 @@ TEST(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
   for (int i = 6; i <= 9; ++i) (*wal)->Append(Batch(i), 0);
   ASSERT_TRUE((*wal)->AwaitDurable().ok());
   wal->reset();
-  EXPECT_TRUE(files::ReadAll(absl::StrCat(dir, "/", Wal::SegmentName(6))).ok());
-  Replayed r = Replay(dir);
+  EXPECT_TRUE(files::ReadAll(absl::StrCat(dir_, "/", Wal::SegmentName(6))).ok());
+  Replayed r = Replay(dir_);
   ASSERT_TRUE(r.result.ok());
   EXPECT_EQ(r.batches.size(), 9u);
-  Replayed tail = Replay(dir, 6);
+  Replayed tail = Replay(dir_, 6);
   EXPECT_EQ(tail.batches.size(), 4u);
 }
 
-TEST(WalTest, SegmentsRollOverBySize) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
+TEST_F(WalTest, SegmentsRollOverBySize) {
   {
-    auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever, .segment_bytes = 200}, 1);
+    auto wal = Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kNever, .segment_bytes = 200}, 1);
     ASSERT_TRUE(wal.ok());
     for (int i = 1; i <= 40; ++i) {
       (*wal)->Append(Batch(i), 0);
       ASSERT_TRUE((*wal)->AwaitDurable().ok());
     }
   }
-  EXPECT_GT(files::List(dir)->size(), 3u);
-  Replayed r = Replay(dir);
+  EXPECT_GT(files::List(dir_)->size(), 3u);
+  Replayed r = Replay(dir_);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
   EXPECT_EQ(r.batches.size(), 40u);
 }
 
-TEST(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  WriteBatches(dir, 12);
-  const std::string path = OnlySegment(dir);
+TEST_F(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
+  WriteBatches(dir_, 12);
+  const std::string path = OnlySegment(dir_);
   const std::string original = *files::ReadAll(path);
   // Where each frame ends.
   std::vector<size_t> ends;
@@ -207,7 +200,7 @@ TEST(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
   }
   for (size_t cut = 0; cut <= original.size(); ++cut) {
     WriteFile(path, original.substr(0, cut));
-    Replayed r = Replay(dir);
+    Replayed r = Replay(dir_);
     ASSERT_TRUE(r.result.ok()) << "cut at " << cut << ": " << r.result.status();
     const size_t whole = std::upper_bound(ends.begin(), ends.end(), cut) - ends.begin();
     EXPECT_EQ(r.batches.size(), whole) << "cut at " << cut;
@@ -217,25 +210,21 @@ TEST(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
   }
 }
 
-TEST(WalTest, ABitFlipInTheLastBatchIsATornTail) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  WriteBatches(dir, 5);
-  const std::string path = OnlySegment(dir);
+TEST_F(WalTest, ABitFlipInTheLastBatchIsATornTail) {
+  WriteBatches(dir_, 5);
+  const std::string path = OnlySegment(dir_);
   std::string data = *files::ReadAll(path);
   data[data.size() - 2] ^= 0x10;
   WriteFile(path, data);
-  Replayed r = Replay(dir);
+  Replayed r = Replay(dir_);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
   EXPECT_EQ(r.batches.size(), 4u);
   EXPECT_GT(r.result->cut_bytes, 0u);
 }
 
-TEST(WalTest, ABitFlipInTheMiddleRefusesToStartNamingFileAndOffset) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  WriteBatches(dir, 10);
-  const std::string path = OnlySegment(dir);
+TEST_F(WalTest, ABitFlipInTheMiddleRefusesToStartNamingFileAndOffset) {
+  WriteBatches(dir_, 10);
+  const std::string path = OnlySegment(dir_);
   const std::string original = *files::ReadAll(path);
   // Flip one bit in every byte of the first frames, one at a time.
   Frame first;
@@ -244,7 +233,7 @@ TEST(WalTest, ABitFlipInTheMiddleRefusesToStartNamingFileAndOffset) {
     std::string data = original;
     data[pos] ^= 0x04;
     WriteFile(path, data);
-    Replayed r = Replay(dir);
+    Replayed r = Replay(dir_);
     ASSERT_FALSE(r.result.ok()) << "flip at " << pos;
     EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_THAT(r.result.status().message(), HasSubstr(path));
@@ -253,42 +242,38 @@ TEST(WalTest, ABitFlipInTheMiddleRefusesToStartNamingFileAndOffset) {
   }
 }
 
-TEST(WalTest, TruncateDamagedKeepsWhatPrecedesTheDamage) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
-  WriteBatches(dir, 10);
-  const std::string path = OnlySegment(dir);
+TEST_F(WalTest, TruncateDamagedKeepsWhatPrecedesTheDamage) {
+  WriteBatches(dir_, 10);
+  const std::string path = OnlySegment(dir_);
   std::string data = *files::ReadAll(path);
   Frame first, second;
   ASSERT_EQ(ParseFrame(data, 0, &first), FrameStatus::kOk);
   ASSERT_EQ(ParseFrame(data, first.size, &second), FrameStatus::kOk);
   data[first.size + second.size + kFrameHeaderSize + 1] ^= 0x01;  // In batch 3.
   WriteFile(path, data);
-  Replayed r = Replay(dir, 1, /*truncate_damaged=*/true);
+  Replayed r = Replay(dir_, 1, /*truncate_damaged=*/true);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
   EXPECT_EQ(r.batches.size(), 2u);
   EXPECT_THAT(r.result->discarded, HasSubstr("LSN 3"));
   EXPECT_EQ(r.result->next_lsn, 3u);
 }
 
-TEST(WalTest, AMissingSegmentIsDataLoss) {
-  const TempDir temp_dir;
-  const std::string& dir = temp_dir.path();
+TEST_F(WalTest, AMissingSegmentIsDataLoss) {
   {
-    auto wal = Wal::Open({.dir = dir, .fsync = FsyncPolicy::kNever}, 1);
+    auto wal = Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kNever}, 1);
     ASSERT_TRUE(wal.ok());
     for (int round = 0; round < 3; ++round) {
       (*wal)->Append(Batch(round), 0);
       ASSERT_TRUE((*wal)->Rotate().ok());
     }
   }
-  ASSERT_TRUE(files::Remove(absl::StrCat(dir, "/", Wal::SegmentName(2))).ok());
-  Replayed r = Replay(dir);
+  ASSERT_TRUE(files::Remove(absl::StrCat(dir_, "/", Wal::SegmentName(2))).ok());
+  Replayed r = Replay(dir_);
   EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(r.result.status().message(), HasSubstr("missing"));
 }
 
-TEST(WalTest, ParsesFsyncPolicies) {
+TEST_F(WalTest, ParsesFsyncPolicies) {
   EXPECT_EQ(*ParseFsyncPolicy("always"), FsyncPolicy::kAlways);
   EXPECT_EQ(*ParseFsyncPolicy("everysec"), FsyncPolicy::kEverySecond);
   EXPECT_EQ(*ParseFsyncPolicy("never"), FsyncPolicy::kNever);
