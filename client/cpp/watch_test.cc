@@ -101,6 +101,19 @@ class WatchTest : public ::testing::Test {
     return subscription.ok() ? *std::move(subscription) : nullptr;
   }
 
+  // Watches with `options` while a member "x" of `unmatched` expires a second
+  // before a member "y" of `matched`, until the first event reached
+  // `recorder`: had the filter let `unmatched` through, it would have come first.
+  void ExpireUnmatchedThenMatched(const WatchOptions& options, const std::string& unmatched,
+                                  const std::string& matched, Recorder& recorder) {
+    std::unique_ptr<Subscription> subscription = Watch(options, recorder);
+    ASSERT_TRUE(recorder.WaitForConnections(1));
+    Put(unmatched, {"x"}, Expiration::Ttl(absl::Seconds(1)));
+    Put(matched, {"y"}, Expiration::Ttl(absl::Seconds(2)));
+    server_.ExpireAfter(absl::Seconds(3));
+    ASSERT_TRUE(recorder.WaitForEvents(1));
+  }
+
   TestServer server_;
   Client client_;
 };
@@ -131,14 +144,7 @@ TEST_F(WatchTest, FiltersByCollectionNames) {
   Recorder recorder;
   WatchOptions options;
   options.collections = {"mine", "ours"};
-  std::unique_ptr<Subscription> subscription = Watch(options, recorder);
-  ASSERT_TRUE(recorder.WaitForConnections(1));
-  // "other" expires first: had it matched, it would have come first.
-  Put("other", {"x"}, Expiration::Ttl(absl::Seconds(1)));
-  Put("mine", {"y"}, Expiration::Ttl(absl::Seconds(2)));
-  server_.ExpireAfter(absl::Seconds(3));
-
-  ASSERT_TRUE(recorder.WaitForEvents(1));
+  ASSERT_NO_FATAL_FAILURE(ExpireUnmatchedThenMatched(options, "other", "mine", recorder));
   EXPECT_EQ(recorder.events()[0].collection, "mine");
   EXPECT_EQ(recorder.events()[0].key, "y");
 }
@@ -148,13 +154,7 @@ TEST_F(WatchTest, FiltersByPrefixAndCarriesValuesWhenAsked) {
   WatchOptions options;
   options.collection_prefix = "user:";
   options.include_values = true;
-  std::unique_ptr<Subscription> subscription = Watch(options, recorder);
-  ASSERT_TRUE(recorder.WaitForConnections(1));
-  Put("zone", {"x"}, Expiration::Ttl(absl::Seconds(1)));
-  Put("user:7", {"y"}, Expiration::Ttl(absl::Seconds(2)));
-  server_.ExpireAfter(absl::Seconds(3));
-
-  ASSERT_TRUE(recorder.WaitForEvents(1));
+  ASSERT_NO_FATAL_FAILURE(ExpireUnmatchedThenMatched(options, "zone", "user:7", recorder));
   EXPECT_EQ(recorder.events()[0].collection, "user:7");
   EXPECT_EQ(recorder.events()[0].value, "v:y");
 }
