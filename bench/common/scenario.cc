@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "bench/common/stats.h"
 
 namespace lapse {
 namespace load {
@@ -71,6 +72,19 @@ Result ExpiryLatencyResult(const std::string& peer, uint64_t members, const Expi
   AddTally(tally, result);
   result.AddLatency("event", tally.latency);
   return result;
+}
+
+void AddExpiryLatencyRows(uint64_t members, const LoadOutcome& load, const ExpiryTally& tally,
+                          const std::string& unit, const std::string& received, Table& table) {
+  table.Add({"members (pending at first deadline)", absl::StrCat(members)});
+  table.Add({"load members/s",
+             FormatCount(static_cast<double>(load.members) / absl::ToDoubleSeconds(load.elapsed))});
+  table.Add({absl::StrCat(unit, " expected"), absl::StrCat(members)});
+  table.Add({absl::StrCat(unit, " ", received), absl::StrCat(tally.received)});
+  table.Add({absl::StrCat(unit, " lost"), absl::StrCat(tally.lost)});
+  table.Add({"duplicates", absl::StrCat(tally.duplicates)});
+  table.AddLatency("received - deadline", tally.latency);
+  table.Add({"received - deadline min (ms)", FormatMs(tally.latency.min_us)});
 }
 
 DrainTimes DrainTimesFor(const ExpiryLedger& ledger, int64_t deadline_ms) {

@@ -107,6 +107,12 @@ ExpiryTally Tally(const ExpiryLedger& ledger, uint64_t expected);
 Result ExpiryLatencyResult(const std::string& peer, uint64_t members, const ExpiryTiming& timing,
                            const ExpiryTally& tally);
 
+// The expiry-latency table's rows every peer shows, from its members to the
+// least received - deadline. A peer names what it counts: `unit` is "events"
+// or "members", `received` says how they came ("received", "notified").
+void AddExpiryLatencyRows(uint64_t members, const LoadOutcome& load, const ExpiryTally& tally,
+                          const std::string& unit, const std::string& received, Table& table);
+
 // When a drain's notifications arrived, relative to the shared deadline.
 struct DrainTimes {
   int64_t first_us = 0;

@@ -153,15 +153,7 @@ bool RunExpiryLatency(const Options& o) {
   const ExpiryTally tally = load::Tally(ledger, n);
   const uint64_t errors = run.poll_errors + run.watch_errors + ledger.unknown();
   Table table({"expiry-latency", "value"});
-  table.Add({"members (pending at first deadline)", absl::StrCat(n)});
-  table.Add({"load members/s", FormatCount(static_cast<double>(run.load.members) /
-                                           absl::ToDoubleSeconds(run.load.elapsed))});
-  table.Add({"members expected", absl::StrCat(n)});
-  table.Add({"members notified", absl::StrCat(tally.received)});
-  table.Add({"members lost", absl::StrCat(tally.lost)});
-  table.Add({"duplicates", absl::StrCat(tally.duplicates)});
-  table.AddLatency("received - deadline", tally.latency);
-  table.Add({"received - deadline min (ms)", FormatMs(tally.latency.min_us)});
+  load::AddExpiryLatencyRows(n, run.load, tally, "members", "notified", table);
   table.Add({"notification messages", absl::StrCat(run.messages)});
   if (o.mode == Mode::kClassic) {
     table.Add({"poller script calls", absl::StrCat(run.poll_calls)});

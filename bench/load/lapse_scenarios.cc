@@ -104,15 +104,7 @@ bool RunExpiryLatency(const ScenarioOptions& o) {
   const ExpiryTally tally = Tally(rig.ledger, n);
   const uint64_t watch_errors = rig.watcher.errors();
   Table table({"expiry-latency", "value"});
-  table.Add({"members (pending at first deadline)", absl::StrCat(n)});
-  table.Add({"load members/s",
-             FormatCount(static_cast<double>(load.members) / absl::ToDoubleSeconds(load.elapsed))});
-  table.Add({"events expected", absl::StrCat(n)});
-  table.Add({"events received", absl::StrCat(tally.received)});
-  table.Add({"events lost", absl::StrCat(tally.lost)});
-  table.Add({"duplicates", absl::StrCat(tally.duplicates)});
-  table.AddLatency("received - deadline", tally.latency);
-  table.Add({"received - deadline min (ms)", FormatMs(tally.latency.min_us)});
+  AddExpiryLatencyRows(n, load, tally, "events", "received", table);
   const LatencySummary lag = rig.ledger.SummarizeExpiryLag();
   table.Add({"server expired_at - deadline p50 (ms)", FormatMs(lag.p50_us)});
   table.Add({"server expired_at - deadline p99 (ms)", FormatMs(lag.p99_us)});

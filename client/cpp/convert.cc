@@ -40,6 +40,15 @@ absl::StatusOr<std::vector<Result>> AllFromProto(const Protos& protos, Convert c
   return results;
 }
 
+// Each of `protos` through `convert`, which cannot fail, in order.
+template <typename Result, typename Protos, typename Convert>
+std::vector<Result> EachFromProto(const Protos& protos, Convert convert) {
+  std::vector<Result> results;
+  results.reserve(protos.size());
+  for (const auto& proto : protos) results.push_back(convert(proto));
+  return results;
+}
+
 // Fills an AIP-214 `oneof expiration`: `set_time` and `set_ttl` return the
 // arm to fill (mutable_expire_time, mutable_ttl).
 template <typename TimeSetter, typename TtlSetter>
@@ -271,21 +280,15 @@ absl::StatusOr<std::vector<PutResult>> FromProto(const v1::PutMembersResponse& r
 }
 
 std::vector<GetResult> FromProto(const v1::GetMembersResponse& response) {
-  std::vector<GetResult> results;
-  results.reserve(response.results_size());
-  for (const v1::GetMemberResult& result : response.results()) {
-    results.push_back({result.found(), MemberFromProto(result.member())});
-  }
-  return results;
+  return EachFromProto<GetResult>(response.results(), [](const v1::GetMemberResult& result) {
+    return GetResult{result.found(), MemberFromProto(result.member())};
+  });
 }
 
 std::vector<RemoveResult> FromProto(const v1::RemoveMembersResponse& response) {
-  std::vector<RemoveResult> results;
-  results.reserve(response.results_size());
-  for (const v1::RemoveMemberResult& result : response.results()) {
-    results.push_back({result.key(), result.existed()});
-  }
-  return results;
+  return EachFromProto<RemoveResult>(response.results(), [](const v1::RemoveMemberResult& result) {
+    return RemoveResult{result.key(), result.existed()};
+  });
 }
 
 absl::StatusOr<std::vector<ExpireResult>> FromProto(const v1::ExpireMembersResponse& response) {
@@ -318,10 +321,7 @@ absl::StatusOr<std::vector<PersistResult>> FromProto(const v1::PersistMembersRes
 
 MemberPage FromProto(const v1::ListMembersResponse& response) {
   MemberPage page;
-  page.members.reserve(response.members_size());
-  for (const v1::Member& member : response.members()) {
-    page.members.push_back(MemberFromProto(member));
-  }
+  page.members = EachFromProto<Member>(response.members(), &MemberFromProto);
   page.next_page_token = response.next_page_token();
   return page;
 }
@@ -332,10 +332,7 @@ CollectionInfo FromProto(const v1::GetCollectionResponse& response) {
 
 CollectionPage FromProto(const v1::ListCollectionsResponse& response) {
   CollectionPage page;
-  page.collections.reserve(response.collections_size());
-  for (const v1::CollectionInfo& info : response.collections()) {
-    page.collections.push_back(CollectionFromProto(info));
-  }
+  page.collections = EachFromProto<CollectionInfo>(response.collections(), &CollectionFromProto);
   page.next_page_token = response.next_page_token();
   return page;
 }

@@ -101,6 +101,19 @@ class WatchTest : public ::testing::Test {
     return subscription.ok() ? *std::move(subscription) : nullptr;
   }
 
+  // Watches with `options` while a member "x" of `unmatched` expires a second
+  // before a member "y" of `matched`, until the first event reached
+  // `recorder`: had the filter let `unmatched` through, it would have come first.
+  void ExpireUnmatchedThenMatched(const WatchOptions& options, const std::string& unmatched,
+                                  const std::string& matched, Recorder& recorder) {
+    std::unique_ptr<Subscription> subscription = Watch(options, recorder);
+    ASSERT_TRUE(recorder.WaitForConnections(1));
+    Put(unmatched, {"x"}, Expiration::Ttl(absl::Seconds(1)));
+    Put(matched, {"y"}, Expiration::Ttl(absl::Seconds(2)));
+    server_.ExpireAfter(absl::Seconds(3));
+    ASSERT_TRUE(recorder.WaitForEvents(1));
+  }
+
   TestServer server_;
   Client client_;
 };
@@ -131,14 +144,7 @@ TEST_F(WatchTest, FiltersByCollectionNames) {
   Recorder recorder;
   WatchOptions options;
   options.collections = {"mine", "ours"};
-  std::unique_ptr<Subscription> subscription = Watch(options, recorder);
-  ASSERT_TRUE(recorder.WaitForConnections(1));
-  // "other" expires first: had it matched, it would have come first.
-  Put("other", {"x"}, Expiration::Ttl(absl::Seconds(1)));
-  Put("mine", {"y"}, Expiration::Ttl(absl::Seconds(2)));
-  server_.ExpireAfter(absl::Seconds(3));
-
-  ASSERT_TRUE(recorder.WaitForEvents(1));
+  ASSERT_NO_FATAL_FAILURE(ExpireUnmatchedThenMatched(options, "other", "mine", recorder));
   EXPECT_EQ(recorder.events()[0].collection, "mine");
   EXPECT_EQ(recorder.events()[0].key, "y");
 }
@@ -148,13 +154,7 @@ TEST_F(WatchTest, FiltersByPrefixAndCarriesValuesWhenAsked) {
   WatchOptions options;
   options.collection_prefix = "user:";
   options.include_values = true;
-  std::unique_ptr<Subscription> subscription = Watch(options, recorder);
-  ASSERT_TRUE(recorder.WaitForConnections(1));
-  Put("zone", {"x"}, Expiration::Ttl(absl::Seconds(1)));
-  Put("user:7", {"y"}, Expiration::Ttl(absl::Seconds(2)));
-  server_.ExpireAfter(absl::Seconds(3));
-
-  ASSERT_TRUE(recorder.WaitForEvents(1));
+  ASSERT_NO_FATAL_FAILURE(ExpireUnmatchedThenMatched(options, "zone", "user:7", recorder));
   EXPECT_EQ(recorder.events()[0].collection, "user:7");
   EXPECT_EQ(recorder.events()[0].value, "v:y");
 }
@@ -284,24 +284,35 @@ TEST_F(SmallRetentionWatchTest, EventsNoLongerRetainedAreReportedAsOutOfRange) {
 
 // ---- Against a scripted server ----------------------------------------------
 
-TEST(WatchResumeTest, ResumesAfterTheHighestExaminedSequenceWithNoDuplicate) {
-  FakeServer server;
-  server.service().AddStream({true,
-                              {testing::Batch({11, 12}, 12), testing::Batch({}, 15)},
-                              grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")});
+// A scripted server, a client of it and a recorder of what a watch delivers:
+// each test scripts the server's streams, then watches.
+class WatchResumeTest : public ::testing::Test {
+ protected:
+  WatchResumeTest() : client_(server_.address(), TestClientOptions()) {}
+
+  absl::StatusOr<std::unique_ptr<Subscription>> Watch(const WatchOptions& options) {
+    return client_.Watch(options, recorder_.Handlers());
+  }
+
+  FakeServer server_;
+  Client client_;
+  Recorder recorder_;
+};
+
+TEST_F(WatchResumeTest, ResumesAfterTheHighestExaminedSequenceWithNoDuplicate) {
+  server_.service().AddStream({true,
+                               {testing::Batch({11, 12}, 12), testing::Batch({}, 15)},
+                               grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")});
   // A server that sends an event again is not believed.
-  server.service().AddStream({true, {testing::Batch({14, 16}, 16)}, {}});
-  Client client(server.address(), TestClientOptions());
-  Recorder recorder;
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+  server_.service().AddStream({true, {testing::Batch({14, 16}, 16)}, {}});
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription = Watch(From(StartPosition::kNew));
   ASSERT_TRUE(subscription.ok());
 
-  ASSERT_TRUE(recorder.WaitForEvents(3));
-  EXPECT_THAT(recorder.sequences(), ElementsAre(11, 12, 16));
-  EXPECT_EQ(recorder.reconnects(), 1);
-  EXPECT_TRUE(recorder.WaitForConnections(2));
-  const std::vector<v1::WatchExpirationsRequest> requests = server.service().watch_requests();
+  ASSERT_TRUE(recorder_.WaitForEvents(3));
+  EXPECT_THAT(recorder_.sequences(), ElementsAre(11, 12, 16));
+  EXPECT_EQ(recorder_.reconnects(), 1);
+  EXPECT_TRUE(recorder_.WaitForConnections(2));
+  const std::vector<v1::WatchExpirationsRequest> requests = server_.service().watch_requests();
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].start_position(), v1::START_POSITION_NEW);
   EXPECT_EQ(requests[1].start_position(), v1::START_POSITION_AFTER_SEQUENCE);
@@ -310,85 +321,66 @@ TEST(WatchResumeTest, ResumesAfterTheHighestExaminedSequenceWithNoDuplicate) {
   EXPECT_EQ((*subscription)->position(), 16u);
 }
 
-TEST(WatchResumeTest, ResumesFromTheSequenceADrainingServerNames) {
-  FakeServer server;
-  server.service().AddStream({true,
-                              {},
-                              grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                           "server shutting down; last delivered sequence 41")});
-  Client client(server.address(), TestClientOptions());
-  Recorder recorder;
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+TEST_F(WatchResumeTest, ResumesFromTheSequenceADrainingServerNames) {
+  server_.service().AddStream({true,
+                               {},
+                               grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                            "server shutting down; last delivered sequence 41")});
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription = Watch(From(StartPosition::kNew));
   ASSERT_TRUE(subscription.ok());
 
-  ASSERT_TRUE(server.service().WaitForWatchCalls(2));
-  const v1::WatchExpirationsRequest resumed = server.service().watch_requests()[1];
+  ASSERT_TRUE(server_.service().WaitForWatchCalls(2));
+  const v1::WatchExpirationsRequest resumed = server_.service().watch_requests()[1];
   EXPECT_EQ(resumed.start_position(), v1::START_POSITION_AFTER_SEQUENCE);
   EXPECT_EQ(resumed.after_sequence(), 41u);
 }
 
-TEST(WatchResumeTest, KeepsTheFilterAcrossReconnects) {
-  FakeServer server;
-  server.service().AddStream(
+TEST_F(WatchResumeTest, KeepsTheFilterAcrossReconnects) {
+  server_.service().AddStream(
       {true, {testing::Batch({3}, 3)}, grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone")});
-  Client client(server.address(), TestClientOptions());
-  Recorder recorder;
   WatchOptions options;
   options.collection_prefix = "user:";
   options.include_values = true;
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(options, recorder.Handlers());
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription = Watch(options);
   ASSERT_TRUE(subscription.ok());
 
-  ASSERT_TRUE(server.service().WaitForWatchCalls(2));
-  const v1::WatchExpirationsRequest resumed = server.service().watch_requests()[1];
+  ASSERT_TRUE(server_.service().WaitForWatchCalls(2));
+  const v1::WatchExpirationsRequest resumed = server_.service().watch_requests()[1];
   EXPECT_EQ(resumed.collection_prefix(), "user:");
   EXPECT_TRUE(resumed.include_values());
   EXPECT_EQ(resumed.after_sequence(), 3u);
 }
 
-TEST(WatchResumeTest, OutOfRangeMidStreamIsReportedAndNeverRetried) {
-  FakeServer server;
-  server.service().AddStream({true,
-                              {testing::Batch({5}, 5)},
-                              grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
-                                           "events after sequence 5 are no longer retained")});
-  Client client(server.address(), TestClientOptions());
-  Recorder recorder;
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+TEST_F(WatchResumeTest, OutOfRangeMidStreamIsReportedAndNeverRetried) {
+  server_.service().AddStream({true,
+                               {testing::Batch({5}, 5)},
+                               grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                                            "events after sequence 5 are no longer retained")});
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription = Watch(From(StartPosition::kNew));
   ASSERT_TRUE(subscription.ok());
 
-  EXPECT_EQ(recorder.WaitForError().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(recorder_.WaitForError().code(), absl::StatusCode::kOutOfRange);
   (*subscription)->Cancel();
-  EXPECT_THAT(recorder.sequences(), ElementsAre(5));
-  EXPECT_EQ(server.service().calls("WatchExpirations"), 1);
-  EXPECT_EQ(recorder.reconnects(), 0);
+  EXPECT_THAT(recorder_.sequences(), ElementsAre(5));
+  EXPECT_EQ(server_.service().calls("WatchExpirations"), 1);
+  EXPECT_EQ(recorder_.reconnects(), 0);
 }
 
-TEST(WatchResumeTest, ARefusedStreamIsNotReportedAsConnected) {
-  FakeServer server;
-  server.service().AddStream({false, {}, grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "too old")});
-  Client client(server.address(), TestClientOptions());
-  Recorder recorder;
+TEST_F(WatchResumeTest, ARefusedStreamIsNotReportedAsConnected) {
+  server_.service().AddStream({false, {}, grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "too old")});
   absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(From(StartPosition::kAfterSequence, 1), recorder.Handlers());
+      Watch(From(StartPosition::kAfterSequence, 1));
   ASSERT_TRUE(subscription.ok());
-  EXPECT_EQ(recorder.WaitForError().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(recorder.connections(), 0);
+  EXPECT_EQ(recorder_.WaitForError().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(recorder_.connections(), 0);
 }
 
-TEST(WatchResumeTest, DestroyingASubscriptionStopsItsOpenStream) {
-  FakeServer server;
-  Client client(server.address(), TestClientOptions());
-  Recorder recorder;
-  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
-      client.Watch(From(StartPosition::kNew), recorder.Handlers());
+TEST_F(WatchResumeTest, DestroyingASubscriptionStopsItsOpenStream) {
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription = Watch(From(StartPosition::kNew));
   ASSERT_TRUE(subscription.ok());
-  ASSERT_TRUE(recorder.WaitForConnections(1));
+  ASSERT_TRUE(recorder_.WaitForConnections(1));
   subscription->reset();
-  EXPECT_EQ(recorder.error(), std::nullopt);
+  EXPECT_EQ(recorder_.error(), std::nullopt);
 }
 
 // ---- Against a real lapsed that restarts ------------------------------------

@@ -91,6 +91,19 @@ bool StartFoundRow(const client::GetResult& result, JsonObject& object, Answer& 
   return result.found;
 }
 
+// Adds each key's row with `show(result)`, which returns whether the call did
+// what was asked for that key, then prints the answer. Returns kUnmet if it did
+// not for some key, else kOk.
+template <typename Result, typename Show>
+int ShowResults(const std::vector<Result>& results, Answer& answer, Show show) {
+  int code = kOk;
+  for (const Result& result : results) {
+    if (!show(result)) code = kUnmet;
+  }
+  answer.Print();
+  return code;
+}
+
 const char* PutOutcomeName(client::PutOutcome outcome) {
   switch (outcome) {
     case client::PutOutcome::kCreated:
@@ -142,13 +155,10 @@ int RunPut(const Invocation& in) {
       in.NewClient()->PutMembers(in.positional()[0], {write}, options);
   if (!results.ok()) return Fail("put", results.status());
   Answer answer(in.json, {"KEY", "OUTCOME", "EXPIRE_TIME"});
-  int code = kOk;
-  for (const client::PutResult& result : *results) {
-    if (result.outcome == client::PutOutcome::kSkipped) code = kUnmet;
+  return ShowResults(*results, answer, [&](const client::PutResult& result) {
     AddOutcomeRow(result.key, PutOutcomeName(result.outcome), result.expire_time, answer);
-  }
-  answer.Print();
-  return code;
+    return result.outcome != client::PutOutcome::kSkipped;
+  });
 }
 
 Command PutCommand() {
@@ -191,21 +201,16 @@ int RunGet(const Invocation& in) {
     return kOk;
   }
   Answer answer(in.json, {"KEY", "VALUE", "EXPIRE_TIME"});
-  int code = kOk;
-  for (const client::GetResult& result : *results) {
+  return ShowResults(*results, answer, [&](const client::GetResult& result) {
     const client::Member& member = result.member;
     JsonObject object;
-    if (!StartFoundRow(result, object, answer)) {
-      code = kUnmet;
-      continue;
-    }
+    if (!StartFoundRow(result, object, answer)) return false;
     object.AddBytes("value", member.value).AddTime("expire_time", member.expire_time);
     answer.Row({DisplayValue(member.key), DisplayValue(member.value),
                 FormatExpireTime(member.expire_time)},
                object);
-  }
-  answer.Print();
-  return code;
+    return true;
+  });
 }
 
 Command GetCommand() {
@@ -226,14 +231,11 @@ int RunRemove(const Invocation& in) {
       in.NewClient()->RemoveMembers(in.positional()[0], Keys(in));
   if (!results.ok()) return Fail("rm", results.status());
   Answer answer(in.json, {"KEY", "REMOVED"});
-  int code = kOk;
-  for (const client::RemoveResult& result : *results) {
-    if (!result.existed) code = kUnmet;
+  return ShowResults(*results, answer, [&](const client::RemoveResult& result) {
     answer.Row({DisplayValue(result.key), result.existed ? "yes" : "no (not found)"},
                JsonObject().AddBytes("key", result.key).Add("removed", result.existed));
-  }
-  answer.Print();
-  return code;
+    return result.existed;
+  });
 }
 
 Command RemoveCommand() {
@@ -286,16 +288,11 @@ int RunExpire(const Invocation& in) {
       in.NewClient()->ExpireMembers(in.positional()[0], Keys(in), *expiration, condition);
   if (!results.ok()) return Fail("expire", results.status());
   Answer answer(in.json, {"KEY", "OUTCOME", "EXPIRE_TIME"});
-  int code = kOk;
-  for (const client::ExpireResult& result : *results) {
-    if (result.outcome == client::ExpireOutcome::kConditionNotMet ||
-        result.outcome == client::ExpireOutcome::kNotFound) {
-      code = kUnmet;
-    }
+  return ShowResults(*results, answer, [&](const client::ExpireResult& result) {
     AddOutcomeRow(result.key, ExpireOutcomeName(result.outcome), result.expire_time, answer);
-  }
-  answer.Print();
-  return code;
+    return result.outcome != client::ExpireOutcome::kConditionNotMet &&
+           result.outcome != client::ExpireOutcome::kNotFound;
+  });
 }
 
 Command ExpireCommand() {
@@ -334,16 +331,13 @@ int RunPersist(const Invocation& in) {
       in.NewClient()->PersistMembers(in.positional()[0], Keys(in));
   if (!results.ok()) return Fail("persist", results.status());
   Answer answer(in.json, {"KEY", "OUTCOME"});
-  int code = kOk;
-  for (const client::PersistResult& result : *results) {
-    if (result.outcome == client::PersistOutcome::kNotFound) code = kUnmet;
+  return ShowResults(*results, answer, [&](const client::PersistResult& result) {
     answer.Row({DisplayValue(result.key), PersistOutcomeName(result.outcome)},
                JsonObject()
                    .AddBytes("key", result.key)
                    .Add("outcome", PersistOutcomeName(result.outcome)));
-  }
-  answer.Print();
-  return code;
+    return result.outcome != client::PersistOutcome::kNotFound;
+  });
 }
 
 Command PersistCommand() {
@@ -363,27 +357,22 @@ int RunTtl(const Invocation& in) {
   if (!results.ok()) return Fail("ttl", results.status());
   const absl::Time now = absl::Now();
   Answer answer(in.json, {"KEY", "TTL", "EXPIRE_TIME"});
-  int code = kOk;
-  for (const client::GetResult& result : *results) {
+  return ShowResults(*results, answer, [&](const client::GetResult& result) {
     const client::Member& member = result.member;
     JsonObject object;
-    if (!StartFoundRow(result, object, answer)) {
-      code = kUnmet;
-      continue;
-    }
+    if (!StartFoundRow(result, object, answer)) return false;
     object.AddTime("expire_time", member.expire_time);
     if (!member.expire_time.has_value()) {
       answer.Row({DisplayValue(member.key), "persistent", "-"}, object);
-      continue;
+      return true;
     }
     const absl::Duration remaining = std::max(*member.expire_time - now, absl::ZeroDuration());
     object.Add("ttl_ms", absl::ToInt64Milliseconds(remaining));
     answer.Row({DisplayValue(member.key), FormatRemaining(*member.expire_time, now),
                 FormatTimestamp(*member.expire_time)},
                object);
-  }
-  answer.Print();
-  return code;
+    return true;
+  });
 }
 
 Command TtlCommand() {
