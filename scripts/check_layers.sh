@@ -8,8 +8,8 @@
 # the engine knows nothing of gRPC or the generated protos; client/ and bench/
 # are products of their own and do not reach into the server or each other
 # (client/ may use server/base/mutex.h, the header-only lock family that
-# ThreadSanitizer can see); test support (testing/, tests/) is included only
-# by tests.
+# ThreadSanitizer can see, and server/base/utf8.h, the header-only UTF-8
+# decoder); test support (testing/, tests/) is included only by tests.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,8 +44,8 @@ rule "server/storage must not include the service or gRPC" \
   '^server/storage/' 'server/service/|grpcpp/|grpc/'
 rule "only tests include test support (testing/, tests/)" \
   '^(server|client|bench|proto)/' 'testing/|tests/' '' '_test\.cc$'
-rule "client/ must not include the server (but server/base/mutex.h) or bench/" \
-  '^client/' 'server/|bench/' 'server/base/mutex\.h'
+rule "client/ must not include the server (but server/base/{mutex,utf8}.h) or bench/" \
+  '^client/' 'server/|bench/' 'server/base/(mutex|utf8)\.h'
 rule "bench/ must not include the client library" \
   '^bench/' 'client/|lapse/client\.h'
 

@@ -46,8 +46,6 @@ std::string FormatRemaining(absl::Time expire_time, absl::Time now);
 // with C escapes ("\x00\x01").
 std::string DisplayValue(absl::string_view value);
 
-bool IsValidUtf8(absl::string_view text);
-
 // Columns padded to their widest cell, separated by two spaces.
 class Table final {
  public:

@@ -51,13 +51,6 @@ TEST(DisplayValueTest, PrintableTextAsIsOtherBytesEscaped) {
   EXPECT_EQ(DisplayValue("\xff"), "\"\\xff\"");
 }
 
-TEST(Utf8Test, RejectsMalformedOverlongAndSurrogateSequences) {
-  EXPECT_TRUE(IsValidUtf8("plain, ü, €, 😀"));
-  EXPECT_FALSE(IsValidUtf8("\xc3"));
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));
-  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));
-}
-
 TEST(TableTest, PadsColumnsToTheWidestCell) {
   Table table({"KEY", "VALUE"});
   table.AddRow({"a-long-key", "1"});

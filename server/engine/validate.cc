@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "server/base/deadline.h"
+#include "server/base/utf8.h"
 
 namespace lapse {
 namespace {
@@ -68,40 +69,12 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name, const
 }
 
 size_t FindInvalidKeyByte(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) return i;
-      ++i;
-      continue;
-    }
-    size_t len;
+  for (size_t i = 0; i < s.size();) {
     uint32_t cp;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > s.size()) return i;
-    for (size_t j = 1; j < len; ++j) {
-      const unsigned char cc = s[i + j];
-      if ((cc & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    const bool overlong =
-        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp < 0xa0)) {
-      return i;
-    }
-    i += len;
+    const size_t length = DecodeUtf8(s.substr(i), &cp);
+    // C0 and C1 control characters and DEL are not key text.
+    if (length == 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) return i;
+    i += length;
   }
   return absl::string_view::npos;
 }

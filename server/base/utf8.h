@@ -1,0 +1,69 @@
+// DecodeUtf8: the one UTF-8 decoder, for the server's key validation and for
+// lapsectl's output. Header-only and free of server code, so the client may
+// include it (scripts/check_layers.sh allows it).
+//
+//   uint32_t code_point;
+//   size_t length = lapse::DecodeUtf8(text.substr(i), &code_point);
+//   if (length == 0) ... invalid at i ...
+//
+// Thread-safe (pure functions).
+#ifndef LAPSE_SERVER_BASE_UTF8_H_
+#define LAPSE_SERVER_BASE_UTF8_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace lapse {
+
+// Decodes the code point at the start of `text` (non-empty) into
+// `*code_point` and returns how many bytes it took, 1 to 4. Returns 0 when
+// `text` does not start with a valid UTF-8 sequence: a stray continuation
+// byte, a truncated sequence, an overlong form, a surrogate or a value beyond
+// U+10FFFF.
+inline size_t DecodeUtf8(absl::string_view text, uint32_t* code_point) {
+  const unsigned char c = static_cast<unsigned char>(text[0]);
+  size_t length;
+  uint32_t code;
+  if (c < 0x80) {
+    *code_point = c;
+    return 1;
+  } else if ((c & 0xE0) == 0xC0) {
+    length = 2;
+    code = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    length = 3;
+    code = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    length = 4;
+    code = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (length > text.size()) return 0;
+  for (size_t k = 1; k < length; ++k) {
+    const unsigned char next = static_cast<unsigned char>(text[k]);
+    if ((next & 0xC0) != 0x80) return 0;
+    code = (code << 6) | (next & 0x3F);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < kMin[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
+  *code_point = code;
+  return length;
+}
+
+// Whether all of `text` is valid UTF-8.
+inline bool IsValidUtf8(absl::string_view text) {
+  uint32_t ignored;
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = DecodeUtf8(text.substr(i), &ignored);
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
+}  // namespace lapse
+
+#endif  // LAPSE_SERVER_BASE_UTF8_H_
