@@ -105,6 +105,17 @@ void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
   EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
+grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& collection,
+                           const std::string& key) {
+  v1::PutMembersRequest request;
+  request.set_collection(collection);
+  request.add_members()->set_key(key);
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::PutMembersResponse response;
+  return stub.PutMembers(&context, request, &response);
+}
+
 void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
                const std::vector<std::string>& keys, absl::Time now) {
   v1::ExpireMembersRequest request;

@@ -77,6 +77,11 @@ void GuardDeadline(grpc::ClientContext* context);
 void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
             const std::vector<std::string>& keys, absl::Duration ttl);
 
+// Puts `key` (no value, no expiration) into `collection`; returns the RPC's
+// status so a test can ASSERT on it.
+grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& collection,
+                           const std::string& key);
+
 // Expires `keys` now through ExpireMembers with a past expire_time, which
 // appends their events before the RPC returns.
 void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,

@@ -36,13 +36,7 @@ class CollectionsTest : public ::testing::Test {
 TEST_F(CollectionsTest, GetCollectionCountsMembersAndNextDeadline) {
   PutTtl(server_.stub(), "orders", {"a"}, absl::Seconds(20));
   PutTtl(server_.stub(), "orders", {"b"}, absl::Seconds(10));
-  v1::PutMembersRequest persistent;
-  persistent.set_collection("orders");
-  persistent.add_members()->set_key("c");
-  grpc::ClientContext context;
-  GuardDeadline(&context);
-  v1::PutMembersResponse put_response;
-  ASSERT_TRUE(server_.stub().PutMembers(&context, persistent, &put_response).ok());
+  ASSERT_TRUE(PutPersistent(server_.stub(), "orders", "c").ok());
 
   v1::GetCollectionResponse response;
   ASSERT_TRUE(GetCollection("orders", &response).ok());

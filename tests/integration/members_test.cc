@@ -1,4 +1,5 @@
 // Member RPCs end to end: results, outcomes and expire_time round trips.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,28 @@ class MembersTest : public ::testing::Test {
     const grpc::Status status = server_.stub().ListMembers(&context, request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response;
+  }
+
+  struct Pages {
+    std::vector<std::string> keys;  // Every page's keys, in order.
+    int count = 0;                  // Pages read.
+  };
+
+  // Follows next_page_token from `request` to the end (at most 10 pages, so a
+  // token that never ends fails instead of hanging), calling `check` on each member.
+  Pages ListEveryPage(v1::ListMembersRequest request,
+                      const std::function<void(const v1::Member&)>& check) {
+    Pages pages;
+    do {
+      const v1::ListMembersResponse page = List(request);
+      for (const v1::Member& m : page.members()) {
+        pages.keys.push_back(m.key());
+        check(m);
+      }
+      request.set_page_token(page.next_page_token());
+      ++pages.count;
+    } while (!request.page_token().empty() && pages.count < 10);
+    return pages;
   }
 
   TestServer server_;
@@ -181,11 +204,7 @@ TEST_F(MembersTest, RemoveReportsWhichMembersExisted) {
 
 TEST_F(MembersTest, ExpireReportsEveryOutcome) {
   PutTtl(server_.stub(), "jobs", {"timed", "gone"}, absl::Seconds(60));
-  v1::PutMembersRequest persistent;
-  persistent.set_collection("jobs");
-  persistent.add_members()->set_key("forever");
-  v1::PutMembersResponse put_response;
-  ASSERT_TRUE(Put(persistent, &put_response).ok());
+  ASSERT_TRUE(PutPersistent(server_.stub(), "jobs", "forever").ok());
 
   auto expire = [&](const std::vector<std::string>& keys, v1::ExpireCondition condition,
                     bool past) {
@@ -224,11 +243,7 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
 
 TEST_F(MembersTest, PersistReportsEveryOutcome) {
   PutTtl(server_.stub(), "p", {"timed"}, absl::Seconds(60));
-  v1::PutMembersRequest persistent;
-  persistent.set_collection("p");
-  persistent.add_members()->set_key("forever");
-  v1::PutMembersResponse put_response;
-  ASSERT_TRUE(Put(persistent, &put_response).ok());
+  ASSERT_TRUE(PutPersistent(server_.stub(), "p", "forever").ok());
 
   v1::PersistMembersRequest request;
   request.set_collection("p");
@@ -257,48 +272,26 @@ TEST_F(MembersTest, ListPagesByKeyWithOpaqueTokens) {
   v1::ListMembersRequest request;
   request.set_collection("list");
   request.set_page_size(2);
-  std::vector<std::string> keys;
-  int pages = 0;
-  do {
-    const v1::ListMembersResponse page = List(request);
-    for (const v1::Member& m : page.members()) {
-      keys.push_back(m.key());
-      EXPECT_EQ(m.value(), "v:" + m.key());
-    }
-    request.set_page_token(page.next_page_token());
-    ++pages;
-  } while (!request.page_token().empty() && pages < 10);
-  EXPECT_THAT(keys, ElementsAre("a", "b", "c", "d", "e"));
-  EXPECT_EQ(pages, 3);
+  const Pages pages =
+      ListEveryPage(request, [](const v1::Member& m) { EXPECT_EQ(m.value(), "v:" + m.key()); });
+  EXPECT_THAT(pages.keys, ElementsAre("a", "b", "c", "d", "e"));
+  EXPECT_EQ(pages.count, 3);
 }
 
 TEST_F(MembersTest, ListPagesByExpireTimeWithPersistentMembersLast) {
   PutTtl(server_.stub(), "byexp", {"late"}, absl::Seconds(30));
   PutTtl(server_.stub(), "byexp", {"early"}, absl::Seconds(10));
   PutTtl(server_.stub(), "byexp", {"mid"}, absl::Seconds(20));
-  v1::PutMembersRequest persistent;
-  persistent.set_collection("byexp");
-  persistent.add_members()->set_key("aaa-forever");
-  v1::PutMembersResponse put_response;
-  ASSERT_TRUE(Put(persistent, &put_response).ok());
+  ASSERT_TRUE(PutPersistent(server_.stub(), "byexp", "aaa-forever").ok());
 
   v1::ListMembersRequest request;
   request.set_collection("byexp");
   request.set_order_by(v1::MEMBER_ORDER_EXPIRE_TIME);
   request.set_page_size(1);
   request.set_keys_only(true);
-  std::vector<std::string> keys;
-  int pages = 0;
-  do {
-    const v1::ListMembersResponse page = List(request);
-    for (const v1::Member& m : page.members()) {
-      keys.push_back(m.key());
-      EXPECT_TRUE(m.value().empty());
-    }
-    request.set_page_token(page.next_page_token());
-    ++pages;
-  } while (!request.page_token().empty() && pages < 10);
-  EXPECT_THAT(keys, ElementsAre("early", "mid", "late", "aaa-forever"));
+  const Pages pages =
+      ListEveryPage(request, [](const v1::Member& m) { EXPECT_TRUE(m.value().empty()); });
+  EXPECT_THAT(pages.keys, ElementsAre("early", "mid", "late", "aaa-forever"));
 }
 
 TEST_F(MembersTest, ListOfAMissingCollectionIsEmpty) {
