@@ -73,6 +73,29 @@ class TestServer {
 // A client context with a deadline that only guards against hangs.
 void GuardDeadline(grpc::ClientContext* context);
 
+// Calls the unary RPC `rpc` (e.g. &v1::LapseService::Stub::GetMembers) under
+// GuardDeadline and returns its status:
+//   ASSERT_TRUE(Call(stub, &v1::LapseService::Stub::GetMembers, request, &response).ok());
+template <typename Request, typename Response>
+grpc::Status Call(v1::LapseService::Stub& stub,
+                  grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                              Response*),
+                  const Request& request, Response* response) {
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  return (stub.*rpc)(&context, request, response);
+}
+
+// A request naming `keys` in `collection`, as Get, Remove, Expire and Persist
+// requests do.
+template <typename Request>
+Request KeysRequest(const std::string& collection, const std::vector<std::string>& keys) {
+  Request request;
+  request.set_collection(collection);
+  for (const std::string& key : keys) request.add_keys(key);
+  return request;
+}
+
 // Puts `keys` (value "v:<key>") into `collection` with `ttl`; expects OK.
 void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
             const std::vector<std::string>& keys, absl::Duration ttl);

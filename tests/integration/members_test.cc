@@ -31,27 +31,26 @@ std::vector<std::string> Keys(const v1::ListMembersResponse& response) {
 class MembersTest : public ::testing::Test {
  protected:
   grpc::Status Put(const v1::PutMembersRequest& request, v1::PutMembersResponse* response) {
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    return server_.stub().PutMembers(&context, request, response);
+    return Call(server_.stub(), &v1::LapseService::Stub::PutMembers, request, response);
+  }
+
+  // Calls `rpc`, expects OK and returns the response.
+  template <typename Request, typename Response>
+  Response CallOk(grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                              Response*),
+                  const Request& request) {
+    Response response;
+    const grpc::Status status = Call(server_.stub(), rpc, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
   }
 
   v1::GetMembersResponse Get(const v1::GetMembersRequest& request) {
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    v1::GetMembersResponse response;
-    const grpc::Status status = server_.stub().GetMembers(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    return CallOk(&v1::LapseService::Stub::GetMembers, request);
   }
 
   v1::ListMembersResponse List(const v1::ListMembersRequest& request) {
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    v1::ListMembersResponse response;
-    const grpc::Status status = server_.stub().ListMembers(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    return CallOk(&v1::LapseService::Stub::ListMembers, request);
   }
 
   struct Pages {
@@ -140,21 +139,14 @@ TEST_F(MembersTest, PutBeyondMaxMembersFailsAndWritesNothing) {
   v1::PutMembersResponse response;
   EXPECT_EQ(Put(request, &response).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 
-  v1::GetMembersRequest get;
-  get.set_collection("capped");
-  get.add_keys("a");
-  get.add_keys("c");
-  const v1::GetMembersResponse got = Get(get);
+  const v1::GetMembersResponse got = Get(KeysRequest<v1::GetMembersRequest>("capped", {"a", "c"}));
   EXPECT_EQ(got.results(0).member().value(), "v:a");
   EXPECT_FALSE(got.results(1).found());
 }
 
 TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
   PutTtl(server_.stub(), "sessions", {"s1"}, absl::Seconds(5));
-  v1::GetMembersRequest request;
-  request.set_collection("sessions");
-  request.add_keys("s1");
-  request.add_keys("nope");
+  auto request = KeysRequest<v1::GetMembersRequest>("sessions", {"s1", "nope"});
   v1::GetMembersResponse plain = Get(request);
   ASSERT_EQ(plain.results_size(), 2);
   EXPECT_TRUE(plain.results(0).found());
@@ -179,22 +171,15 @@ TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
 TEST_F(MembersTest, AnExpiredMemberIsNeverReturned) {
   PutTtl(server_.stub(), "short", {"k"}, absl::Milliseconds(100));
   server_.clock().Advance(absl::Milliseconds(100));
-  v1::GetMembersRequest request;
-  request.set_collection("short");
-  request.add_keys("k");
-  EXPECT_FALSE(Get(request).results(0).found());
+  EXPECT_FALSE(Get(KeysRequest<v1::GetMembersRequest>("short", {"k"})).results(0).found());
 }
 
 TEST_F(MembersTest, RemoveReportsWhichMembersExisted) {
   PutTtl(server_.stub(), "carts", {"a"}, absl::Seconds(60));
-  v1::RemoveMembersRequest request;
-  request.set_collection("carts");
-  request.add_keys("a");
-  request.add_keys("b");
-  grpc::ClientContext context;
-  GuardDeadline(&context);
+  const auto request = KeysRequest<v1::RemoveMembersRequest>("carts", {"a", "b"});
   v1::RemoveMembersResponse response;
-  ASSERT_TRUE(server_.stub().RemoveMembers(&context, request, &response).ok());
+  ASSERT_TRUE(
+      Call(server_.stub(), &v1::LapseService::Stub::RemoveMembers, request, &response).ok());
   ASSERT_EQ(response.results_size(), 2);
   EXPECT_EQ(response.results(0).key(), "a");
   EXPECT_TRUE(response.results(0).existed());
@@ -208,21 +193,14 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
 
   auto expire = [&](const std::vector<std::string>& keys, v1::ExpireCondition condition,
                     bool past) {
-    v1::ExpireMembersRequest request;
-    request.set_collection("jobs");
-    for (const std::string& key : keys) request.add_keys(key);
+    auto request = KeysRequest<v1::ExpireMembersRequest>("jobs", keys);
     request.set_condition(condition);
     if (past) {
       *request.mutable_expire_time() = *TimeToProto(StartTime() - absl::Seconds(1));
     } else {
       *request.mutable_ttl() = Millis(120'000);
     }
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    v1::ExpireMembersResponse response;
-    const grpc::Status status = server_.stub().ExpireMembers(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    return CallOk(&v1::LapseService::Stub::ExpireMembers, request);
   };
 
   v1::ExpireMembersResponse later =
@@ -245,15 +223,10 @@ TEST_F(MembersTest, PersistReportsEveryOutcome) {
   PutTtl(server_.stub(), "p", {"timed"}, absl::Seconds(60));
   ASSERT_TRUE(PutPersistent(server_.stub(), "p", "forever").ok());
 
-  v1::PersistMembersRequest request;
-  request.set_collection("p");
-  request.add_keys("timed");
-  request.add_keys("forever");
-  request.add_keys("missing");
-  grpc::ClientContext context;
-  GuardDeadline(&context);
+  const auto request = KeysRequest<v1::PersistMembersRequest>("p", {"timed", "forever", "missing"});
   v1::PersistMembersResponse response;
-  ASSERT_TRUE(server_.stub().PersistMembers(&context, request, &response).ok());
+  ASSERT_TRUE(
+      Call(server_.stub(), &v1::LapseService::Stub::PersistMembers, request, &response).ok());
   ASSERT_EQ(response.results_size(), 3);
   EXPECT_EQ(response.results(0).key(), "timed");
   EXPECT_EQ(response.results(0).outcome(), v1::PERSIST_OUTCOME_PERSISTED);
@@ -261,10 +234,7 @@ TEST_F(MembersTest, PersistReportsEveryOutcome) {
   EXPECT_EQ(response.results(2).outcome(), v1::PERSIST_OUTCOME_NOT_FOUND);
 
   server_.clock().Advance(absl::Seconds(120));
-  v1::GetMembersRequest get;
-  get.set_collection("p");
-  get.add_keys("timed");
-  EXPECT_TRUE(Get(get).results(0).found());
+  EXPECT_TRUE(Get(KeysRequest<v1::GetMembersRequest>("p", {"timed"})).results(0).found());
 }
 
 TEST_F(MembersTest, ListPagesByKeyWithOpaqueTokens) {
@@ -310,10 +280,8 @@ TEST_F(MembersTest, PageSizeAboveTheMaximumIsCoerced) {
   v1::ListMembersRequest request;
   request.set_collection("many");
   request.set_page_size(1000);
-  grpc::ClientContext context;
-  GuardDeadline(&context);
   v1::ListMembersResponse response;
-  ASSERT_TRUE(small.stub().ListMembers(&context, request, &response).ok());
+  ASSERT_TRUE(Call(small.stub(), &v1::LapseService::Stub::ListMembers, request, &response).ok());
   EXPECT_THAT(Keys(response), ElementsAre("a", "b", "c"));
   EXPECT_FALSE(response.next_page_token().empty());
 }
