@@ -98,23 +98,27 @@ void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
     write->mutable_ttl()->set_nanos(static_cast<int32_t>(
         absl::ToInt64Nanoseconds(ttl - absl::Seconds(absl::ToInt64Seconds(ttl)))));
   }
-  grpc::ClientContext context;
-  GuardDeadline(&context);
   v1::PutMembersResponse response;
-  const grpc::Status status = stub.PutMembers(&context, request, &response);
+  const grpc::Status status = Call(stub, &v1::LapseService::Stub::PutMembers, request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& collection,
+                           const std::string& key) {
+  v1::PutMembersRequest request;
+  request.set_collection(collection);
+  request.add_members()->set_key(key);
+  v1::PutMembersResponse response;
+  return Call(stub, &v1::LapseService::Stub::PutMembers, request, &response);
 }
 
 void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
                const std::vector<std::string>& keys, absl::Time now) {
-  v1::ExpireMembersRequest request;
-  request.set_collection(collection);
-  for (const std::string& key : keys) request.add_keys(key);
+  auto request = KeysRequest<v1::ExpireMembersRequest>(collection, keys);
   *request.mutable_expire_time() = *TimeToProto(now - absl::Seconds(1));
-  grpc::ClientContext context;
-  GuardDeadline(&context);
   v1::ExpireMembersResponse response;
-  const grpc::Status status = stub.ExpireMembers(&context, request, &response);
+  const grpc::Status status =
+      Call(stub, &v1::LapseService::Stub::ExpireMembers, request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   for (const v1::ExpireMemberResult& result : response.results()) {
     EXPECT_EQ(result.outcome(), v1::EXPIRE_OUTCOME_EXPIRED) << result.key();

@@ -73,9 +73,37 @@ class TestServer {
 // A client context with a deadline that only guards against hangs.
 void GuardDeadline(grpc::ClientContext* context);
 
+// Calls the unary RPC `rpc` (e.g. &v1::LapseService::Stub::GetMembers) under
+// GuardDeadline and returns its status:
+//   ASSERT_TRUE(Call(stub, &v1::LapseService::Stub::GetMembers, request, &response).ok());
+template <typename Request, typename Response>
+grpc::Status Call(v1::LapseService::Stub& stub,
+                  grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                              Response*),
+                  const Request& request, Response* response) {
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  return (stub.*rpc)(&context, request, response);
+}
+
+// A request naming `keys` in `collection`, as Get, Remove, Expire and Persist
+// requests do.
+template <typename Request>
+Request KeysRequest(const std::string& collection, const std::vector<std::string>& keys) {
+  Request request;
+  request.set_collection(collection);
+  for (const std::string& key : keys) request.add_keys(key);
+  return request;
+}
+
 // Puts `keys` (value "v:<key>") into `collection` with `ttl`; expects OK.
 void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
             const std::vector<std::string>& keys, absl::Duration ttl);
+
+// Puts `key` (no value, no expiration) into `collection`; returns the RPC's
+// status so a test can ASSERT on it.
+grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& collection,
+                           const std::string& key);
 
 // Expires `keys` now through ExpireMembers with a past expire_time, which
 // appends their events before the RPC returns.

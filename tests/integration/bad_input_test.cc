@@ -23,14 +23,13 @@ ServerOptions SmallLimits() {
 
 class BadInputTest : public ::testing::Test {
  protected:
+  // Calls `method` and returns its status; the response is not wanted.
   template <typename Request, typename Response>
   grpc::Status Call(grpc::Status (v1::LapseService::Stub::*method)(grpc::ClientContext*,
                                                                    const Request&, Response*),
                     const Request& request) {
-    grpc::ClientContext context;
-    GuardDeadline(&context);
     Response response;
-    return (server_.stub().*method)(&context, request, &response);
+    return lapse::testing::Call(server_.stub(), method, request, &response);
   }
 
   grpc::Status Put(const v1::PutMembersRequest& request) {
@@ -74,10 +73,7 @@ TEST_F(BadInputTest, TooLongKey) {
   v1::PutMembersRequest request = GoodPut();
   request.mutable_members(0)->set_key("123456789");
   ExpectInvalid(Put(request), "members[0].key");
-  v1::GetMembersRequest get;
-  get.set_collection("c");
-  get.add_keys("k");
-  get.add_keys("123456789");
+  const auto get = KeysRequest<v1::GetMembersRequest>("c", {"k", "123456789"});
   ExpectInvalid(Call(&v1::LapseService::Stub::GetMembers, get), "keys[1]");
 }
 
@@ -100,9 +96,7 @@ TEST_F(BadInputTest, MalformedTimestampAndDuration) {
   ExpectInvalid(status, "members[1].expire_time");
   EXPECT_EQ(status.error_message(), "members[1].expire_time: nanos out of range");
 
-  v1::GetMembersRequest get;
-  get.set_collection("c");
-  get.add_keys("k");
+  auto get = KeysRequest<v1::GetMembersRequest>("c", {"k"});
   get.mutable_refresh_ttl()->set_seconds(1);
   get.mutable_refresh_ttl()->set_nanos(-1);
   ExpectInvalid(Call(&v1::LapseService::Stub::GetMembers, get), "refresh_ttl");
@@ -118,10 +112,7 @@ TEST_F(BadInputTest, DuplicateKeys) {
   v1::PutMembersRequest request = GoodPut();
   *request.add_members() = request.members(0);
   ExpectInvalid(Put(request), "members[1].key");
-  v1::RemoveMembersRequest remove;
-  remove.set_collection("c");
-  remove.add_keys("x");
-  remove.add_keys("x");
+  const auto remove = KeysRequest<v1::RemoveMembersRequest>("c", {"x", "x"});
   ExpectInvalid(Call(&v1::LapseService::Stub::RemoveMembers, remove), "keys[1]");
 }
 
@@ -181,10 +172,10 @@ TEST_F(BadInputTest, BadPageTokens) {
   ASSERT_TRUE(Put(more).ok());
   list.clear_page_token();
   list.set_page_size(1);
-  grpc::ClientContext context;
-  GuardDeadline(&context);
   v1::ListMembersResponse first;
-  ASSERT_TRUE(server_.stub().ListMembers(&context, list, &first).ok());
+  ASSERT_TRUE(
+      lapse::testing::Call(server_.stub(), &v1::LapseService::Stub::ListMembers, list, &first)
+          .ok());
   ASSERT_FALSE(first.next_page_token().empty());
   // The token belongs to collection "c" ordered by key.
   list.set_page_token(first.next_page_token());

@@ -18,16 +18,12 @@ class CollectionsTest : public ::testing::Test {
   grpc::Status GetCollection(const std::string& name, v1::GetCollectionResponse* response) {
     v1::GetCollectionRequest request;
     request.set_name(name);
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    return server_.stub().GetCollection(&context, request, response);
+    return Call(server_.stub(), &v1::LapseService::Stub::GetCollection, request, response);
   }
 
   grpc::Status ListCollections(const v1::ListCollectionsRequest& request,
                                v1::ListCollectionsResponse* response) {
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    return server_.stub().ListCollections(&context, request, response);
+    return Call(server_.stub(), &v1::LapseService::Stub::ListCollections, request, response);
   }
 
   TestServer server_;
@@ -36,13 +32,7 @@ class CollectionsTest : public ::testing::Test {
 TEST_F(CollectionsTest, GetCollectionCountsMembersAndNextDeadline) {
   PutTtl(server_.stub(), "orders", {"a"}, absl::Seconds(20));
   PutTtl(server_.stub(), "orders", {"b"}, absl::Seconds(10));
-  v1::PutMembersRequest persistent;
-  persistent.set_collection("orders");
-  persistent.add_members()->set_key("c");
-  grpc::ClientContext context;
-  GuardDeadline(&context);
-  v1::PutMembersResponse put_response;
-  ASSERT_TRUE(server_.stub().PutMembers(&context, persistent, &put_response).ok());
+  ASSERT_TRUE(PutPersistent(server_.stub(), "orders", "c").ok());
 
   v1::GetCollectionResponse response;
   ASSERT_TRUE(GetCollection("orders", &response).ok());
@@ -114,10 +104,9 @@ TEST_F(CollectionsTest, DeleteCollectionRemovesEveryMemberWithoutEvents) {
   auto remove = [&] {
     v1::DeleteCollectionRequest request;
     request.set_name("doomed");
-    grpc::ClientContext context;
-    GuardDeadline(&context);
     v1::DeleteCollectionResponse response;
-    EXPECT_TRUE(server_.stub().DeleteCollection(&context, request, &response).ok());
+    EXPECT_TRUE(
+        Call(server_.stub(), &v1::LapseService::Stub::DeleteCollection, request, &response).ok());
     return response.removed_count();
   };
   EXPECT_EQ(remove(), 3u);

@@ -41,10 +41,8 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   v1::MemberWrite* write = request.add_members();
   write->set_key("k");
   write->mutable_ttl()->set_seconds(60);
-  grpc::ClientContext context;
-  GuardDeadline(&context);
   v1::PutMembersResponse response;
-  const grpc::Status status = stub->PutMembers(&context, request, &response);
+  const grpc::Status status = Call(*stub, &v1::LapseService::Stub::PutMembers, request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.results(0).outcome(), v1::PUT_OUTCOME_CREATED);
 
@@ -72,13 +70,7 @@ TEST(LapsedTest, RefusesNonsenseFlagsWithExitStatus2) {
 grpc::Status PutOne(int port, const std::string& key) {
   std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-  v1::PutMembersRequest request;
-  request.set_collection("durable");
-  request.add_members()->set_key(key);
-  grpc::ClientContext context;
-  GuardDeadline(&context);
-  v1::PutMembersResponse response;
-  return stub->PutMembers(&context, request, &response);
+  return PutPersistent(*stub, "durable", key);
 }
 
 TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {

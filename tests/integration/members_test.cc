@@ -1,4 +1,5 @@
 // Member RPCs end to end: results, outcomes and expire_time round trips.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,27 +31,48 @@ std::vector<std::string> Keys(const v1::ListMembersResponse& response) {
 class MembersTest : public ::testing::Test {
  protected:
   grpc::Status Put(const v1::PutMembersRequest& request, v1::PutMembersResponse* response) {
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    return server_.stub().PutMembers(&context, request, response);
+    return Call(server_.stub(), &v1::LapseService::Stub::PutMembers, request, response);
+  }
+
+  // Calls `rpc`, expects OK and returns the response.
+  template <typename Request, typename Response>
+  Response CallOk(grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                              Response*),
+                  const Request& request) {
+    Response response;
+    const grpc::Status status = Call(server_.stub(), rpc, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
   }
 
   v1::GetMembersResponse Get(const v1::GetMembersRequest& request) {
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    v1::GetMembersResponse response;
-    const grpc::Status status = server_.stub().GetMembers(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    return CallOk(&v1::LapseService::Stub::GetMembers, request);
   }
 
   v1::ListMembersResponse List(const v1::ListMembersRequest& request) {
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    v1::ListMembersResponse response;
-    const grpc::Status status = server_.stub().ListMembers(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    return CallOk(&v1::LapseService::Stub::ListMembers, request);
+  }
+
+  struct Pages {
+    std::vector<std::string> keys;  // Every page's keys, in order.
+    int count = 0;                  // Pages read.
+  };
+
+  // Follows next_page_token from `request` to the end (at most 10 pages, so a
+  // token that never ends fails instead of hanging), calling `check` on each member.
+  Pages ListEveryPage(v1::ListMembersRequest request,
+                      const std::function<void(const v1::Member&)>& check) {
+    Pages pages;
+    do {
+      const v1::ListMembersResponse page = List(request);
+      for (const v1::Member& m : page.members()) {
+        pages.keys.push_back(m.key());
+        check(m);
+      }
+      request.set_page_token(page.next_page_token());
+      ++pages.count;
+    } while (!request.page_token().empty() && pages.count < 10);
+    return pages;
   }
 
   TestServer server_;
@@ -117,21 +139,14 @@ TEST_F(MembersTest, PutBeyondMaxMembersFailsAndWritesNothing) {
   v1::PutMembersResponse response;
   EXPECT_EQ(Put(request, &response).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 
-  v1::GetMembersRequest get;
-  get.set_collection("capped");
-  get.add_keys("a");
-  get.add_keys("c");
-  const v1::GetMembersResponse got = Get(get);
+  const v1::GetMembersResponse got = Get(KeysRequest<v1::GetMembersRequest>("capped", {"a", "c"}));
   EXPECT_EQ(got.results(0).member().value(), "v:a");
   EXPECT_FALSE(got.results(1).found());
 }
 
 TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
   PutTtl(server_.stub(), "sessions", {"s1"}, absl::Seconds(5));
-  v1::GetMembersRequest request;
-  request.set_collection("sessions");
-  request.add_keys("s1");
-  request.add_keys("nope");
+  auto request = KeysRequest<v1::GetMembersRequest>("sessions", {"s1", "nope"});
   v1::GetMembersResponse plain = Get(request);
   ASSERT_EQ(plain.results_size(), 2);
   EXPECT_TRUE(plain.results(0).found());
@@ -156,22 +171,15 @@ TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
 TEST_F(MembersTest, AnExpiredMemberIsNeverReturned) {
   PutTtl(server_.stub(), "short", {"k"}, absl::Milliseconds(100));
   server_.clock().Advance(absl::Milliseconds(100));
-  v1::GetMembersRequest request;
-  request.set_collection("short");
-  request.add_keys("k");
-  EXPECT_FALSE(Get(request).results(0).found());
+  EXPECT_FALSE(Get(KeysRequest<v1::GetMembersRequest>("short", {"k"})).results(0).found());
 }
 
 TEST_F(MembersTest, RemoveReportsWhichMembersExisted) {
   PutTtl(server_.stub(), "carts", {"a"}, absl::Seconds(60));
-  v1::RemoveMembersRequest request;
-  request.set_collection("carts");
-  request.add_keys("a");
-  request.add_keys("b");
-  grpc::ClientContext context;
-  GuardDeadline(&context);
+  const auto request = KeysRequest<v1::RemoveMembersRequest>("carts", {"a", "b"});
   v1::RemoveMembersResponse response;
-  ASSERT_TRUE(server_.stub().RemoveMembers(&context, request, &response).ok());
+  ASSERT_TRUE(
+      Call(server_.stub(), &v1::LapseService::Stub::RemoveMembers, request, &response).ok());
   ASSERT_EQ(response.results_size(), 2);
   EXPECT_EQ(response.results(0).key(), "a");
   EXPECT_TRUE(response.results(0).existed());
@@ -181,29 +189,18 @@ TEST_F(MembersTest, RemoveReportsWhichMembersExisted) {
 
 TEST_F(MembersTest, ExpireReportsEveryOutcome) {
   PutTtl(server_.stub(), "jobs", {"timed", "gone"}, absl::Seconds(60));
-  v1::PutMembersRequest persistent;
-  persistent.set_collection("jobs");
-  persistent.add_members()->set_key("forever");
-  v1::PutMembersResponse put_response;
-  ASSERT_TRUE(Put(persistent, &put_response).ok());
+  ASSERT_TRUE(PutPersistent(server_.stub(), "jobs", "forever").ok());
 
   auto expire = [&](const std::vector<std::string>& keys, v1::ExpireCondition condition,
                     bool past) {
-    v1::ExpireMembersRequest request;
-    request.set_collection("jobs");
-    for (const std::string& key : keys) request.add_keys(key);
+    auto request = KeysRequest<v1::ExpireMembersRequest>("jobs", keys);
     request.set_condition(condition);
     if (past) {
       *request.mutable_expire_time() = *TimeToProto(StartTime() - absl::Seconds(1));
     } else {
       *request.mutable_ttl() = Millis(120'000);
     }
-    grpc::ClientContext context;
-    GuardDeadline(&context);
-    v1::ExpireMembersResponse response;
-    const grpc::Status status = server_.stub().ExpireMembers(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    return CallOk(&v1::LapseService::Stub::ExpireMembers, request);
   };
 
   v1::ExpireMembersResponse later =
@@ -224,21 +221,12 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
 
 TEST_F(MembersTest, PersistReportsEveryOutcome) {
   PutTtl(server_.stub(), "p", {"timed"}, absl::Seconds(60));
-  v1::PutMembersRequest persistent;
-  persistent.set_collection("p");
-  persistent.add_members()->set_key("forever");
-  v1::PutMembersResponse put_response;
-  ASSERT_TRUE(Put(persistent, &put_response).ok());
+  ASSERT_TRUE(PutPersistent(server_.stub(), "p", "forever").ok());
 
-  v1::PersistMembersRequest request;
-  request.set_collection("p");
-  request.add_keys("timed");
-  request.add_keys("forever");
-  request.add_keys("missing");
-  grpc::ClientContext context;
-  GuardDeadline(&context);
+  const auto request = KeysRequest<v1::PersistMembersRequest>("p", {"timed", "forever", "missing"});
   v1::PersistMembersResponse response;
-  ASSERT_TRUE(server_.stub().PersistMembers(&context, request, &response).ok());
+  ASSERT_TRUE(
+      Call(server_.stub(), &v1::LapseService::Stub::PersistMembers, request, &response).ok());
   ASSERT_EQ(response.results_size(), 3);
   EXPECT_EQ(response.results(0).key(), "timed");
   EXPECT_EQ(response.results(0).outcome(), v1::PERSIST_OUTCOME_PERSISTED);
@@ -246,10 +234,7 @@ TEST_F(MembersTest, PersistReportsEveryOutcome) {
   EXPECT_EQ(response.results(2).outcome(), v1::PERSIST_OUTCOME_NOT_FOUND);
 
   server_.clock().Advance(absl::Seconds(120));
-  v1::GetMembersRequest get;
-  get.set_collection("p");
-  get.add_keys("timed");
-  EXPECT_TRUE(Get(get).results(0).found());
+  EXPECT_TRUE(Get(KeysRequest<v1::GetMembersRequest>("p", {"timed"})).results(0).found());
 }
 
 TEST_F(MembersTest, ListPagesByKeyWithOpaqueTokens) {
@@ -257,48 +242,26 @@ TEST_F(MembersTest, ListPagesByKeyWithOpaqueTokens) {
   v1::ListMembersRequest request;
   request.set_collection("list");
   request.set_page_size(2);
-  std::vector<std::string> keys;
-  int pages = 0;
-  do {
-    const v1::ListMembersResponse page = List(request);
-    for (const v1::Member& m : page.members()) {
-      keys.push_back(m.key());
-      EXPECT_EQ(m.value(), "v:" + m.key());
-    }
-    request.set_page_token(page.next_page_token());
-    ++pages;
-  } while (!request.page_token().empty() && pages < 10);
-  EXPECT_THAT(keys, ElementsAre("a", "b", "c", "d", "e"));
-  EXPECT_EQ(pages, 3);
+  const Pages pages =
+      ListEveryPage(request, [](const v1::Member& m) { EXPECT_EQ(m.value(), "v:" + m.key()); });
+  EXPECT_THAT(pages.keys, ElementsAre("a", "b", "c", "d", "e"));
+  EXPECT_EQ(pages.count, 3);
 }
 
 TEST_F(MembersTest, ListPagesByExpireTimeWithPersistentMembersLast) {
   PutTtl(server_.stub(), "byexp", {"late"}, absl::Seconds(30));
   PutTtl(server_.stub(), "byexp", {"early"}, absl::Seconds(10));
   PutTtl(server_.stub(), "byexp", {"mid"}, absl::Seconds(20));
-  v1::PutMembersRequest persistent;
-  persistent.set_collection("byexp");
-  persistent.add_members()->set_key("aaa-forever");
-  v1::PutMembersResponse put_response;
-  ASSERT_TRUE(Put(persistent, &put_response).ok());
+  ASSERT_TRUE(PutPersistent(server_.stub(), "byexp", "aaa-forever").ok());
 
   v1::ListMembersRequest request;
   request.set_collection("byexp");
   request.set_order_by(v1::MEMBER_ORDER_EXPIRE_TIME);
   request.set_page_size(1);
   request.set_keys_only(true);
-  std::vector<std::string> keys;
-  int pages = 0;
-  do {
-    const v1::ListMembersResponse page = List(request);
-    for (const v1::Member& m : page.members()) {
-      keys.push_back(m.key());
-      EXPECT_TRUE(m.value().empty());
-    }
-    request.set_page_token(page.next_page_token());
-    ++pages;
-  } while (!request.page_token().empty() && pages < 10);
-  EXPECT_THAT(keys, ElementsAre("early", "mid", "late", "aaa-forever"));
+  const Pages pages =
+      ListEveryPage(request, [](const v1::Member& m) { EXPECT_TRUE(m.value().empty()); });
+  EXPECT_THAT(pages.keys, ElementsAre("early", "mid", "late", "aaa-forever"));
 }
 
 TEST_F(MembersTest, ListOfAMissingCollectionIsEmpty) {
@@ -317,10 +280,8 @@ TEST_F(MembersTest, PageSizeAboveTheMaximumIsCoerced) {
   v1::ListMembersRequest request;
   request.set_collection("many");
   request.set_page_size(1000);
-  grpc::ClientContext context;
-  GuardDeadline(&context);
   v1::ListMembersResponse response;
-  ASSERT_TRUE(small.stub().ListMembers(&context, request, &response).ok());
+  ASSERT_TRUE(Call(small.stub(), &v1::LapseService::Stub::ListMembers, request, &response).ok());
   EXPECT_THAT(Keys(response), ElementsAre("a", "b", "c"));
   EXPECT_FALSE(response.next_page_token().empty());
 }
