@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/base/mutex.h"
 
 namespace lapse {
 namespace {
@@ -11,6 +12,9 @@ namespace {
 std::atomic<LogLevel> g_min_level{LogLevel::kInfo};
 // nullptr: stderr.
 std::atomic<std::FILE*> g_sink{nullptr};
+// One line at a time. stdio locks its FILEs too, but with glibc's internal
+// locks, which ThreadSanitizer cannot see; this one it can.
+Mutex g_write_mu;
 
 absl::string_view LevelName(LogLevel level) {
   switch (level) {
@@ -51,6 +55,7 @@ void Write(LogLevel level, absl::string_view message) {
   const std::string line = absl::StrCat("lapsed ", LevelName(level), ": ", message, "\n");
   std::FILE* sink = g_sink.load();
   if (sink == nullptr) sink = stderr;
+  MutexLock lock(&g_write_mu);
   std::fwrite(line.data(), 1, line.size(), sink);
   std::fflush(sink);
 }
