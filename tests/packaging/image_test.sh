@@ -68,7 +68,7 @@ while IFS= read -r -t "$patience_seconds" -u 3 line; do
   echo "$line" >>"$work/out"
   case "$line" in *"listening on"*) start_line=$line && break ;; esac
 done
-[ -n "$start_line" ] || fail "no start line within ${patience_seconds}s"
+[ -n "$start_line" ] || fail "no start line: lapsed exited, or ${patience_seconds}s passed"
 cat <&3 >>"$work/out" &
 echo "image_test: $start_line"
 port=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' <<<"$start_line")
