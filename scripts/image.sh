@@ -17,6 +17,13 @@
 # wins (--listen=0.0.0.0:0 picks a free port, --data_dir= runs memory-only).
 # There is no shell in the image; `lapsectl` runs as another entrypoint.
 #
+# Why FROM scratch rather than a Debian root made by mmdebstrap: measured here,
+# this image is 26 MB unpacked, 11 MB compressed, and builds in about 2 s from
+# the binaries; a bookworm minbase root with the same libraries' packages is
+# 200 MB (72 MB compressed), takes 80 s and needs the Debian mirror at build
+# time. Nothing in lapsed needs a shell, NSS modules (numeric addresses and
+# user) or data files.
+#
 # Output, under --out (default build/image):
 #   oci/                 the image layout, reference lapse:TAG (umoci, runc)
 #   lapse-TAG.oci.tar    the same layout as one file, for skopeo:
