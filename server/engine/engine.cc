@@ -192,9 +192,20 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
   // A deadline d has passed iff d <= now_ms() (deadlines are whole ms).
   int64_t now_ms() const { return now_ms_; }
-  // The live members across the engine once this operation's changes count.
-  uint64_t total_members() const {
-    return engine_.total_members_.load(std::memory_order_relaxed) + member_delta_;
+  // Counts `n` members this operation is about to create in the engine's
+  // total at once, so that writers on other shards see them before they are
+  // written; false, counting nothing, when the total would then pass `max`.
+  // The members created later count against the reservation, not again.
+  bool ReserveMembers(uint64_t n, uint64_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    uint64_t total = engine_.total_members_.load(std::memory_order_relaxed);
+    do {
+      // member_delta_ is what this operation removed so far (expiries on
+      // the way): gone already, though not yet taken off the total.
+      if (total + member_delta_ + n > max) return false;
+    } while (
+        !engine_.total_members_.compare_exchange_weak(total, total + n, std::memory_order_relaxed));
+    member_delta_ -= static_cast<int64_t>(n);
+    return true;
   }
 
   // ---- The changes: the one path for live operations and replay. ----
@@ -429,7 +440,8 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   bool changed_ = false;
   std::vector<ExpiryEvent> events_;
   BatchEncoder journal_;
-  // Members added less members gone, not yet in engine_.total_members_.
+  // Members added less members gone, not yet in engine_.total_members_
+  // (members reserved by ReserveMembers are in it already).
   int64_t member_delta_ = 0;
 };
 
@@ -460,8 +472,12 @@ absl::Status Engine::CheckKeyedRequest(absl::string_view collection,
   return writes ? Writable() : absl::OkStatus();
 }
 
+size_t Engine::ShardIndex(absl::string_view collection) const {
+  return absl::Hash<absl::string_view>{}(collection) % shards_.size();
+}
+
 Engine::Shard& Engine::ShardFor(absl::string_view collection) const {
-  return *shards_[absl::Hash<absl::string_view>{}(collection) % shards_.size()];
+  return *shards_[ShardIndex(collection)];
 }
 
 absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
@@ -511,10 +527,11 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
         absl::StrFormat("collection \"%s\" would hold %d members; max_members is %d", collection,
                         size_after, options.max_members));
   }
-  if (creates > 0 && op.total_members() + creates > limits.max_total_members) {
+  if (creates > 0 && !op.ReserveMembers(creates, limits.max_total_members)) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("the server holds its maximum of %d members", limits.max_total_members));
   }
+  if (options_.put_checked_hook_for_testing) options_.put_checked_hook_for_testing();
   for (size_t i = 0; i < writes.size(); ++i) {
     if (results[i].outcome == PutOutcome::kSkipped) continue;
     const MemberWrite& w = writes[i];

@@ -145,6 +145,11 @@ class Engine {
     // Runs under a shard lock: must be cheap and must not call into the
     // engine. None when empty.
     std::function<void(absl::Time)> earlier_deadline_listener = nullptr;
+    // Test only: called by Put under its shard lock once the request passed
+    // every check (and its new members are counted against
+    // max_total_members), before anything is written, so a test can hold a
+    // writer there. Must not call into the engine. None when empty.
+    std::function<void()> put_checked_hook_for_testing = nullptr;
   };
 
   // `clock` and `log` are not owned and must outlive the engine.
@@ -211,15 +216,21 @@ class Engine {
   bool Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn);
 
   // Live members across all collections (members past their deadline that
-  // are not yet expired included).
+  // are not yet expired included), and the members a Put under way has
+  // counted against max_total_members before writing them.
   uint64_t total_members() const;
 
   const Limits& limits() const { return options_.limits; }
+
+  // Test only: the index of the shard that holds `collection`, so a test can
+  // pick collections under different locks.
+  size_t ShardIndexForTesting(absl::string_view collection) const { return ShardIndex(collection); }
 
  private:
   class Shard;
   class ShardOp;
 
+  size_t ShardIndex(absl::string_view collection) const;
   Shard& ShardFor(absl::string_view collection) const;
   // UNAVAILABLE when the journal can no longer record changes.
   absl::Status Writable() const;

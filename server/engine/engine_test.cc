@@ -10,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/base/mutex.h"
+#include "testing/test_util.h"
 
 namespace lapse {
 namespace {
@@ -229,6 +231,55 @@ TEST_F(EngineTest, MaxTotalMembersIsResourceExhausted) {
   ASSERT_TRUE(engine.Put("y", {b}, {}).ok());
   EXPECT_EQ(engine.Put("z", {c}, {}).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(engine.Put("x", {a}, {}).ok()) << "replacing does not grow the total";
+}
+
+TEST_F(EngineTest, MaxTotalMembersHoldsForWritersOnTwoShardsCheckingAtOnce) {
+  // The first writer is held between its limit check and its write while a
+  // writer on another shard checks and writes: only one of them may pass.
+  Mutex mu;
+  CondVar cv;
+  bool hold_next = false;
+  bool held = false;
+  bool released = false;
+  Engine::Options options = MakeOptions();
+  options.limits.max_total_members = 1;
+  options.put_checked_hook_for_testing = [&] {
+    MutexLock lock(&mu);
+    if (!hold_next) return;
+    hold_next = false;
+    held = true;
+    cv.SignalAll();
+    EXPECT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return released; }));
+  };
+  Engine engine(options, &clock_, &log_);
+  std::string other = "other-0";
+  for (int i = 1; engine.ShardIndexForTesting(other) == engine.ShardIndexForTesting("held"); ++i) {
+    other = absl::StrCat("other-", i);
+  }
+  MemberWrite a{"a", "v", Expiration::None()}, b{"b", "v", Expiration::None()};
+  {
+    MutexLock lock(&mu);
+    hold_next = true;
+  }
+  absl::Status held_status;
+  std::thread writer([&] { held_status = engine.Put("held", {a}, {}).status(); });
+  bool was_held;
+  {
+    MutexLock lock(&mu);
+    was_held = testing::WaitWithPatience(mu, cv, [&] { return held; });
+  }
+  EXPECT_TRUE(was_held);
+  absl::Status other_status = absl::UnknownError("not run");
+  if (was_held) other_status = engine.Put(other, {b}, {}).status();
+  {
+    MutexLock lock(&mu);
+    released = true;
+    cv.SignalAll();
+  }
+  writer.join();
+  EXPECT_TRUE(held_status.ok()) << held_status;
+  EXPECT_EQ(other_status.code(), absl::StatusCode::kResourceExhausted) << other_status;
+  EXPECT_EQ(engine.total_members(), 1u);
 }
 
 TEST_F(EngineTest, ExpiredMemberIsInvisibleBeforeTheExpirerRuns) {
