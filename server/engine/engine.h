@@ -111,7 +111,8 @@ struct ListedMember {
 
 struct MemberPage {
   std::vector<ListedMember> members;
-  // Set when more members may follow.
+  // Set when more members may follow (also after a page cut short to fit in
+  // one response).
   std::optional<MemberCursor> next;
 };
 
@@ -162,6 +163,8 @@ class Engine {
                                              absl::Span<const MemberWrite> writes,
                                              const PutOptions& options);
   // `refresh` other than None moves the deadline of every member found.
+  // RESOURCE_EXHAUSTED, refreshing nothing, when the answer would pass
+  // Limits::max_response_bytes.
   absl::StatusOr<std::vector<GetResult>> Get(absl::string_view collection,
                                              absl::Span<const absl::string_view> keys,
                                              const Expiration& refresh = Expiration::None());
@@ -174,11 +177,14 @@ class Engine {
                                                    ExpireCondition condition);
   absl::StatusOr<std::vector<PersistOutcome>> Persist(absl::string_view collection,
                                                       absl::Span<const absl::string_view> keys);
+  // A page ends early, with `next` set, before a member that would pass
+  // Limits::max_response_bytes; it always holds at least one member.
   absl::StatusOr<MemberPage> ListMembers(absl::string_view collection,
                                          const ListMembersOptions& options);
   // NOT_FOUND when the collection has no live member.
   absl::StatusOr<CollectionInfo> GetCollection(absl::string_view name);
-  // Collections whose name starts with `prefix`, after `after` (exclusive).
+  // Collections whose name starts with `prefix`, after `after` (exclusive);
+  // a page ends early as ListMembers' does.
   absl::StatusOr<CollectionPage> ListCollections(absl::string_view prefix, int page_size,
                                                  absl::string_view after);
   // Live members removed; 0 if there was no such collection.
