@@ -73,7 +73,7 @@ class DurableStore final : public Journal {
   };
 
   // Creates the directory if needed and locks it (FAILED_PRECONDITION when
-  // another process holds it).
+  // another store, in this process or another, holds it).
   static absl::StatusOr<std::unique_ptr<DurableStore>> Open(const Options& options);
   ~DurableStore() override;
   DurableStore(const DurableStore&) = delete;

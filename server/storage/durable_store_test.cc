@@ -1,5 +1,7 @@
 #include "server/storage/durable_store.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <string>
 #include <thread>
@@ -336,6 +338,35 @@ TEST_F(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
   absl::StatusOr<std::unique_ptr<DurableStore>> second = DurableStore::Open(options);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(second.status().message(), HasSubstr("in use"));
+  first->reset();
+  EXPECT_TRUE(DurableStore::Open(options).ok());
+}
+
+TEST_F(DurableStoreTest, DeletingEveryFileInTheDirectoryDoesNotReleaseItsLock) {
+  Server first(dir_, &clock_);
+  ASSERT_TRUE(first.recovered.ok());
+  for (const std::string& name : Names(dir_)) {
+    ASSERT_TRUE(files::Remove(absl::StrCat(dir_, "/", name)).ok()) << name;
+  }
+  DurableStore::Options options;
+  options.dir = dir_;
+  EXPECT_EQ(DurableStore::Open(options).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(DurableStoreTest, ASymlinkToALockedDirectoryFindsItLocked) {
+  const std::string store = absl::StrCat(dir_, "/store");
+  const std::string link = absl::StrCat(dir_, "/link");
+  ASSERT_TRUE(files::EnsureDir(store).ok());
+  ASSERT_EQ(::symlink(store.c_str(), link.c_str()), 0);
+  DurableStore::Options options;
+  options.dir = store;
+  absl::StatusOr<std::unique_ptr<DurableStore>> first = DurableStore::Open(options);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(files::Remove(absl::StrCat(store, "/LOCK")).ok());
+  options.dir = link;
+  absl::StatusOr<std::unique_ptr<DurableStore>> second = DurableStore::Open(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr(link));
   first->reset();
   EXPECT_TRUE(DurableStore::Open(options).ok());
 }

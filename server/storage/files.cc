@@ -127,18 +127,19 @@ absl::Status WriteAtomically(const std::string& dir, const std::string& name,
 }
 
 absl::StatusOr<DirLock> DirLock::Acquire(const std::string& dir) {
-  const std::string path = absl::StrCat(dir, "/LOCK");
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("open", path);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open", dir);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "data directory ", dir, " is in use by another lapsed (", path, " is locked)"));
+          "data directory ", dir,
+          " is in use by another lapsed (it holds the lock on the directory); stop that one or "
+          "choose another --data_dir"));
     }
     errno = err;
-    return ErrnoError("flock", path);
+    return ErrnoError("lock (flock)", dir);
   }
   return DirLock(fd);
 }

@@ -29,8 +29,15 @@ absl::StatusOr<std::vector<std::string>> List(const std::string& dir);
 absl::Status WriteAtomically(const std::string& dir, const std::string& name,
                              absl::string_view data);
 
-// An exclusive lock on a directory (flock on DIR/LOCK), held until
-// destroyed. FAILED_PRECONDITION when another process holds it.
+// An exclusive lock on a directory, held until destroyed: flock() on a
+// descriptor of the directory itself. A lock file inside it could be deleted
+// or replaced while held, and the next process would lock the new file; the
+// directory cannot go away while it holds files, and every path to it (a
+// symlink, a bind mount, "dir/.") reaches the same inode and so the same
+// lock. The kernel releases it when the process dies. For local file
+// systems: over NFS flock() is emulated with byte-range locks, which need a
+// descriptor open for writing, so Acquire fails there, naming the directory.
+// FAILED_PRECONDITION when another holder has it, in this process or another.
 class DirLock {
  public:
   static absl::StatusOr<DirLock> Acquire(const std::string& dir);

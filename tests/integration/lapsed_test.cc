@@ -1,6 +1,7 @@
 // The real lapsed binary: starts on a free port, serves, and exits 0 on
 // SIGTERM; refuses nonsense flags with exit status 2.
 #include <signal.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -75,16 +76,26 @@ grpc::Status PutOne(int port, const std::string& key) {
 
 TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
   TempDir temp;
-  const std::string& dir = temp.path();
-  ASSERT_FALSE(dir.empty());
+  ASSERT_FALSE(temp.path().empty());
+  const std::string dir = absl::StrCat(temp.path(), "/store");
+  const std::string link = absl::StrCat(temp.path(), "/link");
+  ASSERT_TRUE(files::EnsureDir(dir).ok());
+  ASSERT_EQ(::symlink(dir.c_str(), link.c_str()), 0);
   LapsedProcess first(
       LAPSED_PATH, {"--shutdown_grace=500ms", absl::StrCat("--data-dir=", dir), "--fsync=always"});
   ASSERT_GT(first.port(), 0) << first.Wait().err;
   EXPECT_THAT(first.start_line(), HasSubstr(absl::StrCat("durable in ", dir, " (fsync always)")));
   ASSERT_TRUE(PutOne(first.port(), "k").ok());
 
-  LapsedProcess second(LAPSED_PATH, {absl::StrCat("--data_dir=", dir)});
-  EXPECT_EQ(second.Wait().exit_code, 1) << "the directory is locked by the first server";
+  // Neither deleting a lock file nor another path to the directory gets round
+  // the lock.
+  ASSERT_TRUE(files::Remove(absl::StrCat(dir, "/LOCK")).ok());
+  for (const std::string& path : {dir, link}) {
+    LapsedProcess second(LAPSED_PATH, {absl::StrCat("--data_dir=", path)});
+    const ChildProcess::Result refused = second.Wait();
+    EXPECT_EQ(refused.exit_code, 1) << "the directory is locked by the first server: " << path;
+    EXPECT_THAT(refused.err, HasSubstr("in use"));
+  }
 
   first.Signal(SIGTERM);
   EXPECT_EQ(first.Wait().exit_code, 0);
