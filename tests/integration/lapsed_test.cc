@@ -14,7 +14,9 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "server/storage/embedded_store.h"
 #include "server/storage/files.h"
+#include "server/storage/snapshot.h"
 #include "server/storage/wal.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
@@ -99,6 +101,58 @@ TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
 
   first.Signal(SIGTERM);
   EXPECT_EQ(first.Wait().exit_code, 0);
+}
+
+TEST(LapsedTest, ADamagedSnapshotIsReportedAndPassedOverLosingNoWrite) {
+  TempDir temp;
+  const std::string& dir = temp.path();
+  ASSERT_FALSE(dir.empty());
+  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
+                                          absl::StrCat("--data-dir=", dir)};
+  const std::vector<std::string> keys = {"k0", "k1", "k2"};
+  {
+    LapsedProcess lapsed(LAPSED_PATH, flags);
+    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+    for (const std::string& key : keys) ASSERT_TRUE(PutOne(lapsed.port(), key).ok());
+    ASSERT_EQ(lapsed.Stop(), 0);
+  }
+  {
+    absl::StatusOr<std::unique_ptr<EmbeddedStore>> store =
+        EmbeddedStore::Open({.data_dir = dir}, nullptr);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->durable()->TakeSnapshot().ok());
+  }
+  absl::StatusOr<std::vector<std::string>> names = files::List(dir);
+  ASSERT_TRUE(names.ok());
+  std::string snapshot;
+  for (const std::string& name : *names) {
+    uint64_t lsn;
+    if (ParseSnapshotName(name, &lsn)) snapshot = name;
+  }
+  ASSERT_FALSE(snapshot.empty());
+  absl::StatusOr<std::string> data = files::ReadAll(absl::StrCat(dir, "/", snapshot));
+  ASSERT_TRUE(data.ok());
+  std::string damaged = *data;
+  damaged[damaged.size() / 2] ^= 0x40;
+  ASSERT_TRUE(files::WriteAtomically(dir, snapshot, damaged).ok());
+
+  LapsedProcess lapsed(LAPSED_PATH, flags);
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
+      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+  v1::GetMembersResponse response;
+  ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::GetMembers,
+                   KeysRequest<v1::GetMembersRequest>("durable", keys), &response)
+                  .ok());
+  ASSERT_EQ(response.results_size(), 3);
+  for (const v1::GetMemberResult& result : response.results()) {
+    EXPECT_TRUE(result.found()) << result.member().key();
+  }
+  lapsed.Signal(SIGTERM);
+  const ChildProcess::Result ended = lapsed.Wait();
+  EXPECT_EQ(ended.exit_code, 0);
+  EXPECT_THAT(ended.err, HasSubstr("DAMAGED"));
+  EXPECT_THAT(ended.err, HasSubstr(snapshot));
 }
 
 TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
