@@ -280,6 +280,11 @@ int main(int argc, char** argv) {
         recovered->members, recovered->events,
         recovered->snapshot.empty() ? "no snapshot" : recovered->snapshot,
         recovered->batches_replayed, absl::FormatDuration(recovered->took));
+    if (!recovered->damaged_snapshots.empty()) {
+      Log(LogLevel::kError, "passed over DAMAGED snapshots, recovered from %s instead: %s",
+          recovered->snapshot.empty() ? "the whole log" : recovered->snapshot,
+          recovered->damaged_snapshots);
+    }
     if (!recovered->torn_tail.empty()) {
       Log(LogLevel::kWarning, "cut a torn write-ahead log tail: %s", recovered->torn_tail);
     }
