@@ -9,6 +9,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "server/listen_address.h"
 
 namespace lapse {
 namespace {
@@ -29,6 +30,10 @@ LapseServer::~LapseServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::StatusOr<int> LapseServer::Start() {
   assert(hub_ == nullptr && "Start is called at most once");
+  if (absl::StatusOr<ListenAddress> address = ParseListenAddress(options_.listen_address);
+      !address.ok()) {
+    return address.status();
+  }
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
       options_.store, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); });

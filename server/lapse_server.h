@@ -38,7 +38,8 @@
 namespace lapse {
 
 struct ServerOptions {
-  // "host:port"; port 0 picks a free one (see Start()).
+  // HOST:PORT, [IPV6]:PORT or unix:/PATH (server/listen_address.h); port 0
+  // picks a free one (see Start()).
   std::string listen_address = "127.0.0.1:50051";
   EmbeddedStore::Options store;
   // An idle watch stream gets an empty batch this often.
@@ -59,9 +60,10 @@ class LapseServer {
   LapseServer& operator=(const LapseServer&) = delete;
 
   // Recovers the data directory (if any) and starts serving. Returns the
-  // bound port; FAILED_PRECONDITION when the data directory is locked by
-  // another server, DATA_LOSS when it is damaged, UNAVAILABLE when the address
-  // cannot be listened on. Call at most once.
+  // bound port; INVALID_ARGUMENT when the listen address is malformed,
+  // FAILED_PRECONDITION when the data directory is locked by another server,
+  // DATA_LOSS when it is damaged, UNAVAILABLE when the address cannot be
+  // listened on. Call at most once.
   absl::StatusOr<int> Start();
 
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "server/base/log.h"
 #include "server/lapse_server.h"
+#include "server/listen_address.h"
 
 namespace {
 
@@ -38,8 +39,8 @@ const lapse::ServerOptions& Defaults() {
 }  // namespace
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
-          "Address to serve on; 0.0.0.0:50051 in a container, port 0 picks a "
-          "free port");
+          "Address to serve on: HOST:PORT, [IPV6]:PORT or unix:/PATH; "
+          "0.0.0.0:50051 in a container, port 0 picks a free port");
 ABSL_FLAG(int64_t, shards, static_cast<int64_t>(Defaults().store.shards),
           "Lock shards of the store");
 ABSL_FLAG(int64_t, event_retention_events,
@@ -112,18 +113,19 @@ bool InRange(absl::string_view flag, int64_t value, int64_t min, int64_t max, st
   return false;
 }
 
-bool Positive(absl::string_view flag, absl::Duration value, std::string* error) {
-  if (value > absl::ZeroDuration() && value < absl::InfiniteDuration()) {
-    return true;
-  }
-  *error = absl::StrCat("--", flag, "=", absl::FormatDuration(value),
-                        " must be a positive, finite duration");
+// Checks that `flag`'s duration is within [min, max].
+bool InRange(absl::string_view flag, absl::Duration value, absl::Duration min, absl::Duration max,
+             std::string* error) {
+  if (value >= min && value <= max) return true;
+  *error = absl::StrCat("--", flag, "=", absl::FormatDuration(value), " is out of range [",
+                        absl::FormatDuration(min), ", ", absl::FormatDuration(max), "]");
   return false;
 }
 
 // Builds the server's options from the flags, or explains what is wrong.
 absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   constexpr int64_t kMax = INT64_MAX;
+  constexpr absl::Duration kMaxTtl = absl::Hours(24 * 365 * 100);
   const int64_t max_message = absl::GetFlag(FLAGS_max_message_bytes);
   const int64_t max_page = absl::GetFlag(FLAGS_max_page_size);
   std::string error;
@@ -141,20 +143,29 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
               &error) &&
       InRange("max_page_size", max_page, 1, INT32_MAX, &error) &&
       InRange("default_page_size", absl::GetFlag(FLAGS_default_page_size), 1, max_page, &error) &&
-      Positive("max_ttl", absl::GetFlag(FLAGS_max_ttl), &error) &&
+      // Deadlines stay far inside what a millisecond count and a
+      // google.protobuf.Timestamp (up to year 9999) can hold.
+      InRange("max_ttl", absl::GetFlag(FLAGS_max_ttl), absl::Milliseconds(1), kMaxTtl, &error) &&
       InRange("max_total_members", absl::GetFlag(FLAGS_max_total_members), 1, kMax, &error) &&
       InRange("max_watch_collections", absl::GetFlag(FLAGS_max_watch_collections), 1, 1'000'000,
               &error) &&
-      Positive("heartbeat_interval", absl::GetFlag(FLAGS_heartbeat_interval), &error) &&
+      InRange("heartbeat_interval", absl::GetFlag(FLAGS_heartbeat_interval), absl::Milliseconds(10),
+              absl::Hours(1), &error) &&
       InRange("watch_batch_max_events", absl::GetFlag(FLAGS_watch_batch_max_events), 1, 1'000'000,
               &error) &&
       InRange("watch_batch_max_bytes", absl::GetFlag(FLAGS_watch_batch_max_bytes), 1, INT32_MAX,
               &error) &&
       InRange("max_message_bytes", max_message, 4096, INT32_MAX, &error) &&
-      Positive("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), &error) &&
+      InRange("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), absl::ZeroDuration(),
+              absl::Hours(1), &error) &&
       InRange("snapshot_after_bytes", absl::GetFlag(FLAGS_snapshot_after_bytes), 0, kMax, &error) &&
       InRange("wal_segment_bytes", absl::GetFlag(FLAGS_wal_segment_bytes), 4096, kMax, &error);
   if (!ok) return absl::InvalidArgumentError(error);
+  absl::StatusOr<lapse::ListenAddress> listen =
+      lapse::ParseListenAddress(absl::GetFlag(FLAGS_listen));
+  if (!listen.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen=", listen.status().message()));
+  }
   absl::StatusOr<lapse::FsyncPolicy> fsync = lapse::ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
   if (!fsync.ok()) return absl::InvalidArgumentError(absl::StrCat("--", fsync.status().message()));
 
@@ -227,13 +238,6 @@ std::string StoreDescription(const lapse::ServerOptions& options) {
   return absl::StrCat("durable in ", options.store.data_dir, " (fsync ", fsync, ")");
 }
 
-// "host:port" with the port actually bound.
-std::string BoundAddress(const std::string& listen, int port) {
-  const size_t colon = listen.rfind(':');
-  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
-  return absl::StrCat(host, ":", port);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -284,9 +288,10 @@ int main(int argc, char** argv) {
           recovered->discarded);
     }
   }
-  std::printf("lapsed listening on %s (port %d); store: %s; shards %zu\n",
-              BoundAddress(options->listen_address, *port).c_str(), *port,
-              StoreDescription(*options).c_str(), options->store.shards);
+  const lapse::ListenAddress listen = *lapse::ParseListenAddress(options->listen_address);
+  const std::string port_note = listen.is_unix() ? "" : absl::StrCat(" (port ", *port, ")");
+  std::printf("lapsed listening on %s%s; store: %s; shards %zu\n", listen.WithPort(*port).c_str(),
+              port_note.c_str(), StoreDescription(*options).c_str(), options->store.shards);
   std::fflush(stdout);
 
   int signal_number = 0;

@@ -56,14 +56,67 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_EQ(lapsed.Wait().exit_code, 0);
 }
 
-TEST(LapsedTest, RefusesNonsenseFlagsWithExitStatus2) {
-  for (const char* flag :
-       {"--shards=0", "--max_page_size=0", "--heartbeat_interval=-1s", "--log_level=loud",
-        "--default_page_size=5000", "--fsync=sometimes", "--wal_segment_bytes=10"}) {
-    LapsedProcess lapsed(LAPSED_PATH, {flag});
-    ASSERT_TRUE(lapsed.spawned());
-    EXPECT_EQ(lapsed.Wait().exit_code, 2) << flag;
-  }
+struct RefusedFlag {
+  std::string flag;
+  // In what lapsed prints: the flag's name, and why.
+  std::string says;
+
+  friend void PrintTo(const RefusedFlag& refused, std::ostream* os) { *os << refused.flag; }
+};
+
+class LapsedRefusesFlagTest : public ::testing::TestWithParam<RefusedFlag> {};
+
+TEST_P(LapsedRefusesFlagTest, ExitsWithStatus2NamingTheFlag) {
+  LapsedProcess lapsed(LAPSED_PATH, {GetParam().flag});
+  ASSERT_TRUE(lapsed.spawned());
+  const ChildProcess::Result result = lapsed.Wait();
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  const std::string name = GetParam().flag.substr(0, GetParam().flag.find('='));
+  EXPECT_THAT(result.err, HasSubstr(name));
+  EXPECT_THAT(result.err, HasSubstr(GetParam().says));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, LapsedRefusesFlagTest,
+    ::testing::Values(
+        RefusedFlag{"--shards=0", "out of range"}, RefusedFlag{"--max_page_size=0", "out of range"},
+        RefusedFlag{"--heartbeat_interval=-1s", "out of range"},
+        RefusedFlag{"--heartbeat_interval=1ns", "out of range"},
+        RefusedFlag{"--log_level=loud", "expected error, warning or info"},
+        RefusedFlag{"--default_page_size=5000", "out of range"},
+        RefusedFlag{"--fsync=sometimes", "sometimes"},
+        RefusedFlag{"--wal_segment_bytes=10", "out of range"},
+        RefusedFlag{"--max_ttl=1000000h", "out of range"},
+        RefusedFlag{"--shutdown_grace=-1s", "out of range"},
+        RefusedFlag{"--listen=127.0.0.1:99999", "port \"99999\" is not a number in [0, 65535]"},
+        RefusedFlag{"--listen=127.0.0.1:-1", "not a number in [0, 65535]"},
+        RefusedFlag{"--listen=127.0.0.1:https", "not a number in [0, 65535]"},
+        RefusedFlag{"--listen=127.0.0.1:", "not a number in [0, 65535]"},
+        RefusedFlag{"--listen=127.0.0.1", "no port"}, RefusedFlag{"--listen=", "no port"},
+        RefusedFlag{"--listen=:50051", "no host"}, RefusedFlag{"--listen=::1:50051", "in brackets"},
+        RefusedFlag{"--listen=[::1:50051", "unbalanced brackets"},
+        RefusedFlag{"--listen=[1.2.3]:50051", "not an IPv6 address"},
+        RefusedFlag{"--listen=local_host:50051", "not a host name"},
+        RefusedFlag{"--listen=unix:lapse.sock", "absolute path"},
+        RefusedFlag{"--listen=unix:/" + std::string(200, 'd') + "/lapse.sock",
+                    "at most 107 bytes"}),
+    [](const ::testing::TestParamInfo<RefusedFlag>& info) {
+      std::string name = absl::StrCat(info.index, "_");
+      for (char c : info.param.flag.substr(2, info.param.flag.find('=') - 2)) name += c;
+      return name;
+    });
+
+TEST(LapsedTest, ServesOnAUnixSocket) {
+  TempDir temp;
+  ASSERT_FALSE(temp.path().empty());
+  const std::string address = absl::StrCat("unix:", temp.path(), "/lapse.sock");
+  LapsedProcess lapsed(LAPSED_PATH, {"--listen=" + address});
+  ASSERT_THAT(lapsed.start_line(), HasSubstr(absl::StrCat("listening on ", address, ";")))
+      << lapsed.Wait().err;
+  std::unique_ptr<v1::LapseService::Stub> stub =
+      v1::LapseService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  EXPECT_TRUE(PutPersistent(*stub, "unix", "k").ok());
+  EXPECT_EQ(lapsed.Stop(), 0);
 }
 
 // Puts one member through a fresh connection; the RPC's status.
