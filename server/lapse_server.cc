@@ -9,6 +9,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "server/accept_guard.h"
 #include "server/listen_address.h"
 
 namespace lapse {
@@ -33,6 +34,9 @@ absl::StatusOr<int> LapseServer::Start() {
   if (absl::StatusOr<ListenAddress> address = ParseListenAddress(options_.listen_address);
       !address.ok()) {
     return address.status();
+  }
+  if (absl::Status guarded = InstallAcceptGuard(options_.reserved_fds); !guarded.ok()) {
+    return guarded;
   }
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(

@@ -1,5 +1,8 @@
 // LapseServer: a whole lapse server in one object, for lapsed and for tests.
 //
+// Start() installs the process-wide accept guard (server/accept_guard.h), so
+// that running out of descriptors never stops the listener.
+//
 // Owns the store (today the EmbeddedStore: engine, event feed, expirer and,
 // with ServerOptions::store.data_dir set, the write-ahead log), the WatchHub,
 // the service and the grpc::Server (with the standard health service and
@@ -49,6 +52,9 @@ struct ServerOptions {
   size_t watch_batch_max_bytes = size_t{1} << 20;
   // gRPC's receive and send message size limits.
   int max_message_bytes = 16 << 20;
+  // Descriptors kept free below the open-file limit: a connection that would
+  // take one of them is reset at once (server/accept_guard.h).
+  int reserved_fds = 64;
 };
 
 class LapseServer {
@@ -61,7 +67,8 @@ class LapseServer {
 
   // Recovers the data directory (if any) and starts serving. Returns the
   // bound port; INVALID_ARGUMENT when the listen address is malformed,
-  // FAILED_PRECONDITION when the data directory is locked by another server,
+  // FAILED_PRECONDITION when the data directory is locked by another server
+  // or the open-file limit leaves nothing beyond reserved_fds,
   // DATA_LOSS when it is damaged, UNAVAILABLE when the address cannot be
   // listened on. Call at most once.
   absl::StatusOr<int> Start();

@@ -4,9 +4,11 @@
 //
 //   lapsed --data-dir=/var/lib/lapse --fsync=everysec
 //
-// Prints one line when it serves (address, bound port, store), drains and
-// exits 0 on SIGTERM or SIGINT, exits 2 on invalid flags and 1 when it cannot
-// listen or recover its data directory. Without --data_dir the store is
+// Raises its soft open-file limit to the hard one and keeps --reserved_fds of
+// them free of connections (server/accept_guard.h). Prints one line when it
+// serves (address, bound port, store), drains and exits 0 on SIGTERM or
+// SIGINT, exits 2 on invalid flags and 1 when it cannot listen or recover its
+// data directory. Without --data_dir the store is
 // memory-only: a restart starts empty. Flag names may be written with dashes
 // or underscores (--data-dir, --data_dir).
 #include <pthread.h>
@@ -25,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/accept_guard.h"
 #include "server/base/log.h"
 #include "server/lapse_server.h"
 #include "server/listen_address.h"
@@ -79,6 +82,10 @@ ABSL_FLAG(int64_t, watch_batch_max_bytes, static_cast<int64_t>(Defaults().watch_
           "Bytes of names, keys and values in one watch batch");
 ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest gRPC message received or sent");
+ABSL_FLAG(int64_t, reserved_fds, Defaults().reserved_fds,
+          "Descriptors kept free below the open-file limit (raised to the hard "
+          "limit at start-up) for the store and gRPC: a connection that would "
+          "take one is reset at once");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "On SIGTERM, how long in-flight RPCs get before they are cancelled");
 ABSL_FLAG(std::string, data_dir, "",
@@ -156,6 +163,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
       InRange("watch_batch_max_bytes", absl::GetFlag(FLAGS_watch_batch_max_bytes), 1, INT32_MAX,
               &error) &&
       InRange("max_message_bytes", max_message, 4096, INT32_MAX, &error) &&
+      InRange("reserved_fds", absl::GetFlag(FLAGS_reserved_fds), 16, 1 << 20, &error) &&
       InRange("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), absl::ZeroDuration(),
               absl::Hours(1), &error) &&
       InRange("snapshot_after_bytes", absl::GetFlag(FLAGS_snapshot_after_bytes), 0, kMax, &error) &&
@@ -187,6 +195,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.watch_batch_max_events = absl::GetFlag(FLAGS_watch_batch_max_events);
   options.watch_batch_max_bytes = absl::GetFlag(FLAGS_watch_batch_max_bytes);
   options.max_message_bytes = static_cast<int>(max_message);
+  options.reserved_fds = static_cast<int>(absl::GetFlag(FLAGS_reserved_fds));
   options.store.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.store.fsync = *fsync;
   options.store.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
@@ -267,6 +276,15 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  if (absl::StatusOr<lapse::FileLimit> limit = lapse::RaiseFileLimit(); !limit.ok()) {
+    Log(LogLevel::kWarning, "cannot raise the open-file limit: %s", limit.status().message());
+  } else if (limit->after > limit->before) {
+    Log(LogLevel::kInfo, "raised the open-file limit from %d to %d (the hard limit)", limit->before,
+        limit->after);
+  } else {
+    Log(LogLevel::kInfo, "open-file limit %d (the hard limit)", limit->after);
+  }
 
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();

@@ -1,7 +1,12 @@
 // The real lapsed binary: starts on a free port, serves, and exits 0 on
 // SIGTERM; refuses nonsense flags with exit status 2.
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -9,7 +14,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
@@ -88,6 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlag{"--wal_segment_bytes=10", "out of range"},
         RefusedFlag{"--max_ttl=1000000h", "out of range"},
         RefusedFlag{"--shutdown_grace=-1s", "out of range"},
+        RefusedFlag{"--reserved_fds=5", "out of range"},
         RefusedFlag{"--listen=127.0.0.1:99999", "port \"99999\" is not a number in [0, 65535]"},
         RefusedFlag{"--listen=127.0.0.1:-1", "not a number in [0, 65535]"},
         RefusedFlag{"--listen=127.0.0.1:https", "not a number in [0, 65535]"},
@@ -116,6 +124,68 @@ TEST(LapsedTest, ServesOnAUnixSocket) {
   std::unique_ptr<v1::LapseService::Stub> stub =
       v1::LapseService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   EXPECT_TRUE(PutPersistent(*stub, "unix", "k").ok());
+  EXPECT_EQ(lapsed.Stop(), 0);
+}
+
+// A TCP connection to 127.0.0.1:`port`; -1 on failure.
+int ConnectTcp(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(LapsedTest, KeepsAcceptingAfterMoreConnectionsThanDescriptors) {
+  constexpr int kLimit = 256;
+  constexpr int kConnections = 300;
+  LapsedProcess lapsed(LAPSED_PATH, {}, 0, kLimit);
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+
+  // The kernel completes every handshake into the listener's queue; lapsed
+  // serves each connection (the server's HTTP/2 settings arrive) or resets it
+  // at once, and none is left hanging.
+  std::vector<int> connections;
+  for (int i = 0; i < kConnections; ++i) {
+    const int fd = ConnectTcp(lapsed.port());
+    ASSERT_GE(fd, 0) << i;
+    connections.push_back(fd);
+  }
+  int served = 0;
+  int refused = 0;
+  const absl::Time deadline = absl::Now() + kPatience;
+  for (int fd : connections) {
+    pollfd ready = {fd, POLLIN, 0};
+    const int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    ASSERT_EQ(poll(&ready, 1, std::max(wait_ms, 0)), 1) << "a connection hangs, neither served "
+                                                        << "nor refused";
+    char byte;
+    (recv(fd, &byte, 1, MSG_DONTWAIT) > 0 ? served : refused)++;
+  }
+  EXPECT_GT(served, 0);
+  EXPECT_GT(refused, 0) << "the connections must be bounded below the limit of " << kLimit;
+  for (int fd : connections) close(fd);
+
+  // With the descriptors free again, a fresh connection is served. (The
+  // first try may still find the table full, until lapsed has seen the
+  // closes: the channel then retries.)
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials());
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  context.set_wait_for_ready(true);
+  grpc::health::v1::HealthCheckResponse health;
+  const grpc::Status checked = grpc::health::v1::Health::NewStub(channel)->Check(
+      &context, grpc::health::v1::HealthCheckRequest(), &health);
+  ASSERT_TRUE(checked.ok()) << checked.error_message();
+  EXPECT_EQ(health.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(PutPersistent(*v1::LapseService::NewStub(channel), "after", "k").ok());
   EXPECT_EQ(lapsed.Stop(), 0);
 }
 
