@@ -22,10 +22,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/accept_guard.h"
 #include "server/base/log.h"
@@ -224,6 +227,50 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   return options;
 }
 
+// absl::ParseCommandLine exits 1 on an unknown flag or a value it cannot
+// parse; lapsed's flag errors all exit 2, so its flags are checked here first
+// (each value is parsed again, to the same result, by absl). absl's own flags
+// (--help, --flagfile, ...) are left to absl.
+bool CheckFlagSyntax(int argc, char** argv, std::string* error) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (!absl::ConsumePrefix(&arg, "-")) continue;
+    absl::ConsumePrefix(&arg, "-");
+    if (arg.empty()) break;  // "--" ends the flags.
+    const size_t equals = arg.find('=');
+    absl::string_view name = arg.substr(0, equals);
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::ConsumePrefix(&name, "no")) {
+      flag = absl::FindCommandLineFlag(name);
+      if (flag != nullptr && flag->IsOfType<bool>() && equals == absl::string_view::npos) continue;
+      flag = nullptr;
+    }
+    if (flag == nullptr) {
+      *error =
+          absl::StrCat("--", arg.substr(0, equals), ": no such flag; lapsed --help lists them");
+      return false;
+    }
+    if (!absl::EndsWith(flag->Filename(), "lapsed_main.cc")) continue;
+    std::string value;
+    if (equals != absl::string_view::npos) {
+      value = std::string(arg.substr(equals + 1));
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      *error = absl::StrCat("--", name, ": needs a value");
+      return false;
+    }
+    std::string why;
+    if (!flag->ParseFrom(value, &why)) {
+      *error = absl::StrCat("--", name, "=", value, ": ", why);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Lets flags be written --data-dir as well as --data_dir: dashes in a flag's
 // name (not its value) become underscores.
 void UnderscoreFlagNames(int argc, char** argv) {
@@ -253,6 +300,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "lapse server: expiring collections over gRPC (lapse.v1.LapseService)");
   UnderscoreFlagNames(argc, argv);
+  if (std::string error; !CheckFlagSyntax(argc, argv, &error)) {
+    std::fprintf(stderr, "lapsed: %s\n", error.c_str());
+    return 2;
+  }
   absl::ParseCommandLine(argc, argv);
 
   LogLevel log_level;
