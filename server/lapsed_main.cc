@@ -224,6 +224,10 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
                      " bytes; raise it or lower "
                      "--watch_batch_max_bytes, --watch_batch_max_events or --max_value_bytes"));
   }
+  if (absl::StatusOr<size_t> response_bytes = lapse::ResponseBytesFor(options);
+      !response_bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", response_bytes.status().message()));
+  }
   return options;
 }
 

@@ -193,6 +193,17 @@ TEST(LapsedTest, KeepsAcceptingAfterMoreConnectionsThanDescriptors) {
   EXPECT_EQ(lapsed.Stop(), 0);
 }
 
+TEST(LapsedTest, RefusesFlagsUnderWhichAnAnswerCouldNotFitInAMessage) {
+  // 1000 echoed keys of 64 KiB do not fit in the default 16 MiB message.
+  LapsedProcess lapsed(LAPSED_PATH, {"--max_key_bytes=65536"});
+  ASSERT_TRUE(lapsed.spawned());
+  ASSERT_EQ(lapsed.port(), 0) << "lapsed started";
+  const ChildProcess::Result result = lapsed.Wait();
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("--max_message_bytes=16777216 cannot hold an answer"));
+  EXPECT_THAT(result.err, HasSubstr("max_members_per_request"));
+}
+
 // Puts one member through a fresh connection; the RPC's status.
 grpc::Status PutOne(int port, const std::string& key) {
   std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
