@@ -68,7 +68,10 @@ bool RefuseThroughSpare(int listener) {
 int GuardedAccept4(int listener, sockaddr* addr, socklen_t* len, int flags) {
   const int64_t fd_limit = g_connection_fd_limit.load(std::memory_order_relaxed);
   if (fd_limit == 0) return SystemAccept4(listener, addr, len, flags);
+  // Each try gets the caller's whole address buffer back.
+  const socklen_t capacity = len != nullptr ? *len : 0;
   while (true) {
+    if (len != nullptr) *len = capacity;
     const int fd = SystemAccept4(listener, addr, len, flags);
     if (fd >= 0) {
       if (fd < fd_limit) return fd;
