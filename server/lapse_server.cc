@@ -10,7 +10,9 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "server/accept_guard.h"
 #include "server/engine/limits.h"
+#include "server/listen_address.h"
 #include "server/service/proto_convert.h"
 
 namespace lapse {
@@ -52,6 +54,13 @@ LapseServer::~LapseServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::StatusOr<int> LapseServer::Start() {
   assert(hub_ == nullptr && "Start is called at most once");
+  if (absl::StatusOr<ListenAddress> address = ParseListenAddress(options_.listen_address);
+      !address.ok()) {
+    return address.status();
+  }
+  if (absl::Status guarded = InstallAcceptGuard(options_.reserved_fds); !guarded.ok()) {
+    return guarded;
+  }
   absl::StatusOr<size_t> response_bytes = ResponseBytesFor(options_);
   if (!response_bytes.ok()) return response_bytes.status();
   EmbeddedStore::Options store_options = options_.store;

@@ -1,5 +1,8 @@
 // LapseServer: a whole lapse server in one object, for lapsed and for tests.
 //
+// Start() installs the process-wide accept guard (server/accept_guard.h), so
+// that running out of descriptors never stops the listener.
+//
 // Owns the store (today the EmbeddedStore: engine, event feed, expirer and,
 // with ServerOptions::store.data_dir set, the write-ahead log), the WatchHub,
 // the service and the grpc::Server (with the standard health service and
@@ -38,7 +41,8 @@
 namespace lapse {
 
 struct ServerOptions {
-  // "host:port"; port 0 picks a free one (see Start()).
+  // HOST:PORT, [IPV6]:PORT or unix:/PATH (server/listen_address.h); port 0
+  // picks a free one (see Start()).
   std::string listen_address = "127.0.0.1:50051";
   EmbeddedStore::Options store;
   // An idle watch stream gets an empty batch this often.
@@ -48,6 +52,9 @@ struct ServerOptions {
   size_t watch_batch_max_bytes = size_t{1} << 20;
   // gRPC's receive and send message size limits.
   int max_message_bytes = 16 << 20;
+  // Descriptors kept free below the open-file limit: a connection that would
+  // take one of them is reset at once (server/accept_guard.h).
+  int reserved_fds = 64;
 };
 
 // What a server with `options` may put in one answer, as
@@ -67,10 +74,12 @@ class LapseServer {
 
   // Recovers the data directory (if any) and starts serving, with the
   // store's Limits::max_response_bytes set to ResponseBytesFor(options).
-  // Returns the bound port; INVALID_ARGUMENT when ResponseBytesFor refuses
-  // the options, FAILED_PRECONDITION when the data directory is locked by
-  // another server, DATA_LOSS when it is damaged, UNAVAILABLE when the
-  // address cannot be listened on. Call at most once.
+  // Returns the bound port; INVALID_ARGUMENT when the listen address is
+  // malformed or ResponseBytesFor refuses the options, FAILED_PRECONDITION
+  // when the data directory is locked by another server or the open-file
+  // limit leaves nothing beyond reserved_fds, DATA_LOSS when the data
+  // directory is damaged, UNAVAILABLE when the address cannot be listened on.
+  // Call at most once.
   absl::StatusOr<int> Start();
 
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch

@@ -4,9 +4,11 @@
 //
 //   lapsed --data-dir=/var/lib/lapse --fsync=everysec
 //
-// Prints one line when it serves (address, bound port, store), drains and
-// exits 0 on SIGTERM or SIGINT, exits 2 on invalid flags and 1 when it cannot
-// listen or recover its data directory. Without --data_dir the store is
+// Raises its soft open-file limit to the hard one and keeps --reserved_fds of
+// them free of connections (server/accept_guard.h). Prints one line when it
+// serves (address, bound port, store), drains and exits 0 on SIGTERM or
+// SIGINT, exits 2 on invalid flags and 1 when it cannot listen or recover its
+// data directory. Without --data_dir the store is
 // memory-only: a restart starts empty. Flag names may be written with dashes
 // or underscores (--data-dir, --data_dir).
 #include <pthread.h>
@@ -20,13 +22,18 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "server/accept_guard.h"
 #include "server/base/log.h"
 #include "server/lapse_server.h"
+#include "server/listen_address.h"
 
 namespace {
 
@@ -38,8 +45,8 @@ const lapse::ServerOptions& Defaults() {
 }  // namespace
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
-          "Address to serve on; 0.0.0.0:50051 in a container, port 0 picks a "
-          "free port");
+          "Address to serve on: HOST:PORT, [IPV6]:PORT or unix:/PATH; "
+          "0.0.0.0:50051 in a container, port 0 picks a free port");
 ABSL_FLAG(int64_t, shards, static_cast<int64_t>(Defaults().store.shards),
           "Lock shards of the store");
 ABSL_FLAG(int64_t, event_retention_events,
@@ -78,6 +85,10 @@ ABSL_FLAG(int64_t, watch_batch_max_bytes, static_cast<int64_t>(Defaults().watch_
           "Bytes of names, keys and values in one watch batch");
 ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest gRPC message received or sent");
+ABSL_FLAG(int64_t, reserved_fds, Defaults().reserved_fds,
+          "Descriptors kept free below the open-file limit (raised to the hard "
+          "limit at start-up) for the store and gRPC: a connection that would "
+          "take one is reset at once");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "On SIGTERM, how long in-flight RPCs get before they are cancelled");
 ABSL_FLAG(std::string, data_dir, "",
@@ -112,18 +123,19 @@ bool InRange(absl::string_view flag, int64_t value, int64_t min, int64_t max, st
   return false;
 }
 
-bool Positive(absl::string_view flag, absl::Duration value, std::string* error) {
-  if (value > absl::ZeroDuration() && value < absl::InfiniteDuration()) {
-    return true;
-  }
-  *error = absl::StrCat("--", flag, "=", absl::FormatDuration(value),
-                        " must be a positive, finite duration");
+// Checks that `flag`'s duration is within [min, max].
+bool InRange(absl::string_view flag, absl::Duration value, absl::Duration min, absl::Duration max,
+             std::string* error) {
+  if (value >= min && value <= max) return true;
+  *error = absl::StrCat("--", flag, "=", absl::FormatDuration(value), " is out of range [",
+                        absl::FormatDuration(min), ", ", absl::FormatDuration(max), "]");
   return false;
 }
 
 // Builds the server's options from the flags, or explains what is wrong.
 absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   constexpr int64_t kMax = INT64_MAX;
+  constexpr absl::Duration kMaxTtl = absl::Hours(24 * 365 * 100);
   const int64_t max_message = absl::GetFlag(FLAGS_max_message_bytes);
   const int64_t max_page = absl::GetFlag(FLAGS_max_page_size);
   std::string error;
@@ -141,20 +153,30 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
               &error) &&
       InRange("max_page_size", max_page, 1, INT32_MAX, &error) &&
       InRange("default_page_size", absl::GetFlag(FLAGS_default_page_size), 1, max_page, &error) &&
-      Positive("max_ttl", absl::GetFlag(FLAGS_max_ttl), &error) &&
+      // Deadlines stay far inside what a millisecond count and a
+      // google.protobuf.Timestamp (up to year 9999) can hold.
+      InRange("max_ttl", absl::GetFlag(FLAGS_max_ttl), absl::Milliseconds(1), kMaxTtl, &error) &&
       InRange("max_total_members", absl::GetFlag(FLAGS_max_total_members), 1, kMax, &error) &&
       InRange("max_watch_collections", absl::GetFlag(FLAGS_max_watch_collections), 1, 1'000'000,
               &error) &&
-      Positive("heartbeat_interval", absl::GetFlag(FLAGS_heartbeat_interval), &error) &&
+      InRange("heartbeat_interval", absl::GetFlag(FLAGS_heartbeat_interval), absl::Milliseconds(10),
+              absl::Hours(1), &error) &&
       InRange("watch_batch_max_events", absl::GetFlag(FLAGS_watch_batch_max_events), 1, 1'000'000,
               &error) &&
       InRange("watch_batch_max_bytes", absl::GetFlag(FLAGS_watch_batch_max_bytes), 1, INT32_MAX,
               &error) &&
       InRange("max_message_bytes", max_message, 4096, INT32_MAX, &error) &&
-      Positive("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), &error) &&
+      InRange("reserved_fds", absl::GetFlag(FLAGS_reserved_fds), 16, 1 << 20, &error) &&
+      InRange("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), absl::ZeroDuration(),
+              absl::Hours(1), &error) &&
       InRange("snapshot_after_bytes", absl::GetFlag(FLAGS_snapshot_after_bytes), 0, kMax, &error) &&
       InRange("wal_segment_bytes", absl::GetFlag(FLAGS_wal_segment_bytes), 4096, kMax, &error);
   if (!ok) return absl::InvalidArgumentError(error);
+  absl::StatusOr<lapse::ListenAddress> listen =
+      lapse::ParseListenAddress(absl::GetFlag(FLAGS_listen));
+  if (!listen.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen=", listen.status().message()));
+  }
   absl::StatusOr<lapse::FsyncPolicy> fsync = lapse::ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
   if (!fsync.ok()) return absl::InvalidArgumentError(absl::StrCat("--", fsync.status().message()));
 
@@ -176,6 +198,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.watch_batch_max_events = absl::GetFlag(FLAGS_watch_batch_max_events);
   options.watch_batch_max_bytes = absl::GetFlag(FLAGS_watch_batch_max_bytes);
   options.max_message_bytes = static_cast<int>(max_message);
+  options.reserved_fds = static_cast<int>(absl::GetFlag(FLAGS_reserved_fds));
   options.store.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.store.fsync = *fsync;
   options.store.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
@@ -208,6 +231,50 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   return options;
 }
 
+// absl::ParseCommandLine exits 1 on an unknown flag or a value it cannot
+// parse; lapsed's flag errors all exit 2, so its flags are checked here first
+// (each value is parsed again, to the same result, by absl). absl's own flags
+// (--help, --flagfile, ...) are left to absl.
+bool CheckFlagSyntax(int argc, char** argv, std::string* error) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (!absl::ConsumePrefix(&arg, "-")) continue;
+    absl::ConsumePrefix(&arg, "-");
+    if (arg.empty()) break;  // "--" ends the flags.
+    const size_t equals = arg.find('=');
+    absl::string_view name = arg.substr(0, equals);
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::ConsumePrefix(&name, "no")) {
+      flag = absl::FindCommandLineFlag(name);
+      if (flag != nullptr && flag->IsOfType<bool>() && equals == absl::string_view::npos) continue;
+      flag = nullptr;
+    }
+    if (flag == nullptr) {
+      *error =
+          absl::StrCat("--", arg.substr(0, equals), ": no such flag; lapsed --help lists them");
+      return false;
+    }
+    if (!absl::EndsWith(flag->Filename(), "lapsed_main.cc")) continue;
+    std::string value;
+    if (equals != absl::string_view::npos) {
+      value = std::string(arg.substr(equals + 1));
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      *error = absl::StrCat("--", name, ": needs a value");
+      return false;
+    }
+    std::string why;
+    if (!flag->ParseFrom(value, &why)) {
+      *error = absl::StrCat("--", name, "=", value, ": ", why);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Lets flags be written --data-dir as well as --data_dir: dashes in a flag's
 // name (not its value) become underscores.
 void UnderscoreFlagNames(int argc, char** argv) {
@@ -231,19 +298,16 @@ std::string StoreDescription(const lapse::ServerOptions& options) {
   return absl::StrCat("durable in ", options.store.data_dir, " (fsync ", fsync, ")");
 }
 
-// "host:port" with the port actually bound.
-std::string BoundAddress(const std::string& listen, int port) {
-  const size_t colon = listen.rfind(':');
-  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
-  return absl::StrCat(host, ":", port);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "lapse server: expiring collections over gRPC (lapse.v1.LapseService)");
   UnderscoreFlagNames(argc, argv);
+  if (std::string error; !CheckFlagSyntax(argc, argv, &error)) {
+    std::fprintf(stderr, "lapsed: %s\n", error.c_str());
+    return 2;
+  }
   absl::ParseCommandLine(argc, argv);
 
   LogLevel log_level;
@@ -267,6 +331,15 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  if (absl::StatusOr<lapse::FileLimit> limit = lapse::RaiseFileLimit(); !limit.ok()) {
+    Log(LogLevel::kWarning, "cannot raise the open-file limit: %s", limit.status().message());
+  } else if (limit->after > limit->before) {
+    Log(LogLevel::kInfo, "raised the open-file limit from %d to %d (the hard limit)", limit->before,
+        limit->after);
+  } else {
+    Log(LogLevel::kInfo, "open-file limit %d (the hard limit)", limit->after);
+  }
 
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();
@@ -293,9 +366,10 @@ int main(int argc, char** argv) {
           recovered->discarded);
     }
   }
-  std::printf("lapsed listening on %s (port %d); store: %s; shards %zu\n",
-              BoundAddress(options->listen_address, *port).c_str(), *port,
-              StoreDescription(*options).c_str(), options->store.shards);
+  const lapse::ListenAddress listen = *lapse::ParseListenAddress(options->listen_address);
+  const std::string port_note = listen.is_unix() ? "" : absl::StrCat(" (port ", *port, ")");
+  std::printf("lapsed listening on %s%s; store: %s; shards %zu\n", listen.WithPort(*port).c_str(),
+              port_note.c_str(), StoreDescription(*options).c_str(), options->store.shards);
   std::fflush(stdout);
 
   int signal_number = 0;

@@ -10,6 +10,18 @@
 namespace lapse::testing {
 namespace {
 
+constexpr char kPrlimit[] = "/usr/bin/prlimit";
+
+// lapsed's path and arguments, behind prlimit if there is a limit to set.
+std::vector<std::string> Arguments(const std::string& path, std::vector<std::string> flags,
+                                   int open_file_limit) {
+  if (open_file_limit <= 0) return flags;
+  std::vector<std::string> all = {absl::StrCat("--nofile=", open_file_limit), path};
+  all.insert(all.end(), std::make_move_iterator(flags.begin()),
+             std::make_move_iterator(flags.end()));
+  return all;
+}
+
 std::vector<std::string> WithTestFlags(std::vector<std::string> flags, int port) {
   // First, so that the test's own flags win (the last occurrence of a flag
   // counts).
@@ -24,8 +36,10 @@ std::vector<std::string> WithTestFlags(std::vector<std::string> flags, int port)
 
 }  // namespace
 
-LapsedProcess::LapsedProcess(const std::string& path, std::vector<std::string> flags, int port)
-    : process_(path, WithTestFlags(std::move(flags), port)) {
+LapsedProcess::LapsedProcess(const std::string& path, std::vector<std::string> flags, int port,
+                             int open_file_limit)
+    : process_(open_file_limit > 0 ? kPrlimit : path,
+               Arguments(path, WithTestFlags(std::move(flags), port), open_file_limit)) {
   start_line_ = process_.WaitForLine(ChildProcess::kStdout, "listening on");
   const size_t at = start_line_.find("(port ");
   if (at == std::string::npos) return;

@@ -25,8 +25,11 @@ class LapsedProcess final {
   // Starts `path` listening on 127.0.0.1:`port` (0: a port the kernel picks)
   // with errors-only logging and a short shutdown grace, then `flags` (which
   // may override those), and waits (at most kPatience) for its start line.
-  // Returns early if lapsed exits instead, e.g. on a refused flag.
-  LapsedProcess(const std::string& path, std::vector<std::string> flags, int port = 0);
+  // Returns early if lapsed exits instead, e.g. on a refused flag. With
+  // `open_file_limit` > 0, lapsed runs under `prlimit --nofile=N` (util-linux):
+  // soft and hard limit N.
+  LapsedProcess(const std::string& path, std::vector<std::string> flags, int port = 0,
+                int open_file_limit = 0);
 
   bool spawned() const { return process_.spawned(); }
   // The port lapsed reported listening on; 0 if it did not start.

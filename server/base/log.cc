@@ -47,6 +47,32 @@ void SetMinLogLevel(LogLevel level) { g_min_level.store(level, std::memory_order
 
 void SetLogSinkForTesting(std::FILE* sink) { g_sink.store(sink); }
 
+RateLimitedLog::RateLimitedLog(int max_lines, absl::Duration interval, const Clock* clock)
+    : max_lines_(max_lines), interval_(interval), clock_(clock) {}
+
+bool RateLimitedLog::Admit(int64_t* dropped) {
+  const absl::Time now = clock_->Now();
+  MutexLock lock(&mu_);
+  if (now >= interval_end_) {
+    interval_end_ = now + interval_;
+    written_ = 0;
+  }
+  if (written_ >= max_lines_) {
+    ++dropped_;
+    return false;
+  }
+  ++written_;
+  *dropped = dropped_;
+  dropped_ = 0;
+  return true;
+}
+
+void RateLimitedLog::WriteDropped(LogLevel level, int64_t dropped) const {
+  log_internal::Write(
+      level, absl::StrCat("dropped ", dropped, " similar lines (at most ", max_lines_, " per ",
+                          absl::FormatDuration(interval_), ")"));
+}
+
 namespace log_internal {
 
 bool Enabled(LogLevel level) { return level >= g_min_level.load(std::memory_order_relaxed); }

@@ -10,15 +10,28 @@
 //
 // The format is absl::StrFormat's, checked at compile time.
 //
+// Lines that anyone can cause (a client's malformed request, a library's
+// complaint about it) go through a RateLimitedLog, so that a flood of them
+// cannot flood the log:
+//
+//   static lapse::RateLimitedLog* const refusals =
+//       new lapse::RateLimitedLog(10, absl::Minutes(1));
+//   refusals->Log(lapse::LogLevel::kWarning, "refused a malformed %s", type);
+//
 // Thread-safe: each line is written whole with one call, so lines logged by
 // different threads never interleave.
 #ifndef LAPSE_SERVER_BASE_LOG_H_
 #define LAPSE_SERVER_BASE_LOG_H_
 
+#include <cstdint>
 #include <cstdio>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/base/clock.h"
+#include "server/base/mutex.h"
 
 namespace lapse {
 
@@ -41,6 +54,42 @@ void Log(LogLevel level, const absl::FormatSpec<Args...>& format, const Args&...
   if (!log_internal::Enabled(level)) return;
   log_internal::Write(level, absl::StrFormat(format, args...));
 }
+
+// Writes at most `max_lines` lines per `interval` (intervals start with the
+// first line after the previous one ended) and counts the rest; the first line
+// let through after lines were dropped is preceded by one saying how many.
+// The count waits for that line: nothing is written by a timer.
+class RateLimitedLog {
+ public:
+  RateLimitedLog(int max_lines, absl::Duration interval, const Clock* clock = RealClock());
+  RateLimitedLog(const RateLimitedLog&) = delete;
+  RateLimitedLog& operator=(const RateLimitedLog&) = delete;
+
+  template <typename... Args>
+  void Log(LogLevel level, const absl::FormatSpec<Args...>& format, const Args&... args) {
+    if (!log_internal::Enabled(level)) return;
+    int64_t dropped = 0;
+    if (!Admit(&dropped)) return;
+    if (dropped > 0) WriteDropped(level, dropped);
+    log_internal::Write(level, absl::StrFormat(format, args...));
+  }
+
+ private:
+  // Whether a line may be written now; if so, `dropped` is how many were
+  // dropped since the last line written.
+  bool Admit(int64_t* dropped);
+  void WriteDropped(LogLevel level, int64_t dropped) const;
+
+  // Constant after construction.
+  const int max_lines_;
+  const absl::Duration interval_;
+  const Clock* const clock_;
+
+  Mutex mu_;
+  absl::Time interval_end_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int written_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 // Test-only: lines go to `sink` instead of stderr; nullptr restores stderr.
 // The caller keeps `sink` open until it is replaced.

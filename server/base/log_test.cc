@@ -88,6 +88,44 @@ TEST_F(LogTest, LinesFromManyThreadsDoNotInterleave) {
   EXPECT_THAT(next, ElementsAre(kLines, kLines, kLines, kLines));
 }
 
+TEST_F(LogTest, RateLimitedLogWritesAtMostItsLinesPerInterval) {
+  FakeClock clock(absl::FromUnixSeconds(1000));
+  RateLimitedLog log(2, absl::Minutes(1), &clock);
+  for (int i = 0; i < 5; ++i) log.Log(LogLevel::kWarning, "refused %d", i);
+  EXPECT_EQ(Written(), "lapsed WARNING: refused 0\nlapsed WARNING: refused 1\n");
+}
+
+TEST_F(LogTest, RateLimitedLogCountsWhatItDroppedWithTheNextLineWritten) {
+  FakeClock clock(absl::FromUnixSeconds(1000));
+  RateLimitedLog log(2, absl::Minutes(1), &clock);
+  for (int i = 0; i < 5; ++i) log.Log(LogLevel::kWarning, "refused %d", i);
+  clock.Advance(absl::Seconds(59));
+  log.Log(LogLevel::kWarning, "still inside the interval");
+  clock.Advance(absl::Seconds(1));
+  log.Log(LogLevel::kWarning, "refused 5");
+  log.Log(LogLevel::kWarning, "refused 6");
+  log.Log(LogLevel::kWarning, "refused 7");
+  clock.Advance(absl::Minutes(5));
+  log.Log(LogLevel::kError, "refused 8");
+  EXPECT_EQ(Written(),
+            "lapsed WARNING: refused 0\n"
+            "lapsed WARNING: refused 1\n"
+            "lapsed WARNING: dropped 4 similar lines (at most 2 per 1m)\n"
+            "lapsed WARNING: refused 5\n"
+            "lapsed WARNING: refused 6\n"
+            "lapsed ERROR: dropped 1 similar lines (at most 2 per 1m)\n"
+            "lapsed ERROR: refused 8\n");
+}
+
+TEST_F(LogTest, RateLimitedLogIgnoresLinesBelowTheMinimumLevel) {
+  FakeClock clock(absl::FromUnixSeconds(1000));
+  RateLimitedLog log(1, absl::Minutes(1), &clock);
+  SetMinLogLevel(LogLevel::kWarning);
+  log.Log(LogLevel::kInfo, "not written, not counted");
+  log.Log(LogLevel::kWarning, "written");
+  EXPECT_EQ(Written(), "lapsed WARNING: written\n");
+}
+
 TEST(ParseLogLevelTest, AcceptsTheThreeFlagValues) {
   LogLevel level = LogLevel::kInfo;
   ASSERT_TRUE(ParseLogLevel("error", &level));

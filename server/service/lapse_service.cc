@@ -1,5 +1,6 @@
 #include "server/service/lapse_service.h"
 
+#include <cassert>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -8,8 +9,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/repeated_ptr_field.h"
+#include "grpcpp/impl/codegen/server_callback_handlers.h"
+#include "server/base/log.h"
 #include "server/service/proto_convert.h"
+#include "server/service/request_parser.h"
 #include "server/service/watch_reactor.h"
 
 namespace lapse {
@@ -27,6 +32,35 @@ class RejectedWatch final : public grpc::ServerWriteReactor<v1::WatchExpirations
   explicit RejectedWatch(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
 };
+
+// A unary call's reactor. Owns the parsed request, which the store's answer
+// reads until the call finishes.
+template <typename Request>
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  Request request;
+
+  void OnDone() override { delete this; }
+};
+
+// The position of `method` in lapse.v1.LapseService, which is its index in
+// the generated service's method table.
+int MethodIndex(const char* method) {
+  const google::protobuf::MethodDescriptor* found = v1::PutMembersRequest::descriptor()
+                                                        ->file()
+                                                        ->FindServiceByName("LapseService")
+                                                        ->FindMethodByName(method);
+  assert(found != nullptr);
+  return found->index();
+}
+
+// Malformed requests are logged, but any client can send them: a few lines
+// a minute at most.
+void LogMalformed(const grpc::CallbackServerContext& context, const absl::Status& status) {
+  static RateLimitedLog* const log = new RateLimitedLog(10, absl::Minutes(1));
+  log->Log(LogLevel::kWarning, "refused a malformed request from %s: %s", context.peer(),
+           status.message());
+}
 
 // The store's answer to a unary RPC: `fill` writes a successful result into
 // the response, then the reactor finishes.
@@ -325,77 +359,66 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
 
 }  // namespace
 
-LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub) : store_(store), hub_(hub) {}
+LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub) : store_(store), hub_(hub) {
+  RouteProtobufLogs();
+  ServeUnary("PutMembers", &HandlePutMembers);
+  ServeUnary("GetMembers", &HandleGetMembers);
+  ServeUnary("RemoveMembers", &HandleRemoveMembers);
+  ServeUnary("ExpireMembers", &HandleExpireMembers);
+  ServeUnary("PersistMembers", &HandlePersistMembers);
+  ServeUnary("ListMembers", &HandleListMembers);
+  ServeUnary("GetCollection", &HandleGetCollection);
+  ServeUnary("ListCollections", &HandleListCollections);
+  ServeUnary("DeleteCollection", &HandleDeleteCollection);
+  ServeWatch();
+}
 
 void LapseServiceImpl::StartDraining() { draining_.store(true); }
 
 template <typename Request, typename Response>
+void LapseServiceImpl::ServeUnary(const char* method, Handler<Request, Response> handler) {
+  MarkMethodRawCallback(MethodIndex(method),
+                        new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, Response>(
+                            [this, handler](grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* bytes, Response* response) {
+                              return Answer(context, *bytes, response, handler);
+                            }));
+}
+
+void LapseServiceImpl::ServeWatch() {
+  MarkMethodRawCallback(
+      MethodIndex("WatchExpirations"),
+      new grpc::internal::CallbackServerStreamingHandler<grpc::ByteBuffer,
+                                                         v1::WatchExpirationsResponse>(
+          [this](grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes)
+              -> grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* {
+            v1::WatchExpirationsRequest request;
+            if (absl::Status parsed = ParseRequest(*bytes, &request); !parsed.ok()) {
+              LogMalformed(*context, parsed);
+              return new RejectedWatch(ToGrpcStatus(parsed));
+            }
+            return WatchExpirations(context, &request);
+          }));
+}
+
+template <typename Request, typename Response>
 grpc::ServerUnaryReactor* LapseServiceImpl::Answer(grpc::CallbackServerContext* context,
-                                                   const Request& request, Response* response,
+                                                   const grpc::ByteBuffer& bytes,
+                                                   Response* response,
                                                    Handler<Request, Response> handler) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* call = new UnaryCall<Request>;
   if (draining_.load()) {
-    reactor->Finish(Draining());
-    return reactor;
+    call->Finish(Draining());
+    return call;
   }
-  if (absl::Status status = handler(*store_, request, response, reactor); !status.ok()) {
-    reactor->Finish(ToGrpcStatus(status));
+  absl::Status status = ParseRequest(bytes, &call->request);
+  if (status.ok()) {
+    status = handler(*store_, call->request, response, call);
+  } else {
+    LogMalformed(*context, status);
   }
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::PutMembers(grpc::CallbackServerContext* context,
-                                                       const v1::PutMembersRequest* request,
-                                                       v1::PutMembersResponse* response) {
-  return Answer(context, *request, response, &HandlePutMembers);
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::GetMembers(grpc::CallbackServerContext* context,
-                                                       const v1::GetMembersRequest* request,
-                                                       v1::GetMembersResponse* response) {
-  return Answer(context, *request, response, &HandleGetMembers);
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::RemoveMembers(grpc::CallbackServerContext* context,
-                                                          const v1::RemoveMembersRequest* request,
-                                                          v1::RemoveMembersResponse* response) {
-  return Answer(context, *request, response, &HandleRemoveMembers);
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::ExpireMembers(grpc::CallbackServerContext* context,
-                                                          const v1::ExpireMembersRequest* request,
-                                                          v1::ExpireMembersResponse* response) {
-  return Answer(context, *request, response, &HandleExpireMembers);
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::PersistMembers(grpc::CallbackServerContext* context,
-                                                           const v1::PersistMembersRequest* request,
-                                                           v1::PersistMembersResponse* response) {
-  return Answer(context, *request, response, &HandlePersistMembers);
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::ListMembers(grpc::CallbackServerContext* context,
-                                                        const v1::ListMembersRequest* request,
-                                                        v1::ListMembersResponse* response) {
-  return Answer(context, *request, response, &HandleListMembers);
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::GetCollection(grpc::CallbackServerContext* context,
-                                                          const v1::GetCollectionRequest* request,
-                                                          v1::GetCollectionResponse* response) {
-  return Answer(context, *request, response, &HandleGetCollection);
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::ListCollections(
-    grpc::CallbackServerContext* context, const v1::ListCollectionsRequest* request,
-    v1::ListCollectionsResponse* response) {
-  return Answer(context, *request, response, &HandleListCollections);
-}
-
-grpc::ServerUnaryReactor* LapseServiceImpl::DeleteCollection(
-    grpc::CallbackServerContext* context, const v1::DeleteCollectionRequest* request,
-    v1::DeleteCollectionResponse* response) {
-  return Answer(context, *request, response, &HandleDeleteCollection);
+  if (!status.ok()) call->Finish(ToGrpcStatus(status));
+  return call;
 }
 
 grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* LapseServiceImpl::WatchExpirations(

@@ -1,5 +1,14 @@
 // LapseServiceImpl: the lapse.v1.LapseService gRPC service.
 //
+// Requests arrive as bytes and are parsed here (server/service/request_parser.h):
+// a malformed one is answered INVALID_ARGUMENT naming the message type and,
+// when protobuf tells, the field, where gRPC's generated handlers would answer
+// UNIMPLEMENTED with no message. To get the bytes, the constructor replaces
+// each method's generated handler by gRPC's callback handler template for a
+// ByteBuffer request and the typed response (what the generated
+// WithRawCallbackMethod_ classes do, but for the request only), so responses
+// and watch streams stay typed.
+//
 // Each unary RPC converts its request to engine types, calls the Store
 // (server/storage/store.h) and converts the result back when the store
 // answers; grpc::Status appears only here, at the edge. The store validates
@@ -27,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/service/watch_hub.h"
@@ -43,33 +53,7 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   // From now on every new RPC fails with UNAVAILABLE. Cannot be undone.
   void StartDraining();
 
-  grpc::ServerUnaryReactor* PutMembers(grpc::CallbackServerContext* context,
-                                       const v1::PutMembersRequest* request,
-                                       v1::PutMembersResponse* response) override;
-  grpc::ServerUnaryReactor* GetMembers(grpc::CallbackServerContext* context,
-                                       const v1::GetMembersRequest* request,
-                                       v1::GetMembersResponse* response) override;
-  grpc::ServerUnaryReactor* RemoveMembers(grpc::CallbackServerContext* context,
-                                          const v1::RemoveMembersRequest* request,
-                                          v1::RemoveMembersResponse* response) override;
-  grpc::ServerUnaryReactor* ExpireMembers(grpc::CallbackServerContext* context,
-                                          const v1::ExpireMembersRequest* request,
-                                          v1::ExpireMembersResponse* response) override;
-  grpc::ServerUnaryReactor* PersistMembers(grpc::CallbackServerContext* context,
-                                           const v1::PersistMembersRequest* request,
-                                           v1::PersistMembersResponse* response) override;
-  grpc::ServerUnaryReactor* ListMembers(grpc::CallbackServerContext* context,
-                                        const v1::ListMembersRequest* request,
-                                        v1::ListMembersResponse* response) override;
-  grpc::ServerUnaryReactor* GetCollection(grpc::CallbackServerContext* context,
-                                          const v1::GetCollectionRequest* request,
-                                          v1::GetCollectionResponse* response) override;
-  grpc::ServerUnaryReactor* ListCollections(grpc::CallbackServerContext* context,
-                                            const v1::ListCollectionsRequest* request,
-                                            v1::ListCollectionsResponse* response) override;
-  grpc::ServerUnaryReactor* DeleteCollection(grpc::CallbackServerContext* context,
-                                             const v1::DeleteCollectionRequest* request,
-                                             v1::DeleteCollectionResponse* response) override;
+  // Serves a WatchExpirations stream whose request has been parsed.
   grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
       grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
 
@@ -79,10 +63,19 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   template <typename Request, typename Response>
   using Handler = absl::Status (*)(Store&, const Request&, Response*, grpc::ServerUnaryReactor*);
 
-  // Runs `handler`, or answers UNAVAILABLE if draining.
+  // Serves the unary RPC `method` with `handler`, in place of the generated
+  // handler, so that requests arrive as bytes and are parsed by Answer.
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const Request& request,
-                                   Response* response, Handler<Request, Response> handler);
+  void ServeUnary(const char* method, Handler<Request, Response> handler);
+  // Serves WatchExpirations the same way, through WatchExpirations() above.
+  void ServeWatch();
+
+  // Answers UNAVAILABLE if draining, INVALID_ARGUMENT if `bytes` are not a
+  // Request; otherwise runs `handler`.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer& bytes, Response* response,
+                                   Handler<Request, Response> handler);
 
   // Constant after construction.
   Store* const store_;
