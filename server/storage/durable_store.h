@@ -70,6 +70,8 @@ class DurableStore final : public Journal {
     // connects it to EventFeed::MakeVisibleThrough, whose log is built with
     // visible_on_append = false. What it refers to must outlive the store.
     std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
+    // Hears the log's write and fsync times (Wal::Options::on_io).
+    WalIoListener on_wal_io = nullptr;
   };
 
   // Creates the directory if needed and locks it (FAILED_PRECONDITION when
