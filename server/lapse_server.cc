@@ -2,6 +2,8 @@
 
 #include <cassert>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
@@ -30,8 +32,16 @@ LapseServer::~LapseServer() { Shutdown(absl::ZeroDuration()); }
 absl::StatusOr<int> LapseServer::Start() {
   assert(hub_ == nullptr && "Start is called at most once");
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
+  EmbeddedStore::Options store_options = options_.store;
+  if (!options_.metrics_listen.empty()) {
+    metrics_ = std::make_unique<ServerMetrics>();
+    store_options.on_event = [m = metrics_.get()](const ExpiryEvent& e) { m->OnExpiryEvent(e); };
+    store_options.on_wal_io = [m = metrics_.get()](WalIo io, absl::Duration took) {
+      m->OnWalIo(io, took);
+    };
+  }
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
-      options_.store, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); });
+      store_options, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); });
   if (!store.ok()) return store.status();
   store_ = *std::move(store);
   service_ = std::make_unique<LapseServiceImpl>(store_.get(), hub_.get());
@@ -47,6 +57,11 @@ absl::StatusOr<int> LapseServer::Start() {
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   builder.RegisterService(service_.get());
+  if (metrics_ != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(metrics_->InterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   server_ = builder.BuildAndStart();
   if (server_ != nullptr && port == 0) {
     server_->Shutdown();
@@ -58,6 +73,11 @@ absl::StatusOr<int> LapseServer::Start() {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(v1::LapseService::service_full_name(), true);
+  if (metrics_ != nullptr) {
+    absl::StatusOr<int> metrics_port = metrics_->Serve(options_.metrics_listen, store_.get());
+    if (!metrics_port.ok()) return metrics_port.status();
+    metrics_port_ = *metrics_port;
+  }
   return port;
 }
 
@@ -74,6 +94,7 @@ void LapseServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   }
   store_->StopExpiring();
+  if (metrics_ != nullptr) metrics_->StopServing();
 }
 
 }  // namespace lapse

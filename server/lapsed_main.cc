@@ -4,7 +4,10 @@
 //
 //   lapsed --data-dir=/var/lib/lapse --fsync=everysec
 //
-// Prints one line when it serves (address, bound port, store), drains and
+//   lapsed --metrics_listen=0.0.0.0:9090    # Prometheus /metrics
+//
+// Prints one line when it serves (address, bound port, store, and the
+// metrics address and port with --metrics_listen), drains and
 // exits 0 on SIGTERM or SIGINT, exits 2 on invalid flags and 1 when it cannot
 // listen or recover its data directory. Without --data_dir the store is
 // memory-only: a restart starts empty. Flag names may be written with dashes
@@ -97,6 +100,9 @@ ABSL_FLAG(bool, wal_truncate_damaged, false,
           "With --data_dir: start even if the log is damaged in the middle, "
           "DISCARDING everything from the damage on (the start-up error names "
           "the file and offset)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics on http://HOST:PORT/metrics; port 0 picks a "
+          "free port; empty serves none");
 ABSL_FLAG(std::string, log_level, "info",
           "error, warning or info; gRPC's own logging follows GRPC_VERBOSITY");
 
@@ -181,6 +187,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.store.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
   options.store.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
   options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a
@@ -284,9 +291,15 @@ int main(int argc, char** argv) {
           recovered->discarded);
     }
   }
-  std::printf("lapsed listening on %s (port %d); store: %s; shards %zu\n",
+  const std::string metrics =
+      options->metrics_listen.empty()
+          ? std::string("metrics off")
+          : absl::StrCat("metrics on http://",
+                         BoundAddress(options->metrics_listen, server.metrics_port()),
+                         "/metrics (metrics port ", server.metrics_port(), ")");
+  std::printf("lapsed listening on %s (port %d); store: %s; shards %zu; %s\n",
               BoundAddress(options->listen_address, *port).c_str(), *port,
-              StoreDescription(*options).c_str(), options->store.shards);
+              StoreDescription(*options).c_str(), options->store.shards, metrics.c_str());
   std::fflush(stdout);
 
   int signal_number = 0;
