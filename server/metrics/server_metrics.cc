@@ -29,6 +29,11 @@ Histogram::BucketBoundaries IoBuckets() {
           0.01,    0.025,    0.05,    0.1,    0.25,    0.5,    1,     2.5};
 }
 
+Histogram& AddHistogram(prometheus::Registry& registry, const std::string& name,
+                        const std::string& help, const Histogram::BucketBoundaries& buckets) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
 MetricFamily OneValue(std::string name, std::string help, MetricType type, double value) {
   MetricFamily family;
   family.name = std::move(name);
@@ -115,21 +120,13 @@ ServerMetrics::ServerMetrics()
                          .Help("Expiry events emitted")
                          .Register(*registry_)
                          .Add({})),
-      expiry_lag_(prometheus::BuildHistogram()
-                      .Name("lapse_expiry_lag_seconds")
-                      .Help("How late members expired: expired_at - deadline")
-                      .Register(*registry_)
-                      .Add({}, LagBuckets())),
-      wal_write_(prometheus::BuildHistogram()
-                     .Name("lapse_wal_write_seconds")
-                     .Help("One write() of appended batches to the write-ahead log")
-                     .Register(*registry_)
-                     .Add({}, IoBuckets())),
-      wal_fsync_(prometheus::BuildHistogram()
-                     .Name("lapse_wal_fsync_seconds")
-                     .Help("One fdatasync() of the write-ahead log")
-                     .Register(*registry_)
-                     .Add({}, IoBuckets())),
+      expiry_lag_(AddHistogram(*registry_, "lapse_expiry_lag_seconds",
+                               "How late members expired: expired_at - deadline", LagBuckets())),
+      wal_write_(AddHistogram(*registry_, "lapse_wal_write_seconds",
+                              "One write() of appended batches to the write-ahead log",
+                              IoBuckets())),
+      wal_fsync_(AddHistogram(*registry_, "lapse_wal_fsync_seconds",
+                              "One fdatasync() of the write-ahead log", IoBuckets())),
       rpc_duration_(prometheus::BuildHistogram()
                         .Name("lapse_rpc_duration_seconds")
                         .Help("RPCs by method and status code, from start to status (a watch "
