@@ -51,7 +51,7 @@ class EventFeed final : public EventSource {
     // Told of each event Append is given, before it is appended (its
     // sequence not yet assigned), on the appending thread, outside the log's
     // lock; must be cheap and must not call into the log. May be empty.
-    std::function<void(const ExpiryEvent&)> on_append;
+    std::function<void(const ExpiryEvent&)> on_append = nullptr;
   };
 
   // What the log holds now, visible or not.

@@ -62,8 +62,8 @@ class EmbeddedStore final : public Store {
     // Observers for metrics; each may be empty. on_event: every expiry event
     // as it is appended (EventFeed::Options::on_append). on_wal_io: the log's
     // write and fsync times (Wal::Options::on_io).
-    std::function<void(const ExpiryEvent&)> on_event;
-    WalIoListener on_wal_io;
+    std::function<void(const ExpiryEvent&)> on_event = nullptr;
+    WalIoListener on_wal_io = nullptr;
   };
 
   // Recovers the data directory (if any) and starts expiring. `on_readable`
