@@ -30,7 +30,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server libhiredis-dev grpc-proto
-  umoci runc jq nodejs unzip
+  umoci runc jq nodejs unzip prometheus-cpp-dev
 )
 
 as_root() {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
@@ -66,6 +68,13 @@ absl::StatusOr<int> LapseServer::Start() {
   EmbeddedStore::Options store_options = options_.store;
   store_options.limits.max_response_bytes = *response_bytes;
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
+  if (!options_.metrics_listen.empty()) {
+    metrics_ = std::make_unique<ServerMetrics>();
+    store_options.on_event = [m = metrics_.get()](const ExpiryEvent& e) { m->OnExpiryEvent(e); };
+    store_options.on_wal_io = [m = metrics_.get()](WalIo io, absl::Duration took) {
+      m->OnWalIo(io, took);
+    };
+  }
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
       store_options, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); });
   if (!store.ok()) return store.status();
@@ -83,6 +92,11 @@ absl::StatusOr<int> LapseServer::Start() {
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   builder.RegisterService(service_.get());
+  if (metrics_ != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(metrics_->InterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   server_ = builder.BuildAndStart();
   if (server_ != nullptr && port == 0) {
     server_->Shutdown();
@@ -94,6 +108,11 @@ absl::StatusOr<int> LapseServer::Start() {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(v1::LapseService::service_full_name(), true);
+  if (metrics_ != nullptr) {
+    absl::StatusOr<int> metrics_port = metrics_->Serve(options_.metrics_listen, store_.get());
+    if (!metrics_port.ok()) return metrics_port.status();
+    metrics_port_ = *metrics_port;
+  }
   return port;
 }
 
@@ -110,6 +129,7 @@ void LapseServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   }
   store_->StopExpiring();
+  if (metrics_ != nullptr) metrics_->StopServing();
 }
 
 }  // namespace lapse

@@ -6,7 +6,9 @@
 // Owns the store (today the EmbeddedStore: engine, event feed, expirer and,
 // with ServerOptions::store.data_dir set, the write-ahead log), the WatchHub,
 // the service and the grpc::Server (with the standard health service and
-// server reflection, which can describe grpc.health.v1 as well as lapse.v1).
+// server reflection, which can describe grpc.health.v1 as well as lapse.v1),
+// and with ServerOptions::metrics_listen set, Prometheus /metrics
+// (server/metrics).
 //
 //   lapse::ServerOptions options;
 //   options.listen_address = "127.0.0.1:0";
@@ -33,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
+#include "server/metrics/server_metrics.h"
 #include "server/service/lapse_service.h"
 #include "server/service/watch_hub.h"
 #include "server/storage/embedded_store.h"
@@ -55,6 +58,9 @@ struct ServerOptions {
   // Descriptors kept free below the open-file limit: a connection that would
   // take one of them is reset at once (server/accept_guard.h).
   int reserved_fds = 64;
+  // "host:port" to serve Prometheus /metrics on (port 0 picks a free one);
+  // empty: no metrics.
+  std::string metrics_listen;
 };
 
 // What a server with `options` may put in one answer, as
@@ -78,29 +84,35 @@ class LapseServer {
   // malformed or ResponseBytesFor refuses the options, FAILED_PRECONDITION
   // when the data directory is locked by another server or the open-file
   // limit leaves nothing beyond reserved_fds, DATA_LOSS when the data
-  // directory is damaged, UNAVAILABLE when the address cannot be listened on.
-  // Call at most once.
+  // directory is damaged, UNAVAILABLE when the address (or the metrics
+  // address) cannot be listened on. Call at most once.
   absl::StatusOr<int> Start();
 
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch
   // streams end with UNAVAILABLE naming their last delivered sequence, then
   // in-flight RPCs get `grace` to finish before they are cancelled, and the
-  // expirer stops. Idempotent.
+  // expirer stops, and so does /metrics. Idempotent.
   void Shutdown(absl::Duration grace);
 
   Store& store() { return *store_; }
   EmbeddedStore& embedded_store() { return *store_; }
+  // The port /metrics is served on; 0 without ServerOptions::metrics_listen.
+  int metrics_port() const { return metrics_port_; }
 
  private:
   // Constant after construction.
   const ServerOptions options_;
 
   // Built by Start(), in this order; destroyed in the reverse one: the hub
-  // outlives the store that tells it about new events.
+  // outlives the store that tells it about new events, the metrics outlive
+  // the store and the server that feed them (and stop serving, in Shutdown,
+  // before the store they read goes).
   std::unique_ptr<WatchHub> hub_;
+  std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<EmbeddedStore> store_;
   std::unique_ptr<LapseServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  int metrics_port_ = 0;
   bool shut_down_ = false;
 };
 

@@ -4,11 +4,14 @@
 //
 //   lapsed --data-dir=/var/lib/lapse --fsync=everysec
 //
+//   lapsed --metrics_listen=0.0.0.0:9090    # Prometheus /metrics
+//
 // Raises its soft open-file limit to the hard one and keeps --reserved_fds of
 // them free of connections (server/accept_guard.h). Prints one line when it
-// serves (address, bound port, store), drains and exits 0 on SIGTERM or
-// SIGINT, exits 2 on invalid flags and 1 when it cannot listen or recover its
-// data directory. Without --data_dir the store is
+// serves (address, bound port, store, and the metrics address and port with
+// --metrics_listen), drains and exits 0 on SIGTERM or SIGINT, exits 2 on
+// invalid flags and 1 when it cannot listen or recover its data directory.
+// Without --data_dir the store is
 // memory-only: a restart starts empty. Flag names may be written with dashes
 // or underscores (--data-dir, --data_dir).
 #include <pthread.h>
@@ -108,6 +111,9 @@ ABSL_FLAG(bool, wal_truncate_damaged, false,
           "With --data_dir: start even if the log is damaged in the middle, "
           "DISCARDING everything from the damage on (the start-up error names "
           "the file and offset)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics on http://HOST:PORT/metrics; port 0 picks a "
+          "free port; empty serves none");
 ABSL_FLAG(std::string, log_level, "info",
           "error, warning or info; gRPC's own logging follows GRPC_VERBOSITY");
 
@@ -177,6 +183,18 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   if (!listen.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--listen=", listen.status().message()));
   }
+  // Prometheus' exposer (civetweb) listens on TCP only.
+  if (const std::string metrics = absl::GetFlag(FLAGS_metrics_listen); !metrics.empty()) {
+    absl::StatusOr<lapse::ListenAddress> parsed = lapse::ParseListenAddress(metrics);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics_listen=", parsed.status().message()));
+    }
+    if (parsed->is_unix()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics_listen=", metrics, ": expected HOST:PORT or [IPV6]:PORT"));
+    }
+  }
   absl::StatusOr<lapse::FsyncPolicy> fsync = lapse::ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
   if (!fsync.ok()) return absl::InvalidArgumentError(absl::StrCat("--", fsync.status().message()));
 
@@ -204,6 +222,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.store.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
   options.store.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
   options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a
@@ -368,8 +387,16 @@ int main(int argc, char** argv) {
   }
   const lapse::ListenAddress listen = *lapse::ParseListenAddress(options->listen_address);
   const std::string port_note = listen.is_unix() ? "" : absl::StrCat(" (port ", *port, ")");
-  std::printf("lapsed listening on %s%s; store: %s; shards %zu\n", listen.WithPort(*port).c_str(),
-              port_note.c_str(), StoreDescription(*options).c_str(), options->store.shards);
+  const std::string metrics =
+      options->metrics_listen.empty()
+          ? std::string("metrics off")
+          : absl::StrCat(
+                "metrics on http://",
+                lapse::ParseListenAddress(options->metrics_listen)->WithPort(server.metrics_port()),
+                "/metrics (metrics port ", server.metrics_port(), ")");
+  std::printf("lapsed listening on %s%s; store: %s; shards %zu; %s\n",
+              listen.WithPort(*port).c_str(), port_note.c_str(), StoreDescription(*options).c_str(),
+              options->store.shards, metrics.c_str());
   std::fflush(stdout);
 
   int signal_number = 0;

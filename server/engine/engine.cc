@@ -119,6 +119,11 @@ class Engine::Shard {
   // The earliest deadline in the shard, or kNoDeadlineMs.
   int64_t NextDeadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return queue_.NextDeadline(); }
 
+  void AddCounts(Engine::Counts* counts) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    counts->collections += collections_.size();
+    for (const auto& c : collections_) counts->pending_deadlines += c->expiring_count();
+  }
+
  private:
   friend class Engine::ShardOp;
 
@@ -852,6 +857,16 @@ bool Engine::Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn) {
     if (n > 0) return true;
   }
   return false;
+}
+
+Engine::Counts Engine::CountCollections() const {
+  Counts counts;
+  for (const auto& shard : shards_) {
+    OneShardLockPerThread one_lock;
+    MutexLock lock(&shard->mu);
+    shard->AddCounts(&counts);
+  }
+  return counts;
 }
 
 absl::Time Engine::NextDeadline() const {

@@ -226,6 +226,14 @@ class Engine {
   // counted against max_total_members before writing them.
   uint64_t total_members() const;
 
+  struct Counts {
+    uint64_t collections = 0;
+    // Members with a deadline (due ones not yet expired included).
+    uint64_t pending_deadlines = 0;
+  };
+  // For metrics: visits every collection, holding one shard lock at a time.
+  Counts CountCollections() const;
+
   const Limits& limits() const { return options_.limits; }
 
   // Test only: the index of the shard that holds `collection`, so a test can

@@ -29,6 +29,9 @@ EventFeed::EventFeed(const Options& options)
       visible_sequence_(front_sequence_ - 1) {}
 
 uint64_t EventFeed::Append(std::vector<ExpiryEvent> events) {
+  if (options_.on_append) {
+    for (const ExpiryEvent& e : events) options_.on_append(e);
+  }
   uint64_t last;
   {
     MutexLock lock(&mu_);
@@ -108,6 +111,11 @@ uint64_t EventFeed::last_sequence() const {
 uint64_t EventFeed::oldest_retained_sequence() const {
   ReaderMutexLock lock(&mu_);
   return front_sequence_;
+}
+
+EventFeed::Retained EventFeed::retained() const {
+  ReaderMutexLock lock(&mu_);
+  return {.events = events_.size(), .bytes = bytes_};
 }
 
 absl::Status EventFeed::CheckPosition(uint64_t after) const {

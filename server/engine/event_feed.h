@@ -48,6 +48,16 @@ class EventFeed final : public EventSource {
     // Told whenever new events become visible, outside the log's lock; may be
     // empty.
     EventsReadableListener on_readable;
+    // Told of each event Append is given, before it is appended (its
+    // sequence not yet assigned), on the appending thread, outside the log's
+    // lock; must be cheap and must not call into the log. May be empty.
+    std::function<void(const ExpiryEvent&)> on_append = nullptr;
+  };
+
+  // What the log holds now, visible or not.
+  struct Retained {
+    size_t events = 0;
+    size_t bytes = 0;
   };
 
   explicit EventFeed(const Options& options);
@@ -73,6 +83,7 @@ class EventFeed final : public EventSource {
   // event.
   uint64_t last_sequence() const override;
   uint64_t oldest_retained_sequence() const override;
+  Retained retained() const;
 
   absl::Status CheckPosition(uint64_t after) const override;
   absl::StatusOr<EventBatch> Read(uint64_t after, const EventFilter& filter,

@@ -156,7 +156,8 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open({.dir = options_.dir,
                                                         .fsync = options_.fsync,
                                                         .segment_bytes = options_.segment_bytes,
-                                                        .on_durable = options_.on_durable},
+                                                        .on_durable = options_.on_durable,
+                                                        .on_io = options_.on_wal_io},
                                                        replayed->next_lsn);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);

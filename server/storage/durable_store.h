@@ -91,6 +91,8 @@ class DurableStore final : public Journal {
     // connects it to EventFeed::MakeVisibleThrough, whose log is built with
     // visible_on_append = false. What it refers to must outlive the store.
     std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
+    // Hears the log's write and fsync times (Wal::Options::on_io).
+    WalIoListener on_wal_io = nullptr;
     // Replaces the free space of the directory's file system (statvfs) in
     // the check before each snapshot. May be empty.
     std::function<uint64_t()> free_bytes_for_testing = nullptr;

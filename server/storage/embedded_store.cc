@@ -19,6 +19,7 @@ EventFeed::Options LogOptions(const EmbeddedStore::Options& options,
   log.max_events = options.event_retention_events;
   log.max_bytes = options.event_retention_bytes;
   log.on_readable = std::move(on_readable);
+  log.on_append = options.on_event;
   return log;
 }
 
@@ -29,6 +30,7 @@ DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, Even
   durable.segment_bytes = options.wal_segment_bytes;
   durable.snapshot_after_bytes = options.snapshot_after_bytes;
   durable.truncate_damaged_wal = options.wal_truncate_damaged;
+  durable.on_wal_io = options.on_wal_io;
   // Watchers see an expiry event only once the change that made it is durable.
   durable.on_durable = [log](uint64_t last_event_sequence) {
     log->MakeVisibleThrough(last_event_sequence);

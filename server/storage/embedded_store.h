@@ -24,6 +24,7 @@
 #define LAPSE_SERVER_STORAGE_EMBEDDED_STORE_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,12 @@ class EmbeddedStore final : public Store {
     size_t snapshot_after_bytes = size_t{256} << 20;
     size_t wal_segment_bytes = size_t{64} << 20;
     bool wal_truncate_damaged = false;
+
+    // Observers for metrics; each may be empty. on_event: every expiry event
+    // as it is appended (EventFeed::Options::on_append). on_wal_io: the log's
+    // write and fsync times (Wal::Options::on_io).
+    std::function<void(const ExpiryEvent&)> on_event = nullptr;
+    WalIoListener on_wal_io = nullptr;
   };
 
   // Recovers the data directory (if any) and starts expiring. `on_readable`

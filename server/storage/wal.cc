@@ -147,7 +147,9 @@ void Wal::Fail(const absl::Status& status) {
 
 absl::Status Wal::WriteOut(absl::string_view data) {
   if (data.empty()) return absl::OkStatus();
+  const absl::Time start = absl::Now();
   if (absl::Status s = files::WriteAll(fd_, data, segment_path_); !s.ok()) return s;
+  if (options_.on_io) options_.on_io(WalIo::kWrite, absl::Now() - start);
   segment_size_ += data.size();
   if (unsynced_since_ == absl::InfiniteFuture()) unsynced_since_ = absl::Now();
   return absl::OkStatus();
@@ -155,7 +157,9 @@ absl::Status Wal::WriteOut(absl::string_view data) {
 
 absl::Status Wal::SyncNow() {
   if (unsynced_since_ == absl::InfiniteFuture()) return absl::OkStatus();
+  const absl::Time start = absl::Now();
   if (absl::Status s = files::Fsync(fd_, segment_path_); !s.ok()) return s;
+  if (options_.on_io) options_.on_io(WalIo::kFsync, absl::Now() - start);
   const absl::Duration waited = absl::Now() - unsynced_since_;
   unsynced_since_ = absl::InfiniteFuture();
   MutexLock lock(&mu_);

@@ -43,6 +43,10 @@ enum class FsyncPolicy { kAlways, kEverySecond, kNever };
 // "always", "everysec" or "never".
 absl::StatusOr<FsyncPolicy> ParseFsyncPolicy(absl::string_view name);
 
+// The flusher's two kinds of I/O, timed for Options::on_io.
+enum class WalIo { kWrite, kFsync };
+using WalIoListener = std::function<void(WalIo io, absl::Duration took)>;
+
 struct WalStats {
   uint64_t batches_written = 0;
   uint64_t writes = 0;
@@ -67,6 +71,9 @@ class Wal {
     // are durable (WhenDurable, AwaitDurable, Rotate); must not block, as
     // every waiting writer waits for it. May be empty.
     std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
+    // Told how long each successful write() and fdatasync() took, on the
+    // flusher thread; must be cheap. May be empty.
+    WalIoListener on_io = nullptr;
   };
 
   // Starts a new segment whose first batch will get `next_lsn`, and the

@@ -112,8 +112,9 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlag{"--listen=[1.2.3]:50051", "not an IPv6 address"},
         RefusedFlag{"--listen=local_host:50051", "not a host name"},
         RefusedFlag{"--listen=unix:lapse.sock", "absolute path"},
-        RefusedFlag{"--listen=unix:/" + std::string(200, 'd') + "/lapse.sock",
-                    "at most 107 bytes"}),
+        RefusedFlag{"--listen=unix:/" + std::string(200, 'd') + "/lapse.sock", "at most 107 bytes"},
+        RefusedFlag{"--metrics_listen=127.0.0.1:99999", "not a number in [0, 65535]"},
+        RefusedFlag{"--metrics_listen=unix:/tmp/metrics.sock", "expected HOST:PORT"}),
     [](const ::testing::TestParamInfo<RefusedFlag>& info) {
       std::string name = absl::StrCat(info.index, "_");
       for (char c : info.param.flag.substr(2, info.param.flag.find('=') - 2)) name += c;

@@ -33,6 +33,18 @@ if (!helm || !fs.existsSync(helm)) {
 const scenarios = [
   {name: 'defaults', values: {}},
   {name: 'memory-only', values: {persistence: {enabled: false}}},
+  {name: 'metrics-off', values: {metrics: {enabled: false}}},
+  {
+    name: 'monitoring',
+    values: {
+      metrics: {
+        port: 9100,
+        ingressFrom: [{namespaceSelector: {matchLabels: {'kubernetes.io/metadata.name': 'monitoring'}}}],
+        serviceMonitor: {enabled: true, interval: '15s', scrapeTimeout: '5s', labels: {release: 'kps'}},
+        dashboard: {enabled: true, labels: {team: 'storage'}, annotations: {grafana_folder: 'Databases'}},
+      },
+    },
+  },
   {
     name: 'no-policies',
     values: {networkPolicy: {enabled: false}, podDisruptionBudget: {enabled: false}},
@@ -65,6 +77,11 @@ const scenarios = [
       image: {repository: 'registry.example/lapse', tag: 'v9', pullPolicy: 'Always'},
       imagePullSecrets: [{name: 'pull'}],
       grpcPort: 7000,
+      metrics: {
+        port: 7001,
+        serviceMonitor: {enabled: true, interval: '1m'},
+        dashboard: {enabled: true},
+      },
       service: {type: 'LoadBalancer', port: 443, annotations: {'a.example/b': 'c'}},
       logLevel: 'warning',
       shards: 4,
@@ -137,6 +154,19 @@ function only(docs, kind) {
   return found[0];
 }
 
+// The metric names (samples, e.g. lapse_rpc_duration_seconds_count) the
+// chart's Grafana dashboard queries.
+function dashboardMetricNames() {
+  const dashboard = JSON.parse(fs.readFileSync(path.join(chartDir, 'dashboards/lapse.json'), 'utf8'));
+  const names = new Set();
+  for (const panel of dashboard.panels) {
+    for (const target of panel.targets) {
+      for (const name of target.expr.match(/\blapse_[a-z_]+/g)) names.add(name);
+    }
+  }
+  return names;
+}
+
 // The StatefulSet's lapsed container.
 function lapsedContainer(docs) {
   const containers = only(docs, 'StatefulSet').spec.template.spec.containers;
@@ -180,6 +210,7 @@ function finish() {
 module.exports = {
   chartDir,
   check,
+  dashboardMetricNames,
   finish,
   flagName,
   flags,

@@ -1,10 +1,13 @@
 // helm/lapse without a cluster: for the defaults and each option scenario
 // (chart.js), `helm lint --strict` passes, every manifest `helm template`
 // renders is valid against the Kubernetes 1.27 schemas (kubernetes-models,
-// offline), and the objects keep the chart's promises: one replica, restricted
-// pod security, numeric gRPC probes on the listen port, a grace longer than
-// --shutdown_grace, Services named and typed for a mesh. Bad values are
-// refused with a message that names them.
+// offline; the ServiceMonitor, a CRD they lack, as far as its Kubernetes types
+// and a hand check of its endpoints go), and the objects keep the chart's
+// promises: one replica, restricted pod security, numeric gRPC probes on the
+// listen port, a grace longer than --shutdown_grace, Services named and typed
+// for a mesh, the metrics port in the pod, the Service and the NetworkPolicy,
+// a ServiceMonitor that finds one Service, a dashboard Grafana's sidecar
+// finds. Bad values are refused with a message that names them.
 //
 //   LAPSE_HELM=build/tools/bin/helm NODE_PATH=build/tools/node_modules \
 //     node tests/packaging/chart_test.js
@@ -12,9 +15,36 @@
 
 const assert = require('node:assert/strict');
 const chart = require('./chart');
+const {LabelSelector} = require('@kubernetes-models/apimachinery/apis/meta/v1/LabelSelector');
+const {ObjectMeta} = require('@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta');
+
+// What of a ServiceMonitor (monitoring.coreos.com/v1, a Prometheus Operator
+// CRD that kubernetes-models does not carry) can be checked offline: its
+// metadata and selector against the Kubernetes schemas of those types, and
+// the shape of its endpoints as the CRD defines them.
+function validateServiceMonitor(doc) {
+  new ObjectMeta(doc.metadata).validate();
+  new LabelSelector(doc.spec.selector).validate();
+  assert.deepEqual(Object.keys(doc.spec).sort(), ['endpoints', 'namespaceSelector', 'selector']);
+  assert.ok(Array.isArray(doc.spec.namespaceSelector.matchNames));
+  const promDuration = /^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$/;
+  for (const endpoint of doc.spec.endpoints) {
+    assert.deepEqual(Object.keys(endpoint).sort(),
+                     ['interval', 'path', 'port', 'scheme', 'scrapeTimeout']);
+    assert.equal(typeof endpoint.port, 'string');
+    assert.ok(['http', 'https'].includes(endpoint.scheme));
+    assert.match(endpoint.interval, promDuration);
+    assert.match(endpoint.scrapeTimeout, promDuration);
+  }
+}
 
 // The kubernetes-models class for a manifest's apiVersion and kind.
 function modelOf(doc) {
+  if (doc.apiVersion === 'monitoring.coreos.com/v1' && doc.kind === 'ServiceMonitor') {
+    return function ServiceMonitor(manifest) {
+      this.validate = () => validateServiceMonitor(manifest);
+    };
+  }
   const group = doc.apiVersion.includes('/') ? doc.apiVersion : `core/${doc.apiVersion}`;
   const module = group.startsWith('core/') ? 'kubernetes-models/v1' : `kubernetes-models/${group}`;
   const Model = require(module)[doc.kind];
@@ -39,6 +69,14 @@ function checkRestricted(podSpec) {
     assert.deepEqual(own.capabilities.add || [], [], 'capabilities.add');
     assert.equal((own.seccompProfile || pod.seccompProfile).type, 'RuntimeDefault', 'seccomp');
   }
+}
+
+// The one object of `kind` a values switch renders, or null (after checking
+// that none was rendered) when the switch is off.
+function switchedObject(docs, kind, enabled) {
+  const found = docs.filter((doc) => doc.kind === kind);
+  assert.equal(found.length, enabled ? 1 : 0, `${found.length} ${kind} objects rendered`);
+  return enabled ? found[0] : null;
 }
 
 function durationSeconds(text) {
@@ -79,7 +117,61 @@ async function main() {
       for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
         assert.equal(container[probe].grpc.port, port, `${probe}.grpc.port vs --listen=${listen}`);
       }
-      assert.deepEqual(container.ports, [{name: 'grpc', containerPort: port, protocol: 'TCP'}]);
+      assert.deepEqual(container.ports[0], {name: 'grpc', containerPort: port, protocol: 'TCP'});
+    });
+
+    const metricsOn = values.metrics?.enabled !== false;
+    await chart.check(`${name}: the metrics port is --metrics_listen's, in the pod and the Service`, () => {
+      const container = chart.lapsedContainer(docs);
+      const listen = chart.flags(container.args).get('metrics_listen');
+      const service = docs.find((doc) => doc.kind === 'Service' && doc.spec.clusterIP !== 'None');
+      if (!metricsOn) {
+        assert.equal(listen, undefined);
+        assert.equal(container.ports.length, 1);
+        assert.equal(service.spec.ports.length, 1);
+        return;
+      }
+      const port = Number(listen.split(':').pop());
+      assert.equal(listen, `0.0.0.0:${port}`);
+      assert.deepEqual(container.ports.slice(1),
+                       [{name: 'metrics', containerPort: port, protocol: 'TCP'}]);
+      assert.deepEqual(service.spec.ports.slice(1), [
+        {name: 'metrics', port, targetPort: 'metrics', protocol: 'TCP', appProtocol: 'http'},
+      ]);
+      const policy = docs.find((doc) => doc.kind === 'NetworkPolicy');
+      if (policy) {
+        assert.ok(policy.spec.ingress.some((rule) => rule.ports.some((p) => p.port === port)),
+                  'the NetworkPolicy opens the metrics port');
+      }
+    });
+
+    await chart.check(`${name}: the ServiceMonitor scrapes the Service's metrics port`, () => {
+      const monitor = switchedObject(docs, 'ServiceMonitor', values.metrics?.serviceMonitor?.enabled);
+      if (!monitor) return;
+      const services = docs.filter((doc) => doc.kind === 'Service');
+      const selected = services.filter((service) => Object.entries(monitor.spec.selector.matchLabels)
+          .every(([key, value]) => service.metadata.labels[key] === value));
+      const scraped = selected.filter((service) => service.spec.ports.some((p) => p.name === 'metrics'));
+      assert.equal(scraped.length, 1, 'exactly one selected Service has the metrics port');
+      assert.deepEqual(monitor.spec.endpoints.map((e) => e.port), ['metrics']);
+      assert.deepEqual(monitor.spec.namespaceSelector.matchNames, ['test']);
+      for (const [key, value] of Object.entries(values.metrics.serviceMonitor.labels || {})) {
+        assert.equal(monitor.metadata.labels[key], value);
+      }
+    });
+
+    await chart.check(`${name}: the Grafana dashboard ConfigMap is discoverable and queries lapse_ metrics`, () => {
+      const map = switchedObject(docs, 'ConfigMap', values.metrics?.dashboard?.enabled);
+      if (!map) return;
+      assert.equal(map.metadata.labels.grafana_dashboard, '1');
+      const dashboard = JSON.parse(map.data['lapse.json']);
+      assert.equal(dashboard.uid, 'lapse');
+      assert.ok(dashboard.panels.length > 0);
+      for (const panel of dashboard.panels) {
+        assert.ok(panel.targets.length > 0, `panel ${panel.title} has no query`);
+        for (const target of panel.targets) assert.match(target.expr, /\blapse_[a-z_]+/);
+      }
+      assert.ok(chart.dashboardMetricNames().size >= 10);
     });
 
     await chart.check(`${name}: the pod outlives --shutdown_grace`, () => {
@@ -95,9 +187,9 @@ async function main() {
       const headless = services.find((service) => service.spec.clusterIP === 'None');
       assert.ok(headless, 'no headless Service');
       assert.equal(statefulSet.spec.serviceName, headless.metadata.name);
+      assert.equal(headless.spec.ports.length, 1, 'the headless Service has only the gRPC port');
       for (const service of services) {
         assert.deepEqual(service.spec.selector, statefulSet.spec.selector.matchLabels);
-        assert.equal(service.spec.ports.length, 1);
         const [port] = service.spec.ports;
         assert.equal(port.name, 'grpc');
         assert.equal(port.appProtocol, 'grpc');
@@ -141,6 +233,11 @@ async function main() {
     [{watch: {heartbeatInterval: '30 seconds'}}, /watch\/heartbeatInterval/],
     [{shutdownGraceSeconds: 30}, /terminationGracePeriodSeconds \(15\) must be longer than shutdownGraceSeconds \(30\)/],
     [{extraArgs: ['--listen=0.0.0.0:1']}, /extraArgs: --listen=0.0.0.0:1 is set by the chart/],
+    [{extraArgs: ['--metrics_listen=0.0.0.0:1']}, /extraArgs: --metrics_listen=0.0.0.0:1 is set by the chart/],
+    [{metrics: {port: 50051}}, /metrics.port \(50051\) must differ from grpcPort/],
+    [{metrics: {enabled: false, serviceMonitor: {enabled: true}}}, /metrics.serviceMonitor.enabled needs metrics.enabled/],
+    [{metrics: {enabled: false, dashboard: {enabled: true}}}, /metrics.dashboard.enabled needs metrics.enabled/],
+    [{metrics: {serviceMonitor: {interval: '30 seconds'}}}, /metrics\/serviceMonitor\/interval/],
   ];
   for (const [values, message] of refused) {
     await chart.check(`refuses ${JSON.stringify(values)}`, () => {

@@ -78,7 +78,9 @@ ctl() { "$lapsectl" --addr="127.0.0.1:$port" --timeout=10s "$@"; }
 health=$(ctl health --json) || fail "lapsectl health: $health"
 [[ "$health" == *'"status":"SERVING"'* ]] || fail "lapsectl health: $health"
 ctl put image-test member value >/dev/null || fail "a put through the image's lapsed failed"
-owner=$(stat -c %u "$work/data/LOCK") || fail "lapsed made no LOCK in its data directory"
+segment=$(find "$work/data" -name 'wal-*.log' | head -1)
+[ -n "$segment" ] || fail "lapsed wrote no log segment in its data directory"
+owner=$(stat -c %u "$segment")
 [ "$owner" = "$uid" ] || fail "the data directory's files belong to UID $owner, not $uid"
 
 started=$(date +%s%N)

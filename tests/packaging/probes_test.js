@@ -5,6 +5,8 @@
 // fails here), and every health service name the rendered probes ask for must
 // answer SERVING, through lapsectl, on the port lapsed printed in its start
 // line. The probes' port must be the port the chart passes to --listen.
+// With metrics on (--metrics_listen moved to 127.0.0.1:0), lapsed's /metrics
+// must carry every metric the chart's Grafana dashboard queries.
 //
 //   LAPSE_HELM=build/tools/bin/helm NODE_PATH=build/tools/node_modules \
 //     node tests/packaging/probes_test.js LAPSED LAPSECTL
@@ -13,6 +15,7 @@
 const assert = require('node:assert/strict');
 const childProcess = require('node:child_process');
 const fs = require('node:fs');
+const http = require('node:http');
 const path = require('node:path');
 const readline = require('node:readline');
 const chart = require('./chart');
@@ -20,8 +23,8 @@ const chart = require('./chart');
 const [lapsedPath, lapsectlPath] = process.argv.slice(2);
 const patienceMs = 30000;
 
-// Starts lapsed with `args`; resolves to {child, port} once its start line
-// says which port it bound.
+// Starts lapsed with `args`; resolves to {child, port, metricsPort} once its
+// start line says which ports it bound (metricsPort: 0 without metrics).
 function startLapsed(args) {
   const child = childProcess.spawn(lapsedPath, args, {stdio: ['ignore', 'pipe', 'pipe']});
   let stderr = '';
@@ -40,8 +43,27 @@ function startLapsed(args) {
       if (!match) return;
       clearTimeout(timer);
       child.removeAllListeners('exit');
-      resolve({child, port: Number(match[1])});
+      const metrics = /\(metrics port (\d+)\)/.exec(line);
+      resolve({child, port: Number(match[1]), metricsPort: metrics ? Number(metrics[1]) : 0});
     });
+  });
+}
+
+// GETs http://127.0.0.1:`port`/metrics; resolves to the sample names in it
+// (lapse_members, lapse_rpc_duration_seconds_count, ...).
+function scrapeNames(port) {
+  return new Promise((resolve, reject) => {
+    http.get({host: '127.0.0.1', port, path: '/metrics', timeout: patienceMs}, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk) => (body += chunk));
+      response.on('end', () => {
+        if (response.statusCode !== 200) reject(new Error(`/metrics: HTTP ${response.statusCode}`));
+        const names = body.split('\n').filter((line) => line && !line.startsWith('#'))
+            .map((line) => line.split(/[{ ]/)[0]);
+        resolve(new Set(names));
+      });
+    }).on('error', reject);
   });
 }
 
@@ -80,6 +102,7 @@ async function main() {
     const args = container.args.map((arg) => {
       const flag = chart.flagName(arg);
       if (flag === 'listen') return '--listen=127.0.0.1:0';
+      if (flag === 'metrics_listen') return '--metrics_listen=127.0.0.1:0';
       if (flag === 'data_dir' && flags.get('data_dir') !== '') return `--data_dir=${dataDir}`;
       return arg;
     });
@@ -100,6 +123,20 @@ async function main() {
     await chart.check(`${name}: an unknown health service is not SERVING`, () => {
       assert.notEqual(health(lapsed.port, 'not.a.Service').status, 0);
     });
+    if (flags.has('metrics_listen')) {
+      // After the health checks above, so the RPC histogram has series. A
+      // snapshot's gauges appear only once one is taken; the durable store's
+      // families only with a data directory.
+      await chart.check(`${name}: /metrics has every metric the dashboard queries`, async () => {
+        const scraped = await scrapeNames(lapsed.metricsPort);
+        const durable = flags.get('data_dir') !== '';
+        for (const metric of chart.dashboardMetricNames()) {
+          if (metric.startsWith('lapse_snapshot_last_')) continue;
+          if (!durable && /^lapse_(wal|recovery)_/.test(metric)) continue;
+          assert.ok(scraped.has(metric), `${metric} is not in lapsed's /metrics`);
+        }
+      });
+    }
     await chart.check(`${name}: lapsed stops with exit status 0 on SIGTERM`, async () => {
       assert.equal(await stopLapsed(lapsed.child), 0);
     });

@@ -43,8 +43,8 @@ pod does not depend on the image's defaults.
 {{- define "lapse.args" -}}
 {{- $v := .Values }}
 {{- range $v.extraArgs }}
-{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) }}
-{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds); use those values" .) }}
+{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) (hasPrefix "--metrics" .) }}
+{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds, metrics); use those values" .) }}
 {{- end }}
 {{- end }}
 - --listen=0.0.0.0:{{ $v.grpcPort }}
@@ -55,6 +55,9 @@ pod does not depend on the image's defaults.
 - --wal_segment_bytes={{ int64 $v.persistence.walSegmentBytes }}
 {{- else }}
 - --data_dir=
+{{- end }}
+{{- if $v.metrics.enabled }}
+- --metrics_listen=0.0.0.0:{{ $v.metrics.port }}
 {{- end }}
 - --shutdown_grace={{ $v.shutdownGraceSeconds }}s
 - --log_level={{ $v.logLevel }}

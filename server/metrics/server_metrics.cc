@@ -1,0 +1,180 @@
+#include "server/metrics/server_metrics.h"
+
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+#include "server/metrics/rpc_interceptor.h"
+
+namespace lapse {
+namespace {
+
+using prometheus::Histogram;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+// Expiry lag: 1 ms (the deadlines' resolution) to a minute (a backlog after
+// a restart).
+Histogram::BucketBoundaries LagBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+
+// A write() or fdatasync(): 10 µs to 2.5 s.
+Histogram::BucketBoundaries IoBuckets() {
+  return {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+          0.01,    0.025,    0.05,    0.1,    0.25,    0.5,    1,     2.5};
+}
+
+Histogram& AddHistogram(prometheus::Registry& registry, const std::string& name,
+                        const std::string& help, const Histogram::BucketBoundaries& buckets) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
+MetricFamily OneValue(std::string name, std::string help, MetricType type, double value) {
+  MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = type;
+  prometheus::ClientMetric metric;
+  if (type == MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  family.metric.push_back(std::move(metric));
+  return family;
+}
+
+MetricFamily Gauge(std::string name, std::string help, double value) {
+  return OneValue(std::move(name), std::move(help), MetricType::Gauge, value);
+}
+
+// The store's state, read on each scrape.
+class StoreGauges final : public prometheus::Collectable {
+ public:
+  explicit StoreGauges(EmbeddedStore* store) : store_(store) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    std::vector<MetricFamily> families;
+    const Engine::Counts counts = store_->engine().CountCollections();
+    families.push_back(Gauge("lapse_members", "Live members across all collections",
+                             static_cast<double>(store_->engine().total_members())));
+    families.push_back(Gauge("lapse_collections", "Collections with at least one member",
+                             static_cast<double>(counts.collections)));
+    families.push_back(Gauge("lapse_pending_deadlines", "Members with a deadline not yet expired",
+                             static_cast<double>(counts.pending_deadlines)));
+    const EventFeed& feed = store_->event_feed();
+    const EventFeed::Retained retained = feed.retained();
+    families.push_back(Gauge("lapse_event_log_retained_events",
+                             "Expiry events held for watchers to read and resume from",
+                             static_cast<double>(retained.events)));
+    families.push_back(Gauge("lapse_event_log_retained_bytes",
+                             "Bytes of the expiry events held for watchers",
+                             static_cast<double>(retained.bytes)));
+    families.push_back(Gauge("lapse_event_log_oldest_sequence",
+                             "Oldest sequence a watcher can still resume after",
+                             static_cast<double>(feed.oldest_retained_sequence())));
+    families.push_back(Gauge("lapse_event_log_last_sequence",
+                             "Newest expiry event sequence visible to watchers",
+                             static_cast<double>(feed.last_sequence())));
+    if (DurableStore* durable = store_->durable(); durable != nullptr) {
+      AddDurable(*durable, &families);
+    }
+    if (const std::optional<RecoveryStats>& recovery = store_->recovery(); recovery.has_value()) {
+      families.push_back(Gauge("lapse_recovery_duration_seconds",
+                               "How long start-up recovery of the data directory took",
+                               absl::ToDoubleSeconds(recovery->took)));
+    }
+    return families;
+  }
+
+ private:
+  static void AddDurable(DurableStore& durable, std::vector<MetricFamily>* families) {
+    const WalStats wal = durable.wal_stats();
+    families->push_back(OneValue("lapse_wal_bytes_written_total",
+                                 "Bytes written to the write-ahead log", MetricType::Counter,
+                                 static_cast<double>(wal.bytes_written)));
+    if (const std::optional<SnapshotStats> snapshot = durable.last_snapshot();
+        snapshot.has_value()) {
+      families->push_back(Gauge("lapse_snapshot_last_duration_seconds",
+                                "How long the last snapshot took to write",
+                                absl::ToDoubleSeconds(snapshot->took)));
+      families->push_back(Gauge("lapse_snapshot_last_bytes", "Size of the last snapshot",
+                                static_cast<double>(snapshot->bytes)));
+    }
+  }
+
+  EmbeddedStore* const store_;
+};
+
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      expiry_events_(prometheus::BuildCounter()
+                         .Name("lapse_expiry_events_total")
+                         .Help("Expiry events emitted")
+                         .Register(*registry_)
+                         .Add({})),
+      expiry_lag_(AddHistogram(*registry_, "lapse_expiry_lag_seconds",
+                               "How late members expired: expired_at - deadline", LagBuckets())),
+      wal_write_(AddHistogram(*registry_, "lapse_wal_write_seconds",
+                              "One write() of appended batches to the write-ahead log",
+                              IoBuckets())),
+      wal_fsync_(AddHistogram(*registry_, "lapse_wal_fsync_seconds",
+                              "One fdatasync() of the write-ahead log", IoBuckets())),
+      rpc_duration_(prometheus::BuildHistogram()
+                        .Name("lapse_rpc_duration_seconds")
+                        .Help("RPCs by method and status code, from start to status (a watch "
+                              "stream: its lifetime)")
+                        .Register(*registry_)),
+      rpcs_in_flight_(prometheus::BuildGauge()
+                          .Name("lapse_rpcs_in_flight")
+                          .Help("RPCs started and not yet ended, by method (WatchExpirations: "
+                                "the open watch streams)")
+                          .Register(*registry_)) {}
+
+ServerMetrics::~ServerMetrics() { StopServing(); }
+
+void ServerMetrics::OnExpiryEvent(const ExpiryEvent& event) {
+  expiry_events_.Increment();
+  expiry_lag_.Observe(absl::ToDoubleSeconds(event.expired_at - event.expire_time));
+}
+
+void ServerMetrics::OnWalIo(WalIo io, absl::Duration took) {
+  (io == WalIo::kWrite ? wal_write_ : wal_fsync_).Observe(absl::ToDoubleSeconds(took));
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+ServerMetrics::InterceptorFactory() {
+  return std::make_unique<RpcMetricsFactory>(rpc_duration_, rpcs_in_flight_);
+}
+
+absl::StatusOr<int> ServerMetrics::Serve(const std::string& address, EmbeddedStore* store) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", e.what(),
+                                               "; pick another --metrics_listen address"));
+  }
+  store_gauges_ = std::make_shared<StoreGauges>(store);
+  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(store_gauges_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    StopServing();
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address));
+  }
+  return ports.front();
+}
+
+void ServerMetrics::StopServing() {
+  exposer_.reset();
+  store_gauges_.reset();
+}
+
+}  // namespace lapse

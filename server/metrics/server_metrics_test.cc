@@ -1,0 +1,185 @@
+// Scrapes /metrics of a live LapseServer (and of lapsed) over HTTP and checks
+// each family against what the test did to the server.
+#include "server/metrics/server_metrics.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/http_get.h"
+#include "testing/lapsed_process.h"
+#include "testing/temp_dir.h"
+#include "testing/test_server.h"
+#include "testing/test_util.h"
+
+namespace lapse {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Key;
+using ::testing::Not;
+using testing::TestServer;
+
+constexpr char kPut[] = "/lapse.v1.LapseService/PutMembers";
+constexpr char kWatch[] = "/lapse.v1.LapseService/WatchExpirations";
+
+// One scrape: each sample's name with its labels as printed
+// (`lapse_rpcs_in_flight{method="..."}`), mapped to its value.
+using Samples = std::map<std::string, double>;
+
+Samples Scrape(int port) {
+  absl::StatusOr<testing::HttpResponse> response = testing::HttpGet(port, "/metrics");
+  EXPECT_TRUE(response.ok()) << response.status();
+  if (!response.ok()) return {};
+  EXPECT_EQ(response->status, 200);
+  Samples samples;
+  for (absl::string_view line : absl::StrSplit(response->body, '\n', absl::SkipEmpty())) {
+    if (line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    EXPECT_TRUE(absl::SimpleAtod(line.substr(space + 1), &value)) << line;
+    samples[std::string(line.substr(0, space))] = value;
+  }
+  return samples;
+}
+
+std::string Rpc(absl::string_view series, absl::string_view method, absl::string_view code) {
+  return absl::StrCat("lapse_rpc_duration_seconds_", series, "{code=\"", code, "\",method=\"",
+                      method, "\"}");
+}
+
+ServerOptions WithMetrics(ServerOptions options = testing::TestOptions()) {
+  options.metrics_listen = "127.0.0.1:0";
+  return options;
+}
+
+TEST(ServerMetricsTest, RpcsAreCountedByMethodAndStatusCode) {
+  TestServer server(WithMetrics());
+  ASSERT_GT(server.server().metrics_port(), 0);
+  testing::PutTtl(server.stub(), "orders", {"a"}, absl::Seconds(10));
+  testing::PutTtl(server.stub(), "orders", {"b"}, absl::Seconds(10));
+  EXPECT_EQ(testing::PutPersistent(server.stub(), "", "k").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  const Samples samples = Scrape(server.server().metrics_port());
+  EXPECT_EQ(samples.at(Rpc("count", kPut, "OK")), 2);
+  EXPECT_EQ(samples.at(Rpc("count", kPut, "INVALID_ARGUMENT")), 1);
+  EXPECT_EQ(samples.at(absl::StrCat("lapse_rpcs_in_flight{method=\"", kPut, "\"}")), 0);
+}
+
+TEST(ServerMetricsTest, GaugesFollowMembersCollectionsAndDeadlines) {
+  TestServer server(WithMetrics());
+  testing::PutTtl(server.stub(), "orders", {"a", "b"}, absl::Seconds(10));
+  ASSERT_TRUE(testing::PutPersistent(server.stub(), "carts", "c").ok());
+
+  const Samples samples = Scrape(server.server().metrics_port());
+  EXPECT_EQ(samples.at("lapse_members"), 3);
+  EXPECT_EQ(samples.at("lapse_collections"), 2);
+  EXPECT_EQ(samples.at("lapse_pending_deadlines"), 2);
+  EXPECT_EQ(samples.at("lapse_expiry_events_total"), 0);
+}
+
+TEST(ServerMetricsTest, ExpiryLagIsExpiredAtMinusDeadlineAndEventsAreCounted) {
+  TestServer server(WithMetrics());
+  testing::PutTtl(server.stub(), "orders", {"a", "b"}, absl::Seconds(10));
+  testing::Watcher watcher(server.stub(), testing::AllEvents());
+  EXPECT_EQ(Scrape(server.server().metrics_port())
+                .at(absl::StrCat("lapse_rpcs_in_flight{method=\"", kWatch, "\"}")),
+            1);
+
+  server.ExpireAfter(absl::Seconds(12));  // Each expires 2 s after its deadline.
+  ASSERT_TRUE(watcher.WaitForEvents(2));
+
+  const Samples samples = Scrape(server.server().metrics_port());
+  EXPECT_EQ(samples.at("lapse_expiry_events_total"), 2);
+  EXPECT_EQ(samples.at("lapse_expiry_lag_seconds_count"), 2);
+  EXPECT_EQ(samples.at("lapse_expiry_lag_seconds_sum"), 4);
+  EXPECT_EQ(samples.at("lapse_expiry_lag_seconds_bucket{le=\"1\"}"), 0);
+  EXPECT_EQ(samples.at("lapse_expiry_lag_seconds_bucket{le=\"2.5\"}"), 2);
+  EXPECT_EQ(samples.at("lapse_members"), 0);
+  EXPECT_EQ(samples.at("lapse_pending_deadlines"), 0);
+  EXPECT_EQ(samples.at("lapse_event_log_retained_events"), 2);
+  EXPECT_GT(samples.at("lapse_event_log_retained_bytes"), 0);
+  const std::vector<v1::ExpiryEvent> events = watcher.events();
+  ASSERT_EQ(events.size(), 2u);
+  // Sequences are exported as float64: compare as such.
+  EXPECT_EQ(samples.at("lapse_event_log_oldest_sequence"),
+            static_cast<double>(events.front().sequence()));
+  EXPECT_EQ(samples.at("lapse_event_log_last_sequence"),
+            static_cast<double>(events.back().sequence()));
+}
+
+TEST(ServerMetricsTest, DurableStoreReportsWalSnapshotAndRecovery) {
+  testing::TempDir dir;
+  ServerOptions options = WithMetrics();
+  options.store.data_dir = dir.path();
+  options.store.fsync = FsyncPolicy::kAlways;
+  options.store.snapshot_after_bytes = 0;
+  TestServer server(options);
+  testing::PutTtl(server.stub(), "orders", {"a", "b"}, absl::Seconds(10));
+
+  Samples samples = Scrape(server.server().metrics_port());
+  EXPECT_GE(samples.at("lapse_wal_write_seconds_count"), 1);
+  EXPECT_GE(samples.at("lapse_wal_fsync_seconds_count"), 1);
+  EXPECT_GT(samples.at("lapse_wal_bytes_written_total"), 0);
+  EXPECT_GE(samples.at("lapse_recovery_duration_seconds"), 0);
+  EXPECT_THAT(samples, Not(Contains(Key("lapse_snapshot_last_bytes"))));
+
+  absl::StatusOr<SnapshotStats> snapshot =
+      server.server().embedded_store().durable()->TakeSnapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  samples = Scrape(server.server().metrics_port());
+  EXPECT_EQ(samples.at("lapse_snapshot_last_bytes"), static_cast<double>(snapshot->bytes));
+  EXPECT_EQ(samples.at("lapse_snapshot_last_duration_seconds"),
+            absl::ToDoubleSeconds(snapshot->took));
+}
+
+TEST(ServerMetricsTest, MemoryOnlyServerHasNoDurabilityFamilies) {
+  TestServer server(WithMetrics());
+  ASSERT_EQ(server.server().embedded_store().durable(), nullptr);
+  const Samples samples = Scrape(server.server().metrics_port());
+  EXPECT_THAT(samples, Not(Contains(Key("lapse_recovery_duration_seconds"))));
+  EXPECT_THAT(samples, Not(Contains(Key("lapse_wal_bytes_written_total"))));
+  EXPECT_THAT(samples, Contains(Key("lapse_members")));
+}
+
+TEST(ServerMetricsTest, StartFailsNamingTheMetricsAddressWhenItCannotListen) {
+  testing::RefusedPort taken;
+  ServerOptions options = WithMetrics();
+  options.listen_address = "127.0.0.1:0";
+  options.metrics_listen = absl::StrCat("127.0.0.1:", taken.port());
+  LapseServer server(options);
+  absl::StatusOr<int> port = server.Start();
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(port.status().message(), HasSubstr(options.metrics_listen));
+}
+
+TEST(ServerMetricsTest, WithoutMetricsListenNothingIsServed) {
+  TestServer server;
+  EXPECT_EQ(server.server().metrics_port(), 0);
+}
+
+TEST(LapsedMetricsTest, MetricsListenServesMetricsAndTheStartLineNamesItsPort) {
+  testing::LapsedProcess lapsed(LAPSED_PATH, {"--metrics_listen=127.0.0.1:0"});
+  ASSERT_GT(lapsed.port(), 0);
+  const std::string& line = lapsed.start_line();
+  const size_t at = line.find("(metrics port ");
+  ASSERT_NE(at, std::string::npos) << line;
+  int metrics_port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(line.substr(at + 14, line.find(')', at) - at - 14), &metrics_port))
+      << line;
+  EXPECT_THAT(line,
+              HasSubstr(absl::StrCat("metrics on http://127.0.0.1:", metrics_port, "/metrics")));
+  const Samples samples = Scrape(metrics_port);
+  EXPECT_EQ(samples.at("lapse_members"), 0);
+}
+
+}  // namespace
+}  // namespace lapse
