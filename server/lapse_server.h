@@ -48,6 +48,15 @@ struct ServerOptions {
   size_t watch_batch_max_bytes = size_t{1} << 20;
   // gRPC's receive and send message size limits.
   int max_message_bytes = 16 << 20;
+  // Watch streams open at once across the server (WatchHub::Options).
+  size_t max_watch_streams = 10000;
+  // Bytes of watch batches written and not yet completed, across all streams.
+  size_t watch_pinned_bytes = size_t{64} << 20;
+  // A watch stream whose write has not completed for this long is cancelled.
+  absl::Duration watch_stall_timeout = absl::Seconds(60);
+  // Concurrent HTTP/2 streams (RPCs) one client connection may open, sent to
+  // clients as SETTINGS_MAX_CONCURRENT_STREAMS: more wait in the client.
+  int max_concurrent_streams = 1000;
 };
 
 class LapseServer {
@@ -67,10 +76,13 @@ class LapseServer {
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch
   // streams end with UNAVAILABLE naming their last delivered sequence, then
   // in-flight RPCs get `grace` to finish before they are cancelled, and the
-  // expirer stops. Idempotent.
+  // expirer stops. Watch streams whose end cannot go out (their clients stopped
+  // reading) are cancelled when the grace ends. Returns within about `grace`
+  // (tests allow it 5 s more on a loaded machine). Idempotent.
   void Shutdown(absl::Duration grace);
 
   Store& store() { return *store_; }
+  WatchHub& watch_hub() { return *hub_; }
   EmbeddedStore& embedded_store() { return *store_; }
 
  private:
@@ -83,6 +95,8 @@ class LapseServer {
   std::unique_ptr<EmbeddedStore> store_;
   std::unique_ptr<LapseServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  // The port Start() bound.
+  int port_ = 0;
   bool shut_down_ = false;
 };
 
