@@ -4,7 +4,9 @@
 // hand, reading nothing.
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/watch_hub.h"
@@ -85,6 +87,23 @@ TEST(WatchBoundsTest, StreamsWaitForPinnedBytesAndResumeWithNoGap) {
   EXPECT_TRUE(AwaitHub(server, [](const WatchHub::Stats& hub) {
     return hub.waiting_streams == 0 && hub.pinned_bytes == 0;
   }));
+}
+
+TEST(WatchBoundsTest, MemoryTheStreamsFreedIsReturnedToTheSystem) {
+  TestServer server;
+  v1::WatchExpirationsRequest request = AllEvents();
+  request.set_include_values(true);
+  std::vector<std::unique_ptr<Watcher>> watchers;
+  for (int i = 0; i < 3; ++i) watchers.push_back(std::make_unique<Watcher>(server.stub(), request));
+  // 16 MiB of values, sent to each of the three: 48 MiB of batches written
+  // and freed, more than the 32 MiB after which the hub trims.
+  for (int i = 0; i < 4; ++i) {
+    const std::string collection = absl::StrCat("big", i);
+    ExpireNow(server.stub(), collection, PutLargeValues(server.stub(), collection, 16, 256 << 10),
+              server.clock().Now());
+  }
+  for (auto& watcher : watchers) ASSERT_TRUE(watcher->WaitForEvents(64));
+  EXPECT_TRUE(AwaitHub(server, [](const WatchHub::Stats& hub) { return hub.trims >= 1; }));
 }
 
 TEST(WatchBoundsTest, ConnectionsAreToldHowManyStreamsTheyMayOpen) {
