@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "grpc/grpc.h"
 #include "server/base/log.h"
 #include "server/lapse_server.h"
 
@@ -295,6 +296,11 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // Held until the process exits, so that destroying the server skips
+  // gRPC's library shutdown: that joins gRPC's threads, and after a client
+  // stopped reading, one of them (a backup poller) may sleep in epoll for up
+  // to 10 s more; the exit would overrun --shutdown_grace.
+  grpc_init();
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();
   if (!port.ok()) {

@@ -10,9 +10,8 @@ void BurstTally::Count(Stage stage) {
 
 bool BurstTally::WaitFor(Stage stage, size_t count, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  const auto reached = [this, stage, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return counts_[stage] >= count;
-  };
+  const auto reached = [this, stage, count]()
+                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return counts_[stage] >= count; };
   return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
 }
 

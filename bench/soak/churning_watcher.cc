@@ -43,8 +43,7 @@ void ChurningWatcher::Run(const std::atomic<bool>& stop) {
     } else {
       v1::WatchExpirationsResponse response;
       while (!stop.load(std::memory_order_relaxed) && reader->Read(&response)) {
-        events_.fetch_add(static_cast<uint64_t>(response.events_size()),
-                          std::memory_order_relaxed);
+        events_.fetch_add(static_cast<uint64_t>(response.events_size()), std::memory_order_relaxed);
       }
       if (stop.load(std::memory_order_relaxed)) context.TryCancel();
     }

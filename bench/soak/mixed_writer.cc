@@ -30,6 +30,11 @@ void MixedWriter::Run(const std::atomic<bool>& stop) {
     next += pace;
     absl::SleepFor(next - absl::Now());
     const std::string name = absl::StrCat("soak.", collection(rng));
+    // Keys in one request must differ: a run of consecutive ones.
+    const int first_key = key(rng);
+    const auto key_name = [this, first_key](int i) {
+      return absl::StrCat("k", (first_key + i) % options_.keys_per_collection);
+    };
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
     grpc::Status status;
@@ -39,7 +44,7 @@ void MixedWriter::Run(const std::atomic<bool>& stop) {
       request.set_collection(name);
       for (int i = 0; i < kKeysPerCall; ++i) {
         v1::MemberWrite* write = request.add_members();
-        write->set_key(absl::StrCat("k", key(rng)));
+        write->set_key(key_name(i));
         write->set_value(value);
         // One member in twenty stays until it is removed.
         if (unit(rng) >= 0.05) {
@@ -52,13 +57,13 @@ void MixedWriter::Run(const std::atomic<bool>& stop) {
     } else if (op < 0.8) {
       v1::GetMembersRequest request;
       request.set_collection(name);
-      for (int i = 0; i < kKeysPerCall; ++i) request.add_keys(absl::StrCat("k", key(rng)));
+      for (int i = 0; i < kKeysPerCall; ++i) request.add_keys(key_name(i));
       v1::GetMembersResponse response;
       status = stub_->GetMembers(&context, request, &response);
     } else {
       v1::RemoveMembersRequest request;
       request.set_collection(name);
-      for (int i = 0; i < kKeysPerCall / 2; ++i) request.add_keys(absl::StrCat("k", key(rng)));
+      for (int i = 0; i < kKeysPerCall / 2; ++i) request.add_keys(key_name(i));
       v1::RemoveMembersResponse response;
       status = stub_->RemoveMembers(&context, request, &response);
     }

@@ -24,6 +24,7 @@ class MixedWriter {
  public:
   struct Options {
     int collections = 1000;
+    // At least 10: one request names 10 distinct keys.
     int keys_per_collection = 100;
     size_t value_bytes = 100;
     absl::Duration max_ttl = absl::Seconds(10);

@@ -19,7 +19,8 @@ std::optional<int64_t> ResidentBytes(int pid) {
     absl::string_view rest = line;
     if (!absl::ConsumePrefix(&rest, "VmRSS:")) continue;
     // "VmRSS:    123456 kB"
-    std::vector<absl::string_view> fields = absl::StrSplit(rest, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(rest, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     int64_t kib;
     if (fields.empty() || !absl::SimpleAtoi(fields[0], &kib)) return std::nullopt;
     return kib * 1024;

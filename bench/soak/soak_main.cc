@@ -31,7 +31,7 @@
 ABSL_FLAG(std::string, addr, "127.0.0.1:50051", "lapsed's address");
 ABSL_FLAG(int, pid, 0, "lapsed's process id, whose RSS is sampled");
 ABSL_FLAG(absl::Duration, duration, absl::Minutes(30), "How long the load runs");
-ABSL_FLAG(absl::Duration, warmup, absl::Minutes(2),
+ABSL_FLAG(absl::Duration, warmup, absl::Minutes(5),
           "Samples before this (at most a fifth of --duration) do not count for the verdict");
 ABSL_FLAG(absl::Duration, report_every, absl::Seconds(10), "How often RSS is sampled and printed");
 ABSL_FLAG(int, writers, 4, "Writer threads");

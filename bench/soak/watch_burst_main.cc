@@ -114,16 +114,18 @@ int Run() {
   const double closed = rss();
   absl::SleepFor(absl::GetFlag(FLAGS_settle));
   const double settled = rss();
-  std::printf("lapse-watch-burst: %zu streams, %d events of %d-byte values each, delivered to all in %s\n",
-              n, events, absl::GetFlag(FLAGS_value_bytes),
-              absl::FormatDuration(delivery).c_str());
-  std::printf("RSS MiB: before %.1f, streams open %.1f, events delivered %.1f, closed %.1f, "
-              "%s later %.1f\n",
-              before, open, filled, closed, absl::FormatDuration(absl::GetFlag(FLAGS_settle)).c_str(),
-              settled);
-  std::printf("RESULT watch_burst streams=%zu rss_before_mib=%.1f rss_open_mib=%.1f "
-              "rss_delivered_mib=%.1f rss_closed_mib=%.1f rss_settled_mib=%.1f\n",
-              n, before, open, filled, closed, settled);
+  std::printf(
+      "lapse-watch-burst: %zu streams, %d events of %d-byte values each, delivered to all in %s\n",
+      n, events, absl::GetFlag(FLAGS_value_bytes), absl::FormatDuration(delivery).c_str());
+  std::printf(
+      "RSS MiB: before %.1f, streams open %.1f, events delivered %.1f, closed %.1f, "
+      "%s later %.1f\n",
+      before, open, filled, closed, absl::FormatDuration(absl::GetFlag(FLAGS_settle)).c_str(),
+      settled);
+  std::printf(
+      "RESULT watch_burst streams=%zu rss_before_mib=%.1f rss_open_mib=%.1f "
+      "rss_delivered_mib=%.1f rss_closed_mib=%.1f rss_settled_mib=%.1f\n",
+      n, before, open, filled, closed, settled);
   return 0;
 }
 

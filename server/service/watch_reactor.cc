@@ -48,7 +48,9 @@ void WatchReactor::OnWriteDone(bool ok) {
     FinishOnceLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch stream closed"));
     return;
   }
-  if (!finished_ && !waiting_) SendNextBatchLocked();
+  // Also when waiting in the hub's line: a heartbeat written meanwhile may
+  // have kept it from taking its turn.
+  if (!finished_) SendNextBatchLocked();
 }
 
 void WatchReactor::OnCancel() {
