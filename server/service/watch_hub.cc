@@ -28,7 +28,7 @@ WatchHub::~WatchHub() { Shutdown(); }
 
 absl::Status WatchHub::Register(WatchReactor* reactor) {
   MutexLock lock(&mu_);
-  if (shutting_down_) return absl::UnavailableError("server shutting down; retry elsewhere");
+  if (shutting_down_) return absl::UnavailableError("server shutting down");
   if (reactors_.size() >= options_.max_streams) {
     return absl::ResourceExhaustedError(
         absl::StrCat(reactors_.size(),

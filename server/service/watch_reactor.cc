@@ -4,6 +4,7 @@
 #include <cassert>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/base/log.h"
@@ -27,6 +28,11 @@ WatchReactor::WatchReactor(WatchHub* hub, grpc::CallbackServerContext* context,
   // (its start position fixed) before the first event.
   StartSendInitialMetadata();
   if (absl::Status registered = hub_->Register(this); !registered.ok()) {
+    // Shutting down: ended like every other stream, with where to resume.
+    if (absl::IsUnavailable(registered)) {
+      Shutdown();
+      return;
+    }
     MutexLock lock(&mu_);
     FinishOnceLocked(ToGrpcStatus(registered));
     return;
