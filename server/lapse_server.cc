@@ -32,6 +32,10 @@ WatchHub::Options HubOptions(const ServerOptions& options) {
   return hub;
 }
 
+// How long gRPC gets to end the calls it cancels at the shutdown deadline
+// before the connections are shut down under it.
+constexpr absl::Duration kCancelledCallsGrace = absl::Milliseconds(500);
+
 // Shuts down (shutdown(2), not close(2): gRPC still owns them) every TCP
 // connection this process accepted on `port`. gRPC 1.51 puts off closing a
 // connection until its pending socket write completes, and the write of a
@@ -116,14 +120,16 @@ void LapseServer::Shutdown(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
   hub_->Shutdown();
   if (server_ != nullptr) {
-    // At the deadline gRPC cancels the calls left; the connections it cannot
-    // close by itself are shut down from here.
+    // At the deadline gRPC cancels the calls left. If it has not finished
+    // shortly after, a connection it cannot close by itself holds it up:
+    // those are shut down from here.
+    const absl::Time stuck = deadline + kCancelledCallsGrace;
     Mutex mu;
     CondVar cv;
     bool stopped = false;
     std::thread reaper([&] {
       MutexLock lock(&mu);
-      while (!stopped && absl::Now() < deadline) cv.WaitWithTimeout(&mu, deadline - absl::Now());
+      while (!stopped && absl::Now() < stuck) cv.WaitWithTimeout(&mu, stuck - absl::Now());
       if (!stopped) ShutDownConnectionsOn(port_);
     });
     server_->Shutdown(absl::ToChronoTime(deadline));

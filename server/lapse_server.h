@@ -76,10 +76,11 @@ class LapseServer {
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch
   // streams end with UNAVAILABLE naming their last delivered sequence, then
   // in-flight RPCs get `grace` to finish before they are cancelled, and the
-  // expirer stops. When the grace ends, the calls left are cancelled and the
-  // connections this server accepted are shut down (shutdown(2)), so a client
-  // that stopped reading its socket cannot hold it up: returns within about
-  // `grace` (tests allow it 5 s more on a loaded machine). Idempotent.
+  // expirer stops. When the grace ends, the calls left are cancelled; if they
+  // have not ended 500 ms later, the connections this server accepted are
+  // shut down (shutdown(2)), so a client that stopped reading its socket
+  // cannot hold it up: returns within about `grace` + 0.5 s (tests allow it
+  // 5 s more on a loaded machine). Idempotent.
   void Shutdown(absl::Duration grace);
 
   Store& store() { return *store_; }
