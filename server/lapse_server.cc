@@ -1,18 +1,26 @@
 #include "server/lapse_server.h"
 
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "grpc/grpc.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "server/accept_guard.h"
+#include "server/base/mutex.h"
 #include "server/engine/limits.h"
 #include "server/listen_address.h"
 #include "server/service/proto_convert.h"
@@ -25,7 +33,45 @@ WatchHub::Options HubOptions(const ServerOptions& options) {
   hub.heartbeat_interval = options.heartbeat_interval;
   hub.read_limits.max_events = options.watch_batch_max_events;
   hub.read_limits.max_bytes = options.watch_batch_max_bytes;
+  hub.max_streams = options.max_watch_streams;
+  hub.max_pinned_bytes = options.watch_pinned_bytes;
+  hub.stall_timeout = options.watch_stall_timeout;
   return hub;
+}
+
+// How long gRPC gets to end the calls it cancels at the shutdown deadline
+// before the connections are shut down under it.
+constexpr absl::Duration kCancelledCallsGrace = absl::Milliseconds(500);
+
+// Shuts down (shutdown(2), not close(2): gRPC still owns them) every TCP
+// connection this process accepted on `port`. gRPC 1.51 puts off closing a
+// connection until its pending socket write completes, and the write of a
+// client that stopped reading completes only when the kernel gives up on the
+// peer (TCP_USER_TIMEOUT, 20 s in gRPC): grpc::Server::Shutdown would wait
+// that long past its deadline. A shut-down socket fails the write at once.
+void ShutDownConnectionsOn(int port) {
+  DIR* fds = opendir("/proc/self/fd");
+  if (fds == nullptr) return;
+  while (const dirent* entry = readdir(fds)) {
+    int fd;
+    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(fds)) continue;
+    sockaddr_storage local = {};
+    socklen_t length = sizeof(local);
+    int listening = 0;
+    socklen_t flag_length = sizeof(listening);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &flag_length) != 0 || listening) {
+      continue;
+    }
+    int local_port = -1;
+    if (local.ss_family == AF_INET) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+    } else if (local.ss_family == AF_INET6) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+    }
+    if (local_port == port) shutdown(fd, SHUT_RDWR);
+  }
+  closedir(fds);
 }
 
 }  // namespace
@@ -91,6 +137,7 @@ absl::StatusOr<int> LapseServer::Start() {
   builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams);
   builder.RegisterService(service_.get());
   if (metrics_ != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
@@ -113,6 +160,7 @@ absl::StatusOr<int> LapseServer::Start() {
     if (!metrics_port.ok()) return metrics_port.status();
     metrics_port_ = *metrics_port;
   }
+  port_ = port;
   return port;
 }
 
@@ -124,9 +172,28 @@ void LapseServer::Shutdown(absl::Duration grace) {
     // NOT_SERVING for every service, for good.
     server_->GetHealthCheckService()->Shutdown();
   }
+  const absl::Time deadline = absl::Now() + grace;
   hub_->Shutdown();
   if (server_ != nullptr) {
-    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    // At the deadline gRPC cancels the calls left. If it has not finished
+    // shortly after, a connection it cannot close by itself holds it up:
+    // those are shut down from here.
+    const absl::Time stuck = deadline + kCancelledCallsGrace;
+    Mutex mu;
+    CondVar cv;
+    bool stopped = false;
+    std::thread reaper([&] {
+      MutexLock lock(&mu);
+      while (!stopped && absl::Now() < stuck) cv.WaitWithTimeout(&mu, stuck - absl::Now());
+      if (!stopped) ShutDownConnectionsOn(port_);
+    });
+    server_->Shutdown(absl::ToChronoTime(deadline));
+    {
+      MutexLock lock(&mu);
+      stopped = true;
+      cv.Signal();
+    }
+    reaper.join();
   }
   store_->StopExpiring();
   if (metrics_ != nullptr) metrics_->StopServing();

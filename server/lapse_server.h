@@ -61,6 +61,15 @@ struct ServerOptions {
   // "host:port" to serve Prometheus /metrics on (port 0 picks a free one);
   // empty: no metrics.
   std::string metrics_listen;
+  // Watch streams open at once across the server (WatchHub::Options).
+  size_t max_watch_streams = 10000;
+  // Bytes of watch batches written and not yet completed, across all streams.
+  size_t watch_pinned_bytes = size_t{64} << 20;
+  // A watch stream whose write has not completed for this long is cancelled.
+  absl::Duration watch_stall_timeout = absl::Seconds(60);
+  // Concurrent HTTP/2 streams (RPCs) one client connection may open, sent to
+  // clients as SETTINGS_MAX_CONCURRENT_STREAMS: more wait in the client.
+  int max_concurrent_streams = 1000;
 };
 
 // What a server with `options` may put in one answer, as
@@ -91,10 +100,15 @@ class LapseServer {
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch
   // streams end with UNAVAILABLE naming their last delivered sequence, then
   // in-flight RPCs get `grace` to finish before they are cancelled, and the
-  // expirer stops, and so does /metrics. Idempotent.
+  // expirer and /metrics stop. When the grace ends, the calls left are
+  // cancelled; if they have not ended 500 ms later, the connections this
+  // server accepted are shut down (shutdown(2)), so a client that stopped
+  // reading its socket cannot hold it up: returns within about `grace` +
+  // 0.5 s (tests allow it 5 s more on a loaded machine). Idempotent.
   void Shutdown(absl::Duration grace);
 
   Store& store() { return *store_; }
+  WatchHub& watch_hub() { return *hub_; }
   EmbeddedStore& embedded_store() { return *store_; }
   // The port /metrics is served on; 0 without ServerOptions::metrics_listen.
   int metrics_port() const { return metrics_port_; }
@@ -113,6 +127,8 @@ class LapseServer {
   std::unique_ptr<LapseServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int metrics_port_ = 0;
+  // The port Start() bound.
+  int port_ = 0;
   bool shut_down_ = false;
 };
 

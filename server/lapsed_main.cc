@@ -27,12 +27,14 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "grpc/grpc.h"
 #include "server/accept_guard.h"
 #include "server/base/log.h"
 #include "server/lapse_server.h"
@@ -86,6 +88,17 @@ ABSL_FLAG(int64_t, watch_batch_max_events, static_cast<int64_t>(Defaults().watch
           "Events in one watch batch");
 ABSL_FLAG(int64_t, watch_batch_max_bytes, static_cast<int64_t>(Defaults().watch_batch_max_bytes),
           "Bytes of names, keys and values in one watch batch");
+ABSL_FLAG(int64_t, max_watch_streams, static_cast<int64_t>(Defaults().max_watch_streams),
+          "WatchExpirations streams open at once; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, watch_pinned_bytes, static_cast<int64_t>(Defaults().watch_pinned_bytes),
+          "Bytes of watch batches being written, across all streams; a stream whose next "
+          "batch does not fit waits");
+ABSL_FLAG(absl::Duration, watch_stall_timeout, Defaults().watch_stall_timeout,
+          "A watch stream whose write has not completed for this long (its client stopped "
+          "reading) is cancelled");
+ABSL_FLAG(int64_t, max_concurrent_streams, Defaults().max_concurrent_streams,
+          "RPCs one client connection may have open at once (HTTP/2 "
+          "SETTINGS_MAX_CONCURRENT_STREAMS); more wait in the client");
 ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest gRPC message received or sent");
 ABSL_FLAG(int64_t, reserved_fds, Defaults().reserved_fds,
@@ -136,6 +149,24 @@ bool InRange(absl::string_view flag, absl::Duration value, absl::Duration min, a
   *error = absl::StrCat("--", flag, "=", absl::FormatDuration(value), " is out of range [",
                         absl::FormatDuration(min), ", ", absl::FormatDuration(max), "]");
   return false;
+}
+
+// The bounds on watch streams and connections, from their flags.
+absl::Status WatchBoundsFromFlags(lapse::ServerOptions* options) {
+  std::string error;
+  const bool ok =
+      InRange("max_watch_streams", absl::GetFlag(FLAGS_max_watch_streams), 1, 1'000'000, &error) &&
+      InRange("watch_pinned_bytes", absl::GetFlag(FLAGS_watch_pinned_bytes), 1, INT64_MAX,
+              &error) &&
+      Positive("watch_stall_timeout", absl::GetFlag(FLAGS_watch_stall_timeout), &error) &&
+      InRange("max_concurrent_streams", absl::GetFlag(FLAGS_max_concurrent_streams), 1, INT32_MAX,
+              &error);
+  if (!ok) return absl::InvalidArgumentError(error);
+  options->max_watch_streams = static_cast<size_t>(absl::GetFlag(FLAGS_max_watch_streams));
+  options->watch_pinned_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_watch_pinned_bytes));
+  options->watch_stall_timeout = absl::GetFlag(FLAGS_watch_stall_timeout);
+  options->max_concurrent_streams = static_cast<int>(absl::GetFlag(FLAGS_max_concurrent_streams));
+  return absl::OkStatus();
 }
 
 // Builds the server's options from the flags, or explains what is wrong.
@@ -223,6 +254,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.store.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
   options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (absl::Status watch = WatchBoundsFromFlags(&options); !watch.ok()) return watch;
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a
@@ -360,6 +392,11 @@ int main(int argc, char** argv) {
     Log(LogLevel::kInfo, "open-file limit %d (the hard limit)", limit->after);
   }
 
+  // Held until the process exits, so that destroying the server skips
+  // gRPC's library shutdown: that joins gRPC's threads, and after a client
+  // stopped reading, one of them (a backup poller) may sleep in epoll for up
+  // to 10 s more; the exit would overrun --shutdown_grace.
+  grpc_init();
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();
   if (!port.ok()) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "testing/child_process.h"
 
 namespace lapse::testing {
@@ -40,6 +41,10 @@ class LapsedProcess final {
   const std::string& start_line() const { return start_line_; }
 
   void Signal(int signal_number) { process_.Signal(signal_number); }
+  // A line of lapsed's `stream` containing `needle` (see ChildProcess).
+  std::string WaitForLine(ChildProcess::Stream stream, absl::string_view needle) {
+    return process_.WaitForLine(stream, needle);
+  }
   // Waits (at most kPatience, then kills it) for lapsed to exit; what it
   // printed and how it ended.
   ChildProcess::Result Wait() { return process_.Wait(); }

@@ -110,6 +110,11 @@ grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& coll
 void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
                const std::vector<std::string>& keys, absl::Time now);
 
+// Puts `count` members without expiration into `collection`, keys "k0",
+// "k1", ..., each with a value of `value_bytes` bytes; returns the keys.
+std::vector<std::string> PutLargeValues(v1::LapseService::Stub& stub, const std::string& collection,
+                                        int count, size_t value_bytes);
+
 v1::WatchExpirationsRequest AllEvents();
 
 // A WatchExpirations stream read on its own thread (or not read at all).

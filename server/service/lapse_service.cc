@@ -428,7 +428,7 @@ grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* LapseServiceImpl::WatchE
   if (!filter.ok()) return new RejectedWatch(ToGrpcStatus(filter.status()));
   absl::StatusOr<uint64_t> after = WatchStart(*request, store_->events());
   if (!after.ok()) return new RejectedWatch(ToGrpcStatus(after.status()));
-  return new WatchReactor(hub_, &store_->events(), *std::move(filter), *after);
+  return new WatchReactor(hub_, context, &store_->events(), *std::move(filter), *after);
 }
 
 }  // namespace lapse

@@ -1,43 +1,61 @@
 #include "server/service/watch_reactor.h"
 
+#include <algorithm>
 #include <cassert>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "server/base/log.h"
 #include "server/service/proto_convert.h"
 
 namespace lapse {
 
-WatchReactor::WatchReactor(WatchHub* hub, const EventSource* events, EventFilter filter,
-                           uint64_t after)
+WatchReactor::WatchReactor(WatchHub* hub, grpc::CallbackServerContext* context,
+                           const EventSource* events, EventFilter filter, uint64_t after)
     : hub_(hub),
+      context_(context),
       events_(events),
       filter_(std::move(filter)),
       read_limits_(hub->options().read_limits),
       heartbeat_interval_(hub->options().heartbeat_interval),
+      stall_timeout_(hub->options().stall_timeout),
       cursor_(after),
       sent_sequence_(after),
       last_write_(absl::Now()) {
   // Headers go out at once so a client can tell that its stream is in place
   // (its start position fixed) before the first event.
   StartSendInitialMetadata();
-  if (!hub_->Register(this)) {
-    Shutdown();
+  if (absl::Status registered = hub_->Register(this); !registered.ok()) {
+    // Shutting down: ended like every other stream, with where to resume.
+    if (absl::IsUnavailable(registered)) {
+      Shutdown();
+      return;
+    }
+    MutexLock lock(&mu_);
+    FinishOnceLocked(ToGrpcStatus(registered));
     return;
   }
   // The hub may already have polled (or shut down) this stream.
   MutexLock lock(&mu_);
-  if (!finished_ && !write_in_flight_) SendNextBatchLocked();
+  if (!finished_ && !write_in_flight_ && !waiting_) SendNextBatchLocked();
 }
 
 void WatchReactor::OnWriteDone(bool ok) {
   MutexLock lock(&mu_);
   write_in_flight_ = false;
+  response_.reset();
+  if (pinned_ > 0) {
+    hub_->Unpin(pinned_);
+    pinned_ = 0;
+  }
   if (!ok) {
     FinishOnceLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch stream closed"));
     return;
   }
+  // Also when waiting in the hub's line: a heartbeat written meanwhile may
+  // have kept it from taking its turn.
   if (!finished_) SendNextBatchLocked();
 }
 
@@ -47,6 +65,10 @@ void WatchReactor::OnCancel() {
 }
 
 void WatchReactor::OnDone() {
+  {
+    MutexLock lock(&mu_);
+    done_ = true;
+  }
   hub_->Unregister(this);
   Unref();
 }
@@ -59,16 +81,41 @@ void WatchReactor::Unref() {
 
 absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
   MutexLock lock(&mu_);
+  if (done_) return absl::InfiniteFuture();
+  if (write_in_flight_ && now - last_write_ >= stall_timeout_) {
+    if (!stall_cancelled_) {
+      stall_cancelled_ = true;
+      hub_->CountStall();
+      Log(LogLevel::kWarning,
+          "watch stream from %s cancelled: a write of %d bytes has not completed for %s (the "
+          "client stopped reading); it can resume after sequence %d",
+          context_->peer(), pinned_, absl::FormatDuration(now - last_write_), sent_sequence_);
+      // gRPC fails the write and calls OnCancel, OnWriteDone and OnDone, on
+      // its own threads (never inside TryCancel, which is why this may hold
+      // mu_).
+      context_->TryCancel();
+    }
+    return absl::InfiniteFuture();
+  }
   if (finished_) return absl::InfiniteFuture();
-  if (new_events && !write_in_flight_) SendNextBatchLocked();
+  if (new_events && !write_in_flight_ && !waiting_) SendNextBatchLocked();
   if (!finished_ && !write_in_flight_ && now - last_write_ >= heartbeat_interval_) {
-    response_.clear_events();
-    WriteLocked(now);
+    WriteLocked(std::make_unique<v1::WatchExpirationsResponse>(), 0, now);
   }
   // A stream with a write stuck in flight (a client that does not read) is
-  // looked at again one interval from now rather than at once.
-  const absl::Time due = last_write_ + heartbeat_interval_;
-  return due > now ? due : now + heartbeat_interval_;
+  // looked at again one interval from now rather than at once, or when it
+  // would count as stalled.
+  absl::Time due = last_write_ + heartbeat_interval_;
+  if (due <= now) due = now + heartbeat_interval_;
+  if (write_in_flight_) due = std::min(due, last_write_ + stall_timeout_);
+  return due;
+}
+
+bool WatchReactor::Resume() {
+  MutexLock lock(&mu_);
+  if (!waiting_) return true;
+  if (!finished_ && !write_in_flight_) SendNextBatchLocked();
+  return !waiting_;
 }
 
 void WatchReactor::Shutdown() {
@@ -88,32 +135,50 @@ void WatchReactor::SendNextBatchLocked() {
       FinishOnceLocked(ToGrpcStatus(batch.status()));
       return;
     }
-    const bool advanced = batch->examined_sequence > cursor_;
-    if (advanced) cursor_ = batch->examined_sequence;
     if (!batch->events.empty()) {
-      response_.clear_events();
+      auto response = std::make_unique<v1::WatchExpirationsResponse>();
       for (const ExpiryEvent& event : batch->events) {
-        ExpiryEventToProto(event, filter_.include_values, response_.add_events());
+        ExpiryEventToProto(event, filter_.include_values, response->add_events());
       }
-      WriteLocked(absl::Now());
+      const size_t bytes = response->ByteSizeLong();
+      waiting_ = !hub_->Pin(this, bytes);
+      // Unsent, the batch is read again when the hub resumes the stream.
+      if (waiting_) return;
+      cursor_ = batch->examined_sequence;
+      WriteLocked(std::move(response), bytes, absl::Now());
       return;
     }
-    if (!advanced || cursor_ >= events_->last_sequence()) return;
+    const bool advanced = batch->examined_sequence > cursor_;
+    if (advanced) cursor_ = batch->examined_sequence;
+    if (!advanced || cursor_ >= events_->last_sequence()) {
+      StopWaitingLocked();
+      return;
+    }
   }
 }
 
-void WatchReactor::WriteLocked(absl::Time now) {
+void WatchReactor::WriteLocked(std::unique_ptr<v1::WatchExpirationsResponse> response,
+                               size_t pinned, absl::Time now) {
   assert(!write_in_flight_ && !finished_);
-  response_.set_examined_sequence(cursor_);
+  response->set_examined_sequence(cursor_);
   sent_sequence_ = cursor_;
   last_write_ = now;
   write_in_flight_ = true;
-  StartWrite(&response_);
+  pinned_ = pinned;
+  response_ = std::move(response);
+  StartWrite(response_.get());
+}
+
+void WatchReactor::StopWaitingLocked() {
+  if (!waiting_) return;
+  waiting_ = false;
+  hub_->StopWaiting(this);
 }
 
 void WatchReactor::FinishOnceLocked(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
+  StopWaitingLocked();
   Finish(status);
 }
 

@@ -1,16 +1,24 @@
 // WatchReactor: one WatchExpirations stream.
 //
 // The reactor owns the stream's state: its EventFilter, its cursor (the last
-// examined sequence) and the one response in flight. It has exactly one write
-// in flight; when a write completes it reads the next batch from the store's EventSource
-// and writes it, or parks until the WatchHub wakes it for new events or a
-// heartbeat. A read that matched nothing still advances the cursor without
-// sending anything: the next batch or heartbeat carries examined_sequence.
-// A cursor that fell out of retention ends the stream with the source's
-// OUT_OF_RANGE.
+// examined sequence) and the one response in flight, which exists only while
+// its write is in flight (an idle stream holds no batch). It has exactly one
+// write in flight; when a write completes it reads the next batch from the
+// store's EventSource and writes it, or parks until the WatchHub wakes it for
+// new events or a heartbeat. A read that matched nothing still advances the
+// cursor without sending anything: the next batch or heartbeat carries
+// examined_sequence. A cursor that fell out of retention ends the stream with
+// the source's OUT_OF_RANGE.
+//
+// Before a batch is written its serialized size is pinned with the hub
+// (WatchHub::Pin) and given back when the write completes. When it does not
+// fit, the batch is dropped unsent, the cursor stays put, and the stream waits
+// in the hub's line until the hub resumes it. A write that has not completed
+// for the hub's stall_timeout cancels the stream (logged with the peer and
+// the sequence to resume after).
 //
 //   // In LapseServiceImpl::WatchExpirations, after validating the request:
-//   return new lapse::WatchReactor(&hub, &store.events(), std::move(filter), after);
+//   return new lapse::WatchReactor(&hub, context, &store.events(), std::move(filter), after);
 //
 // The reactor finishes exactly once (also after cancellation) and deletes
 // itself once gRPC is done with it (OnDone) and the hub holds no reference.
@@ -20,10 +28,13 @@
 #define LAPSE_SERVER_SERVICE_WATCH_REACTOR_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 #include "lapse/v1/lapse.pb.h"
@@ -36,9 +47,12 @@ namespace lapse {
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
  public:
   // Streams the events of `events` that match `filter`, starting right after
-  // sequence `after`. Registers with `hub`, or finishes with UNAVAILABLE if
-  // the hub is shutting down. Allocate with new: the reactor deletes itself.
-  WatchReactor(WatchHub* hub, const EventSource* events, EventFilter filter, uint64_t after);
+  // sequence `after`, on the call of `context`. Registers with `hub`, or
+  // finishes with the hub's refusal (UNAVAILABLE when shutting down,
+  // RESOURCE_EXHAUSTED when full). Allocate with new: the reactor deletes
+  // itself.
+  WatchReactor(WatchHub* hub, grpc::CallbackServerContext* context, const EventSource* events,
+               EventFilter filter, uint64_t after);
   WatchReactor(const WatchReactor&) = delete;
   WatchReactor& operator=(const WatchReactor&) = delete;
 
@@ -58,25 +72,37 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsR
   void Unref();
 
   // Called by the hub's dispatcher. Sends newly appended events when
-  // `new_events`, or a heartbeat when the stream has been idle for the
-  // heartbeat interval. Returns when the stream may next be due one.
+  // `new_events` (unless waiting in the hub's line), or a heartbeat when the
+  // stream has been idle for the heartbeat interval; cancels the stream when
+  // its write has been stuck for the stall timeout. Returns when the stream
+  // may next be due a heartbeat or a stall check.
   absl::Time Poll(bool new_events, absl::Time now);
+  // Called by the hub's dispatcher when the stream may be first in line for
+  // pinned bytes: tries again to send. False if it still waits.
+  bool Resume();
   // Ends the stream with UNAVAILABLE naming the last examined_sequence sent.
   void Shutdown();
 
   // Reads from the cursor and writes the first non-empty batch, or parks
-  // when caught up. Requires no write in flight.
+  // when caught up or when the batch does not fit the hub's pinned bytes.
+  // Requires no write in flight.
   void SendNextBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes response_ (events already filled in) carrying the cursor.
-  void WriteLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `response` (events already filled in, `pinned` bytes pinned for
+  // it) carrying the cursor.
+  void WriteLocked(std::unique_ptr<v1::WatchExpirationsResponse> response, size_t pinned,
+                   absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leaves the hub's line, if in it.
+  void StopWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishOnceLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   WatchHub* const hub_;
+  grpc::CallbackServerContext* const context_;
   const EventSource* const events_;
   const EventFilter filter_;
   const ReadLimits read_limits_;
   const absl::Duration heartbeat_interval_;
+  const absl::Duration stall_timeout_;
 
   std::atomic<int> refs_{1};
 
@@ -90,9 +116,17 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsR
   // Wall time of the last write started (or of the stream's start).
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  // The message being written, untouched until its write completes; null
+  // between writes.
+  std::unique_ptr<v1::WatchExpirationsResponse> response_ ABSL_GUARDED_BY(mu_);
+  // Bytes pinned with the hub for response_.
+  size_t pinned_ ABSL_GUARDED_BY(mu_) = 0;
+  // In the hub's line for pinned bytes.
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  bool stall_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  // The message being written; untouched while write_in_flight_.
-  v1::WatchExpirationsResponse response_ ABSL_GUARDED_BY(mu_);
+  // OnDone has run: context_ may be gone.
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace lapse

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The soak benchmarks (not tests): each starts its own lapsed on 127.0.0.1:0
+# and drives it, printing lapsed's resident set size.
+#
+#   bench/soak/run.sh soak  [lapse-soak flags]         # --duration=30m by default
+#   bench/soak/run.sh burst [lapse-watch-burst flags]  # 3000 streams, one 1000-event batch each
+#
+# soak: writers put/get/remove members with TTLs, watchers connect, read and
+# disconnect, some never read; RSS every --report_every and a verdict (flat or
+# growing, exit status 0 or 1). burst: RSS before, with the streams open, once
+# every stream has its batch, after they closed and --settle later.
+# BUILD_DIR (default <repo>/build-bench, configured as a Release build if it
+# does not exist) holds the binaries; LAPSED=path runs another lapsed (e.g. an older build to compare
+# with); LAPSED_FLAGS adds flags to lapsed.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${BUILD_DIR:-${repo}/build-bench}"
+mode="${1:-}"
+case "${mode}" in
+  soak) tool=lapse-soak ;;
+  burst) tool=lapse-watch-burst ;;
+  *) echo "usage: $0 soak|burst [flags for the tool]" >&2; exit 2 ;;
+esac
+shift
+
+if [[ ! -f "${build}/CMakeCache.txt" ]]; then
+  cmake -S "${repo}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAPSE_BUILD_BENCHMARKS=ON
+fi
+cmake --build "${build}" -j"${JOBS:-2}" --target lapsed "${tool}"
+lapsed="${LAPSED:-${build}/server/lapsed}"
+
+work=$(mktemp -d)
+pid=
+cleanup() {
+  if [[ -n "$pid" ]]; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# shellcheck disable=SC2086  # LAPSED_FLAGS is a list of flags.
+"$lapsed" --listen=127.0.0.1:0 --log_level=warning ${LAPSED_FLAGS:-} >"$work/out" 2>"$work/err" &
+pid=$!
+port=
+for _ in $(seq 100); do
+  port=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$work/out" | head -1)
+  [[ -n "$port" ]] && break
+  sleep 0.1
+done
+[[ -n "$port" ]] || { echo "lapsed did not report its port" >&2; cat "$work/err" >&2; exit 1; }
+
+echo "== ${tool} against ${lapsed} (pid ${pid}, port ${port}), $(nproc) cores"
+status=0
+"${build}/bench/soak/${tool}" --addr="127.0.0.1:${port}" --pid="${pid}" "$@" || status=$?
+if [[ -s "$work/err" ]]; then
+  echo "== lapsed's warnings (last 5 of $(wc -l <"$work/err"))"
+  tail -5 "$work/err"
+fi
+exit "${status}"
