@@ -158,7 +158,8 @@ absl::Status WatchBoundsFromFlags(lapse::ServerOptions* options) {
       InRange("max_watch_streams", absl::GetFlag(FLAGS_max_watch_streams), 1, 1'000'000, &error) &&
       InRange("watch_pinned_bytes", absl::GetFlag(FLAGS_watch_pinned_bytes), 1, INT64_MAX,
               &error) &&
-      Positive("watch_stall_timeout", absl::GetFlag(FLAGS_watch_stall_timeout), &error) &&
+      InRange("watch_stall_timeout", absl::GetFlag(FLAGS_watch_stall_timeout),
+              absl::Milliseconds(100), absl::Hours(1), &error) &&
       InRange("max_concurrent_streams", absl::GetFlag(FLAGS_max_concurrent_streams), 1, INT32_MAX,
               &error);
   if (!ok) return absl::InvalidArgumentError(error);
