@@ -50,7 +50,8 @@ Wal::~Wal() {
     stopping_ = true;
     work_cv_.SignalAll();
   }
-  flusher_.join();
+  // Not running when Open failed.
+  if (flusher_.joinable()) flusher_.join();
   if (fd_ >= 0) ::close(fd_);
 }
 
