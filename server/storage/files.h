@@ -24,6 +24,18 @@ absl::Status EnsureDir(const std::string& dir);
 // Names (not paths) of the entries of `dir`, sorted.
 absl::StatusOr<std::vector<std::string>> List(const std::string& dir);
 
+// The Status for a failed call `what` on `path` that set errno `err`:
+// RESOURCE_EXHAUSTED when the disk, a quota or the file size limit is full
+// (ENOSPC, EDQUOT, EFBIG), NOT_FOUND for ENOENT, INTERNAL otherwise.
+absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int err);
+// Allocates `length` bytes of `fd` from `offset` on without changing its size
+// (fallocate FALLOC_FL_KEEP_SIZE), so that later writes there cannot run out
+// of space. Where the filesystem cannot allocate ahead, checks instead that it
+// has `length` bytes free.
+absl::Status Reserve(int fd, size_t offset, size_t length, const std::string& path);
+// Cuts the open file `fd` back to `size` bytes.
+absl::Status TruncateOpen(int fd, size_t size, const std::string& path);
+
 // Writes `data` to `path` so that a crash leaves either the old file or the
 // whole new one: a temporary name, fsync, rename, fsync of the directory.
 absl::Status WriteAtomically(const std::string& dir, const std::string& name,
