@@ -31,7 +31,8 @@ absl::StatusOr<int> LapseServer::Start() {
   assert(hub_ == nullptr && "Start is called at most once");
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
-      options_.store, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); });
+      options_.store, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); },
+      [this](const absl::Status& status) { OnWritableChanged(status); });
   if (!store.ok()) return store.status();
   store_ = *std::move(store);
   service_ = std::make_unique<LapseServiceImpl>(store_.get(), hub_.get());
@@ -55,10 +56,19 @@ absl::StatusOr<int> LapseServer::Start() {
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address));
   }
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  health->SetServingStatus("", true);
-  health->SetServingStatus(v1::LapseService::service_full_name(), true);
+  MutexLock lock(&health_mu_);
+  health_ = server_->GetHealthCheckService();
+  health_->SetServingStatus("", true);
+  health_->SetServingStatus(v1::LapseService::service_full_name(), writable_.ok());
   return port;
+}
+
+void LapseServer::OnWritableChanged(const absl::Status& status) {
+  MutexLock lock(&health_mu_);
+  writable_ = status;
+  if (health_ != nullptr) {
+    health_->SetServingStatus(v1::LapseService::service_full_name(), status.ok());
+  }
 }
 
 void LapseServer::Shutdown(absl::Duration grace) {
@@ -66,6 +76,10 @@ void LapseServer::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   service_->StartDraining();
   if (server_ != nullptr) {
+    {
+      MutexLock lock(&health_mu_);
+      health_ = nullptr;
+    }
     // NOT_SERVING for every service, for good.
     server_->GetHealthCheckService()->Shutdown();
   }

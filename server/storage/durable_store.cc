@@ -126,29 +126,37 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   log->Restore(std::move(events), next_event_sequence);
   stats.members = engine->total_members();
 
-  absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open({.dir = options_.dir,
-                                                        .fsync = options_.fsync,
-                                                        .segment_bytes = options_.segment_bytes,
-                                                        .on_durable = options_.on_durable},
-                                                       replayed->next_lsn);
+  Wal::Options wal_options;
+  wal_options.dir = options_.dir;
+  wal_options.fsync = options_.fsync;
+  wal_options.segment_bytes = options_.segment_bytes;
+  wal_options.retry_interval = options_.retry_interval;
+  wal_options.on_durable = options_.on_durable;
+  wal_options.roll_back = [engine](const std::function<std::vector<std::string>()>& refuse) {
+    engine->RollBack(refuse);
+  };
+  wal_options.on_writable_changed = options_.on_writable_changed;
+  wal_options.disk_fault_for_testing = options_.disk_fault_for_testing;
+  absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open(wal_options, replayed->next_lsn);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);
   BatchEncoder counter;
   counter.NextSequence(next_event_sequence);
-  wal_->Append(counter.Finish(0), 0);
+  wal_->Append(counter.Finish(0), std::string(), 0);
   if (options_.snapshot_after_bytes > 0) snapshotter_ = std::thread([this] { RunSnapshots(); });
   stats.took = absl::Now() - start;
   return stats;
 }
 
-void DurableStore::Commit(std::string batch, uint64_t last_event_sequence) {
-  wal_->Append(std::move(batch), last_event_sequence);
+CommitTicket DurableStore::Commit(std::string batch, std::string undo,
+                                  uint64_t last_event_sequence) {
+  return wal_->Append(std::move(batch), std::move(undo), last_event_sequence);
 }
 
 absl::Status DurableStore::status() const { return wal_->status(); }
 
-void DurableStore::WhenDurable(std::function<void(absl::Status)> done) {
-  wal_->WhenDurable(std::move(done));
+void DurableStore::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done) {
+  wal_->WhenDurable(ticket, std::move(done));
 }
 
 WalStats DurableStore::wal_stats() const { return wal_->stats(); }
@@ -210,6 +218,8 @@ void DurableStore::RunSnapshots() {
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
       if (stopping_) return;
     }
+    // A log that refuses writes could not rotate.
+    if (!wal_->status().ok()) continue;
     if (wal_->bytes_since_rotate() < options_.snapshot_after_bytes) continue;
     absl::StatusOr<SnapshotStats> stats = TakeSnapshot();
     if (!stats.ok()) {

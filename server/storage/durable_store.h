@@ -7,7 +7,8 @@
 //        .on_durable = [&log](uint64_t seq) { log.MakeVisibleThrough(seq); }});
 //   lapse::Engine engine({.journal = store->get()}, clock, &log);
 //   auto recovered = (*store)->Recover(&engine, &log);  // before serving
-//   ... engine.Put(...); (*store)->WhenDurable(answer_the_rpc);
+//   lapse::CommitTicket ticket = 0;
+//   ... engine.Put(..., &ticket); (*store)->WhenDurable(ticket, answer_the_rpc);
 //
 // Recovery loads the newest snapshot, replays the log after it, restores the
 // retained event feed and the sequence counter, and cuts off a torn tail.
@@ -16,6 +17,11 @@
 // starts. A background thread takes a snapshot whenever the log has grown by
 // Options::snapshot_after_bytes since the last one, then deletes the log
 // segments and older snapshots it covers.
+//
+// When the log cannot write (wal.h), the store rolls the engine back
+// (Engine::RollBack) to what is durable before any failed writer is told, and
+// refuses writes until the log can write again; Options::on_writable_changed
+// hears both. No snapshot is taken meanwhile.
 //
 // Thread-safe.
 #ifndef LAPSE_SERVER_STORAGE_DURABLE_STORE_H_
@@ -70,6 +76,13 @@ class DurableStore final : public Journal {
     // connects it to EventFeed::MakeVisibleThrough, whose log is built with
     // visible_on_append = false. What it refers to must outlive the store.
     std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
+    // Hears when writes start being refused and when they resume; see
+    // Wal::Options. What it refers to must outlive the store.
+    WritableListener on_writable_changed = nullptr;
+    // How often a log that refuses writes checks whether it can write again.
+    absl::Duration retry_interval = absl::Seconds(1);
+    // See Wal::Options::disk_fault_for_testing.
+    std::function<int(DiskOp op)> disk_fault_for_testing = nullptr;
   };
 
   // Creates the directory if needed and locks it (FAILED_PRECONDITION when
@@ -85,12 +98,13 @@ class DurableStore final : public Journal {
   absl::StatusOr<RecoveryStats> Recover(Engine* engine, EventFeed* log);
 
   // Journal.
-  void Commit(std::string batch, uint64_t last_event_sequence) override;
+  CommitTicket Commit(std::string batch, std::string undo, uint64_t last_event_sequence) override;
   absl::Status status() const override;
 
-  // Calls `done` once every change committed before this call is durable
-  // (see FsyncPolicy), or with the error that prevented it.
-  void WhenDurable(std::function<void(absl::Status)> done);
+  // Calls `done` once the change of `ticket` (0: every change committed
+  // before this call) is durable (see FsyncPolicy), or with the error that
+  // prevented it; in that case the change has been undone first.
+  void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
   // Blocks until every change committed before the call is durable. Never
   // from a gRPC thread.
