@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -33,6 +34,12 @@ absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int er
 
 absl::Status Reserve(int fd, size_t offset, size_t length, const std::string& path) {
   if (length == 0) return absl::OkStatus();
+  // fallocate ignores the file size limit that write() obeys.
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      offset + length > limit.rlim_cur) {
+    return ErrnoStatus("reserve space for", path, EFBIG);
+  }
   int rc;
   do {
     rc = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),

@@ -31,7 +31,8 @@ absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int er
 // Allocates `length` bytes of `fd` from `offset` on without changing its size
 // (fallocate FALLOC_FL_KEEP_SIZE), so that later writes there cannot run out
 // of space. Where the filesystem cannot allocate ahead, checks instead that it
-// has `length` bytes free.
+// has `length` bytes free. Also fails (EFBIG) past the file size limit
+// (RLIMIT_FSIZE), which fallocate does not check.
 absl::Status Reserve(int fd, size_t offset, size_t length, const std::string& path);
 // Cuts the open file `fd` back to `size` bytes.
 absl::Status TruncateOpen(int fd, size_t size, const std::string& path);

@@ -493,10 +493,12 @@ class FileSizeLimit {
 
 TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
   Heard heard;
+  DiskFault disk;  // Fails nothing: counts the retries.
   auto wal = Wal::Open(heard.Wire({.dir = dir_,
                                    .fsync = FsyncPolicy::kNever,
                                    .reserve_bytes = 0,
-                                   .retry_interval = absl::Milliseconds(1)}),
+                                   .retry_interval = absl::Milliseconds(1),
+                                   .disk_fault_for_testing = disk.Hook()}),
                        1);
   ASSERT_TRUE(wal.ok());
   const std::string big(16 << 10, 'x');
@@ -512,18 +514,18 @@ TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
     }
     EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted);
     EXPECT_THAT(failed.message(), HasSubstr("File too large"));
+    // Retrying does not let writes through while the limit holds.
+    ASSERT_TRUE(disk.WaitForCalls(DiskOp::kReserve, disk.calls(DiskOp::kReserve) + 3));
+    EXPECT_EQ((*wal)->status().code(), absl::StatusCode::kResourceExhausted);
     limit.Lift();
-    // Writes resume by themselves once the limit is gone.
-    CommitTicket next;
-    absl::Status resumed;
-    do {
-      heard.WaitForChanges(2);
-      const std::string batch = absl::StrCat("after", big);
-      next = (*wal)->Append(batch, "", 0);
-      resumed = Outcome(**wal, next);
-      if (resumed.ok()) durable.push_back(batch);
-    } while (!resumed.ok());
   }
+  // Writes resume by themselves once the limit is gone.
+  const std::vector<absl::Status> changes = heard.WaitForChanges(2);
+  ASSERT_EQ(changes.size(), 2u) << "refused once, resumed once";
+  EXPECT_TRUE(changes[1].ok());
+  const std::string after = absl::StrCat("after", big);
+  ASSERT_TRUE(Outcome(**wal, (*wal)->Append(after, "", 0)).ok());
+  durable.push_back(after);
   wal->reset();
   Replayed r = Replay(dir_);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
