@@ -299,6 +299,7 @@ bool Wal::WriteRound(const Round& round, absl::Status* error, bool* durable, boo
   const bool sync_each_write = options_.fsync == FsyncPolicy::kAlways;
   const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
   const uint64_t good_offset = segment_size_;
+  const absl::Time unsynced_before = unsynced_since_;
   *durable = false;
   *for_good = false;
   absl::Status s = WriteOut(round.data);
@@ -326,7 +327,9 @@ bool Wal::WriteRound(const Round& round, absl::Status* error, bool* durable, boo
     }
     segment_size_ = good_offset;
     reserved_end_ = good_offset;
-    unsynced_since_ = absl::InfiniteFuture();
+    // What was written before the round, acknowledged, may still wait for
+    // its fsync.
+    unsynced_since_ = unsynced_before;
     return false;
   }
   *durable = true;

@@ -464,6 +464,25 @@ TEST_F(WalTest, AFailedFsyncOfAcknowledgedWritesRefusesWritesForGood) {
   EXPECT_EQ(Outcome(**wal, (*wal)->Append(Batch(2), "", 0)), refusal);
 }
 
+TEST_F(WalTest, AFailedWriteLeavesTheFsyncOfEarlierWritesDue) {
+  DiskFault disk;
+  Heard heard;
+  auto wal = Wal::Open(heard.Wire({.dir = dir_,
+                                   .fsync = FsyncPolicy::kEverySecond,
+                                   .retry_interval = absl::Milliseconds(1),
+                                   .disk_fault_for_testing = disk.Hook()}),
+                       1);
+  ASSERT_TRUE(wal.ok());
+  ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).ok());
+  disk.Fail(ENOSPC, {DiskOp::kWrite});
+  EXPECT_FALSE(Outcome(**wal, (*wal)->Append(Batch(2), "", 0)).ok());
+  disk.Heal();
+  EXPECT_TRUE(heard.WaitForChanges(2).back().ok());
+  // Batch 1 was acknowledged unsynced: its fsync still comes, with no
+  // further write.
+  EXPECT_TRUE(disk.WaitForCalls(DiskOp::kSync, 1));
+}
+
 // Restores the file size limit, and SIGXFSZ's disposition, on scope exit.
 class FileSizeLimit {
  public:
