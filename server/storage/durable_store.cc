@@ -170,6 +170,7 @@ std::optional<SnapshotStats> DurableStore::last_snapshot() const {
 
 absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
   MutexLock serial(&snapshot_mu_);
+  const uint64_t failures_before = wal_->stats().write_failures;
   absl::StatusOr<uint64_t> from = wal_->Rotate();
   if (!from.ok()) return from.status();
   // Every batch before the rotation must be durable, so that its events are
@@ -177,6 +178,19 @@ absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
   if (absl::Status durable = wal_->AwaitDurable(); !durable.ok()) return durable;
   absl::StatusOr<SnapshotStats> stats = WriteSnapshot(options_.dir, *from, engine_, *log_);
   if (!stats.ok()) return stats.status();
+  // The scan may have caught batches that were not durable yet. Were one of
+  // them undone, the snapshot would keep it and the log could not correct
+  // it: such a snapshot is discarded, before it covers anything.
+  absl::Status settled = wal_->AwaitDurable();
+  if (settled.ok() && wal_->stats().write_failures != failures_before) {
+    settled = wal_->status().ok() ? absl::AbortedError("a write failed") : wal_->status();
+  }
+  if (!settled.ok()) {
+    files::Remove(absl::StrCat(options_.dir, "/", SnapshotName(*from))).IgnoreError();
+    return absl::Status(
+        settled.code(),
+        absl::StrCat("snapshot discarded: writes failed while it was taken: ", settled.message()));
+  }
   if (absl::Status s = DropCovered(*from, SnapshotName(*from)); !s.ok()) return s;
   MutexLock lock(&mu_);
   last_snapshot_ = *stats;
