@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <utility>
 
@@ -118,9 +119,10 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
   MutexLock lock(&mu_);
   const CommitTicket ticket = ++last_ticket_;
   if (!refusal_.ok()) {
-    // Fails with the spell of refusing it falls in.
+    // Fails with the spell of refusing it falls in, once that spell's
+    // rollback is over.
     failures_.back().last = ticket;
-    resolved_ = ticket;
+    if (!rolling_back_) resolved_ = ticket;
     return ticket;
   }
   const uint64_t lsn = next_lsn_++;
@@ -361,8 +363,7 @@ void Wal::MarkDurable(const Round& round, std::vector<std::function<void(absl::S
   waiters_.erase(waiters_.begin(), end);
 }
 
-std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good,
-                                     std::vector<std::function<void(absl::Status)>>* failed) {
+std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good) {
   refusal_ = RefusalFor(error, for_good, options_.retry_interval);
   refusing_for_good_ = for_good;
   refusing_since_ = absl::Now();
@@ -386,12 +387,18 @@ std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good,
     forgotten_through_ = failures_.front().last;
     failures_.pop_front();
   }
-  resolved_ = last_ticket_;
+  rolling_back_ = true;
+  return undos;
+}
+
+void Wal::EndRollBack(std::vector<std::function<void(absl::Status)>>* failed) {
+  assert(rolling_back_ && "Options::roll_back did not call refuse");
+  rolling_back_ = false;
+  resolved_ = failures_.back().last;
   for (auto& [ticket, fns] : waiters_) {
     for (auto& fn : fns) failed->push_back(std::move(fn));
   }
   waiters_.clear();
-  return undos;
 }
 
 void Wal::Retry() {
@@ -449,7 +456,7 @@ void Wal::Run() {
     if (!ok) {
       auto refuse = [&] {
         MutexLock lock(&mu_);
-        std::vector<std::string> undos = Refuse(error, for_good, &failed);
+        std::vector<std::string> undos = Refuse(error, for_good);
         refusal = refusal_;
         return undos;
       };
@@ -458,6 +465,12 @@ void Wal::Run() {
         options_.roll_back(refuse);
       } else {
         refuse();
+      }
+      {
+        // Only now, with the failed batches undone, may anyone learn that
+        // they failed.
+        MutexLock lock(&mu_);
+        EndRollBack(&failed);
       }
       retry_at_ = absl::Now() + options_.retry_interval;
       if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);

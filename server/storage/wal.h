@@ -203,10 +203,14 @@ class Wal {
   // Records that `round`'s batches are durable; their waiters go to `ready`.
   void MarkDurable(const Round& round, std::vector<std::function<void(absl::Status)>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts refusing writes after `error`: fails every batch not yet durable,
-  // moves their waiters to `failed` and returns their undos, newest first.
-  std::vector<std::string> Refuse(const absl::Status& error, bool for_good,
-                                  std::vector<std::function<void(absl::Status)>>* failed)
+  // Starts refusing writes after `error`: fails every batch not yet durable
+  // and returns their undos, newest first. Until EndRollBack nobody learns
+  // that they failed.
+  std::vector<std::string> Refuse(const absl::Status& error, bool for_good)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once the undos are applied: the failed batches count as resolved, and
+  // their waiters go to `failed`.
+  void EndRollBack(std::vector<std::function<void(absl::Status)>>* failed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The outcome of a batch that is no longer waited for.
   absl::Status OutcomeOf(CommitTicket ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -248,6 +252,8 @@ class Wal {
   // forgotten_through_.
   std::deque<Failure> failures_ ABSL_GUARDED_BY(mu_);
   CommitTicket forgotten_through_ ABSL_GUARDED_BY(mu_) = 0;
+  // Between Refuse and EndRollBack.
+  bool rolling_back_ ABSL_GUARDED_BY(mu_) = false;
   std::map<CommitTicket, std::vector<std::function<void(absl::Status)>>> waiters_
       ABSL_GUARDED_BY(mu_);
   // A requested rotation: the offset in pending_ where the new segment

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <cerrno>
 #include <string>
 #include <thread>
@@ -401,6 +402,37 @@ TEST_F(WalTest, AFailedWriteLeavesNoFrameFailsEveryBatchNotDurableAndResumesOnce
   Replayed after = Replay(dir_);
   ASSERT_TRUE(after.result.ok()) << after.result.status();
   EXPECT_THAT(after.batches, ElementsAre(Batch(1), Batch(5))) << "with consecutive LSNs";
+}
+
+TEST_F(WalTest, NoWriterLearnsOfAFailureBeforeItsBatchIsUndone) {
+  DiskFault disk;
+  Mutex mu;
+  CommitTicket ticket = 0;
+  std::atomic<bool> answered{false};
+  bool answered_during_roll_back = true;
+  std::unique_ptr<Wal> wal;
+  Wal::Options options{.dir = dir_,
+                       .fsync = FsyncPolicy::kNever,
+                       .retry_interval = absl::Milliseconds(1),
+                       .disk_fault_for_testing = disk.Hook()};
+  options.roll_back = [&](const std::function<std::vector<std::string>()>& refuse) {
+    refuse();
+    // A writer that asks now, between the failure and the undo, waits.
+    MutexLock lock(&mu);
+    wal->WhenDurable(ticket, [&](absl::Status) { answered = true; });
+    answered_during_roll_back = answered;
+  };
+  absl::StatusOr<std::unique_ptr<Wal>> opened = Wal::Open(options, 1);
+  ASSERT_TRUE(opened.ok());
+  wal = *std::move(opened);
+  disk.Fail(ENOSPC, {DiskOp::kWrite, DiskOp::kReserve});
+  {
+    MutexLock lock(&mu);
+    ticket = wal->Append(Batch(1), "undo 1", 0);
+  }
+  EXPECT_EQ(Outcome(*wal, ticket).code(), absl::StatusCode::kResourceExhausted);
+  MutexLock lock(&mu);
+  EXPECT_FALSE(answered_during_roll_back);
 }
 
 TEST_F(WalTest, AFailedReservationWritesNothing) {
