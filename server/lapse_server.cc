@@ -1,5 +1,6 @@
 #include "server/lapse_server.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
 
@@ -9,6 +10,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "server/engine/limits.h"
+#include "server/service/proto_convert.h"
 
 namespace lapse {
 namespace {
@@ -23,15 +26,39 @@ WatchHub::Options HubOptions(const ServerOptions& options) {
 
 }  // namespace
 
+absl::StatusOr<size_t> ResponseBytesFor(const ServerOptions& options) {
+  const Limits& limits = options.store.limits;
+  const size_t message = static_cast<size_t>(options.max_message_bytes);
+  const size_t token = MaxPageTokenBytes(limits);
+  const size_t largest_entry =
+      std::max(limits.max_key_bytes + limits.max_value_bytes, limits.max_collection_name_bytes) +
+      kResponseEntryOverhead;
+  const size_t largest_echo =
+      limits.max_members_per_request * (limits.max_key_bytes + kResponseEntryOverhead);
+  const size_t needed = token + std::max(largest_entry, largest_echo);
+  if (needed > message) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_message_bytes=", message, " cannot hold an answer of up to ", needed,
+        " bytes (one member of max_key_bytes + max_value_bytes, or max_members_per_request keys "
+        "of max_key_bytes, with framing); raise it or lower max_value_bytes, max_key_bytes or "
+        "max_members_per_request"));
+  }
+  return message - token;
+}
+
 LapseServer::LapseServer(const ServerOptions& options) : options_(options) {}
 
 LapseServer::~LapseServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::StatusOr<int> LapseServer::Start() {
   assert(hub_ == nullptr && "Start is called at most once");
+  absl::StatusOr<size_t> response_bytes = ResponseBytesFor(options_);
+  if (!response_bytes.ok()) return response_bytes.status();
+  EmbeddedStore::Options store_options = options_.store;
+  store_options.limits.max_response_bytes = *response_bytes;
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
-      options_.store, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); },
+      store_options, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); },
       [this](const absl::Status& status) { OnWritableChanged(status); });
   if (!store.ok()) return store.status();
   store_ = *std::move(store);

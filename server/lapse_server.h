@@ -59,6 +59,13 @@ struct ServerOptions {
   int max_message_bytes = 16 << 20;
 };
 
+// What a server with `options` may put in one answer, as
+// Limits::max_response_bytes counts it: a message of max_message_bytes less
+// the largest page token. INVALID_ARGUMENT when that cannot hold one member
+// of the largest key and value, one collection of the longest name, or the
+// answer to a request of max_members_per_request keys of the longest size.
+absl::StatusOr<size_t> ResponseBytesFor(const ServerOptions& options);
+
 class LapseServer {
  public:
   explicit LapseServer(const ServerOptions& options);
@@ -67,10 +74,12 @@ class LapseServer {
   LapseServer(const LapseServer&) = delete;
   LapseServer& operator=(const LapseServer&) = delete;
 
-  // Recovers the data directory (if any) and starts serving. Returns the
-  // bound port; FAILED_PRECONDITION when the data directory is locked by
-  // another server, DATA_LOSS when it is damaged, UNAVAILABLE when the address
-  // cannot be listened on. Call at most once.
+  // Recovers the data directory (if any) and starts serving, with the
+  // store's Limits::max_response_bytes set to ResponseBytesFor(options).
+  // Returns the bound port; INVALID_ARGUMENT when ResponseBytesFor refuses
+  // the options, FAILED_PRECONDITION when the data directory is locked by
+  // another server, DATA_LOSS when it is damaged, UNAVAILABLE when the
+  // address cannot be listened on. Call at most once.
   absl::StatusOr<int> Start();
 
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch

@@ -201,6 +201,10 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
                      " bytes; raise it or lower "
                      "--watch_batch_max_bytes, --watch_batch_max_events or --max_value_bytes"));
   }
+  if (absl::StatusOr<size_t> response_bytes = lapse::ResponseBytesFor(options);
+      !response_bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", response_bytes.status().message()));
+  }
   return options;
 }
 
@@ -276,6 +280,11 @@ int main(int argc, char** argv) {
         recovered->members, recovered->events,
         recovered->snapshot.empty() ? "no snapshot" : recovered->snapshot,
         recovered->batches_replayed, absl::FormatDuration(recovered->took));
+    if (!recovered->damaged_snapshots.empty()) {
+      Log(LogLevel::kError, "passed over DAMAGED snapshots, recovered from %s instead: %s",
+          recovered->snapshot.empty() ? "the whole log" : recovered->snapshot,
+          recovered->damaged_snapshots);
+    }
     if (!recovered->torn_tail.empty()) {
       Log(LogLevel::kWarning, "cut a torn write-ahead log tail: %s", recovered->torn_tail);
     }

@@ -48,6 +48,26 @@ class OneShardLockPerThread {
 #endif
 };
 
+// Counts the entries of a page against Limits::max_response_bytes.
+class PageBytes {
+ public:
+  explicit PageBytes(size_t max) : max_(max) {}
+
+  // Counts an entry of `payload` bytes of keys, values and names; false,
+  // counting nothing, when it would pass the maximum. The first entry always
+  // fits: a page holds at least one.
+  bool Take(size_t payload) {
+    const size_t entry = payload + kResponseEntryOverhead;
+    if (used_ > 0 && used_ + entry > max_) return false;
+    used_ += entry;
+    return true;
+  }
+
+ private:
+  const size_t max_;
+  size_t used_ = 0;
+};
+
 CollectionInfo InfoOf(const Collection& c) {
   return {c.name(), c.size(), c.expiring_count(), TimeOfDeadline(c.next_deadline_ms())};
 }
@@ -215,9 +235,20 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // not expire because the journal refuses changes; it must then fail.
   const absl::Status& status() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) { return refused_; }
 
-  // The live members across the engine once this operation's changes count.
-  uint64_t total_members() const {
-    return engine_.total_members_.load(std::memory_order_relaxed) + member_delta_;
+  // Counts `n` members this operation is about to create in the engine's
+  // total at once, so that writers on other shards see them before they are
+  // written; false, counting nothing, when the total would then pass `max`.
+  // The members created later count against the reservation, not again.
+  bool ReserveMembers(uint64_t n, uint64_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    uint64_t total = engine_.total_members_.load(std::memory_order_relaxed);
+    do {
+      // member_delta_ is what this operation removed so far (expiries on
+      // the way): gone already, though not yet taken off the total.
+      if (total + member_delta_ + n > max) return false;
+    } while (
+        !engine_.total_members_.compare_exchange_weak(total, total + n, std::memory_order_relaxed));
+    member_delta_ -= static_cast<int64_t>(n);
+    return true;
   }
 
   // ---- The changes: the one path for live operations and replay. ----
@@ -487,7 +518,8 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   absl::Status journal_status_;
   // See status().
   absl::Status refused_;
-  // Members added less members gone, not yet in engine_.total_members_.
+  // Members added less members gone, not yet in engine_.total_members_
+  // (members reserved by ReserveMembers are in it already).
   int64_t member_delta_ = 0;
 };
 
@@ -516,8 +548,12 @@ absl::Status Engine::CheckKeyedRequest(absl::string_view collection,
   return ValidateKeys(keys, options_.limits);
 }
 
+size_t Engine::ShardIndex(absl::string_view collection) const {
+  return absl::Hash<absl::string_view>{}(collection) % shards_.size();
+}
+
 Engine::Shard& Engine::ShardFor(absl::string_view collection) const {
-  return *shards_[absl::Hash<absl::string_view>{}(collection) % shards_.size()];
+  return *shards_[ShardIndex(collection)];
 }
 
 absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
@@ -568,10 +604,11 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
         absl::StrFormat("collection \"%s\" would hold %d members; max_members is %d", collection,
                         size_after, options.max_members));
   }
-  if (creates > 0 && op.total_members() + creates > limits.max_total_members) {
+  if (creates > 0 && !op.ReserveMembers(creates, limits.max_total_members)) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("the server holds its maximum of %d members", limits.max_total_members));
   }
+  if (options_.put_checked_hook_for_testing) options_.put_checked_hook_for_testing();
   for (size_t i = 0; i < writes.size(); ++i) {
     if (results[i].outcome == PutOutcome::kSkipped) continue;
     const MemberWrite& w = writes[i];
@@ -597,9 +634,28 @@ absl::StatusOr<std::vector<GetResult>> Engine::Get(absl::string_view collection,
 
   ShardOp op(*this, collection, now, committed);
   if (absl::Status s = refreshing ? op.Writable() : op.status(); !s.ok()) return s;
-  std::vector<GetResult> results(keys.size());
+  // Sized before anything is copied or refreshed: an answer too big to send
+  // fails whole, writing nothing.
+  absl::InlinedVector<const StoredMember*, 4> found(keys.size(), nullptr);
+  size_t found_count = 0;
+  size_t bytes = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     const StoredMember* m = op.Find(keys[i]);
+    found[i] = m;
+    bytes += keys[i].size() + kResponseEntryOverhead;
+    if (m == nullptr) continue;
+    ++found_count;
+    bytes += m->value().size();
+  }
+  if (bytes > options_.limits.max_response_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the answer to these %d keys (%d found) would take %d bytes, more than the %d one "
+        "response may hold; get fewer keys per request",
+        keys.size(), found_count, bytes, options_.limits.max_response_bytes));
+  }
+  std::vector<GetResult> results(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const StoredMember* m = found[i];
     if (m == nullptr) continue;
     if (refreshing) op.SetDeadline(m, *refresh_ms);
     results[i] = {true, std::string(m->value()), TimeOfDeadline(m->deadline_ms())};
@@ -726,8 +782,18 @@ absl::StatusOr<MemberPage> Engine::ListMembers(absl::string_view collection,
     }
     members = c->PageByDeadline(options.after.has_value() ? &after : nullptr, limit, &more);
   }
-  page.members.reserve(members.size());
-  for (const StoredMember* m : members) {
+  // The page ends early, before the member that would not fit in one response.
+  PageBytes bytes(limits.max_response_bytes);
+  size_t fit = 0;
+  while (fit < members.size() &&
+         bytes.Take(members[fit]->key().size() +
+                    (options.keys_only ? 0 : members[fit]->value().size()))) {
+    ++fit;
+  }
+  more = more || fit < members.size();
+  page.members.reserve(fit);
+  for (size_t i = 0; i < fit; ++i) {
+    const StoredMember* m = members[i];
     page.members.push_back({std::string(m->key()),
                             options.keys_only ? std::string() : std::string(m->value()),
                             TimeOfDeadline(m->deadline_ms())});
@@ -769,9 +835,16 @@ absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix,
   }
   std::sort(candidates.begin(), candidates.end(),
             [](const CollectionInfo& a, const CollectionInfo& b) { return a.name < b.name; });
+  // The page ends early, before the collection that would not fit in one
+  // response.
+  PageBytes bytes(limits.max_response_bytes);
+  size_t fit = 0;
+  while (fit < std::min(candidates.size(), limit) && bytes.Take(candidates[fit].name.size())) {
+    ++fit;
+  }
   CollectionPage page;
-  if (candidates.size() > limit) {
-    candidates.resize(limit);
+  if (candidates.size() > fit) {
+    candidates.resize(fit);
     page.next_after = candidates.back().name;
   }
   page.collections = std::move(candidates);

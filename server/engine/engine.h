@@ -121,7 +121,8 @@ struct ListedMember {
 
 struct MemberPage {
   std::vector<ListedMember> members;
-  // Set when more members may follow.
+  // Set when more members may follow (also after a page cut short to fit in
+  // one response).
   std::optional<MemberCursor> next;
 };
 
@@ -155,6 +156,11 @@ class Engine {
     // Runs under a shard lock: must be cheap and must not call into the
     // engine. None when empty.
     std::function<void(absl::Time)> earlier_deadline_listener = nullptr;
+    // Test only: called by Put under its shard lock once the request passed
+    // every check (and its new members are counted against
+    // max_total_members), before anything is written, so a test can hold a
+    // writer there. Must not call into the engine. None when empty.
+    std::function<void()> put_checked_hook_for_testing = nullptr;
   };
 
   // `clock` and `log` are not owned and must outlive the engine.
@@ -171,6 +177,8 @@ class Engine {
                                              const PutOptions& options,
                                              CommitTicket* committed = nullptr);
   // `refresh` other than None moves the deadline of every member found.
+  // RESOURCE_EXHAUSTED, refreshing nothing, when the answer would pass
+  // Limits::max_response_bytes.
   absl::StatusOr<std::vector<GetResult>> Get(absl::string_view collection,
                                              absl::Span<const absl::string_view> keys,
                                              const Expiration& refresh = Expiration::None(),
@@ -187,11 +195,14 @@ class Engine {
   absl::StatusOr<std::vector<PersistOutcome>> Persist(absl::string_view collection,
                                                       absl::Span<const absl::string_view> keys,
                                                       CommitTicket* committed = nullptr);
+  // A page ends early, with `next` set, before a member that would pass
+  // Limits::max_response_bytes; it always holds at least one member.
   absl::StatusOr<MemberPage> ListMembers(absl::string_view collection,
                                          const ListMembersOptions& options);
   // NOT_FOUND when the collection has no live member.
   absl::StatusOr<CollectionInfo> GetCollection(absl::string_view name);
-  // Collections whose name starts with `prefix`, after `after` (exclusive).
+  // Collections whose name starts with `prefix`, after `after` (exclusive);
+  // a page ends early as ListMembers' does.
   absl::StatusOr<CollectionPage> ListCollections(absl::string_view prefix, int page_size,
                                                  absl::string_view after);
   // Live members removed; 0 if there was no such collection.
@@ -244,15 +255,21 @@ class Engine {
   bool Scan(ScanCursor* cursor, size_t max_members, const ScanFn& fn);
 
   // Live members across all collections (members past their deadline that
-  // are not yet expired included).
+  // are not yet expired included), and the members a Put under way has
+  // counted against max_total_members before writing them.
   uint64_t total_members() const;
 
   const Limits& limits() const { return options_.limits; }
+
+  // Test only: the index of the shard that holds `collection`, so a test can
+  // pick collections under different locks.
+  size_t ShardIndexForTesting(absl::string_view collection) const { return ShardIndex(collection); }
 
  private:
   class Shard;
   class ShardOp;
 
+  size_t ShardIndex(absl::string_view collection) const;
   Shard& ShardFor(absl::string_view collection) const;
   // The checks a request on `keys` of `collection` starts with.
   absl::Status CheckKeyedRequest(absl::string_view collection,

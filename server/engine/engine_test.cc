@@ -11,6 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/base/mutex.h"
+#include "testing/test_util.h"
 
 namespace lapse {
 namespace {
@@ -230,6 +232,55 @@ TEST_F(EngineTest, MaxTotalMembersIsResourceExhausted) {
   ASSERT_TRUE(engine.Put("y", {b}, {}).ok());
   EXPECT_EQ(engine.Put("z", {c}, {}).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(engine.Put("x", {a}, {}).ok()) << "replacing does not grow the total";
+}
+
+TEST_F(EngineTest, MaxTotalMembersHoldsForWritersOnTwoShardsCheckingAtOnce) {
+  // The first writer is held between its limit check and its write while a
+  // writer on another shard checks and writes: only one of them may pass.
+  Mutex mu;
+  CondVar cv;
+  bool hold_next = false;
+  bool held = false;
+  bool released = false;
+  Engine::Options options = MakeOptions();
+  options.limits.max_total_members = 1;
+  options.put_checked_hook_for_testing = [&] {
+    MutexLock lock(&mu);
+    if (!hold_next) return;
+    hold_next = false;
+    held = true;
+    cv.SignalAll();
+    EXPECT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return released; }));
+  };
+  Engine engine(options, &clock_, &log_);
+  std::string other = "other-0";
+  for (int i = 1; engine.ShardIndexForTesting(other) == engine.ShardIndexForTesting("held"); ++i) {
+    other = absl::StrCat("other-", i);
+  }
+  MemberWrite a{"a", "v", Expiration::None()}, b{"b", "v", Expiration::None()};
+  {
+    MutexLock lock(&mu);
+    hold_next = true;
+  }
+  absl::Status held_status;
+  std::thread writer([&] { held_status = engine.Put("held", {a}, {}).status(); });
+  bool was_held;
+  {
+    MutexLock lock(&mu);
+    was_held = testing::WaitWithPatience(mu, cv, [&] { return held; });
+  }
+  EXPECT_TRUE(was_held);
+  absl::Status other_status = absl::UnknownError("not run");
+  if (was_held) other_status = engine.Put(other, {b}, {}).status();
+  {
+    MutexLock lock(&mu);
+    released = true;
+    cv.SignalAll();
+  }
+  writer.join();
+  EXPECT_TRUE(held_status.ok()) << held_status;
+  EXPECT_EQ(other_status.code(), absl::StatusCode::kResourceExhausted) << other_status;
+  EXPECT_EQ(engine.total_members(), 1u);
 }
 
 TEST_F(EngineTest, ExpiredMemberIsInvisibleBeforeTheExpirerRuns) {
@@ -641,6 +692,90 @@ TEST_F(EngineTest, ListMembersPageSizeDefaultsAndIsCoercedToTheMaximum) {
   EXPECT_EQ(engine_.ListMembers("c", options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Room for `n` entries of `payload` bytes in one answer.
+size_t RoomFor(size_t n, size_t payload) { return n * (payload + kResponseEntryOverhead); }
+
+TEST_F(EngineTest, ListMembersPageEndsBeforeTheMemberThatWouldNotFitInOneResponse) {
+  Engine::Options options = MakeOptions();
+  const std::string value(1000, 'v');
+  // Keys are "k0".."k9": 2 bytes.
+  options.limits.max_response_bytes = RoomFor(3, 2 + value.size()) + 10;
+  Engine engine(options, &clock_, &log_);
+  for (int i = 0; i < 10; ++i) {
+    const std::string key = absl::StrCat("k", i);
+    MemberWrite w{key, value, Expiration::None()};
+    ASSERT_TRUE(engine.Put("c", {w}, {}).ok());
+  }
+  std::vector<size_t> page_sizes;
+  std::vector<std::string> seen;
+  ListMembersOptions list;
+  while (true) {
+    absl::StatusOr<MemberPage> page = engine.ListMembers("c", list);
+    ASSERT_TRUE(page.ok()) << page.status();
+    page_sizes.push_back(page->members.size());
+    for (const ListedMember& m : page->members) seen.push_back(m.key);
+    if (!page->next.has_value()) break;
+    list.after = page->next;
+  }
+  EXPECT_THAT(page_sizes, ElementsAre(3, 3, 3, 1));
+  EXPECT_THAT(seen, ElementsAre("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"));
+
+  ListMembersOptions keys_only;
+  keys_only.keys_only = true;
+  absl::StatusOr<MemberPage> page = engine.ListMembers("c", keys_only);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->members.size(), 10u) << "values left out take no room";
+  EXPECT_FALSE(page->next.has_value());
+}
+
+TEST_F(EngineTest, ListMembersPageHoldsOneMemberEvenWhenItAloneIsOverTheResponseBound) {
+  Engine::Options options = MakeOptions();
+  options.limits.max_response_bytes = 1;
+  Engine engine(options, &clock_, &log_);
+  MemberWrite a{"a", "v", Expiration::None()}, b{"b", "v", Expiration::None()};
+  ASSERT_TRUE(engine.Put("c", {a, b}, {}).ok());
+  absl::StatusOr<MemberPage> page = engine.ListMembers("c", {});
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->members.size(), 1u);
+  EXPECT_EQ(page->members[0].key, "a");
+  ASSERT_TRUE(page->next.has_value());
+  ListMembersOptions rest;
+  rest.after = page->next;
+  page = engine.ListMembers("c", rest);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->members.size(), 1u);
+  EXPECT_EQ(page->members[0].key, "b");
+  EXPECT_FALSE(page->next.has_value());
+}
+
+TEST_F(EngineTest,
+       GetMembersWhoseAnswerWouldNotFitInOneResponseIsResourceExhaustedAndRefreshesNothing) {
+  Engine::Options options = MakeOptions();
+  const std::string value(1000, 'v');
+  options.limits.max_response_bytes = RoomFor(2, 1 + value.size());
+  Engine engine(options, &clock_, &log_);
+  MemberWrite a{"a", value, Expiration::Ttl(absl::Seconds(10))},
+      b{"b", value, Expiration::Ttl(absl::Seconds(10))},
+      c{"c", value, Expiration::Ttl(absl::Seconds(10))};
+  ASSERT_TRUE(engine.Put("coll", {a, b, c}, {}).ok());
+
+  absl::string_view two[] = {"a", "b"};
+  EXPECT_TRUE(engine.Get("coll", two).ok()) << "two members fit";
+  absl::string_view two_and_missing[] = {"a", "b", "missing"};
+  absl::Status s = engine.Get("coll", two_and_missing).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << "a missing key is echoed too";
+  absl::string_view three[] = {"a", "b", "c"};
+  s = engine.Get("coll", three, Expiration::Ttl(absl::Hours(1))).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("get fewer keys per request"));
+  EXPECT_THAT(s.message(), HasSubstr("3 keys (3 found)"));
+
+  absl::string_view one[] = {"a"};
+  absl::StatusOr<std::vector<GetResult>> r = engine.Get("coll", one);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].expire_time, kStart + absl::Seconds(10)) << "the failed refresh wrote nothing";
+}
+
 TEST_F(EngineTest, ListMembersOfMissingCollectionIsEmpty) {
   auto page = engine_.ListMembers("none", {});
   ASSERT_TRUE(page.ok());
@@ -685,6 +820,31 @@ TEST_F(EngineTest, ListCollectionsPagesByNameAcrossShardsWithPrefix) {
   }
   ASSERT_EQ(seen.size(), 30u);
   for (int i = 0; i < 30; ++i) EXPECT_EQ(seen[i], absl::StrFormat("user:%02d", i));
+}
+
+TEST_F(EngineTest, ListCollectionsPageEndsBeforeTheCollectionThatWouldNotFitInOneResponse) {
+  Engine::Options options = MakeOptions();
+  // Names are "name:0".."name:9": 6 bytes.
+  options.limits.max_response_bytes = RoomFor(4, 6);
+  Engine engine(options, &clock_, &log_);
+  for (int i = 0; i < 10; ++i) {
+    MemberWrite w{"k", "v", Expiration::None()};
+    ASSERT_TRUE(engine.Put(absl::StrCat("name:", i), {w}, {}).ok());
+  }
+  std::vector<size_t> page_sizes;
+  std::vector<std::string> seen;
+  std::string after;
+  while (true) {
+    absl::StatusOr<CollectionPage> page = engine.ListCollections("", 0, after);
+    ASSERT_TRUE(page.ok()) << page.status();
+    page_sizes.push_back(page->collections.size());
+    for (const CollectionInfo& c : page->collections) seen.push_back(c.name);
+    if (!page->next_after.has_value()) break;
+    after = *page->next_after;
+  }
+  EXPECT_THAT(page_sizes, ElementsAre(4, 4, 2));
+  ASSERT_EQ(seen.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(seen[i], absl::StrCat("name:", i));
 }
 
 TEST_F(EngineTest, ListCollectionsSkipsCollectionsWhoseMembersAllExpired) {

@@ -24,7 +24,19 @@ struct Limits {
   uint64_t max_total_members = 100'000'000;
   // Collections named in one WatchExpirations filter.
   size_t max_watch_collections = 1000;
+  // Bytes of one ListMembers, ListCollections or GetMembers answer, counted
+  // as the keys, values and names in it plus kResponseEntryOverhead per
+  // entry. A page ends before the entry that would pass it (AIP-158 allows a
+  // shorter page; it always holds at least one entry), and a GetMembers whose
+  // answer would pass it is RESOURCE_EXHAUSTED. A LapseServer sets it from
+  // its largest message (ResponseBytesFor in lapse_server.h).
+  size_t max_response_bytes = size_t{15} << 20;
 };
+
+// An upper bound on what encoding adds to each entry of an answer: field
+// tags and lengths, the entry's expire_time, counts and outcomes
+// (proto_convert_test checks it against the real encoding).
+inline constexpr size_t kResponseEntryOverhead = 64;
 
 }  // namespace lapse
 

@@ -1,5 +1,6 @@
 #include "server/service/proto_convert.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -299,6 +300,19 @@ absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
     return FieldError("page_token", "issued for another prefix");
   }
   return after;
+}
+
+size_t MaxPageTokenBytes(const Limits& limits) {
+  constexpr size_t kMaxVarint = 10;
+  const size_t name = limits.max_collection_name_bytes;
+  // A member token: collection, order, time kind, seconds, nanos, key.
+  const size_t member = kMaxVarint + name + 1 + 1 + 8 + 4 + kMaxVarint + limits.max_key_bytes;
+  // A collection token: prefix, name.
+  const size_t collection = 2 * (kMaxVarint + name);
+  // Version and kind, then the longer body.
+  const size_t raw = 2 + std::max(member, collection);
+  // Unpadded base64, then the field's tag and length.
+  return (raw + 2) / 3 * 4 + 1 + kMaxVarint;
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {

@@ -15,6 +15,7 @@
 #ifndef LAPSE_SERVER_SERVICE_PROTO_CONVERT_H_
 #define LAPSE_SERVER_SERVICE_PROTO_CONVERT_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,7 @@
 #include "server/base/deadline.h"
 #include "server/engine/engine.h"
 #include "server/engine/expiry_event.h"
+#include "server/engine/limits.h"
 
 namespace lapse {
 
@@ -83,6 +85,11 @@ std::string EncodeCollectionPageToken(absl::string_view prefix, absl::string_vie
 // Returns the name to continue after.
 absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
                                                       absl::string_view prefix);
+
+// The most bytes a next_page_token takes in a ListMembers or ListCollections
+// response under `limits`, its field's tag and length included: the part of
+// a response that Limits::max_response_bytes does not count.
+size_t MaxPageTokenBytes(const Limits& limits);
 
 // ---- Status ----------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 #include "server/service/proto_convert.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -235,6 +236,86 @@ TEST(ToGrpcStatus, KeepsCodeAndMessage) {
   EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError("x")).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// A Timestamp whose fields take the longest varints.
+google::protobuf::Timestamp LongestTimestamp() { return Ts(-62'135'596'800, 999'999'999); }
+
+// The size of a response with one result, which `fill` fills in.
+template <typename Response, typename Fill>
+size_t OneResultSize(Fill fill) {
+  Response response;
+  fill(response.add_results());
+  return response.ByteSizeLong();
+}
+
+TEST(ResponseSizes, EachEntryTakesAtMostItsKeysValuesAndNamesPlusTheEntryOverhead) {
+  // Lengths of 2 MiB take 4-byte varints.
+  const std::string key(3000, 'k');
+  const std::string value(size_t{2} << 20, 'v');
+  const std::string name(3000, 'n');
+
+  v1::ListMembersResponse list;
+  v1::Member* member = list.add_members();
+  member->set_key(key);
+  member->set_value(value);
+  *member->mutable_expire_time() = LongestTimestamp();
+  EXPECT_LE(list.ByteSizeLong(), key.size() + value.size() + kResponseEntryOverhead);
+
+  v1::GetMembersResponse get;
+  v1::GetMemberResult* got = get.add_results();
+  got->set_found(true);
+  *got->mutable_member() = *member;
+  EXPECT_LE(get.ByteSizeLong(), key.size() + value.size() + kResponseEntryOverhead);
+
+  v1::ListCollectionsResponse collections;
+  v1::CollectionInfo* info = collections.add_collections();
+  info->set_name(name);
+  info->set_member_count(UINT64_MAX);
+  info->set_expiring_count(UINT64_MAX);
+  *info->mutable_next_expire_time() = LongestTimestamp();
+  EXPECT_LE(collections.ByteSizeLong(), name.size() + kResponseEntryOverhead);
+
+  const size_t echo = key.size() + kResponseEntryOverhead;
+  // Put and Expire results: the key, an outcome and an expire_time.
+  const auto outcome_and_time = [&key](auto outcome) {
+    return [&key, outcome](auto* r) {
+      r->set_key(key);
+      r->set_outcome(outcome);
+      *r->mutable_expire_time() = LongestTimestamp();
+    };
+  };
+  EXPECT_LE(OneResultSize<v1::PutMembersResponse>(outcome_and_time(v1::PutOutcome_MAX)), echo);
+  EXPECT_LE(OneResultSize<v1::ExpireMembersResponse>(outcome_and_time(v1::ExpireOutcome_MAX)),
+            echo);
+  EXPECT_LE(OneResultSize<v1::PersistMembersResponse>([&](v1::PersistMemberResult* r) {
+              r->set_key(key);
+              r->set_outcome(v1::PersistOutcome_MAX);
+            }),
+            echo);
+  EXPECT_LE(OneResultSize<v1::RemoveMembersResponse>([&](v1::RemoveMemberResult* r) {
+              r->set_key(key);
+              r->set_existed(true);
+            }),
+            echo);
+}
+
+TEST(ResponseSizes, TheLongestPageTokensFitInMaxPageTokenBytes) {
+  Limits limits;
+  limits.max_collection_name_bytes = 3000;
+  limits.max_key_bytes = 5000;
+  const std::string name(limits.max_collection_name_bytes, 'n');
+  const std::string key(limits.max_key_bytes, 'k');
+  const absl::Time latest = absl::FromUnixSeconds(253'402'300'799) + absl::Nanoseconds(999'999'999);
+
+  v1::ListMembersResponse members;
+  members.set_next_page_token(
+      EncodeMemberPageToken(name, MemberOrder::kExpireTime, MemberCursor{latest, key}));
+  EXPECT_LE(members.ByteSizeLong(), MaxPageTokenBytes(limits));
+
+  v1::ListCollectionsResponse collections;
+  collections.set_next_page_token(EncodeCollectionPageToken(name, name));
+  EXPECT_LE(collections.ByteSizeLong(), MaxPageTokenBytes(limits));
 }
 
 }  // namespace

@@ -3,14 +3,19 @@
 #include <algorithm>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/base/deadline.h"
 #include "server/base/log.h"
 
 namespace lapse {
 namespace {
+
+// The LSN of a fresh store's first batch: a log that still has the segment
+// starting there holds the whole history.
+constexpr uint64_t kFirstLsn = 1;
 
 ExpiryEvent EventOf(const JournalRecord& r) {
   ExpiryEvent e;
@@ -53,39 +58,61 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
 
   absl::StatusOr<std::vector<std::string>> names = files::List(options_.dir);
   if (!names.ok()) return names.status();
-  std::string newest;
-  uint64_t newest_lsn = 0;
+  std::vector<std::pair<uint64_t, std::string>> snapshots;
+  std::string first_segment;
   for (const std::string& name : *names) {
     uint64_t lsn;
-    if (absl::EndsWith(name, ".tmp")) {
+    if (ParseSnapshotTempName(name, &lsn)) {
       // A snapshot that was being written when the process stopped.
-      if (absl::Status s = files::Remove(absl::StrCat(options_.dir, "/", name)); !s.ok()) return s;
-    } else if (ParseSnapshotName(name, &lsn) && (newest.empty() || lsn > newest_lsn)) {
-      newest = name;
-      newest_lsn = lsn;
+      if (absl::Status s = files::Remove(PathOf(name)); !s.ok()) return s;
+    } else if (ParseSnapshotName(name, &lsn)) {
+      snapshots.emplace_back(lsn, name);
+    } else if (Wal::ParseSegmentName(name, &lsn) && first_segment.empty()) {
+      first_segment = name;  // `names` is sorted, and so are the LSNs in them.
     }
   }
+  std::sort(snapshots.rbegin(), snapshots.rend());
 
   std::vector<ExpiryEvent> events;
-  uint64_t replay_from = 1;
+  uint64_t replay_from = kFirstLsn;
   // Where the sequence counter stands: the snapshot's, each run's
   // kNextSequence record, and the newest event, whichever is highest. A fresh
   // directory keeps the log's own starting point.
   uint64_t next_event_sequence = 0;
-  if (!newest.empty()) {
+  // The newest snapshot that reads back whole; LoadSnapshot checks all of a
+  // file before it applies any of it, so a damaged one leaves no trace.
+  std::vector<std::string> damaged;
+  for (const auto& [lsn, name] : snapshots) {
     absl::StatusOr<SnapshotContents> contents =
-        LoadSnapshot(absl::StrCat(options_.dir, "/", newest), [&](const JournalRecord& r) {
+        LoadSnapshot(PathOf(name), [&](const JournalRecord& r) {
           if (r.type == RecordType::kEvent) {
             events.push_back(EventOf(r));
           } else {
             engine->Apply(r);
           }
         });
-    if (!contents.ok()) return contents.status();
-    stats.snapshot = newest;
+    if (!contents.ok()) {
+      if (contents.status().code() != absl::StatusCode::kDataLoss) return contents.status();
+      damaged.push_back(std::string(contents.status().message()));
+      continue;
+    }
+    stats.snapshot = name;
     stats.snapshot_members = contents->members;
     replay_from = contents->replay_from_lsn;
     next_event_sequence = contents->next_event_sequence;
+    MutexLock serial(&snapshot_mu_);
+    newest_snapshot_ = VerifiedSnapshot{
+        lsn, {.members = contents->members, .events = contents->events, .bytes = contents->bytes}};
+    break;
+  }
+  stats.damaged_snapshots = absl::StrJoin(damaged, "; ");
+  if (!damaged.empty() && stats.snapshot.empty() && first_segment != Wal::SegmentName(kFirstLsn)) {
+    return absl::DataLossError(absl::StrCat(
+        "no usable snapshot in ", options_.dir, ": ", stats.damaged_snapshots,
+        ". The write-ahead log cannot stand in for them: it starts at ",
+        first_segment.empty() ? "nothing (there is none)" : first_segment,
+        ", not at the beginning. lapsed refuses to start; restore the directory from a "
+        "backup."));
   }
 
   absl::StatusOr<WalReplayResult> replayed =
@@ -168,11 +195,31 @@ std::optional<SnapshotStats> DurableStore::last_snapshot() const {
   return last_snapshot_;
 }
 
+uint64_t DurableStore::snapshots_skipped_for_space() const {
+  MutexLock lock(&mu_);
+  return snapshots_skipped_for_space_;
+}
+
+std::string DurableStore::PathOf(absl::string_view name) const {
+  return absl::StrCat(options_.dir, "/", name);
+}
+
 absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
   MutexLock serial(&snapshot_mu_);
+  if (absl::Status space = CheckSpaceForSnapshot(); !space.ok()) {
+    if (absl::IsResourceExhausted(space)) {
+      MutexLock lock(&mu_);
+      ++snapshots_skipped_for_space_;
+    }
+    return space;
+  }
   const uint64_t failures_before = wal_->stats().write_failures;
   absl::StatusOr<uint64_t> from = wal_->Rotate();
   if (!from.ok()) return from.status();
+  if (newest_snapshot_.has_value() && *from == newest_snapshot_->lsn) {
+    // Nothing was logged since that snapshot: it is this one.
+    return newest_snapshot_->stats;
+  }
   // Every batch before the rotation must be durable, so that its events are
   // visible in the log and land in the snapshot.
   if (absl::Status durable = wal_->AwaitDurable(); !durable.ok()) return durable;
@@ -191,23 +238,72 @@ absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
         settled.code(),
         absl::StrCat("snapshot discarded: writes failed while it was taken: ", settled.message()));
   }
-  if (absl::Status s = DropCovered(*from, SnapshotName(*from)); !s.ok()) return s;
-  MutexLock lock(&mu_);
-  last_snapshot_ = *stats;
-  ++snapshots_taken_;
-  cv_.SignalAll();
+  // The new snapshot has been read back: the one before it becomes the
+  // fallback, and what only the fallback before that needed can go.
+  const uint64_t previous_lsn = newest_snapshot_.has_value() ? newest_snapshot_->lsn : 0;
+  newest_snapshot_ = VerifiedSnapshot{*from, *stats};
+  {
+    MutexLock lock(&mu_);
+    last_snapshot_ = *stats;
+    ++snapshots_taken_;
+    cv_.SignalAll();
+  }
+  if (absl::Status s = DropCovered(previous_lsn, *from); !s.ok()) return s;
   return stats;
 }
 
-absl::Status DurableStore::DropCovered(uint64_t lsn, const std::string& keep) {
+absl::StatusOr<uint64_t> DurableStore::EstimateSnapshotBytes() {
+  // Oldest first: the last sequence only grows, so the difference cannot
+  // go negative.
+  const uint64_t oldest = log_->oldest_retained_sequence();
+  const uint64_t retained_events = log_->last_sequence() + 1 - oldest;
+  const uint64_t items = engine_->total_members() + retained_events;
+  if (newest_snapshot_.has_value()) {
+    // About as many bytes per member or event as last time.
+    const SnapshotStats& last = newest_snapshot_->stats;
+    return static_cast<uint64_t>(static_cast<double>(last.bytes) * static_cast<double>(items + 1) /
+                                 static_cast<double>(last.members + last.events + 1));
+  }
+  // Every member and event came from the log, and a snapshot records each in
+  // about the bytes the log did, or fewer: the log's size bounds it.
+  absl::StatusOr<std::vector<std::string>> names = files::List(options_.dir);
+  if (!names.ok()) return names.status();
+  uint64_t log_bytes = 0;
+  for (const std::string& name : *names) {
+    uint64_t lsn;
+    if (!Wal::ParseSegmentName(name, &lsn)) continue;
+    absl::StatusOr<uint64_t> size = files::FileSize(PathOf(name));
+    if (!size.ok()) return size.status();
+    log_bytes += *size;
+  }
+  return log_bytes;
+}
+
+absl::Status DurableStore::CheckSpaceForSnapshot() {
+  absl::StatusOr<uint64_t> estimate = EstimateSnapshotBytes();
+  if (!estimate.ok()) return estimate.status();
+  absl::StatusOr<uint64_t> free = options_.free_bytes_for_testing
+                                      ? options_.free_bytes_for_testing()
+                                      : files::FreeBytes(options_.dir);
+  if (!free.ok()) return free.status();
+  if (*free >= *estimate + options_.segment_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "snapshot skipped: %s has %d bytes free, a snapshot needs about %d and %d more stay free "
+      "for the write-ahead log (one segment). Free some space on that file system; the "
+      "snapshot is retried",
+      options_.dir, *free, *estimate, options_.segment_bytes));
+}
+
+absl::Status DurableStore::DropCovered(uint64_t previous_lsn, uint64_t newest_lsn) {
   absl::StatusOr<std::vector<std::string>> names = files::List(options_.dir);
   if (!names.ok()) return names.status();
   for (const std::string& name : *names) {
-    uint64_t first;
-    const bool old_segment = Wal::ParseSegmentName(name, &first) && first < lsn;
-    const bool old_snapshot = ParseSnapshotName(name, &first) && name != keep;
+    uint64_t lsn;
+    const bool old_segment = Wal::ParseSegmentName(name, &lsn) && lsn < previous_lsn;
+    const bool old_snapshot =
+        ParseSnapshotName(name, &lsn) && lsn != previous_lsn && lsn != newest_lsn;
     if (old_segment || old_snapshot) {
-      if (absl::Status s = files::Remove(absl::StrCat(options_.dir, "/", name)); !s.ok()) return s;
+      if (absl::Status s = files::Remove(PathOf(name)); !s.ok()) return s;
     }
   }
   return files::FsyncDir(options_.dir);
@@ -225,6 +321,8 @@ bool DurableStore::AwaitSnapshotsForTesting(int count, absl::Duration timeout) {
 }
 
 void DurableStore::RunSnapshots() {
+  // After a failed or skipped snapshot: when to try again.
+  std::optional<absl::Time> retry_at;
   while (true) {
     {
       MutexLock lock(&mu_);
@@ -234,11 +332,18 @@ void DurableStore::RunSnapshots() {
     }
     // A log that refuses writes could not rotate.
     if (!wal_->status().ok()) continue;
-    if (wal_->bytes_since_rotate() < options_.snapshot_after_bytes) continue;
-    absl::StatusOr<SnapshotStats> stats = TakeSnapshot();
-    if (!stats.ok()) {
-      Log(LogLevel::kError, "snapshot failed: %s", stats.status().message());
+    if (retry_at.has_value() ? absl::Now() < *retry_at
+                             : wal_->bytes_since_rotate() < options_.snapshot_after_bytes) {
+      continue;
     }
+    absl::StatusOr<SnapshotStats> stats = TakeSnapshot();
+    if (stats.ok()) {
+      retry_at.reset();
+      continue;
+    }
+    retry_at = absl::Now() + options_.snapshot_retry_after;
+    Log(absl::IsResourceExhausted(stats.status()) ? LogLevel::kWarning : LogLevel::kError,
+        "snapshot not taken: %s", stats.status().message());
   }
 }
 

@@ -10,13 +10,28 @@
 //   lapse::CommitTicket ticket = 0;
 //   ... engine.Put(..., &ticket); (*store)->WhenDurable(ticket, answer_the_rpc);
 //
-// Recovery loads the newest snapshot, replays the log after it, restores the
-// retained event feed and the sequence counter, and cuts off a torn tail.
+// The directory is locked for as long as the store is open (files::DirLock:
+// flock on the directory itself), so two servers never share it.
+//
+// Recovery loads the newest snapshot that reads back whole, replays the log
+// after it, restores the retained event feed and the sequence counter, and
+// cuts off a torn tail. A damaged snapshot is passed over, named in
+// RecoveryStats::damaged_snapshots, for the one before it (or, when there is
+// none, the whole log); with neither left, DATA_LOSS names the files. A
+// snapshot's temporary file left by a crash is deleted; nothing else is.
 // Members whose deadline passed while the server was down are still there
 // afterwards: the Expirer expires them (with their events) as soon as it
-// starts. A background thread takes a snapshot whenever the log has grown by
-// Options::snapshot_after_bytes since the last one, then deletes the log
-// segments and older snapshots it covers.
+// starts.
+//
+// A background thread takes a snapshot whenever the log has grown by
+// Options::snapshot_after_bytes since the last one. It starts only when the
+// file system has room for the snapshot's estimated size plus one log
+// segment, which stays free for the log; otherwise it is skipped, logged,
+// counted (snapshots_skipped_for_space) and, like a failed one, retried after
+// Options::snapshot_retry_after. Once the new snapshot is written and read
+// back, the files nothing needs any more are deleted: the two newest verified
+// snapshots are kept, with every log segment from the older one on, so that
+// either can start the store.
 //
 // When the log cannot write (wal.h), the store rolls the engine back
 // (Engine::RollBack) to what is durable before any failed writer is told, and
@@ -56,6 +71,9 @@ struct RecoveryStats {
   std::string torn_tail;
   // What --wal_truncate_damaged discarded; empty when nothing.
   std::string discarded;
+  // Snapshots newer than `snapshot` that were passed over because they are
+  // damaged, with where and why; empty when none.
+  std::string damaged_snapshots;
   absl::Duration took;
 };
 
@@ -68,6 +86,9 @@ class DurableStore final : public Journal {
     // Log bytes since the last snapshot that trigger the next one; 0 turns
     // automatic snapshots off.
     size_t snapshot_after_bytes = size_t{256} << 20;
+    // How long the background thread waits after a failed or skipped
+    // snapshot before it tries again.
+    absl::Duration snapshot_retry_after = absl::Seconds(10);
     // Start even when the log is damaged in the middle, discarding
     // everything from the damage on.
     bool truncate_damaged_wal = false;
@@ -83,10 +104,13 @@ class DurableStore final : public Journal {
     absl::Duration retry_interval = absl::Seconds(1);
     // See Wal::Options::disk_fault_for_testing.
     std::function<int(DiskOp op)> disk_fault_for_testing = nullptr;
+    // Replaces the free space of the directory's file system (statvfs) in
+    // the check before each snapshot. May be empty.
+    std::function<uint64_t()> free_bytes_for_testing = nullptr;
   };
 
   // Creates the directory if needed and locks it (FAILED_PRECONDITION when
-  // another process holds it).
+  // another store, in this process or another, holds it).
   static absl::StatusOr<std::unique_ptr<DurableStore>> Open(const Options& options);
   ~DurableStore() override;
   DurableStore(const DurableStore&) = delete;
@@ -110,9 +134,12 @@ class DurableStore final : public Journal {
   // from a gRPC thread.
   absl::Status AwaitDurable();
 
-  // Takes a snapshot now.
+  // Takes a snapshot now. RESOURCE_EXHAUSTED, with nothing written, when the
+  // file system lacks room for it and a log segment (see above).
   absl::StatusOr<SnapshotStats> TakeSnapshot();
   std::optional<SnapshotStats> last_snapshot() const;
+  // Snapshots skipped for lack of space since Open.
+  uint64_t snapshots_skipped_for_space() const;
   WalStats wal_stats() const;
 
   // Waits until at least `count` snapshots have been taken since Recover, or
@@ -120,10 +147,23 @@ class DurableStore final : public Journal {
   bool AwaitSnapshotsForTesting(int count, absl::Duration timeout);
 
  private:
+  // A snapshot that was read back whole: taken by this store, or the one
+  // Recover loaded.
+  struct VerifiedSnapshot {
+    uint64_t lsn = 0;
+    SnapshotStats stats;
+  };
+
   DurableStore(const Options& options, files::DirLock lock);
+  std::string PathOf(absl::string_view name) const;
   void RunSnapshots();
-  // Deletes log segments before `lsn` and snapshots older than `keep`.
-  absl::Status DropCovered(uint64_t lsn, const std::string& keep);
+  // OK when the file system has room for the next snapshot and one log
+  // segment besides.
+  absl::Status CheckSpaceForSnapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
+  absl::StatusOr<uint64_t> EstimateSnapshotBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
+  // Deletes every snapshot but those at `previous_lsn` and `newest_lsn`, and
+  // the log segments before `previous_lsn` (0: keeps them all).
+  absl::Status DropCovered(uint64_t previous_lsn, uint64_t newest_lsn);
 
   // Constant after construction.
   const Options options_;
@@ -135,12 +175,15 @@ class DurableStore final : public Journal {
 
   // Serialises snapshots (the background thread and TakeSnapshot).
   Mutex snapshot_mu_;
+  std::optional<VerifiedSnapshot> newest_snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
+
   // State below is protected by mu_.
   mutable Mutex mu_;
   CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<SnapshotStats> last_snapshot_ ABSL_GUARDED_BY(mu_);
   int snapshots_taken_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t snapshots_skipped_for_space_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread snapshotter_;
 };

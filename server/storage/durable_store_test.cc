@@ -1,5 +1,7 @@
 #include "server/storage/durable_store.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <string>
 #include <thread>
@@ -10,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
+#include "testing/test_util.h"
 
 namespace lapse {
 namespace {
@@ -23,6 +26,35 @@ std::vector<std::string> Names(const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> names = files::List(dir);
   EXPECT_TRUE(names.ok()) << names.status();
   return names.ok() ? *names : std::vector<std::string>{};
+}
+
+// The names in `dir` that `parse` accepts, sorted.
+std::vector<std::string> NamesOf(const std::string& dir,
+                                 bool (*parse)(absl::string_view, uint64_t*)) {
+  std::vector<std::string> matching;
+  for (const std::string& name : Names(dir)) {
+    uint64_t lsn;
+    if (parse(name, &lsn)) matching.push_back(name);
+  }
+  return matching;
+}
+
+std::vector<std::string> Snapshots(const std::string& dir) {
+  return NamesOf(dir, ParseSnapshotName);
+}
+
+std::vector<std::string> Segments(const std::string& dir) {
+  return NamesOf(dir, Wal::ParseSegmentName);
+}
+
+// Flips a bit in the middle of DIR/NAME, as a bad disk sector would.
+void Damage(const std::string& dir, const std::string& name) {
+  const std::string path = absl::StrCat(dir, "/", name);
+  absl::StatusOr<std::string> data = files::ReadAll(path);
+  ASSERT_TRUE(data.ok()) << data.status();
+  (*data)[data->size() / 2] ^= 0x20;
+  ASSERT_TRUE(files::Remove(path).ok());
+  ASSERT_TRUE(files::WriteAtomically(dir, name, *data).ok());
 }
 
 DurableStore::Options WithoutAutomaticSnapshots() {
@@ -191,14 +223,7 @@ TEST_F(DurableStoreTest, SnapshotPlusLogEqualsTheStateBeforeTheRestart) {
     ASSERT_TRUE(s.Durable().ok());
     before = Dump(*s.engine, *s.log);
   }
-  int segments = 0, snapshots = 0;
-  for (const std::string& name : Names(dir_)) {
-    uint64_t lsn;
-    segments += Wal::ParseSegmentName(name, &lsn);
-    snapshots += ParseSnapshotName(name, &lsn);
-  }
-  EXPECT_EQ(snapshots, 1);
-  EXPECT_EQ(segments, 1) << "segments covered by the snapshot are deleted";
+  EXPECT_EQ(Snapshots(dir_).size(), 1u);
   Server again(dir_, &clock_, WithoutAutomaticSnapshots());
   ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
   EXPECT_FALSE(again.recovered->snapshot.empty());
@@ -340,25 +365,176 @@ TEST_F(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {
   EXPECT_TRUE(DurableStore::Open(options).ok());
 }
 
-TEST_F(DurableStoreTest, ADamagedSnapshotRefusesToStart) {
+TEST_F(DurableStoreTest, DeletingEveryFileInTheDirectoryDoesNotReleaseItsLock) {
+  Server first(dir_, &clock_);
+  ASSERT_TRUE(first.recovered.ok());
+  for (const std::string& name : Names(dir_)) {
+    ASSERT_TRUE(files::Remove(absl::StrCat(dir_, "/", name)).ok()) << name;
+  }
+  DurableStore::Options options;
+  options.dir = dir_;
+  EXPECT_EQ(DurableStore::Open(options).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(DurableStoreTest, ASymlinkToALockedDirectoryFindsItLocked) {
+  const std::string store = absl::StrCat(dir_, "/store");
+  const std::string link = absl::StrCat(dir_, "/link");
+  ASSERT_TRUE(files::EnsureDir(store).ok());
+  ASSERT_EQ(::symlink(store.c_str(), link.c_str()), 0);
+  DurableStore::Options options;
+  options.dir = store;
+  absl::StatusOr<std::unique_ptr<DurableStore>> first = DurableStore::Open(options);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(files::Remove(absl::StrCat(store, "/LOCK")).ok());
+  options.dir = link;
+  absl::StatusOr<std::unique_ptr<DurableStore>> second = DurableStore::Open(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr(link));
+  first->reset();
+  EXPECT_TRUE(DurableStore::Open(options).ok());
+}
+
+TEST_F(DurableStoreTest, StartUpDeletesOnlyTheTemporaryFilesOfSnapshots) {
+  const std::string left_by_a_crash = files::TempName(SnapshotName(7));
+  ASSERT_TRUE(files::WriteAtomically(dir_, left_by_a_crash, "half a snapshot").ok());
+  for (const char* name : {"notes.tmp", "snapshot-7.snap.tmp", ".tmp"}) {
+    ASSERT_TRUE(files::WriteAtomically(dir_, name, "an operator's").ok());
+  }
+  Server s(dir_, &clock_);
+  ASSERT_TRUE(s.recovered.ok()) << s.recovered.status();
+  const std::vector<std::string> names = Names(dir_);
+  EXPECT_THAT(names, ::testing::Not(::testing::Contains(left_by_a_crash)));
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"notes.tmp", "snapshot-7.snap.tmp", ".tmp"}));
+}
+
+TEST_F(DurableStoreTest, TheTwoNewestSnapshotsAndTheLogFromTheOlderOneAreKept) {
+  Server s(dir_, &clock_, WithoutAutomaticSnapshots());
+  ASSERT_TRUE(s.recovered.ok());
+  std::vector<std::string> taken;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Put(*s.engine, "c", absl::StrCat("k", i), "v").ok());
+    ASSERT_TRUE(s.store->TakeSnapshot().ok());
+    taken = Snapshots(dir_);
+    if (i == 0) {
+      EXPECT_EQ(Segments(dir_).front(), Wal::SegmentName(1)) << "the whole log is the fallback";
+    }
+  }
+  ASSERT_EQ(taken.size(), 2u);
+  uint64_t older;
+  ASSERT_TRUE(ParseSnapshotName(taken[0], &older));
+  EXPECT_EQ(Segments(dir_).front(), Wal::SegmentName(older));
+}
+
+// Three generations of writes with a snapshot between each.
+std::string WriteSnapshotWriteSnapshotWrite(Server& s) {
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_TRUE(Put(*s.engine, absl::StrCat("c", round), absl::StrCat("k", i),
+                      absl::StrCat(round, "/", i))
+                      .ok());
+    }
+    absl::string_view gone[] = {"k3"};
+    EXPECT_TRUE(s.engine->Remove(absl::StrCat("c", round), gone).ok());
+    if (round < 2) EXPECT_TRUE(s.store->TakeSnapshot().ok());
+  }
+  EXPECT_TRUE(s.Durable().ok());
+  return Dump(*s.engine, *s.log);
+}
+
+TEST_F(DurableStoreTest, ADamagedNewestSnapshotFallsBackToThePreviousOneLosingNoWrite) {
+  std::string before;
+  {
+    Server s(dir_, &clock_, WithoutAutomaticSnapshots());
+    ASSERT_TRUE(s.recovered.ok());
+    before = WriteSnapshotWriteSnapshotWrite(s);
+  }
+  const std::vector<std::string> snapshots = Snapshots(dir_);
+  ASSERT_EQ(snapshots.size(), 2u);
+  Damage(dir_, snapshots[1]);
+  Server again(dir_, &clock_, WithoutAutomaticSnapshots());
+  ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
+  EXPECT_EQ(again.recovered->snapshot, snapshots[0]);
+  EXPECT_THAT(again.recovered->damaged_snapshots, HasSubstr(snapshots[1]));
+  EXPECT_EQ(Dump(*again.engine, *again.log), before);
+}
+
+TEST_F(DurableStoreTest, ADamagedOnlySnapshotFallsBackToTheWholeLog) {
+  std::string before;
   {
     Server s(dir_, &clock_, WithoutAutomaticSnapshots());
     ASSERT_TRUE(s.recovered.ok());
     MakeHistory(s, clock_);
     ASSERT_TRUE(s.store->TakeSnapshot().ok());
+    ASSERT_TRUE(Put(*s.engine, "after", "a", "1").ok());
+    ASSERT_TRUE(s.Durable().ok());
+    before = Dump(*s.engine, *s.log);
   }
-  std::string snapshot;
-  for (const std::string& name : Names(dir_)) {
-    uint64_t lsn;
-    if (ParseSnapshotName(name, &lsn)) snapshot = absl::StrCat(dir_, "/", name);
+  const std::vector<std::string> snapshots = Snapshots(dir_);
+  ASSERT_EQ(snapshots.size(), 1u);
+  Damage(dir_, snapshots[0]);
+  Server again(dir_, &clock_, WithoutAutomaticSnapshots());
+  ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
+  EXPECT_EQ(again.recovered->snapshot, "");
+  EXPECT_THAT(again.recovered->damaged_snapshots, HasSubstr(snapshots[0]));
+  EXPECT_EQ(Dump(*again.engine, *again.log), before);
+}
+
+TEST_F(DurableStoreTest, WithNoUsableSnapshotNorWholeLogStartUpRefusesNamingTheFiles) {
+  {
+    Server s(dir_, &clock_, WithoutAutomaticSnapshots());
+    ASSERT_TRUE(s.recovered.ok());
+    WriteSnapshotWriteSnapshotWrite(s);
+    ASSERT_TRUE(s.store->TakeSnapshot().ok());
   }
-  std::string data = *files::ReadAll(snapshot);
-  data[data.size() / 2] ^= 0x20;
-  ASSERT_TRUE(files::Remove(snapshot).ok());
-  ASSERT_TRUE(files::WriteAtomically(dir_, snapshot.substr(dir_.size() + 1), data).ok());
-  Server again(dir_, &clock_);
+  const std::vector<std::string> snapshots = Snapshots(dir_);
+  ASSERT_EQ(snapshots.size(), 2u);
+  for (const std::string& name : snapshots) Damage(dir_, name);
+  Server again(dir_, &clock_, WithoutAutomaticSnapshots());
   EXPECT_EQ(again.recovered.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(again.recovered.status().message(), HasSubstr(snapshot));
+  EXPECT_THAT(again.recovered.status().message(), HasSubstr(snapshots[0]));
+  EXPECT_THAT(again.recovered.status().message(), HasSubstr(snapshots[1]));
+  EXPECT_THAT(again.recovered.status().message(), HasSubstr(Segments(dir_).front()));
+}
+
+TEST_F(DurableStoreTest, ASnapshotWithoutRoomIsSkippedAndTheLogKeepsWorking) {
+  DurableStore::Options options = WithoutAutomaticSnapshots();
+  options.free_bytes_for_testing = [] { return uint64_t{4096}; };
+  std::string before;
+  {
+    Server s(dir_, &clock_, options);
+    ASSERT_TRUE(s.recovered.ok());
+    MakeHistory(s, clock_);
+    const std::vector<std::string> names = Names(dir_);
+    absl::StatusOr<SnapshotStats> snap = s.store->TakeSnapshot();
+    EXPECT_EQ(snap.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(snap.status().message(), HasSubstr(dir_));
+    EXPECT_EQ(s.store->snapshots_skipped_for_space(), 1u);
+    EXPECT_EQ(Names(dir_), names) << "no snapshot, no temporary file, no new segment";
+    ASSERT_TRUE(Put(*s.engine, "after", "a", "1").ok());
+    ASSERT_TRUE(s.Durable().ok());
+    before = Dump(*s.engine, *s.log);
+  }
+  Server again(dir_, &clock_);
+  ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
+  EXPECT_EQ(Dump(*again.engine, *again.log), before);
+}
+
+TEST_F(DurableStoreTest, ASnapshotSkippedForLackOfRoomIsRetried) {
+  Mutex mu;
+  int checks = 0;
+  DurableStore::Options options;
+  options.snapshot_after_bytes = 1;
+  options.snapshot_retry_after = absl::ZeroDuration();
+  options.free_bytes_for_testing = [&] {
+    MutexLock lock(&mu);
+    return ++checks == 1 ? uint64_t{0} : uint64_t{1} << 40;
+  };
+  Server s(dir_, &clock_, options);
+  ASSERT_TRUE(s.recovered.ok());
+  ASSERT_TRUE(Put(*s.engine, "c", "k", "v").ok());
+  ASSERT_TRUE(s.Durable().ok());
+  EXPECT_TRUE(s.store->AwaitSnapshotsForTesting(1, ::lapse::testing::kPatience));
+  EXPECT_EQ(s.store->snapshots_skipped_for_space(), 1u);
 }
 
 TEST_F(DurableStoreTest, AutomaticSnapshotsKeepTheLogShort) {

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace lapse {
 namespace files {
@@ -61,23 +62,43 @@ absl::Status TruncateOpen(int fd, size_t size, const std::string& path) {
 }
 
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
+  absl::StatusOr<Reader> in = Reader::Open(path);
+  if (!in.ok()) return in.status();
+  std::string data;
+  while (true) {
+    absl::StatusOr<size_t> n = in->Read(1 << 16, &data);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return data;
+  }
+}
+
+absl::StatusOr<Reader> Reader::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("open", path);
-  std::string data;
-  char buf[1 << 16];
+  return Reader(fd, path);
+}
+
+Reader::Reader(Reader&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+  other.fd_ = -1;
+}
+
+Reader::~Reader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<size_t> Reader::Read(size_t n, std::string* out) {
+  const size_t old_size = out->size();
+  out->resize(old_size + n);
   while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status s = ErrnoError("read", path);
-      ::close(fd);
-      return s;
+    const ssize_t got = ::read(fd_, out->data() + old_size, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      out->resize(old_size);
+      return ErrnoError("read", path_);
     }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
+    out->resize(old_size + static_cast<size_t>(got));
+    return static_cast<size_t>(got);
   }
-  ::close(fd);
-  return data;
 }
 
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
@@ -141,38 +162,88 @@ absl::StatusOr<std::vector<std::string>> List(const std::string& dir) {
   return names;
 }
 
+absl::StatusOr<uint64_t> FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError("stat", path);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+absl::StatusOr<uint64_t> FreeBytes(const std::string& dir) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoError("statvfs", dir);
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+constexpr absl::string_view kTempSuffix = ".tmp";
+
+std::string TempName(absl::string_view name) { return absl::StrCat(name, kTempSuffix); }
+
+bool ParseTempName(absl::string_view name, std::string* target) {
+  if (!absl::ConsumeSuffix(&name, kTempSuffix) || name.empty()) return false;
+  *target = std::string(name);
+  return true;
+}
+
+absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& dir, const std::string& name) {
+  std::string path = absl::StrCat(dir, "/", name);
+  std::string temp_path = absl::StrCat(dir, "/", TempName(name));
+  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("create", temp_path);
+  return AtomicFile(fd, dir, std::move(path), std::move(temp_path));
+}
+
+AtomicFile::AtomicFile(int fd, std::string dir, std::string path, std::string temp_path)
+    : fd_(fd), dir_(std::move(dir)), path_(std::move(path)), temp_path_(std::move(temp_path)) {}
+
+AtomicFile::AtomicFile(AtomicFile&& other) noexcept
+    : fd_(other.fd_),
+      dir_(std::move(other.dir_)),
+      path_(std::move(other.path_)),
+      temp_path_(std::move(other.temp_path_)),
+      remove_temp_(other.remove_temp_) {
+  other.fd_ = -1;
+  other.remove_temp_ = false;
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (remove_temp_) Remove(temp_path_).IgnoreError();
+}
+
+absl::Status AtomicFile::Append(absl::string_view data) { return WriteAll(fd_, data, temp_path_); }
+
+absl::Status AtomicFile::Commit() {
+  absl::Status s = Fsync(fd_, temp_path_);
+  ::close(fd_);
+  fd_ = -1;
+  if (!s.ok()) return s;
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) return ErrnoError("rename", temp_path_);
+  remove_temp_ = false;
+  return FsyncDir(dir_);
+}
+
 absl::Status WriteAtomically(const std::string& dir, const std::string& name,
                              absl::string_view data) {
-  const std::string final_path = absl::StrCat(dir, "/", name);
-  const std::string tmp_path = absl::StrCat(final_path, ".tmp");
-  const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("open", tmp_path);
-  absl::Status s = WriteAll(fd, data, tmp_path);
-  if (s.ok()) s = Fsync(fd, tmp_path);
-  ::close(fd);
-  if (s.ok() && ::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
-    s = ErrnoError("rename", tmp_path);
-  }
-  if (!s.ok()) {
-    Remove(tmp_path).IgnoreError();
-    return s;
-  }
-  return FsyncDir(dir);
+  absl::StatusOr<AtomicFile> file = AtomicFile::Create(dir, name);
+  if (!file.ok()) return file.status();
+  if (absl::Status s = file->Append(data); !s.ok()) return s;
+  return file->Commit();
 }
 
 absl::StatusOr<DirLock> DirLock::Acquire(const std::string& dir) {
-  const std::string path = absl::StrCat(dir, "/LOCK");
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("open", path);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open", dir);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "data directory ", dir, " is in use by another lapsed (", path, " is locked)"));
+          "data directory ", dir,
+          " is in use by another lapsed (it holds the lock on the directory); stop that one or "
+          "choose another --data_dir"));
     }
     errno = err;
-    return ErrnoError("flock", path);
+    return ErrnoError("lock (flock)", dir);
   }
   return DirLock(fd);
 }

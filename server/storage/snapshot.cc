@@ -1,8 +1,5 @@
 #include "server/storage/snapshot.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -23,18 +20,19 @@ constexpr absl::string_view kFooterMagic = "end";
 constexpr size_t kMembersPerChunk = 256;
 constexpr size_t kEventsPerChunk = 4096;
 constexpr size_t kWriteBufferBytes = 1 << 20;
+constexpr size_t kReadBytes = 1 << 20;
 
 // Streams frames to a file, numbering them.
 class FrameWriter {
  public:
-  FrameWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  explicit FrameWriter(files::AtomicFile* file) : file_(file) {}
 
   absl::Status Add(absl::string_view payload) {
     AppendFrame(&buffer_, next_index_++, payload);
     return buffer_.size() >= kWriteBufferBytes ? Flush() : absl::OkStatus();
   }
   absl::Status Flush() {
-    absl::Status s = files::WriteAll(fd_, buffer_, path_);
+    absl::Status s = file_->Append(buffer_);
     bytes_ += buffer_.size();
     buffer_.clear();
     return s;
@@ -42,8 +40,7 @@ class FrameWriter {
   uint64_t bytes() const { return bytes_; }
 
  private:
-  const int fd_;
-  const std::string path_;
+  files::AtomicFile* const file_;
   std::string buffer_;
   uint64_t next_index_ = 0;
   uint64_t bytes_ = 0;
@@ -114,48 +111,50 @@ bool ParseSnapshotName(absl::string_view name, uint64_t* replay_from_lsn) {
   return name.size() == 20 && absl::SimpleAtoi(name, replay_from_lsn);
 }
 
-absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
-                                            Engine* engine, const EventFeed& log) {
-  const absl::Time start = absl::Now();
-  const std::string name = SnapshotName(replay_from_lsn);
-  const std::string tmp = absl::StrCat(dir, "/", name, ".tmp");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", tmp));
-  SnapshotStats stats;
-  FrameWriter out(fd, tmp);
-  absl::Status s = WriteContents(out, replay_from_lsn, engine, log, &stats);
-  if (s.ok()) s = files::Fsync(fd, tmp);
-  ::close(fd);
-  if (s.ok() && ::rename(tmp.c_str(), absl::StrCat(dir, "/", name).c_str()) != 0) {
-    s = absl::InternalError(absl::StrCat("cannot rename ", tmp));
-  }
-  if (s.ok()) s = files::FsyncDir(dir);
-  if (!s.ok()) {
-    files::Remove(tmp).IgnoreError();
-    return s;
-  }
-  stats.bytes = out.bytes();
-  stats.took = absl::Now() - start;
-  return stats;
+bool ParseSnapshotTempName(absl::string_view name, uint64_t* replay_from_lsn) {
+  std::string target;
+  return files::ParseTempName(name, &target) && ParseSnapshotName(target, replay_from_lsn);
 }
 
-absl::StatusOr<SnapshotContents> LoadSnapshot(const std::string& path,
-                                              const std::function<void(const JournalRecord&)>& fn) {
-  absl::StatusOr<std::string> data = files::ReadAll(path);
-  if (!data.ok()) return data.status();
-  SnapshotContents contents;
-  size_t offset = 0;
-  uint64_t index = 0;
-  bool footer_seen = false;
+namespace {
+
+// Reads the snapshot at `path` frame by frame, a piece of the file at a time,
+// so that it needs memory for one frame, not the file; passes each record to
+// `fn` when there is one.
+absl::StatusOr<SnapshotContents> Walk(const std::string& path,
+                                      const std::function<void(const JournalRecord&)>* fn) {
+  absl::StatusOr<files::Reader> in = files::Reader::Open(path);
+  if (!in.ok()) return in.status();
+  std::string buffer;
+  size_t pos = 0;       // Of the next frame, in `buffer`.
+  uint64_t offset = 0;  // Of the next frame, in the file.
+  bool at_end = false;
   auto damaged = [&](absl::string_view why) {
     return absl::DataLossError(
         absl::StrFormat("snapshot %s is damaged at offset %d: %s", path, offset, why));
   };
+  // Reads more of the file after what `buffer` holds from `pos` on. A read
+  // error (EIO from a bad sector) is damage too.
+  auto read_more = [&]() -> absl::Status {
+    buffer.erase(0, pos);
+    pos = 0;
+    absl::StatusOr<size_t> n = in->Read(kReadBytes, &buffer);
+    if (!n.ok()) return damaged(n.status().message());
+    at_end = *n == 0;
+    return absl::OkStatus();
+  };
+  SnapshotContents contents;
+  uint64_t index = 0;
+  bool footer_seen = false;
   uint64_t members = 0;
   uint64_t events = 0;
   while (!footer_seen) {
     Frame frame;
-    const FrameStatus fs = ParseFrame(*data, offset, &frame);
+    const FrameStatus fs = ParseFrame(buffer, pos, &frame);
+    if ((fs == FrameStatus::kEnd || fs == FrameStatus::kTruncated) && !at_end) {
+      if (absl::Status s = read_more(); !s.ok()) return s;
+      continue;
+    }
     if (fs == FrameStatus::kEnd) return damaged("it ends before its footer");
     if (fs != FrameStatus::kOk || frame.lsn != index) return damaged("bad frame");
     absl::string_view payload = frame.payload;
@@ -178,19 +177,58 @@ absl::StatusOr<SnapshotContents> LoadSnapshot(const std::string& path,
         } else {
           return absl::DataLossError("unexpected record type");
         }
-        fn(r);
+        if (fn != nullptr) (*fn)(r);
         return absl::OkStatus();
       });
       if (!s.ok()) return damaged(s.message());
     }
+    pos += frame.size;
     offset += frame.size;
     ++index;
   }
-  if (offset != data->size()) return damaged("bytes after the footer");
+  while (pos == buffer.size() && !at_end) {
+    if (absl::Status s = read_more(); !s.ok()) return s;
+  }
+  if (pos != buffer.size()) return damaged("bytes after the footer");
   if (members != contents.members || events != contents.events) {
     return damaged("the footer's counts do not match the contents");
   }
+  contents.bytes = offset;
   return contents;
+}
+
+}  // namespace
+
+absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
+                                            Engine* engine, const EventFeed& log) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<files::AtomicFile> file =
+      files::AtomicFile::Create(dir, SnapshotName(replay_from_lsn));
+  if (!file.ok()) return file.status();
+  SnapshotStats stats;
+  FrameWriter out(&*file);
+  if (absl::Status s = WriteContents(out, replay_from_lsn, engine, log, &stats); !s.ok()) return s;
+  if (absl::Status s = file->Commit(); !s.ok()) return s;
+  if (absl::StatusOr<SnapshotContents> check = LoadSnapshot(file->path(), nullptr); !check.ok()) {
+    files::Remove(file->path()).IgnoreError();
+    return check.status();
+  }
+  stats.bytes = out.bytes();
+  stats.took = absl::Now() - start;
+  return stats;
+}
+
+absl::StatusOr<SnapshotContents> LoadSnapshot(const std::string& path,
+                                              const std::function<void(const JournalRecord&)>& fn) {
+  absl::StatusOr<SnapshotContents> checked = Walk(path, nullptr);
+  if (!checked.ok() || !fn) return checked;
+  absl::StatusOr<SnapshotContents> loaded = Walk(path, &fn);
+  if (!loaded.ok()) {
+    return absl::InternalError(absl::StrCat(loaded.status().message(),
+                                            "; it had read back whole a moment before, so the "
+                                            "file changed or the disk fails while it is loaded"));
+  }
+  return loaded;
 }
 
 }  // namespace lapse

@@ -13,7 +13,8 @@
 //   0:      "lapse-snapshot-1" | replay_from_lsn u64
 //   1..n-1: batches (journal.h) of kPut records, then of kEvent records
 //   n:      "end" | members u64 | events u64 | next_event_sequence u64
-// Written to a temporary name, fsynced, renamed, and the directory fsynced.
+// Written as a files::AtomicFile (under snapshot-<LSN>.snap.tmp until
+// complete), then read back whole before it counts as taken.
 #ifndef LAPSE_SERVER_STORAGE_SNAPSHOT_H_
 #define LAPSE_SERVER_STORAGE_SNAPSHOT_H_
 
@@ -45,19 +46,28 @@ struct SnapshotContents {
   uint64_t next_event_sequence = 0;
   uint64_t members = 0;
   uint64_t events = 0;
+  uint64_t bytes = 0;
 };
 
 std::string SnapshotName(uint64_t replay_from_lsn);
 bool ParseSnapshotName(absl::string_view name, uint64_t* replay_from_lsn);
+// Whether `name` is the temporary file of SnapshotName(*replay_from_lsn):
+// what a snapshot cut short by a crash leaves.
+bool ParseSnapshotTempName(absl::string_view name, uint64_t* replay_from_lsn);
 
-// Writes DIR/snapshot-<replay_from_lsn>.snap from `engine` and `log`. Every
-// event of a batch with LSN < replay_from_lsn must already be visible in
-// `log`.
+// Writes DIR/snapshot-<replay_from_lsn>.snap from `engine` and `log`, then
+// reads it back whole (every frame's checksum, every record, the footer's
+// counts); a file that does not read back is deleted and its DATA_LOSS
+// returned. A failed write leaves no temporary file. Every event of a batch
+// with LSN < replay_from_lsn must already be visible in `log`.
 absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
                                             Engine* engine, const EventFeed& log);
 
-// Reads a snapshot, calling `fn` for each kPut and kEvent record. DATA_LOSS
-// naming the file and offset when it is damaged or incomplete.
+// Reads a snapshot, a piece at a time. The whole file is checked first;
+// only then is `fn`, when not empty, called for each kPut and kEvent record,
+// so a damaged snapshot reaches `fn` not at all. DATA_LOSS naming the file
+// and offset when it is damaged, incomplete or unreadable; INTERNAL when it
+// fails the second reading, after `fn` has seen part of it.
 absl::StatusOr<SnapshotContents> LoadSnapshot(const std::string& path,
                                               const std::function<void(const JournalRecord&)>& fn);
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/proto_convert.h"
@@ -284,6 +285,82 @@ TEST_F(MembersTest, PageSizeAboveTheMaximumIsCoerced) {
   ASSERT_TRUE(Call(small.stub(), &v1::LapseService::Stub::ListMembers, request, &response).ok());
   EXPECT_THAT(Keys(response), ElementsAre("a", "b", "c"));
   EXPECT_FALSE(response.next_page_token().empty());
+}
+
+// A server whose messages hold three of the largest values it accepts.
+ServerOptions SmallMessageOptions() {
+  ServerOptions options = TestOptions();
+  options.store.limits.max_value_bytes = 64 << 10;
+  options.store.limits.max_members_per_request = 100;
+  options.max_message_bytes = 200 << 10;
+  return options;
+}
+
+// Puts `count` members "k0", "k1", ... with values of the largest size, one
+// per request (a request is bounded by the message size too).
+void PutLargest(TestServer& server, const std::string& collection, int count) {
+  for (int i = 0; i < count; ++i) {
+    v1::PutMembersRequest request;
+    request.set_collection(collection);
+    v1::MemberWrite* write = request.add_members();
+    write->set_key(absl::StrCat("k", i));
+    write->set_value(std::string(64 << 10, 'v'));
+    write->mutable_ttl()->set_seconds(60);
+    v1::PutMembersResponse response;
+    const grpc::Status status =
+        Call(server.stub(), &v1::LapseService::Stub::PutMembers, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+}
+
+TEST(ResponseBoundsTest, LargeValuesListAtTheDefaultPageSizeInPagesCutByBytes) {
+  TestServer server(SmallMessageOptions());
+  PutLargest(server, "big", 10);
+  v1::ListMembersRequest request;
+  request.set_collection("big");
+  std::vector<int> page_sizes;
+  std::vector<std::string> keys;
+  do {
+    v1::ListMembersResponse page;
+    const grpc::Status status =
+        Call(server.stub(), &v1::LapseService::Stub::ListMembers, request, &page);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    page_sizes.push_back(page.members_size());
+    for (const v1::Member& m : page.members()) {
+      keys.push_back(m.key());
+      EXPECT_EQ(m.value().size(), size_t{64} << 10);
+    }
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty() && page_sizes.size() < 10);
+  EXPECT_THAT(page_sizes, ElementsAre(3, 3, 3, 1));
+  EXPECT_THAT(keys, ElementsAre("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"));
+
+  request.clear_page_token();
+  request.set_keys_only(true);
+  v1::ListMembersResponse keys_only;
+  ASSERT_TRUE(Call(server.stub(), &v1::LapseService::Stub::ListMembers, request, &keys_only).ok());
+  EXPECT_EQ(keys_only.members_size(), 10);
+  EXPECT_TRUE(keys_only.next_page_token().empty());
+}
+
+TEST(ResponseBoundsTest, GetMembersWhoseAnswerWouldNotFitIsResourceExhaustedAndRefreshesNothing) {
+  TestServer server(SmallMessageOptions());
+  PutLargest(server, "big", 4);
+  auto request = KeysRequest<v1::GetMembersRequest>("big", {"k0", "k1", "k2", "k3"});
+  *request.mutable_refresh_ttl() = Millis(3'600'000);
+  v1::GetMembersResponse response;
+  const grpc::Status status =
+      Call(server.stub(), &v1::LapseService::Stub::GetMembers, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("get fewer keys per request"));
+
+  auto three = KeysRequest<v1::GetMembersRequest>("big", {"k0", "k1", "k2"});
+  ASSERT_TRUE(Call(server.stub(), &v1::LapseService::Stub::GetMembers, three, &response).ok());
+  ASSERT_EQ(response.results_size(), 3);
+  for (const v1::GetMemberResult& result : response.results()) {
+    EXPECT_EQ(Time(result.member().expire_time()), StartTime() + absl::Seconds(60))
+        << "the refused refresh moved no deadline";
+  }
 }
 
 }  // namespace

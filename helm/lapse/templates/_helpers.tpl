@@ -1,0 +1,73 @@
+{{/* The chart's name, or nameOverride; 63 characters at most (a DNS label). */}}
+{{- define "lapse.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The name of every object: fullnameOverride, else the release name, followed by
+the chart's name unless the release name already has it. The headless Service
+adds "-headless", so 54 characters are left for it.
+*/}}
+{{- define "lapse.fullname" -}}
+{{- $name := include "lapse.name" . }}
+{{- $full := .Values.fullnameOverride }}
+{{- if not $full }}
+{{- $full = ternary .Release.Name (printf "%s-%s" .Release.Name $name) (contains $name .Release.Name) }}
+{{- end }}
+{{- $full | trunc 54 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lapse.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lapse.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "lapse.labels" -}}
+{{ include "lapse.selectorLabels" . }}
+app.kubernetes.io/component: server
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* Where the PersistentVolumeClaim is mounted: --data_dir. */}}
+{{- define "lapse.dataDir" -}}
+/var/lib/lapse
+{{- end }}
+
+{{/*
+lapsed's flags, one per line as a YAML list. The image's entrypoint already
+has --listen and --data_dir; these repeat them (a repeated flag wins) so the
+pod does not depend on the image's defaults.
+*/}}
+{{- define "lapse.args" -}}
+{{- $v := .Values }}
+{{- range $v.extraArgs }}
+{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) }}
+{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds); use those values" .) }}
+{{- end }}
+{{- end }}
+- --listen=0.0.0.0:{{ $v.grpcPort }}
+{{- if $v.persistence.enabled }}
+- --data_dir={{ include "lapse.dataDir" . }}
+- --fsync={{ $v.persistence.fsync }}
+- --snapshot_after_bytes={{ int64 $v.persistence.snapshotAfterBytes }}
+- --wal_segment_bytes={{ int64 $v.persistence.walSegmentBytes }}
+{{- else }}
+- --data_dir=
+{{- end }}
+- --shutdown_grace={{ $v.shutdownGraceSeconds }}s
+- --log_level={{ $v.logLevel }}
+- --shards={{ $v.shards }}
+- --event_retention_events={{ int64 $v.retention.events }}
+- --event_retention_bytes={{ int64 $v.retention.bytes }}
+- --heartbeat_interval={{ $v.watch.heartbeatInterval }}
+- --watch_batch_max_events={{ int64 $v.watch.batchMaxEvents }}
+- --watch_batch_max_bytes={{ int64 $v.watch.batchMaxBytes }}
+{{- range $key, $value := $v.limits }}
+- --{{ snakecase $key }}={{ kindIs "string" $value | ternary $value (int64 $value) }}
+{{- end }}
+{{- range $v.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}

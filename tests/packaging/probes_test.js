@@ -1,0 +1,110 @@
+// The chart's probes against the real server: for each option scenario
+// (chart.js), the rendered StatefulSet's lapsed arguments start the real
+// lapsed (--listen moved to 127.0.0.1:0, --data_dir to a temporary
+// directory; every other flag as rendered, so a flag lapsed does not know
+// fails here), and every health service name the rendered probes ask for must
+// answer SERVING, through lapsectl, on the port lapsed printed in its start
+// line. The probes' port must be the port the chart passes to --listen.
+//
+//   LAPSE_HELM=build/tools/bin/helm NODE_PATH=build/tools/node_modules \
+//     node tests/packaging/probes_test.js LAPSED LAPSECTL
+'use strict';
+
+const assert = require('node:assert/strict');
+const childProcess = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const readline = require('node:readline');
+const chart = require('./chart');
+
+const [lapsedPath, lapsectlPath] = process.argv.slice(2);
+const patienceMs = 30000;
+
+// Starts lapsed with `args`; resolves to {child, port} once its start line
+// says which port it bound.
+function startLapsed(args) {
+  const child = childProcess.spawn(lapsedPath, args, {stdio: ['ignore', 'pipe', 'pipe']});
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`no start line within ${patienceMs} ms: ${stderr}`));
+    }, patienceMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`lapsed exited with ${code} before serving: ${stderr}`));
+    });
+    readline.createInterface({input: child.stdout}).on('line', (line) => {
+      const match = /listening on .* \(port (\d+)\)/.exec(line);
+      if (!match) return;
+      clearTimeout(timer);
+      child.removeAllListeners('exit');
+      resolve({child, port: Number(match[1])});
+    });
+  });
+}
+
+// SIGTERM; resolves to lapsed's exit code.
+function stopLapsed(child) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), patienceMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+// lapsectl health for `service`: its exit status and JSON answer.
+function health(port, service) {
+  const result = childProcess.spawnSync(
+      lapsectlPath, [`--addr=127.0.0.1:${port}`, '--json', 'health', `--service=${service}`],
+      {encoding: 'utf8', timeout: patienceMs});
+  return {status: result.status, answer: result.stdout.trim() + result.stderr.trim()};
+}
+
+async function main() {
+  for (const {name, values} of chart.scenarios) {
+    const container = chart.lapsedContainer(chart.render(values));
+    const probes = ['startupProbe', 'livenessProbe', 'readinessProbe'].map((p) => container[p]);
+    const flags = chart.flags(container.args);
+
+    await chart.check(`${name}: the probes' port is the --listen port`, () => {
+      const listenPort = Number(flags.get('listen').split(':').pop());
+      for (const probe of probes) assert.equal(probe.grpc.port, listenPort);
+    });
+
+    const dataDir = fs.mkdtempSync(path.join(chart.scratch, 'data-'));
+    const args = container.args.map((arg) => {
+      const flag = chart.flagName(arg);
+      if (flag === 'listen') return '--listen=127.0.0.1:0';
+      if (flag === 'data_dir' && flags.get('data_dir') !== '') return `--data_dir=${dataDir}`;
+      return arg;
+    });
+    let lapsed = null;
+    await chart.check(`${name}: lapsed starts with the chart's flags`, async () => {
+      lapsed = await startLapsed(args);
+    });
+    if (!lapsed) continue;
+
+    const services = [...new Set(probes.map((probe) => probe.grpc.service ?? ''))];
+    for (const service of services) {
+      await chart.check(`${name}: health service "${service}" answers SERVING`, () => {
+        const {status, answer} = health(lapsed.port, service);
+        assert.equal(status, 0, answer);
+        assert.equal(JSON.parse(answer).status, 'SERVING');
+      });
+    }
+    await chart.check(`${name}: an unknown health service is not SERVING`, () => {
+      assert.notEqual(health(lapsed.port, 'not.a.Service').status, 0);
+    });
+    await chart.check(`${name}: lapsed stops with exit status 0 on SIGTERM`, async () => {
+      assert.equal(await stopLapsed(lapsed.child), 0);
+    });
+  }
+  chart.finish();
+}
+
+main();
