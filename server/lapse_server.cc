@@ -122,7 +122,8 @@ absl::StatusOr<int> LapseServer::Start() {
     };
   }
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
-      store_options, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); });
+      store_options, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); },
+      [this](const absl::Status& status) { OnWritableChanged(status); });
   if (!store.ok()) return store.status();
   store_ = *std::move(store);
   service_ = std::make_unique<LapseServiceImpl>(store_.get(), hub_.get());
@@ -152,9 +153,12 @@ absl::StatusOr<int> LapseServer::Start() {
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address));
   }
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  health->SetServingStatus("", true);
-  health->SetServingStatus(v1::LapseService::service_full_name(), true);
+  {
+    MutexLock lock(&health_mu_);
+    health_ = server_->GetHealthCheckService();
+    health_->SetServingStatus("", true);
+    health_->SetServingStatus(v1::LapseService::service_full_name(), writable_.ok());
+  }
   if (metrics_ != nullptr) {
     absl::StatusOr<int> metrics_port = metrics_->Serve(options_.metrics_listen, store_.get());
     if (!metrics_port.ok()) return metrics_port.status();
@@ -164,11 +168,23 @@ absl::StatusOr<int> LapseServer::Start() {
   return port;
 }
 
+void LapseServer::OnWritableChanged(const absl::Status& status) {
+  MutexLock lock(&health_mu_);
+  writable_ = status;
+  if (health_ != nullptr) {
+    health_->SetServingStatus(v1::LapseService::service_full_name(), status.ok());
+  }
+}
+
 void LapseServer::Shutdown(absl::Duration grace) {
   if (shut_down_ || service_ == nullptr) return;
   shut_down_ = true;
   service_->StartDraining();
   if (server_ != nullptr) {
+    {
+      MutexLock lock(&health_mu_);
+      health_ = nullptr;
+    }
     // NOT_SERVING for every service, for good.
     server_->GetHealthCheckService()->Shutdown();
   }

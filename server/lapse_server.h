@@ -10,6 +10,11 @@
 // and with ServerOptions::metrics_listen set, Prometheus /metrics
 // (server/metrics).
 //
+// Health: "" is SERVING from Start to Shutdown (the process is alive: use it
+// for liveness); "lapse.v1.LapseService" is SERVING only while the store takes
+// writes too, and NOT_SERVING while the write-ahead log refuses them, e.g. on
+// a full disk, until they resume by themselves (use it for readiness).
+//
 //   lapse::ServerOptions options;
 //   options.listen_address = "127.0.0.1:0";
 //   options.store.data_dir = "/var/lib/lapse";
@@ -32,9 +37,13 @@
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
+#include "server/base/mutex.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/lapse_service.h"
 #include "server/service/watch_hub.h"
@@ -114,8 +123,19 @@ class LapseServer {
   int metrics_port() const { return metrics_port_; }
 
  private:
+  // The store's WritableListener: sets the service's health.
+  void OnWritableChanged(const absl::Status& status);
+
   // Constant after construction.
   const ServerOptions options_;
+
+  // State below is protected by health_mu_; declared before the store, whose
+  // log thread reports here until the store is gone.
+  Mutex health_mu_;
+  // server_'s health service, from Start until Shutdown; null otherwise.
+  grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
+  // The store's last word on writes.
+  absl::Status writable_ ABSL_GUARDED_BY(health_mu_);
 
   // Built by Start(), in this order; destroyed in the reverse one: the hub
   // outlives the store that tells it about new events, the metrics outlive

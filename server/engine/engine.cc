@@ -172,10 +172,16 @@ class Engine::Shard {
 //
 // A live operation on a collection first expires the collection's due
 // members, with their events. Its changes are recorded in a journal batch when
-// the engine has a journal. When it ends, before the lock is released, it
-// brings the collection's place in the deadline queue up to date, adjusts the
-// member count, appends its events to the log and commits its batch: one
-// shard's events and batches are logged in the order they happened.
+// the engine has a journal, together with their undo: the records that put
+// back what each change replaced, which Engine::RollBack applies, newest
+// first, if the batch cannot be made durable. When it ends, before the lock is
+// released, it brings the collection's place in the deadline queue up to date,
+// adjusts the member count, appends its events to the log and commits its
+// batch: one shard's events and batches are logged in the order they happened.
+//
+// While the journal refuses changes (Writable()), a live operation changes
+// nothing: a write must fail, and so must a read that meets members past their
+// deadline, as it can neither expire them nor leave them out (status()).
 //
 // A replayed change records nothing, emits no event and expires nothing on the
 // way.
@@ -184,10 +190,12 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   struct ReplayTag {};
   static constexpr ReplayTag kReplay{};
 
-  // A live operation at `now` on the collection `name`.
-  ShardOp(Engine& engine, absl::string_view name, absl::Time now)
+  // A live operation at `now` on the collection `name`. The ticket of the
+  // batch it commits, if any, goes to `*committed` when that is not null.
+  ShardOp(Engine& engine, absl::string_view name, absl::Time now, CommitTicket* committed = nullptr)
       ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
       : ShardOp(engine, engine.ShardFor(name), name, now, /*live=*/true) {
+    committed_ = committed;
     c_ = FindLive(name);
   }
 
@@ -217,6 +225,21 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
   // A deadline d has passed iff d <= now_ms() (deadlines are whole ms).
   int64_t now_ms() const { return now_ms_; }
+  // OK while the journal records changes (always without one); otherwise why
+  // not, and the operation must change nothing. It cannot change while the
+  // shard lock is held (Journal::status).
+  absl::Status Writable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (!journaling_) return absl::OkStatus();
+    if (!journal_checked_) {
+      journal_status_ = engine_.options_.journal->status();
+      journal_checked_ = true;
+    }
+    return journal_status_;
+  }
+  // OK unless the operation met members past their deadline that it could
+  // not expire because the journal refuses changes; it must then fail.
+  const absl::Status& status() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) { return refused_; }
+
   // Counts `n` members this operation is about to create in the engine's
   // total at once, so that writers on other shards see them before they are
   // written; false, counting nothing, when the total would then pass `max`.
@@ -241,12 +264,14 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   void PutMember(const StoredMember* existing, absl::string_view key, absl::string_view value,
                  int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (existing != nullptr) {
+      if (journaling_) undo_.Put(c_->name(), key, existing->value(), existing->deadline_ms());
       c_->Replace(existing, value, deadline_ms);
     } else {
       assert(!name_.empty() && "a put in a whole-shard operation");
       if (c_ == nullptr) c_ = Create(name_);
       c_->Insert(key, value, deadline_ms);
       ++member_delta_;
+      if (journaling_) undo_.Remove(c_->name(), key);
     }
     if (journaling_) journal_.Put(c_->name(), key, value, deadline_ms);
     changed_ = true;
@@ -255,6 +280,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // Moves `m`'s deadline (kNoDeadlineMs: it never expires).
   void SetDeadline(const StoredMember* m, int64_t deadline_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (journaling_) undo_.SetDeadline(c_->name(), m->key(), m->deadline_ms());
     c_->SetDeadline(m, deadline_ms);
     if (journaling_) journal_.SetDeadline(c_->name(), m->key(), deadline_ms);
     changed_ = true;
@@ -262,7 +288,10 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
 
   // Removes `m` by request: no event.
   void RemoveMember(const StoredMember* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-    if (journaling_) journal_.Remove(c_->name(), m->key());
+    if (journaling_) {
+      journal_.Remove(c_->name(), m->key());
+      undo_.Put(c_->name(), m->key(), m->value(), m->deadline_ms());
+    }
     Erase(c_, m);
     changed_ = true;
   }
@@ -280,7 +309,13 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   uint64_t DropCollection() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     assert(c_ != nullptr);
     const uint64_t removed = c_->size();
-    if (journaling_) journal_.DeleteCollection(c_->name());
+    if (journaling_) {
+      journal_.DeleteCollection(c_->name());
+      bool more = false;
+      for (const StoredMember* m : c_->PageByKey(nullptr, removed, &more)) {
+        undo_.Put(c_->name(), m->key(), m->value(), m->deadline_ms());
+      }
+    }
     member_delta_ -= static_cast<int64_t>(removed);
     Forget(c_);
     c_ = nullptr;
@@ -292,6 +327,10 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // Expires due members of the collections at the front of the deadline
   // queue, up to `limit`. Returns how many expired.
   size_t ReapFront(size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (HasDue() && !Writable().ok()) {
+      refused_ = Writable();
+      return 0;
+    }
     size_t n = 0;
     while (n < limit && shard_.queue_.NextDeadline() <= now_ms_) {
       // A due collection is drained whole: a backlog expires collection by
@@ -342,6 +381,13 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   Collection* FindLive(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     Collection* c = shard_.Find(name);
     if (c != nullptr && c->next_deadline_ms() <= now_ms_) {
+      if (absl::Status s = Writable(); !s.ok()) {
+        refused_ = absl::Status(
+            s.code(), absl::StrFormat("collection \"%s\" has members past their deadline, which "
+                                      "cannot expire while writes are refused: %s",
+                                      name, s.message()));
+        return nullptr;
+      }
       Reap(c, std::numeric_limits<size_t>::max());
       return shard_.Find(name);
     }
@@ -376,6 +422,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Expiry(c->name(), m->key(), m->value(), deadline_ms, absl::ToUnixNanos(now_));
+      undo_.Put(c->name(), m->key(), m->value(), m->deadline_ms());
     }
     if (live_) {
       ExpiryEvent& e = events_.emplace_back();
@@ -440,7 +487,9 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       first_sequence = last_sequence - n + 1;
     }
     if (journaling_ && !journal_.empty()) {
-      engine_.options_.journal->Commit(journal_.Finish(first_sequence), last_sequence);
+      const CommitTicket ticket = engine_.options_.journal->Commit(journal_.Finish(first_sequence),
+                                                                   undo_.Finish(0), last_sequence);
+      if (committed_ != nullptr) *committed_ = ticket;
     }
   }
 
@@ -465,6 +514,15 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   bool changed_ = false;
   std::vector<ExpiryEvent> events_;
   BatchEncoder journal_;
+  // What puts back the changes recorded in journal_, in the same order.
+  BatchEncoder undo_;
+  // Where the committed batch's ticket goes; may be null.
+  CommitTicket* committed_ = nullptr;
+  // The journal's status, once asked (see Writable()).
+  bool journal_checked_ = false;
+  absl::Status journal_status_;
+  // See status().
+  absl::Status refused_;
   // Members added less members gone, not yet in engine_.total_members_
   // (members reserved by ReserveMembers are in it already).
   int64_t member_delta_ = 0;
@@ -488,13 +546,11 @@ absl::Status Engine::Writable() const {
 }
 
 absl::Status Engine::CheckKeyedRequest(absl::string_view collection,
-                                       absl::Span<const absl::string_view> keys,
-                                       bool writes) const {
+                                       absl::Span<const absl::string_view> keys) const {
   if (absl::Status s = ValidateName("collection", collection, options_.limits); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateKeys(keys, options_.limits); !s.ok()) return s;
-  return writes ? Writable() : absl::OkStatus();
+  return ValidateKeys(keys, options_.limits);
 }
 
 size_t Engine::ShardIndex(absl::string_view collection) const {
@@ -507,10 +563,10 @@ Engine::Shard& Engine::ShardFor(absl::string_view collection) const {
 
 absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
                                                    absl::Span<const MemberWrite> writes,
-                                                   const PutOptions& options) {
+                                                   const PutOptions& options,
+                                                   CommitTicket* committed) {
   const Limits& limits = options_.limits;
   if (absl::Status s = ValidateName("collection", collection, limits); !s.ok()) return s;
-  if (absl::Status s = Writable(); !s.ok()) return s;
   if (absl::Status s = ValidateKeyList(
           "members", writes.size(), [&](size_t i) { return writes[i].key; }, ".key", limits);
       !s.ok()) {
@@ -526,7 +582,8 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
     deadlines[i] = *d;
   }
 
-  ShardOp op(*this, collection, now);
+  ShardOp op(*this, collection, now, committed);
+  if (absl::Status s = op.Writable(); !s.ok()) return s;
   std::vector<PutResult> results(writes.size());
   // Plan first so a failing request writes nothing. StoredMember pointers stay
   // valid while applying: keys are unique, and applying one write touches
@@ -571,18 +628,17 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
 
 absl::StatusOr<std::vector<GetResult>> Engine::Get(absl::string_view collection,
                                                    absl::Span<const absl::string_view> keys,
-                                                   const Expiration& refresh) {
-  if (absl::Status s = CheckKeyedRequest(collection, keys, false); !s.ok()) return s;
+                                                   const Expiration& refresh,
+                                                   CommitTicket* committed) {
+  if (absl::Status s = CheckKeyedRequest(collection, keys); !s.ok()) return s;
   const absl::Time now = clock_->Now();
   absl::StatusOr<int64_t> refresh_ms =
       DeadlineOf(refresh, "refresh_", now, PastDeadline::kRejected, options_.limits);
   if (!refresh_ms.ok()) return refresh_ms.status();
   const bool refreshing = refresh.kind != Expiration::Kind::kNone;
-  if (refreshing) {
-    if (absl::Status s = Writable(); !s.ok()) return s;
-  }
 
-  ShardOp op(*this, collection, now);
+  ShardOp op(*this, collection, now, committed);
+  if (absl::Status s = refreshing ? op.Writable() : op.status(); !s.ok()) return s;
   // Sized before anything is copied or refreshed: an answer too big to send
   // fails whole, writing nothing.
   absl::InlinedVector<const StoredMember*, 4> found(keys.size(), nullptr);
@@ -613,10 +669,12 @@ absl::StatusOr<std::vector<GetResult>> Engine::Get(absl::string_view collection,
 }
 
 absl::StatusOr<std::vector<bool>> Engine::Remove(absl::string_view collection,
-                                                 absl::Span<const absl::string_view> keys) {
-  if (absl::Status s = CheckKeyedRequest(collection, keys, true); !s.ok()) return s;
+                                                 absl::Span<const absl::string_view> keys,
+                                                 CommitTicket* committed) {
+  if (absl::Status s = CheckKeyedRequest(collection, keys); !s.ok()) return s;
 
-  ShardOp op(*this, collection, clock_->Now());
+  ShardOp op(*this, collection, clock_->Now(), committed);
+  if (absl::Status s = op.Writable(); !s.ok()) return s;
   std::vector<bool> existed(keys.size(), false);
   for (size_t i = 0; i < keys.size(); ++i) {
     const StoredMember* m = op.Find(keys[i]);
@@ -630,8 +688,9 @@ absl::StatusOr<std::vector<bool>> Engine::Remove(absl::string_view collection,
 absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(absl::string_view collection,
                                                          absl::Span<const absl::string_view> keys,
                                                          const Expiration& expiration,
-                                                         ExpireCondition condition) {
-  if (absl::Status s = CheckKeyedRequest(collection, keys, true); !s.ok()) return s;
+                                                         ExpireCondition condition,
+                                                         CommitTicket* committed) {
+  if (absl::Status s = CheckKeyedRequest(collection, keys); !s.ok()) return s;
   if (expiration.kind == Expiration::Kind::kNone) {
     return InvalidField("expiration", "one of ttl or expire_time is required");
   }
@@ -641,7 +700,8 @@ absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(absl::string_view colle
   if (!deadline.ok()) return deadline.status();
   const int64_t d = *deadline;
 
-  ShardOp op(*this, collection, now);
+  ShardOp op(*this, collection, now, committed);
+  if (absl::Status s = op.Writable(); !s.ok()) return s;
   std::vector<ExpireResult> results(keys.size(), {ExpireOutcome::kNotFound, NoDeadline()});
   for (size_t i = 0; i < keys.size(); ++i) {
     const StoredMember* m = op.Find(keys[i]);
@@ -679,10 +739,12 @@ absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(absl::string_view colle
 }
 
 absl::StatusOr<std::vector<PersistOutcome>> Engine::Persist(
-    absl::string_view collection, absl::Span<const absl::string_view> keys) {
-  if (absl::Status s = CheckKeyedRequest(collection, keys, true); !s.ok()) return s;
+    absl::string_view collection, absl::Span<const absl::string_view> keys,
+    CommitTicket* committed) {
+  if (absl::Status s = CheckKeyedRequest(collection, keys); !s.ok()) return s;
 
-  ShardOp op(*this, collection, clock_->Now());
+  ShardOp op(*this, collection, clock_->Now(), committed);
+  if (absl::Status s = op.Writable(); !s.ok()) return s;
   std::vector<PersistOutcome> results(keys.size(), PersistOutcome::kNotFound);
   for (size_t i = 0; i < keys.size(); ++i) {
     const StoredMember* m = op.Find(keys[i]);
@@ -705,6 +767,7 @@ absl::StatusOr<MemberPage> Engine::ListMembers(absl::string_view collection,
   const size_t limit = EffectivePageSize(options.page_size, limits);
 
   ShardOp op(*this, collection, clock_->Now());
+  if (absl::Status s = op.status(); !s.ok()) return s;
   MemberPage page;
   const Collection* c = op.collection();
   if (c == nullptr) return page;
@@ -749,6 +812,7 @@ absl::StatusOr<MemberPage> Engine::ListMembers(absl::string_view collection,
 absl::StatusOr<CollectionInfo> Engine::GetCollection(absl::string_view name) {
   if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
   ShardOp op(*this, name, clock_->Now());
+  if (absl::Status s = op.status(); !s.ok()) return s;
   if (op.collection() == nullptr) {
     return absl::NotFoundError(absl::StrFormat("collection \"%s\" not found", name));
   }
@@ -771,6 +835,7 @@ absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix,
   for (const auto& shard : shards_) {
     ShardOp op(*this, *shard, now);
     std::vector<CollectionInfo> part = op.ListLive(prefix, after, limit + 1);
+    if (absl::Status s = op.status(); !s.ok()) return s;
     std::move(part.begin(), part.end(), std::back_inserter(candidates));
   }
   std::sort(candidates.begin(), candidates.end(),
@@ -791,12 +856,12 @@ absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix,
   return page;
 }
 
-absl::StatusOr<uint64_t> Engine::DeleteCollection(absl::string_view name) {
+absl::StatusOr<uint64_t> Engine::DeleteCollection(absl::string_view name, CommitTicket* committed) {
   if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
-  if (absl::Status s = Writable(); !s.ok()) return s;
   // Members already past their deadline expire (with events) first: they
   // were gone before the delete.
-  ShardOp op(*this, name, clock_->Now());
+  ShardOp op(*this, name, clock_->Now(), committed);
+  if (absl::Status s = op.Writable(); !s.ok()) return s;
   return op.collection() == nullptr ? 0 : op.DropCollection();
 }
 
@@ -808,7 +873,7 @@ size_t Engine::ExpireDue() {
     while (more) {
       ShardOp op(*this, *shard, now);
       expired += op.ReapFront(options_.expire_batch);
-      more = op.HasDue();
+      more = op.status().ok() && op.HasDue();
     }
   }
   return expired;
@@ -837,6 +902,30 @@ void Engine::Apply(const JournalRecord& r) {
     case RecordType::kEvent:
     case RecordType::kNextSequence:
       break;
+  }
+}
+
+void Engine::RollBack(const std::function<std::vector<std::string>()>& refuse)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  std::vector<std::string> undos;
+  {
+    OneShardLockPerThread one_lock;
+    for (const auto& shard : shards_) shard->mu.Lock();
+    undos = refuse();
+    log_->DropInvisible();
+    for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.Unlock();
+  }
+  // Nothing else changes state meanwhile: operations see the journal refuse
+  // changes, so they change nothing.
+  std::vector<JournalRecord> records;
+  for (const std::string& undo : undos) {
+    records.clear();
+    [[maybe_unused]] const absl::Status decoded = DecodeBatch(undo, [&](const JournalRecord& r) {
+      records.push_back(r);
+      return absl::OkStatus();
+    });
+    assert(decoded.ok() && "an undo batch of the engine's own does not decode");
+    for (auto it = records.rbegin(); it != records.rend(); ++it) Apply(*it);
   }
 }
 

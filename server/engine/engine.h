@@ -17,6 +17,16 @@
 // against Limits (validate.h), and errors name the API field at fault
 // ("members[2].ttl"); a request that fails writes nothing.
 //
+// With a journal (durability), a write is applied in memory first and made
+// durable afterwards; each mutating operation hands out the CommitTicket of
+// its batch for the store to wait on. A read concurrent with a write whose
+// batch is not yet durable may see that write. If the batch fails, the store
+// rolls the engine back (RollBack) before it tells the writer, so a write
+// reported as failed is never seen afterwards. While the journal refuses
+// changes, writes fail with its status, and so do reads that meet members past
+// their deadline (they can be neither expired nor returned); the Expirer
+// pauses.
+//
 // Thread safety: an Engine is safe for concurrent use from many threads.
 // Collections are sharded by name, one lock per shard; an operation on one
 // collection takes exactly one shard lock.
@@ -159,24 +169,32 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // The operations that may change state take `committed`: when not null, it
+  // receives the ticket of the batch the operation committed to the journal
+  // (left alone when it committed none).
   absl::StatusOr<std::vector<PutResult>> Put(absl::string_view collection,
                                              absl::Span<const MemberWrite> writes,
-                                             const PutOptions& options);
+                                             const PutOptions& options,
+                                             CommitTicket* committed = nullptr);
   // `refresh` other than None moves the deadline of every member found.
   // RESOURCE_EXHAUSTED, refreshing nothing, when the answer would pass
   // Limits::max_response_bytes.
   absl::StatusOr<std::vector<GetResult>> Get(absl::string_view collection,
                                              absl::Span<const absl::string_view> keys,
-                                             const Expiration& refresh = Expiration::None());
+                                             const Expiration& refresh = Expiration::None(),
+                                             CommitTicket* committed = nullptr);
   // Per key: whether a live member was removed.
   absl::StatusOr<std::vector<bool>> Remove(absl::string_view collection,
-                                           absl::Span<const absl::string_view> keys);
+                                           absl::Span<const absl::string_view> keys,
+                                           CommitTicket* committed = nullptr);
   absl::StatusOr<std::vector<ExpireResult>> Expire(absl::string_view collection,
                                                    absl::Span<const absl::string_view> keys,
                                                    const Expiration& expiration,
-                                                   ExpireCondition condition);
+                                                   ExpireCondition condition,
+                                                   CommitTicket* committed = nullptr);
   absl::StatusOr<std::vector<PersistOutcome>> Persist(absl::string_view collection,
-                                                      absl::Span<const absl::string_view> keys);
+                                                      absl::Span<const absl::string_view> keys,
+                                                      CommitTicket* committed = nullptr);
   // A page ends early, with `next` set, before a member that would pass
   // Limits::max_response_bytes; it always holds at least one member.
   absl::StatusOr<MemberPage> ListMembers(absl::string_view collection,
@@ -188,12 +206,17 @@ class Engine {
   absl::StatusOr<CollectionPage> ListCollections(absl::string_view prefix, int page_size,
                                                  absl::string_view after);
   // Live members removed; 0 if there was no such collection.
-  absl::StatusOr<uint64_t> DeleteCollection(absl::string_view name);
+  absl::StatusOr<uint64_t> DeleteCollection(absl::string_view name,
+                                            CommitTicket* committed = nullptr);
 
   // Expires every member whose deadline is at or before the clock's now,
-  // appending their events. Returns how many expired. Called by the Expirer;
-  // tests call it directly after moving a FakeClock.
+  // appending their events. Returns how many expired; none while the journal
+  // refuses changes. Called by the Expirer; tests call it directly after
+  // moving a FakeClock.
   size_t ExpireDue();
+  // OK while changes can be recorded (always without a journal); otherwise
+  // the journal's status, why writes are refused.
+  absl::Status Writable() const;
   // The earliest deadline of any member; NoDeadline() when none.
   absl::Time NextDeadline() const;
 
@@ -205,6 +228,16 @@ class Engine {
   // through the same code as in the live operations. Records of kEvent and
   // kNextSequence type are not the engine's and are ignored.
   void Apply(const JournalRecord& record);
+
+  // Undoes changes whose batches could not be made durable. Takes every
+  // shard lock (in index order), so that no operation is between its changes
+  // and its commit; calls `refuse`, which must make the journal refuse
+  // changes and return the undo batches of every committed batch that is not
+  // durable, newest first; drops the event feed's events that are not yet
+  // visible (those batches' expiries); releases the locks and applies the
+  // undos (each batch's records in reverse order) through Apply. Called by the
+  // store on its own thread, never under a shard lock.
+  void RollBack(const std::function<std::vector<std::string>()>& refuse);
 
   // A position in Scan: the last member visited.
   struct ScanCursor {
@@ -246,12 +279,9 @@ class Engine {
 
   size_t ShardIndex(absl::string_view collection) const;
   Shard& ShardFor(absl::string_view collection) const;
-  // UNAVAILABLE when the journal can no longer record changes.
-  absl::Status Writable() const;
-  // The checks a request on `keys` of `collection` starts with; with
-  // `writes`, also that the journal can record changes.
+  // The checks a request on `keys` of `collection` starts with.
   absl::Status CheckKeyedRequest(absl::string_view collection,
-                                 absl::Span<const absl::string_view> keys, bool writes) const;
+                                 absl::Span<const absl::string_view> keys) const;
 
   // Constant after construction.
   const Options options_;

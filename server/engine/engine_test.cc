@@ -1,5 +1,6 @@
 #include "server/engine/engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <string>
@@ -959,13 +960,20 @@ TEST_F(EngineTest, ConcurrentWritersAndExpirerLoseNoEvent) {
 
 // ---- Replay ----
 
-// Keeps every committed batch.
+// Keeps every committed batch and its undo; refuses changes once `refusal`
+// is set.
 class RecordingJournal final : public Journal {
  public:
-  void Commit(std::string batch, uint64_t) override { batches.push_back(std::move(batch)); }
-  absl::Status status() const override { return absl::OkStatus(); }
+  CommitTicket Commit(std::string batch, std::string undo, uint64_t) override {
+    batches.push_back(std::move(batch));
+    undos.push_back(std::move(undo));
+    return batches.size();
+  }
+  absl::Status status() const override { return refusal; }
 
   std::vector<std::string> batches;
+  std::vector<std::string> undos;
+  absl::Status refusal;
 };
 
 // Every member as Scan sees it, due or not, and the member count.
@@ -1034,6 +1042,114 @@ TEST(EngineReplayTest, ReplayingTheJournalRebuildsTheStateWithoutEventsOrJournal
   EXPECT_EQ(replayed.NextDeadline(), live.NextDeadline());
   EXPECT_EQ(replay_log.last_sequence(), 0u) << "replay emits no event";
   EXPECT_TRUE(replay_journal.batches.empty()) << "replay journals nothing";
+}
+
+// ---- Rolling back ----
+
+TEST(EngineRollBackTest, RollingBackUndoesTheChangesNotDurableAndDropsTheirEvents) {
+  FakeClock clock(kStart);
+  EventFeed log({.first_sequence = 1, .visible_on_append = false});
+  RecordingJournal journal;
+  Engine engine({.shards = 4, .journal = &journal}, &clock, &log);
+  auto put = [&](absl::string_view c, absl::string_view k, absl::string_view v, Expiration e,
+                 bool keep = false) {
+    MemberWrite w{k, v, e};
+    w.keep_expiration = keep;
+    ASSERT_TRUE(engine.Put(c, {w}, {}).ok());
+  };
+  // Durable: the log made everything so far visible.
+  put("a", "k1", "v1", Expiration::Ttl(absl::Seconds(10)));
+  put("a", "k2", "v2", Expiration::None());
+  put("b", "x", "vx", Expiration::Ttl(absl::Seconds(5)));
+  put("c", "p", "vp", Expiration::Ttl(absl::Seconds(1)));
+  put("d", "y", "vy", Expiration::Ttl(absl::Seconds(1)));
+  put("e", "z", "vz", Expiration::None());
+  absl::string_view x[] = {"x"}, y[] = {"y"}, p[] = {"p"}, k2[] = {"k2"};
+  ASSERT_TRUE(
+      engine.Expire("b", x, Expiration::At(kStart - absl::Seconds(1)), ExpireCondition::kAlways)
+          .ok());
+  log.MakeVisibleThrough(log.last_sequence() + 1);
+  const uint64_t visible = log.last_sequence();
+  ASSERT_EQ(visible, 1u);
+  const size_t durable_batches = journal.batches.size();
+  const std::string durable_state = DumpState(engine);
+  const absl::Time durable_next_deadline = engine.NextDeadline();
+
+  // Not durable yet: every kind of change, and expiries with events.
+  put("a", "k1", "replaced", Expiration::None(), /*keep=*/true);
+  put("a", "k3", "v3", Expiration::Ttl(absl::Seconds(20)));
+  put("b", "x", "back", Expiration::Ttl(absl::Seconds(3)));
+  ASSERT_TRUE(engine.Get("a", k2, Expiration::Ttl(absl::Seconds(30))).ok());
+  ASSERT_TRUE(engine.Remove("a", k2).ok());
+  ASSERT_TRUE(engine.DeleteCollection("e").ok());
+  clock.Advance(absl::Seconds(2));
+  ASSERT_TRUE(engine.Get("d", y).ok());  // expires "y" on the way
+  EXPECT_EQ(engine.ExpireDue(), 1u);     // "p"
+  ASSERT_TRUE(engine.Persist("c", p).ok());
+
+  engine.RollBack([&] {
+    journal.refusal = absl::ResourceExhaustedError("disk full");
+    std::vector<std::string> undos(journal.undos.begin() + durable_batches, journal.undos.end());
+    std::reverse(undos.begin(), undos.end());
+    return undos;
+  });
+
+  EXPECT_EQ(DumpState(engine), durable_state);
+  EXPECT_EQ(engine.NextDeadline(), durable_next_deadline);
+  EXPECT_EQ(log.last_sequence(), visible);
+  // The events of the undone expiries are gone; their sequences are given
+  // again, as no reader saw them.
+  journal.refusal = absl::OkStatus();
+  EXPECT_EQ(engine.ExpireDue(), 2u);  // "p" and "y" again
+  log.MakeVisibleThrough(visible + 2);
+  absl::StatusOr<EventBatch> events = log.Read(visible, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->events.size(), 2u);
+  EXPECT_EQ(events->events[0].sequence, visible + 1);
+}
+
+TEST(EngineRollBackTest, WhileTheJournalRefusesChangesWritesAndReadsOfDueMembersFail) {
+  FakeClock clock(kStart);
+  EventFeed log(EventFeed::Options{});
+  RecordingJournal journal;
+  Engine engine({.shards = 4, .journal = &journal}, &clock, &log);
+  MemberWrite writes[] = {{"a", "va", Expiration::Ttl(absl::Seconds(1))},
+                          {"b", "vb", Expiration::None()}};
+  ASSERT_TRUE(engine.Put("c", writes, {}).ok());
+  const size_t batches = journal.batches.size();
+  journal.refusal = absl::ResourceExhaustedError("disk full");
+  absl::string_view b[] = {"b"};
+
+  EXPECT_EQ(engine.Put("c", {writes[1]}, {}).status(), journal.refusal);
+  EXPECT_EQ(engine.Remove("c", b).status(), journal.refusal);
+  EXPECT_EQ(engine.Persist("c", b).status(), journal.refusal);
+  EXPECT_EQ(
+      engine.Expire("c", b, Expiration::Ttl(absl::Seconds(9)), ExpireCondition::kAlways).status(),
+      journal.refusal);
+  EXPECT_EQ(engine.Get("c", b, Expiration::Ttl(absl::Seconds(9))).status(), journal.refusal);
+  EXPECT_EQ(engine.DeleteCollection("c").status(), journal.refusal);
+  // Nothing is due: reads go on.
+  EXPECT_TRUE(engine.Get("c", b).ok());
+  EXPECT_TRUE(engine.GetCollection("c").ok());
+
+  // "a" is due but cannot expire: reads that would meet it fail rather than
+  // return it.
+  clock.Advance(absl::Seconds(2));
+  const absl::Status get = engine.Get("c", b).status();
+  EXPECT_EQ(get.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(get.message(), HasSubstr("past their deadline"));
+  EXPECT_THAT(get.message(), HasSubstr("disk full"));
+  EXPECT_EQ(engine.GetCollection("c").status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(engine.ListMembers("c", {}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(engine.ListCollections("", 10, "").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(engine.ExpireDue(), 0u);
+  EXPECT_EQ(journal.batches.size(), batches) << "nothing recorded while refused";
+  EXPECT_EQ(engine.total_members(), 2u);
+
+  journal.refusal = absl::OkStatus();
+  EXPECT_EQ(engine.ExpireDue(), 1u);
+  EXPECT_TRUE(engine.Get("c", b).ok());
 }
 
 }  // namespace

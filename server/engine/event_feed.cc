@@ -65,6 +65,14 @@ void EventFeed::MakeVisibleThrough(uint64_t sequence) {
   if (options_.on_readable) options_.on_readable(visible);
 }
 
+void EventFeed::DropInvisible() {
+  MutexLock lock(&mu_);
+  while (!events_.empty() && front_sequence_ + events_.size() - 1 > visible_sequence_) {
+    bytes_ -= FootprintOf(events_.back());
+    events_.pop_back();
+  }
+}
+
 void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence) {
   assert(std::adjacent_find(events.begin(), events.end(),
                             [](const ExpiryEvent& a, const ExpiryEvent& b) {

@@ -72,6 +72,11 @@ class EventFeed final : public EventSource {
   // Options::visible_on_append).
   void MakeVisibleThrough(uint64_t sequence);
 
+  // Drops the events not yet visible: they belong to changes that were
+  // undone (Engine::RollBack). No reader has seen them and nothing durable
+  // holds them, so the next events appended take their sequences again.
+  void DropInvisible();
+
   // Replaces the contents of an empty, unused log with recovered events;
   // the next event appended gets `next_sequence`. Only the run of events
   // contiguous with next_sequence is kept.

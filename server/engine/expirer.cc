@@ -68,7 +68,10 @@ Expirer::~Expirer() {
 void Expirer::Run() {
   while (wakeup_->BeginPass()) {
     engine_->ExpireDue();
-    wakeup_->SleepUntil(engine_->NextDeadline(), *clock_);
+    // While the journal refuses changes nothing can expire: sleep until
+    // woken, which the store does when writes resume.
+    wakeup_->SleepUntil(engine_->Writable().ok() ? engine_->NextDeadline() : absl::InfiniteFuture(),
+                        *clock_);
   }
 }
 

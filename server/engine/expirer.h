@@ -1,7 +1,9 @@
 // Expirer: the deadline-queue thread. It sleeps until the engine's earliest
 // deadline (no polling tick), expires what is due, and sleeps again. A write
 // that brings the earliest deadline forward wakes it early, through an
-// ExpirerWakeup that the engine is built with.
+// ExpirerWakeup that the engine is built with. While the engine's journal
+// refuses changes (Engine::Writable), nothing can expire and the thread
+// sleeps until woken: whoever learns that writes resume calls Wake().
 //
 //   lapse::ExpirerWakeup wakeup;
 //   lapse::Engine engine({.earlier_deadline_listener = wakeup.Listener()},

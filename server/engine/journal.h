@@ -89,18 +89,29 @@ class BatchEncoder {
 absl::Status DecodeBatch(absl::string_view batch,
                          const std::function<absl::Status(const JournalRecord&)>& fn);
 
+// Names one committed batch, for the store to tell when it is durable (or
+// that it failed). Increases with every commit; 0 names none.
+using CommitTicket = uint64_t;
+
 class Journal {
  public:
   virtual ~Journal() = default;
 
-  // Takes one operation's finished batch. `last_event_sequence` is the
-  // sequence of the batch's last kExpiry record, 0 when it has none. Called
-  // under a shard lock, in the order the operations happened on that shard.
-  // Must not block on I/O.
-  virtual void Commit(std::string batch, uint64_t last_event_sequence) = 0;
+  // Takes one operation's finished batch and its undo: the records that put
+  // back what the batch changed, to be applied in reverse order (the engine's
+  // RollBack does) if the batch cannot be made durable. `last_event_sequence`
+  // is the sequence of the batch's last kExpiry record, 0 when it has none.
+  // Called under a shard lock, in the order the operations happened on that
+  // shard, only while status() is OK. Must not block on I/O.
+  virtual CommitTicket Commit(std::string batch, std::string undo,
+                              uint64_t last_event_sequence) = 0;
 
-  // OK while changes can be recorded; UNAVAILABLE once the store has failed
-  // (the engine then refuses writes).
+  // OK while changes can be recorded; otherwise why not, e.g.
+  // RESOURCE_EXHAUSTED while the disk is full (the engine then refuses
+  // writes, and reads that would have to expire members). It turns from OK to
+  // an error only inside Engine::RollBack, while every shard lock is held, so
+  // it cannot change while an operation holds its shard lock. It may turn OK
+  // again at any time.
   virtual absl::Status status() const = 0;
 };
 

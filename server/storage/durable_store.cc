@@ -153,30 +153,38 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   log->Restore(std::move(events), next_event_sequence);
   stats.members = engine->total_members();
 
-  absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open({.dir = options_.dir,
-                                                        .fsync = options_.fsync,
-                                                        .segment_bytes = options_.segment_bytes,
-                                                        .on_durable = options_.on_durable,
-                                                        .on_io = options_.on_wal_io},
-                                                       replayed->next_lsn);
+  Wal::Options wal_options;
+  wal_options.dir = options_.dir;
+  wal_options.fsync = options_.fsync;
+  wal_options.segment_bytes = options_.segment_bytes;
+  wal_options.retry_interval = options_.retry_interval;
+  wal_options.on_durable = options_.on_durable;
+  wal_options.on_io = options_.on_wal_io;
+  wal_options.roll_back = [engine](const std::function<std::vector<std::string>()>& refuse) {
+    engine->RollBack(refuse);
+  };
+  wal_options.on_writable_changed = options_.on_writable_changed;
+  wal_options.disk_fault_for_testing = options_.disk_fault_for_testing;
+  absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open(wal_options, replayed->next_lsn);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);
   BatchEncoder counter;
   counter.NextSequence(next_event_sequence);
-  wal_->Append(counter.Finish(0), 0);
+  wal_->Append(counter.Finish(0), std::string(), 0);
   if (options_.snapshot_after_bytes > 0) snapshotter_ = std::thread([this] { RunSnapshots(); });
   stats.took = absl::Now() - start;
   return stats;
 }
 
-void DurableStore::Commit(std::string batch, uint64_t last_event_sequence) {
-  wal_->Append(std::move(batch), last_event_sequence);
+CommitTicket DurableStore::Commit(std::string batch, std::string undo,
+                                  uint64_t last_event_sequence) {
+  return wal_->Append(std::move(batch), std::move(undo), last_event_sequence);
 }
 
 absl::Status DurableStore::status() const { return wal_->status(); }
 
-void DurableStore::WhenDurable(std::function<void(absl::Status)> done) {
-  wal_->WhenDurable(std::move(done));
+void DurableStore::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done) {
+  wal_->WhenDurable(ticket, std::move(done));
 }
 
 WalStats DurableStore::wal_stats() const { return wal_->stats(); }
@@ -206,6 +214,7 @@ absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
     }
     return space;
   }
+  const uint64_t failures_before = wal_->stats().write_failures;
   absl::StatusOr<uint64_t> from = wal_->Rotate();
   if (!from.ok()) return from.status();
   if (newest_snapshot_.has_value() && *from == newest_snapshot_->lsn) {
@@ -217,6 +226,19 @@ absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
   if (absl::Status durable = wal_->AwaitDurable(); !durable.ok()) return durable;
   absl::StatusOr<SnapshotStats> stats = WriteSnapshot(options_.dir, *from, engine_, *log_);
   if (!stats.ok()) return stats.status();
+  // The scan may have caught batches that were not durable yet. Were one of
+  // them undone, the snapshot would keep it and the log could not correct
+  // it: such a snapshot is discarded, before it covers anything.
+  absl::Status settled = wal_->AwaitDurable();
+  if (settled.ok() && wal_->stats().write_failures != failures_before) {
+    settled = wal_->status().ok() ? absl::AbortedError("a write failed") : wal_->status();
+  }
+  if (!settled.ok()) {
+    files::Remove(absl::StrCat(options_.dir, "/", SnapshotName(*from))).IgnoreError();
+    return absl::Status(
+        settled.code(),
+        absl::StrCat("snapshot discarded: writes failed while it was taken: ", settled.message()));
+  }
   // The new snapshot has been read back: the one before it becomes the
   // fallback, and what only the fallback before that needed can go.
   const uint64_t previous_lsn = newest_snapshot_.has_value() ? newest_snapshot_->lsn : 0;
@@ -309,6 +331,8 @@ void DurableStore::RunSnapshots() {
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
       if (stopping_) return;
     }
+    // A log that refuses writes could not rotate.
+    if (!wal_->status().ok()) continue;
     if (retry_at.has_value() ? absl::Now() < *retry_at
                              : wal_->bytes_since_rotate() < options_.snapshot_after_bytes) {
       continue;

@@ -7,7 +7,8 @@
 //        .on_durable = [&log](uint64_t seq) { log.MakeVisibleThrough(seq); }});
 //   lapse::Engine engine({.journal = store->get()}, clock, &log);
 //   auto recovered = (*store)->Recover(&engine, &log);  // before serving
-//   ... engine.Put(...); (*store)->WhenDurable(answer_the_rpc);
+//   lapse::CommitTicket ticket = 0;
+//   ... engine.Put(..., &ticket); (*store)->WhenDurable(ticket, answer_the_rpc);
 //
 // The directory is locked for as long as the store is open (files::DirLock:
 // flock on the directory itself), so two servers never share it.
@@ -31,6 +32,11 @@
 // back, the files nothing needs any more are deleted: the two newest verified
 // snapshots are kept, with every log segment from the older one on, so that
 // either can start the store.
+//
+// When the log cannot write (wal.h), the store rolls the engine back
+// (Engine::RollBack) to what is durable before any failed writer is told, and
+// refuses writes until the log can write again; Options::on_writable_changed
+// hears both. No snapshot is taken meanwhile.
 //
 // Thread-safe.
 #ifndef LAPSE_SERVER_STORAGE_DURABLE_STORE_H_
@@ -93,6 +99,13 @@ class DurableStore final : public Journal {
     std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
     // Hears the log's write and fsync times (Wal::Options::on_io).
     WalIoListener on_wal_io = nullptr;
+    // Hears when writes start being refused and when they resume; see
+    // Wal::Options. What it refers to must outlive the store.
+    WritableListener on_writable_changed = nullptr;
+    // How often a log that refuses writes checks whether it can write again.
+    absl::Duration retry_interval = absl::Seconds(1);
+    // See Wal::Options::disk_fault_for_testing.
+    std::function<int(DiskOp op)> disk_fault_for_testing = nullptr;
     // Replaces the free space of the directory's file system (statvfs) in
     // the check before each snapshot. May be empty.
     std::function<uint64_t()> free_bytes_for_testing = nullptr;
@@ -111,12 +124,13 @@ class DurableStore final : public Journal {
   absl::StatusOr<RecoveryStats> Recover(Engine* engine, EventFeed* log);
 
   // Journal.
-  void Commit(std::string batch, uint64_t last_event_sequence) override;
+  CommitTicket Commit(std::string batch, std::string undo, uint64_t last_event_sequence) override;
   absl::Status status() const override;
 
-  // Calls `done` once every change committed before this call is durable
-  // (see FsyncPolicy), or with the error that prevented it.
-  void WhenDurable(std::function<void(absl::Status)> done);
+  // Calls `done` once the change of `ticket` (0: every change committed
+  // before this call) is durable (see FsyncPolicy), or with the error that
+  // prevented it; in that case the change has been undone first.
+  void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
   // Blocks until every change committed before the call is durable. Never
   // from a gRPC thread.

@@ -23,7 +23,8 @@ EventFeed::Options LogOptions(const EmbeddedStore::Options& options,
   return log;
 }
 
-DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, EventFeed* log) {
+DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, EventFeed* log,
+                                     ExpirerWakeup* wakeup, WritableListener on_writable_changed) {
   DurableStore::Options durable;
   durable.dir = options.data_dir;
   durable.fsync = options.fsync;
@@ -35,6 +36,14 @@ DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, Even
   durable.on_durable = [log](uint64_t last_event_sequence) {
     log->MakeVisibleThrough(last_event_sequence);
   };
+  // The expirer sleeps while writes are refused.
+  durable.on_writable_changed =
+      [wakeup, listener = std::move(on_writable_changed)](const absl::Status& status) {
+        if (status.ok()) wakeup->Wake();
+        if (listener) listener(status);
+      };
+  durable.retry_interval = options.wal_retry_interval;
+  durable.disk_fault_for_testing = options.disk_fault_for_testing;
   return durable;
 }
 
@@ -52,15 +61,20 @@ Engine::Options EngineOptions(const EmbeddedStore::Options& options, Journal* jo
 
 EmbeddedStore::EmbeddedStore(const Options& options) : options_(options) {}
 
-EmbeddedStore::~EmbeddedStore() { StopExpiring(); }
+EmbeddedStore::~EmbeddedStore() {
+  StopExpiring();
+  durable_.reset();
+}
 
 absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
-    const Options& options, EventsReadableListener on_readable) {
+    const Options& options, EventsReadableListener on_readable,
+    WritableListener on_writable_changed) {
   std::unique_ptr<EmbeddedStore> store(new EmbeddedStore(options));
   store->event_feed_ = std::make_unique<EventFeed>(LogOptions(options, std::move(on_readable)));
   if (!options.data_dir.empty()) {
     absl::StatusOr<std::unique_ptr<DurableStore>> opened =
-        DurableStore::Open(DurableOptions(options, store->event_feed_.get()));
+        DurableStore::Open(DurableOptions(options, store->event_feed_.get(),
+                                          &store->expirer_wakeup_, std::move(on_writable_changed)));
     if (!opened.ok()) return opened.status();
     store->durable_ = *std::move(opened);
   }
@@ -89,7 +103,8 @@ Expirer& EmbeddedStore::expirer() {
 const Limits& EmbeddedStore::limits() const { return engine_->limits(); }
 
 template <typename T>
-void EmbeddedStore::AnswerWhenDurable(absl::StatusOr<T> result, StoreDone<T> done) {
+void EmbeddedStore::AnswerWhenDurable(absl::StatusOr<T> result, CommitTicket ticket,
+                                      StoreDone<T> done) {
   if (!result.ok() || durable_ == nullptr) {
     std::move(done)(std::move(result));
     return;
@@ -98,7 +113,7 @@ void EmbeddedStore::AnswerWhenDurable(absl::StatusOr<T> result, StoreDone<T> don
   // once.
   auto pending = std::make_shared<std::pair<absl::StatusOr<T>, StoreDone<T>>>(std::move(result),
                                                                               std::move(done));
-  durable_->WhenDurable([pending](absl::Status durable) {
+  durable_->WhenDurable(ticket, [pending](absl::Status durable) {
     if (!durable.ok()) pending->first = std::move(durable);
     std::move(pending->second)(std::move(pending->first));
   });
@@ -106,38 +121,49 @@ void EmbeddedStore::AnswerWhenDurable(absl::StatusOr<T> result, StoreDone<T> don
 
 void EmbeddedStore::PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
                                const PutOptions& options, StoreDone<std::vector<PutResult>> done) {
-  AnswerWhenDurable(engine_->Put(collection, writes, options), std::move(done));
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<PutResult>> results =
+      engine_->Put(collection, writes, options, &ticket);
+  AnswerWhenDurable(std::move(results), ticket, std::move(done));
 }
 
 void EmbeddedStore::GetMembers(absl::string_view collection,
                                absl::Span<const absl::string_view> keys, const Expiration& refresh,
                                StoreDone<std::vector<GetResult>> done) {
-  absl::StatusOr<std::vector<GetResult>> results = engine_->Get(collection, keys, refresh);
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<GetResult>> results = engine_->Get(collection, keys, refresh, &ticket);
   // Only a Get that slides deadlines changes anything.
   if (refresh.kind == Expiration::Kind::kNone) {
     std::move(done)(std::move(results));
   } else {
-    AnswerWhenDurable(std::move(results), std::move(done));
+    AnswerWhenDurable(std::move(results), ticket, std::move(done));
   }
 }
 
 void EmbeddedStore::RemoveMembers(absl::string_view collection,
                                   absl::Span<const absl::string_view> keys,
                                   StoreDone<std::vector<bool>> done) {
-  AnswerWhenDurable(engine_->Remove(collection, keys), std::move(done));
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<bool>> results = engine_->Remove(collection, keys, &ticket);
+  AnswerWhenDurable(std::move(results), ticket, std::move(done));
 }
 
 void EmbeddedStore::ExpireMembers(absl::string_view collection,
                                   absl::Span<const absl::string_view> keys,
                                   const Expiration& expiration, ExpireCondition condition,
                                   StoreDone<std::vector<ExpireResult>> done) {
-  AnswerWhenDurable(engine_->Expire(collection, keys, expiration, condition), std::move(done));
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<ExpireResult>> results =
+      engine_->Expire(collection, keys, expiration, condition, &ticket);
+  AnswerWhenDurable(std::move(results), ticket, std::move(done));
 }
 
 void EmbeddedStore::PersistMembers(absl::string_view collection,
                                    absl::Span<const absl::string_view> keys,
                                    StoreDone<std::vector<PersistOutcome>> done) {
-  AnswerWhenDurable(engine_->Persist(collection, keys), std::move(done));
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<PersistOutcome>> results = engine_->Persist(collection, keys, &ticket);
+  AnswerWhenDurable(std::move(results), ticket, std::move(done));
 }
 
 void EmbeddedStore::ListMembers(absl::string_view collection, const ListMembersOptions& options,
@@ -155,7 +181,9 @@ void EmbeddedStore::ListCollections(absl::string_view prefix, int page_size,
 }
 
 void EmbeddedStore::DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) {
-  AnswerWhenDurable(engine_->DeleteCollection(name), std::move(done));
+  CommitTicket ticket = 0;
+  absl::StatusOr<uint64_t> removed = engine_->DeleteCollection(name, &ticket);
+  AnswerWhenDurable(std::move(removed), ticket, std::move(done));
 }
 
 }  // namespace lapse

@@ -11,6 +11,9 @@
 // flusher thread once the write is durable otherwise. Reads answer at once.
 // Open recovers what a previous run left in the data directory and starts the
 // expirer, which at once expires what came due while the server was down.
+// While the write-ahead log refuses writes (a full disk: durable_store.h),
+// writes fail with its status, nothing expires, and a write whose batch
+// failed is undone before its `done` hears of the failure.
 //
 // Without a data directory the event feed's first sequence is the clock's now
 // in nanoseconds since the Unix epoch, so a restarted server never reuses a
@@ -58,6 +61,10 @@ class EmbeddedStore final : public Store {
     size_t snapshot_after_bytes = size_t{256} << 20;
     size_t wal_segment_bytes = size_t{64} << 20;
     bool wal_truncate_damaged = false;
+    // How often a log that refuses writes checks whether it can write again.
+    absl::Duration wal_retry_interval = absl::Seconds(1);
+    // See Wal::Options::disk_fault_for_testing.
+    std::function<int(DiskOp op)> disk_fault_for_testing = nullptr;
 
     // Observers for metrics; each may be empty. on_event: every expiry event
     // as it is appended (EventFeed::Options::on_append). on_wal_io: the log's
@@ -67,11 +74,14 @@ class EmbeddedStore final : public Store {
   };
 
   // Recovers the data directory (if any) and starts expiring. `on_readable`
-  // is told whenever new events become readable from events(); may be empty.
-  // FAILED_PRECONDITION when the data directory is locked by another server,
-  // DATA_LOSS when it is damaged.
-  static absl::StatusOr<std::unique_ptr<EmbeddedStore>> Open(const Options& options,
-                                                             EventsReadableListener on_readable);
+  // is told whenever new events become readable from events();
+  // `on_writable_changed` whenever writes start being refused (with why) and
+  // when they resume (OK), on the log's thread, cheaply and without blocking;
+  // either may be empty. FAILED_PRECONDITION when the data directory is
+  // locked by another server, DATA_LOSS when it is damaged.
+  static absl::StatusOr<std::unique_ptr<EmbeddedStore>> Open(
+      const Options& options, EventsReadableListener on_readable,
+      WritableListener on_writable_changed = nullptr);
   // Stops expiring, then closes the log.
   ~EmbeddedStore() override;
   EmbeddedStore(const EmbeddedStore&) = delete;
@@ -115,9 +125,10 @@ class EmbeddedStore final : public Store {
   explicit EmbeddedStore(const Options& options);
 
   // Answers a mutating operation: at once on error or when memory-only,
-  // otherwise once everything committed so far is durable.
+  // otherwise once the batch of `ticket` (0: everything committed so far) is
+  // durable.
   template <typename T>
-  void AnswerWhenDurable(absl::StatusOr<T> result, StoreDone<T> done);
+  void AnswerWhenDurable(absl::StatusOr<T> result, CommitTicket ticket, StoreDone<T> done);
 
   // Constant after construction.
   const Options options_;
@@ -125,9 +136,9 @@ class EmbeddedStore final : public Store {
   // How the engine wakes the expirer: built before and destroyed after both.
   ExpirerWakeup expirer_wakeup_;
 
-  // Built by Open, in this order; destroyed in the reverse one: the durable
-  // store outlives the engine that journals to it, the event feed outlives
-  // the durable store's flusher that makes events visible in it.
+  // Built by Open, in this order. The destructor closes the durable store
+  // first, as its flusher may roll the engine back until it stops; the rest
+  // goes in the reverse order: the event feed outlives the engine.
   std::unique_ptr<EventFeed> event_feed_;
   std::unique_ptr<DurableStore> durable_;
   std::unique_ptr<Engine> engine_;

@@ -3,12 +3,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -19,14 +21,45 @@ namespace files {
 namespace {
 
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  const int err = errno;
+  return ErrnoStatus(what, path, errno);
+}
+
+}  // namespace
+
+absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int err) {
   std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) return absl::ResourceExhaustedError(message);
   if (err == ENOENT) return absl::NotFoundError(message);
   return absl::InternalError(message);
 }
 
-}  // namespace
+absl::Status Reserve(int fd, size_t offset, size_t length, const std::string& path) {
+  if (length == 0) return absl::OkStatus();
+  // fallocate ignores the file size limit that write() obeys.
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      offset + length > limit.rlim_cur) {
+    return ErrnoStatus("reserve space for", path, EFBIG);
+  }
+  int rc;
+  do {
+    rc = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                     static_cast<off_t>(length));
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) return absl::OkStatus();
+  if (errno != EOPNOTSUPP && errno != ENOSYS) return ErrnoError("fallocate", path);
+  struct statvfs fs;
+  if (::fstatvfs(fd, &fs) != 0) return ErrnoError("statvfs", path);
+  if (static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < length) {
+    return ErrnoStatus("reserve space for", path, ENOSPC);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TruncateOpen(int fd, size_t size, const std::string& path) {
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return ErrnoError("ftruncate", path);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
   absl::StatusOr<Reader> in = Reader::Open(path);

@@ -57,6 +57,19 @@ absl::StatusOr<uint64_t> FileSize(const std::string& path);
 // (statvfs).
 absl::StatusOr<uint64_t> FreeBytes(const std::string& dir);
 
+// The Status for a failed call `what` on `path` that set errno `err`:
+// RESOURCE_EXHAUSTED when the disk, a quota or the file size limit is full
+// (ENOSPC, EDQUOT, EFBIG), NOT_FOUND for ENOENT, INTERNAL otherwise.
+absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int err);
+// Allocates `length` bytes of `fd` from `offset` on without changing its size
+// (fallocate FALLOC_FL_KEEP_SIZE), so that later writes there cannot run out
+// of space. Where the filesystem cannot allocate ahead, checks instead that it
+// has `length` bytes free. Also fails (EFBIG) past the file size limit
+// (RLIMIT_FSIZE), which fallocate does not check.
+absl::Status Reserve(int fd, size_t offset, size_t length, const std::string& path);
+// Cuts the open file `fd` back to `size` bytes.
+absl::Status TruncateOpen(int fd, size_t size, const std::string& path);
+
 // The name an AtomicFile writes NAME under until it commits: NAME + ".tmp".
 std::string TempName(absl::string_view name);
 // Whether `name` is TempName(x) for some x, which it stores in `*target`.

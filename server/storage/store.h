@@ -31,9 +31,11 @@
 //   changes are as durable as the store promises (for EmbeddedStore: the
 //   --fsync policy; memory-only: at once). If that fails, `done` gets the
 //   error. Reads answer as soon as they have read.
-// - Visibility. A read issued after `done` of a write was called sees that
-//   write. Events become readable from events() only once they are durable,
-//   so no watcher sees an expiry a crash could take back.
+// - Visibility. A read issued after `done` of a write was called with OK
+//   sees that write. A read concurrent with a write may see it before it is
+//   durable; if it then fails, it is undone before `done` hears of the
+//   error, so no read issued after sees it, and no restart brings it back. Events become readable
+//   from events() only once they are durable, so no watcher sees an expiry a crash could take back.
 // - Events. events() is an EventSource: sequences strictly increase and are
 //   never reused, a position no longer retained is OUT_OF_RANGE. The
 //   listener given to the store at construction is told, cheaply and without

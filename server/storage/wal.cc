@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
+#include <cerrno>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -34,6 +36,34 @@ bool Wal::ParseSegmentName(absl::string_view name, uint64_t* first_lsn) {
   return name.size() == 20 && absl::SimpleAtoi(name, first_lsn);
 }
 
+namespace {
+
+// Failures remembered for tickets whose outcome is asked late.
+constexpr size_t kFailuresKept = 1024;
+// What a refusing log tries to reserve when it reserves nothing ahead.
+constexpr size_t kRetryBytes = size_t{64} << 10;
+
+// Why the log refuses writes after `error`, and what happens next.
+absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration retry) {
+  if (for_good) {
+    return absl::InternalError(absl::StrCat(
+        "the write-ahead log failed: ", error.message(),
+        "; writes are refused until lapsed is restarted (a restart replays what reached the "
+        "disk)"));
+  }
+  if (absl::IsResourceExhausted(error)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "disk full (or a quota or the file size limit reached): ", error.message(),
+        "; writes are refused until space is freed, then resume by themselves (checked every ",
+        absl::FormatDuration(retry), ")"));
+  }
+  return absl::UnavailableError(absl::StrCat("the write-ahead log cannot write: ", error.message(),
+                                             "; writes are refused, retried every ",
+                                             absl::FormatDuration(retry)));
+}
+
+}  // namespace
+
 Wal::Wal(const Options& options, uint64_t next_lsn)
     : options_(options), next_lsn_(next_lsn), durable_lsn_(next_lsn - 1) {}
 
@@ -50,43 +80,81 @@ Wal::~Wal() {
     stopping_ = true;
     work_cv_.SignalAll();
   }
-  flusher_.join();
+  // Not running when Open failed.
+  if (flusher_.joinable()) flusher_.join();
   if (fd_ >= 0) ::close(fd_);
+}
+
+int Wal::Fault(DiskOp op) const {
+  return options_.disk_fault_for_testing ? options_.disk_fault_for_testing(op) : 0;
 }
 
 absl::Status Wal::OpenSegment(uint64_t first_lsn) {
   if (fd_ >= 0) {
+    if (const int err = Fault(DiskOp::kSync); err != 0) {
+      return files::ErrnoStatus("fsync", segment_path_, err);
+    }
     if (absl::Status s = files::Fsync(fd_, segment_path_); !s.ok()) return s;
+  }
+  const std::string path = absl::StrCat(options_.dir, "/", SegmentName(first_lsn));
+  if (const int err = Fault(DiskOp::kCreate); err != 0) {
+    return files::ErrnoStatus("create", path, err);
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return files::ErrnoStatus("create", path, errno);
+  if (fd_ >= 0) {
+    // Gives back what was reserved past the end; the data is fsynced.
+    files::TruncateOpen(fd_, segment_size_, segment_path_).IgnoreError();
     ::close(fd_);
-    fd_ = -1;
   }
-  segment_path_ = absl::StrCat(options_.dir, "/", SegmentName(first_lsn));
-  fd_ = ::open(segment_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    return absl::InternalError(absl::StrCat("cannot create ", segment_path_));
-  }
+  fd_ = fd;
+  segment_path_ = path;
   segment_size_ = 0;
+  reserved_end_ = 0;
+  unsynced_since_ = absl::InfiniteFuture();
   return files::FsyncDir(options_.dir);
 }
 
-void Wal::Append(std::string batch, uint64_t last_event_sequence) {
+CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_event_sequence) {
   MutexLock lock(&mu_);
-  if (!failure_.ok()) return;
-  AppendFrame(&pending_, next_lsn_++, batch);
-  pending_event_sequence_ = std::max(pending_event_sequence_, last_event_sequence);
+  const CommitTicket ticket = ++last_ticket_;
+  if (!refusal_.ok()) {
+    // Fails with the spell of refusing it falls in, once that spell's
+    // rollback is over.
+    failures_.back().last = ticket;
+    if (!rolling_back_) resolved_ = ticket;
+    return ticket;
+  }
+  const uint64_t lsn = next_lsn_++;
+  AppendFrame(&pending_, lsn, batch);
+  queued_.push_back({ticket, lsn, last_event_sequence, std::move(undo)});
   work_cv_.Signal();
+  return ticket;
 }
 
-void Wal::WhenDurable(std::function<void(absl::Status)> done) {
+absl::Status Wal::OutcomeOf(CommitTicket ticket) const {
+  if (forgotten_through_ != 0 && ticket <= forgotten_through_) {
+    return absl::UnknownError(absl::StrCat(
+        "the outcome of this write is no longer known: the write-ahead log failed more than ",
+        kFailuresKept, " times since"));
+  }
+  for (auto it = failures_.rbegin(); it != failures_.rend(); ++it) {
+    if (ticket > it->last) break;
+    if (ticket >= it->first) return it->status;
+  }
+  return absl::OkStatus();
+}
+
+void Wal::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done) {
   absl::Status ready;
   {
     MutexLock lock(&mu_);
-    const uint64_t target = next_lsn_ - 1;
-    if (failure_.ok() && durable_lsn_ < target) {
-      waiters_[target].push_back(std::move(done));
+    if (ticket == 0) ticket = last_ticket_;
+    if (ticket > resolved_) {
+      waiters_[ticket].push_back(std::move(done));
       return;
     }
-    ready = failure_;
+    ready = OutcomeOf(ticket);
   }
   done(ready);
 }
@@ -96,7 +164,7 @@ absl::Status Wal::AwaitDurable() {
   CondVar cv;
   bool done = false;
   absl::Status result;
-  WhenDurable([&](absl::Status s) {
+  WhenDurable(0, [&](absl::Status s) {
     MutexLock lock(&mu);
     result = std::move(s);
     done = true;
@@ -109,7 +177,7 @@ absl::Status Wal::AwaitDurable() {
 
 absl::Status Wal::status() const {
   MutexLock lock(&mu_);
-  return failure_;
+  return refusal_;
 }
 
 uint64_t Wal::bytes_since_rotate() const {
@@ -119,34 +187,52 @@ uint64_t Wal::bytes_since_rotate() const {
 
 WalStats Wal::stats() const {
   MutexLock lock(&mu_);
-  return stats_;
+  WalStats stats = stats_;
+  stats.refusing = !refusal_.ok();
+  if (stats.refusing) stats.time_refusing += absl::Now() - refusing_since_;
+  return stats;
 }
 
 absl::StatusOr<uint64_t> Wal::Rotate() {
   MutexLock lock(&mu_);
-  if (!failure_.ok()) return failure_;
+  if (!refusal_.ok()) return refusal_;
   const uint64_t target = rotations_done_ + 1;
+  const uint64_t failures_before = stats_.write_failures;
   rotate_requested_ = true;
   rotate_offset_ = pending_.size();
   rotate_lsn_ = next_lsn_;
   const uint64_t first_lsn = next_lsn_;
   work_cv_.Signal();
-  while (rotations_done_ < target && failure_.ok())
+  // A failure cancels the rotation.
+  while (rotations_done_ < target && stats_.write_failures == failures_before) {
     rotated_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
-  if (!failure_.ok()) return failure_;
+  }
+  if (rotations_done_ < target) {
+    return refusal_.ok() ? failures_.back().status : refusal_;
+  }
   return first_lsn;
 }
 
-void Wal::Fail(const absl::Status& status) {
-  if (!failure_.ok()) return;
-  failure_ = absl::UnavailableError(
-      absl::StrCat("the write-ahead log failed, writes are refused: ", status.message()));
-  Log(LogLevel::kError, "%s", failure_.message());
-  rotated_cv_.SignalAll();
+absl::Status Wal::Reserve(size_t length) {
+  if (const int err = Fault(DiskOp::kReserve); err != 0) {
+    return files::ErrnoStatus("fallocate", segment_path_, err);
+  }
+  if (absl::Status s = files::Reserve(fd_, segment_size_, length, segment_path_); !s.ok()) {
+    return s;
+  }
+  reserved_end_ = std::max<uint64_t>(reserved_end_, segment_size_ + length);
+  return absl::OkStatus();
 }
 
 absl::Status Wal::WriteOut(absl::string_view data) {
   if (data.empty()) return absl::OkStatus();
+  if (options_.reserve_bytes > 0 && segment_size_ + data.size() > reserved_end_) {
+    if (absl::Status s = Reserve(data.size() + options_.reserve_bytes); !s.ok()) return s;
+  }
+  if (const int err = Fault(DiskOp::kWrite); err != 0) {
+    files::WriteAll(fd_, data.substr(0, data.size() / 2), segment_path_).IgnoreError();
+    return files::ErrnoStatus("write", segment_path_, err);
+  }
   const absl::Time start = absl::Now();
   if (absl::Status s = files::WriteAll(fd_, data, segment_path_); !s.ok()) return s;
   if (options_.on_io) options_.on_io(WalIo::kWrite, absl::Now() - start);
@@ -157,6 +243,9 @@ absl::Status Wal::WriteOut(absl::string_view data) {
 
 absl::Status Wal::SyncNow() {
   if (unsynced_since_ == absl::InfiniteFuture()) return absl::OkStatus();
+  if (const int err = Fault(DiskOp::kSync); err != 0) {
+    return files::ErrnoStatus("fsync", segment_path_, err);
+  }
   const absl::Time start = absl::Now();
   if (absl::Status s = files::Fsync(fd_, segment_path_); !s.ok()) return s;
   if (options_.on_io) options_.on_io(WalIo::kFsync, absl::Now() - start);
@@ -168,98 +257,231 @@ absl::Status Wal::SyncNow() {
   return absl::OkStatus();
 }
 
-void Wal::Run() {
-  const bool sync_each_write = options_.fsync == FsyncPolicy::kAlways;
+bool Wal::NextRound(Round* round) {
   const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
-  while (true) {
-    std::string data;
-    uint64_t last_lsn;
-    uint64_t event_sequence;
-    bool rotate;
-    size_t rotate_offset;
-    uint64_t rotate_lsn;
-    bool stopping;
-    {
-      MutexLock lock(&mu_);
-      while (pending_.empty() && !rotate_requested_ && !stopping_) {
-        if (sync_each_second && unsynced_since_ != absl::InfiniteFuture()) {
-          const absl::Duration left = unsynced_since_ + absl::Seconds(1) - absl::Now();
-          if (left <= absl::ZeroDuration()) break;
-          work_cv_.WaitWithTimeout(&mu_, left);
-        } else {
-          work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
-        }
-      }
-      if (!failure_.ok()) {
-        pending_.clear();
-        if (stopping_) return;
+  while (!stopping_) {
+    if (!refusal_.ok()) {
+      if (refusing_for_good_) {
+        work_cv_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
         continue;
       }
-      data.swap(pending_);
-      last_lsn = next_lsn_ - 1;
-      event_sequence = pending_event_sequence_;
-      rotate = rotate_requested_;
-      rotate_offset = rotate_offset_;
-      rotate_lsn = rotate_lsn_;
-      rotate_requested_ = false;
-      stopping = stopping_;
+      const absl::Duration left = retry_at_ - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      work_cv_.WaitWithTimeout(&mu_, left);
+      continue;
     }
-
-    absl::Status s;
-    const absl::string_view all(data);
-    if (rotate) {
-      s = WriteOut(all.substr(0, rotate_offset));
-      if (s.ok()) s = OpenSegment(rotate_lsn);
-      if (s.ok()) unsynced_since_ = absl::InfiniteFuture();
-      if (s.ok()) s = WriteOut(all.substr(rotate_offset));
+    if (!pending_.empty() || rotate_requested_) break;
+    if (sync_each_second && unsynced_since_ != absl::InfiniteFuture()) {
+      const absl::Duration left = unsynced_since_ + absl::Seconds(1) - absl::Now();
+      if (left <= absl::ZeroDuration()) break;
+      work_cv_.WaitWithTimeout(&mu_, left);
     } else {
-      s = WriteOut(all);
+      work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
     }
-    const bool sync = sync_each_write || stopping ||
-                      (sync_each_second && unsynced_since_ != absl::InfiniteFuture() &&
-                       absl::Now() - unsynced_since_ >= absl::Seconds(1));
-    if (s.ok() && sync) s = SyncNow();
-    if (s.ok() && !rotate && segment_size_ >= options_.segment_bytes) {
-      s = OpenSegment(last_lsn + 1);
-      if (s.ok()) unsynced_since_ = absl::InfiniteFuture();
-    }
+  }
+  round->stopping = stopping_;
+  if (!refusal_.ok()) return false;
+  round->rotate = rotate_requested_;
+  rotate_requested_ = false;
+  if (round->rotate) {
+    round->data = pending_.substr(0, rotate_offset_);
+    pending_.erase(0, rotate_offset_);
+    round->last_lsn = rotate_lsn_ - 1;
+    round->rotate_lsn = rotate_lsn_;
+  } else {
+    round->data.swap(pending_);
+    round->last_lsn = next_lsn_ - 1;
+  }
+  round->last_ticket = resolved_;
+  for (const Queued& q : queued_) {
+    if (q.lsn > round->last_lsn) break;
+    round->last_ticket = q.ticket;
+    round->event_sequence = std::max(round->event_sequence, q.last_event_sequence);
+  }
+  return true;
+}
 
-    // Before durable_lsn_ moves, so that whoever learns that a batch is
-    // durable (a waiter, or a WhenDurable or Rotate that returns at once) finds
-    // its events announced. Only this thread fails the log, so s.ok() means
-    // the log has not failed.
-    if (s.ok() && options_.on_durable && event_sequence != 0) {
-      options_.on_durable(event_sequence);
+bool Wal::WriteRound(const Round& round, absl::Status* error, bool* durable, bool* for_good) {
+  const bool sync_each_write = options_.fsync == FsyncPolicy::kAlways;
+  const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
+  const uint64_t good_offset = segment_size_;
+  const absl::Time unsynced_before = unsynced_since_;
+  *durable = false;
+  *for_good = false;
+  absl::Status s = WriteOut(round.data);
+  const bool sync = sync_each_write || round.stopping ||
+                    (sync_each_second && unsynced_since_ != absl::InfiniteFuture() &&
+                     absl::Now() - unsynced_since_ >= absl::Seconds(1));
+  if (s.ok() && sync) {
+    s = SyncNow();
+    if (!s.ok() && !sync_each_write) {
+      // What failed to sync was acknowledged once written: it cannot be
+      // taken back, and whether it reached the disk is unknown.
+      *durable = true;
+      *for_good = true;
+      *error = s;
+      return false;
     }
+  }
+  if (!s.ok()) {
+    // Nothing of the round was acknowledged: cut it off, so that the
+    // segment never holds a partial or failed frame.
+    *error = s;
+    if (absl::Status cut = files::TruncateOpen(fd_, good_offset, segment_path_); !cut.ok()) {
+      *error = absl::Status(cut.code(), absl::StrCat(s.message(), "; then ", cut.message()));
+      *for_good = true;
+    }
+    segment_size_ = good_offset;
+    reserved_end_ = good_offset;
+    // What was written before the round, acknowledged, may still wait for
+    // its fsync.
+    unsynced_since_ = unsynced_before;
+    return false;
+  }
+  *durable = true;
+  if (round.rotate) {
+    s = OpenSegment(round.rotate_lsn);
+  } else if (segment_size_ >= options_.segment_bytes) {
+    s = OpenSegment(round.last_lsn + 1);
+  }
+  *error = s;
+  return s.ok();
+}
 
-    std::vector<std::function<void(absl::Status)>> ready;
-    absl::Status outcome;
+void Wal::MarkDurable(const Round& round, std::vector<std::function<void(absl::Status)>>* ready) {
+  durable_lsn_ = round.last_lsn;
+  resolved_ = std::max(resolved_, round.last_ticket);
+  while (!queued_.empty() && queued_.front().lsn <= round.last_lsn) {
+    queued_.pop_front();
+    ++stats_.batches_written;
+  }
+  if (!round.data.empty()) {
+    ++stats_.writes;
+    stats_.bytes_written += round.data.size();
+    bytes_since_rotate_ += round.data.size();
+  }
+  const auto end = waiters_.upper_bound(resolved_);
+  for (auto it = waiters_.begin(); it != end; ++it) {
+    for (auto& fn : it->second) ready->push_back(std::move(fn));
+  }
+  waiters_.erase(waiters_.begin(), end);
+}
+
+std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good) {
+  refusal_ = RefusalFor(error, for_good, options_.retry_interval);
+  refusing_for_good_ = for_good;
+  refusing_since_ = absl::Now();
+  ++stats_.write_failures;
+  Log(LogLevel::kError, "%s", refusal_.message());
+
+  std::vector<std::string> undos;
+  undos.reserve(queued_.size());
+  for (auto it = queued_.rbegin(); it != queued_.rend(); ++it) undos.push_back(std::move(it->undo));
+  stats_.batches_rolled_back += queued_.size();
+  queued_.clear();
+  pending_.clear();
+  // The failed batches' frames are not in the log: their LSNs are given
+  // again, so that the log stays contiguous.
+  next_lsn_ = durable_lsn_ + 1;
+  rotate_requested_ = false;
+  rotated_cv_.SignalAll();
+
+  failures_.push_back({resolved_ + 1, last_ticket_, refusal_});
+  if (failures_.size() > kFailuresKept) {
+    forgotten_through_ = failures_.front().last;
+    failures_.pop_front();
+  }
+  rolling_back_ = true;
+  return undos;
+}
+
+void Wal::EndRollBack(std::vector<std::function<void(absl::Status)>>* failed) {
+  assert(rolling_back_ && "Options::roll_back did not call refuse");
+  rolling_back_ = false;
+  resolved_ = failures_.back().last;
+  for (auto& [ticket, fns] : waiters_) {
+    for (auto& fn : fns) failed->push_back(std::move(fn));
+  }
+  waiters_.clear();
+}
+
+void Wal::Retry() {
+  const size_t length = std::max(options_.reserve_bytes, kRetryBytes);
+  if (absl::Status s = Reserve(length); !s.ok()) {
+    retry_at_ = absl::Now() + options_.retry_interval;
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    stats_.time_refusing += absl::Now() - refusing_since_;
+    refusal_ = absl::OkStatus();
+    Log(LogLevel::kInfo, "the write-ahead log can write again (%s): writes resume", segment_path_);
+  }
+  if (options_.on_writable_changed) options_.on_writable_changed(absl::OkStatus());
+}
+
+void Wal::Run() {
+  using Waiters = std::vector<std::function<void(absl::Status)>>;
+  while (true) {
+    Round round;
+    bool writing;
     {
       MutexLock lock(&mu_);
-      if (!s.ok()) Fail(s);
-      outcome = failure_;
-      if (failure_.ok()) {
-        durable_lsn_ = last_lsn;
-        if (!data.empty()) {
-          ++stats_.writes;
-          stats_.bytes_written += data.size();
-          bytes_since_rotate_ += data.size();
-        }
-      }
-      if (rotate && failure_.ok()) {
+      writing = NextRound(&round);
+    }
+    if (!writing) {
+      if (round.stopping) return;
+      Retry();
+      continue;
+    }
+
+    absl::Status error;
+    bool durable;
+    bool for_good;
+    const bool ok = WriteRound(round, &error, &durable, &for_good);
+    // Before the batches count as durable, so that whoever learns that a
+    // batch is durable (a waiter, or a WhenDurable or Rotate that returns at
+    // once) finds its events announced.
+    if (durable && options_.on_durable && round.event_sequence != 0) {
+      options_.on_durable(round.event_sequence);
+    }
+    Waiters ready;
+    {
+      MutexLock lock(&mu_);
+      if (durable) MarkDurable(round, &ready);
+      if (ok && round.rotate) {
         ++rotations_done_;
-        bytes_since_rotate_ = data.size() - rotate_offset;
+        bytes_since_rotate_ = 0;
         rotated_cv_.SignalAll();
       }
-      // Every waiter at or below the durable LSN, or all of them on failure.
-      auto end = failure_.ok() ? waiters_.upper_bound(durable_lsn_) : waiters_.end();
-      for (auto it = waiters_.begin(); it != end; ++it) {
-        for (auto& fn : it->second) ready.push_back(std::move(fn));
-      }
-      waiters_.erase(waiters_.begin(), end);
     }
-    for (auto& fn : ready) fn(outcome);
-    if (stopping) return;
+    Waiters failed;
+    absl::Status refusal;
+    if (!ok) {
+      auto refuse = [&] {
+        MutexLock lock(&mu_);
+        std::vector<std::string> undos = Refuse(error, for_good);
+        refusal = refusal_;
+        return undos;
+      };
+      // While stopping, the engine may be gone, and nobody reads any more.
+      if (options_.roll_back && !round.stopping) {
+        options_.roll_back(refuse);
+      } else {
+        refuse();
+      }
+      {
+        // Only now, with the failed batches undone, may anyone learn that
+        // they failed.
+        MutexLock lock(&mu_);
+        EndRollBack(&failed);
+      }
+      retry_at_ = absl::Now() + options_.retry_interval;
+      if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
+    }
+    for (auto& fn : ready) fn(absl::OkStatus());
+    for (auto& fn : failed) fn(refusal);
+    if (round.stopping) return;
   }
 }
 

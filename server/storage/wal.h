@@ -3,8 +3,9 @@
 // segment file DIR/wal-<first LSN>.log.
 //
 //   auto wal = lapse::Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways}, next_lsn);
-//   (*wal)->Append(std::move(batch), last_event_sequence);   // never blocks on I/O
-//   (*wal)->WhenDurable([](absl::Status s) { /* answer the RPC */ });
+//   lapse::CommitTicket t = (*wal)->Append(std::move(batch), std::move(undo),
+//                                          last_event_sequence);   // never blocks on I/O
+//   (*wal)->WhenDurable(t, [](absl::Status s) { /* answer the RPC */ });
 //
 // One flusher thread writes whatever has been appended since its last write
 // in one write() call: concurrent writers share a write and, with
@@ -15,14 +16,32 @@
 // Options::on_durable hears how far the expiry events of durable batches go,
 // so that the server shows an event to watchers only once it is durable.
 //
-// After a write error the log fails for good: status() turns UNAVAILABLE and
-// every waiter is told.
+// Space ahead: before writing past the space it holds, the flusher reserves
+// Options::reserve_bytes more past the end of the segment (fallocate with
+// FALLOC_FL_KEEP_SIZE: the file's size, and so replay, is unchanged), so that
+// a snapshot or another process cannot take the space the next writes need,
+// and a full disk mostly shows up before anything is written.
+//
+// When a write fails, the log never keeps a partial or failed frame: the
+// flusher cuts the segment back to its last good offset. Every batch not yet
+// durable fails (those of the failed write and those queued behind it), and
+// the log *refuses* writes; status() says why: RESOURCE_EXHAUSTED when the
+// disk, a quota or the file size limit is full, UNAVAILABLE for other write
+// errors. Options::roll_back undoes the failed batches before any of their
+// waiters hears of the failure. While refusing, the flusher tries every
+// Options::retry_interval to reserve space past the end of the segment; once
+// that succeeds, status() is OK again and writes resume by themselves.
+// Options::on_writable_changed hears each change. Two failures are for good
+// (INTERNAL, until a restart replays what reached the disk): an fsync that
+// fails under kEverySecond or kNever, when acknowledged batches may be lost,
+// and a segment that cannot be cut back.
 //
 // Thread-safe.
 #ifndef LAPSE_SERVER_STORAGE_WAL_H_
 #define LAPSE_SERVER_STORAGE_WAL_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,6 +54,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/base/mutex.h"
+#include "server/engine/journal.h"
 
 namespace lapse {
 
@@ -47,6 +67,16 @@ absl::StatusOr<FsyncPolicy> ParseFsyncPolicy(absl::string_view name);
 enum class WalIo { kWrite, kFsync };
 using WalIoListener = std::function<void(WalIo io, absl::Duration took)>;
 
+// What the log does to the disk, for Wal::Options::disk_fault_for_testing.
+enum class DiskOp { kCreate, kReserve, kWrite, kSync };
+
+// Hears whether the log takes writes: the error when it starts refusing them,
+// OK when they resume. Runs on the flusher thread; must not block.
+using WritableListener = std::function<void(const absl::Status& status)>;
+
+// Undoes batches that could not be made durable; see Wal::Options::roll_back.
+using RollBackFn = std::function<void(const std::function<std::vector<std::string>()>& refuse)>;
+
 struct WalStats {
   uint64_t batches_written = 0;
   uint64_t writes = 0;
@@ -55,6 +85,15 @@ struct WalStats {
   // The longest time written data waited for its fsync: what a machine
   // failure could lose under kEverySecond.
   absl::Duration longest_unsynced = absl::ZeroDuration();
+  // Writes, fsyncs, reservations and segment switches that failed, each
+  // starting a spell of refusing writes.
+  uint64_t write_failures = 0;
+  // Batches undone because they could not be made durable.
+  uint64_t batches_rolled_back = 0;
+  // Whether writes are refused now, and for how long they have been refused
+  // since Open, the current spell included.
+  bool refusing = false;
+  absl::Duration time_refusing = absl::ZeroDuration();
 };
 
 class Wal {
@@ -64,6 +103,10 @@ class Wal {
     FsyncPolicy fsync = FsyncPolicy::kEverySecond;
     // A segment past this size is closed and a new one started.
     size_t segment_bytes = size_t{64} << 20;
+    // Space reserved ahead of the writes; 0 reserves nothing.
+    size_t reserve_bytes = size_t{4} << 20;
+    // How often a log that refuses writes checks whether it can write again.
+    absl::Duration retry_interval = absl::Seconds(1);
     // Called with the highest expiry event sequence of the batches durable so
     // far (see Append), after each write or fsync once any batch has carried
     // an event: never decreasing, possibly repeated. Runs on the flusher
@@ -74,6 +117,20 @@ class Wal {
     // Told how long each successful write() and fdatasync() took, on the
     // flusher thread; must be cheap. May be empty.
     WalIoListener on_io = nullptr;
+    // Called on the flusher thread when a write fails, with `refuse`. It must
+    // keep every Append out (the engine's RollBack holds every shard lock)
+    // while it calls `refuse` exactly once, which makes the log refuse
+    // writes and returns the undo batches of every failed batch, newest
+    // first; then apply them. Empty: the log calls `refuse` itself and drops
+    // the undos.
+    RollBackFn roll_back = nullptr;
+    // Told when the log starts refusing writes and when it resumes. May be
+    // empty.
+    WritableListener on_writable_changed = nullptr;
+    // Test only: asked before each operation on the disk; a non-zero errno
+    // fails the operation as if the system call had. An injected kWrite
+    // failure first writes half of the data, as a disk that fills up does.
+    std::function<int(DiskOp op)> disk_fault_for_testing = nullptr;
   };
 
   // Starts a new segment whose first batch will get `next_lsn`, and the
@@ -84,22 +141,25 @@ class Wal {
   Wal(const Wal&) = delete;
   Wal& operator=(const Wal&) = delete;
 
-  // Queues a batch under the next LSN. `last_event_sequence` is the sequence
-  // of the batch's last expiry event, 0 when it has none (see on_durable).
-  // Never blocks on I/O; dropped once the log has failed.
-  void Append(std::string batch, uint64_t last_event_sequence);
+  // Queues a batch under the next LSN, with the `undo` that puts back what
+  // it changed (see Options::roll_back). `last_event_sequence` is the
+  // sequence of the batch's last expiry event, 0 when it has none (see
+  // on_durable). Never blocks on I/O. While the log refuses writes the batch
+  // is dropped and its ticket reports the refusal.
+  CommitTicket Append(std::string batch, std::string undo, uint64_t last_event_sequence);
 
-  // Calls `done` once every batch appended before this call is durable, or
-  // with the error if the log fails first. Runs `done` on the flusher thread,
-  // or right away when there is nothing to wait for.
-  void WhenDurable(std::function<void(absl::Status)> done);
+  // Calls `done` once the batch of `ticket` (0: every batch appended before
+  // this call) is durable, or with the error if it failed. Runs `done` on the
+  // flusher thread, or right away when there is nothing to wait for.
+  void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
   // Blocks until every batch appended before the call is durable; the error
-  // if the log fails first. For threads that may block (snapshots, tests,
-  // tools), never for a gRPC thread.
+  // if one failed. For threads that may block (snapshots, tests, tools),
+  // never for a gRPC thread.
   absl::Status AwaitDurable();
 
-  // OK, or UNAVAILABLE once a write or fsync has failed.
+  // OK while the log takes writes; otherwise why it refuses them (see the
+  // top of this file).
   absl::Status status() const;
 
   // Ends the current segment: batches appended after this call go to a new
@@ -114,12 +174,59 @@ class Wal {
   static bool ParseSegmentName(absl::string_view name, uint64_t* first_lsn);
 
  private:
+  // A batch appended and not yet durable.
+  struct Queued {
+    CommitTicket ticket;
+    uint64_t lsn;
+    uint64_t last_event_sequence;
+    std::string undo;
+  };
+  // Batches that failed together: tickets first..last.
+  struct Failure {
+    CommitTicket first;
+    CommitTicket last;
+    absl::Status status;
+  };
+  // What the flusher writes in one go.
+  struct Round {
+    std::string data;
+    uint64_t last_lsn = 0;
+    CommitTicket last_ticket = 0;
+    uint64_t event_sequence = 0;
+    bool rotate = false;
+    uint64_t rotate_lsn = 0;
+    bool stopping = false;
+  };
+
   Wal(const Options& options, uint64_t next_lsn);
   absl::Status OpenSegment(uint64_t first_lsn);
   void Run();
+  // Waits for something to do; false when the log refuses writes.
+  bool NextRound(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `round` out; false if it failed, with `error` and whether the
+  // failure is for good. `durable` tells whether the round's batches are
+  // durable all the same (the failure came after them).
+  bool WriteRound(const Round& round, absl::Status* error, bool* durable, bool* for_good);
+  // Records that `round`'s batches are durable; their waiters go to `ready`.
+  void MarkDurable(const Round& round, std::vector<std::function<void(absl::Status)>>* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts refusing writes after `error`: fails every batch not yet durable
+  // and returns their undos, newest first. Until EndRollBack nobody learns
+  // that they failed.
+  std::vector<std::string> Refuse(const absl::Status& error, bool for_good)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once the undos are applied: the failed batches count as resolved, and
+  // their waiters go to `failed`.
+  void EndRollBack(std::vector<std::function<void(absl::Status)>>* failed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The outcome of a batch that is no longer waited for.
+  absl::Status OutcomeOf(CommitTicket ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tries to reserve space again; resumes writes when it can.
+  void Retry();
+  int Fault(DiskOp op) const;
+  absl::Status Reserve(size_t length);
   absl::Status WriteOut(absl::string_view data);
   absl::Status SyncNow();
-  void Fail(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const Options options_;
@@ -128,18 +235,34 @@ class Wal {
   int fd_ = -1;
   std::string segment_path_;
   uint64_t segment_size_ = 0;
+  // The segment has space reserved up to this offset.
+  uint64_t reserved_end_ = 0;
   absl::Time unsynced_since_ = absl::InfiniteFuture();
+  // While refusing: when to try again.
+  absl::Time retry_at_ = absl::InfinitePast();
 
   // State below is protected by mu_.
   mutable Mutex mu_;
   CondVar work_cv_;
   CondVar rotated_cv_;
+  // Frames appended and not yet taken by the flusher.
   std::string pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_lsn_ ABSL_GUARDED_BY(mu_);
-  uint64_t pending_event_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   // The last LSN durable under the policy.
   uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, std::vector<std::function<void(absl::Status)>>> waiters_ ABSL_GUARDED_BY(mu_);
+  // Batches appended and not yet durable, in LSN order.
+  std::deque<Queued> queued_ ABSL_GUARDED_BY(mu_);
+  CommitTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every batch up to this ticket is durable or has failed.
+  CommitTicket resolved_ ABSL_GUARDED_BY(mu_) = 0;
+  // The latest failures, oldest first; older ones are forgotten up to
+  // forgotten_through_.
+  std::deque<Failure> failures_ ABSL_GUARDED_BY(mu_);
+  CommitTicket forgotten_through_ ABSL_GUARDED_BY(mu_) = 0;
+  // Between Refuse and EndRollBack.
+  bool rolling_back_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<CommitTicket, std::vector<std::function<void(absl::Status)>>> waiters_
+      ABSL_GUARDED_BY(mu_);
   // A requested rotation: the offset in pending_ where the new segment
   // starts, and its first LSN.
   bool rotate_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -148,7 +271,10 @@ class Wal {
   uint64_t rotations_done_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_since_rotate_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // OK, or why writes are refused.
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+  bool refusing_for_good_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time refusing_since_ ABSL_GUARDED_BY(mu_);
   WalStats stats_ ABSL_GUARDED_BY(mu_);
 
   std::thread flusher_;

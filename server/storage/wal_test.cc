@@ -1,5 +1,10 @@
 #include "server/storage/wal.h"
 
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cerrno>
 #include <string>
 #include <thread>
 #include <vector>
@@ -10,14 +15,19 @@
 #include "server/base/mutex.h"
 #include "server/storage/files.h"
 #include "server/storage/frame.h"
+#include "testing/disk_fault.h"
 #include "testing/temp_dir.h"
+#include "testing/test_util.h"
 
 namespace lapse {
 namespace {
 
+using ::lapse::testing::DiskFault;
 using ::lapse::testing::TempDir;
+using ::lapse::testing::WaitWithPatience;
 using ::testing::Contains;
 using ::testing::Each;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string Batch(int i) { return absl::StrCat("batch-", i, std::string(i % 7, 'x')); }
@@ -26,7 +36,7 @@ std::string Batch(int i) { return absl::StrCat("batch-", i, std::string(i % 7, '
 void WriteBatches(const std::string& dir, int n, FsyncPolicy fsync = FsyncPolicy::kNever) {
   absl::StatusOr<std::unique_ptr<Wal>> wal = Wal::Open({.dir = dir, .fsync = fsync}, 1);
   ASSERT_TRUE(wal.ok()) << wal.status();
-  for (int i = 1; i <= n; ++i) (*wal)->Append(Batch(i), 0);
+  for (int i = 1; i <= n; ++i) (*wal)->Append(Batch(i), "", 0);
   ASSERT_TRUE((*wal)->AwaitDurable().ok());
 }
 
@@ -105,7 +115,7 @@ TEST_F(WalTest, AlwaysPolicySharesFsyncsBetweenConcurrentWriters) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        (*wal)->Append(Batch(t * kPerThread + i), 0);
+        (*wal)->Append(Batch(t * kPerThread + i), "", 0);
         ASSERT_TRUE((*wal)->AwaitDurable().ok());
       }
     });
@@ -132,17 +142,17 @@ TEST_F(WalTest, OnDurableHearsTheLastEventSequenceBeforeTheWaiters) {
                             }},
                        1);
   ASSERT_TRUE(wal.ok());
-  (*wal)->Append("no expiry", 0);
+  (*wal)->Append("no expiry", "", 0);
   ASSERT_TRUE((*wal)->AwaitDurable().ok());
   {
     MutexLock lock(&mu);
     EXPECT_TRUE(heard.empty()) << "no durable batch has carried an event yet";
   }
 
-  (*wal)->Append("expires 1..7", 7);
-  (*wal)->Append("no expiry", 0);
+  (*wal)->Append("expires 1..7", "", 7);
+  (*wal)->Append("no expiry", "", 0);
   std::vector<uint64_t> heard_when_durable;
-  (*wal)->WhenDurable([&](absl::Status s) {
+  (*wal)->WhenDurable(0, [&](absl::Status s) {
     EXPECT_TRUE(s.ok()) << s;
     MutexLock lock(&mu);
     heard_when_durable = heard;
@@ -156,11 +166,11 @@ TEST_F(WalTest, OnDurableHearsTheLastEventSequenceBeforeTheWaiters) {
 TEST_F(WalTest, RotateStartsANewSegmentAndReplayCrossesSegments) {
   auto wal = Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kNever}, 1);
   ASSERT_TRUE(wal.ok());
-  for (int i = 1; i <= 5; ++i) (*wal)->Append(Batch(i), 0);
+  for (int i = 1; i <= 5; ++i) (*wal)->Append(Batch(i), "", 0);
   absl::StatusOr<uint64_t> next = (*wal)->Rotate();
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(*next, 6u);
-  for (int i = 6; i <= 9; ++i) (*wal)->Append(Batch(i), 0);
+  for (int i = 6; i <= 9; ++i) (*wal)->Append(Batch(i), "", 0);
   ASSERT_TRUE((*wal)->AwaitDurable().ok());
   wal->reset();
   EXPECT_TRUE(files::ReadAll(absl::StrCat(dir_, "/", Wal::SegmentName(6))).ok());
@@ -176,7 +186,7 @@ TEST_F(WalTest, SegmentsRollOverBySize) {
     auto wal = Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kNever, .segment_bytes = 200}, 1);
     ASSERT_TRUE(wal.ok());
     for (int i = 1; i <= 40; ++i) {
-      (*wal)->Append(Batch(i), 0);
+      (*wal)->Append(Batch(i), "", 0);
       ASSERT_TRUE((*wal)->AwaitDurable().ok());
     }
   }
@@ -263,7 +273,7 @@ TEST_F(WalTest, AMissingSegmentIsDataLoss) {
     auto wal = Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kNever}, 1);
     ASSERT_TRUE(wal.ok());
     for (int round = 0; round < 3; ++round) {
-      (*wal)->Append(Batch(round), 0);
+      (*wal)->Append(Batch(round), "", 0);
       ASSERT_TRUE((*wal)->Rotate().ok());
     }
   }
@@ -278,6 +288,299 @@ TEST_F(WalTest, ParsesFsyncPolicies) {
   EXPECT_EQ(*ParseFsyncPolicy("everysec"), FsyncPolicy::kEverySecond);
   EXPECT_EQ(*ParseFsyncPolicy("never"), FsyncPolicy::kNever);
   EXPECT_EQ(ParseFsyncPolicy("sometimes").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// What a log told its listeners: whether it takes writes, and the undos it
+// handed back. Thread-safe.
+class Heard {
+ public:
+  // `options` with the listeners wired to this object.
+  Wal::Options Wire(Wal::Options options) {
+    options.on_writable_changed = [this](const absl::Status& s) {
+      MutexLock lock(&mu_);
+      writable_.push_back(s);
+      cv_.SignalAll();
+    };
+    options.roll_back = [this](const std::function<std::vector<std::string>()>& refuse) {
+      std::vector<std::string> undos = refuse();
+      MutexLock lock(&mu_);
+      undos_.insert(undos_.end(), undos.begin(), undos.end());
+    };
+    return options;
+  }
+
+  // Waits until `n` changes were heard; all of them.
+  std::vector<absl::Status> WaitForChanges(size_t n) {
+    MutexLock lock(&mu_);
+    EXPECT_TRUE(WaitWithPatience(
+        mu_, cv_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return writable_.size() >= n; }));
+    return writable_;
+  }
+  std::vector<std::string> undos() {
+    MutexLock lock(&mu_);
+    return undos_;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<absl::Status> writable_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> undos_ ABSL_GUARDED_BY(mu_);
+};
+
+// How the batch of `ticket` ended.
+absl::Status Outcome(Wal& wal, CommitTicket ticket) {
+  Mutex mu;
+  CondVar cv;
+  bool done = false;
+  absl::Status result;
+  wal.WhenDurable(ticket, [&](absl::Status s) {
+    MutexLock lock(&mu);
+    result = std::move(s);
+    done = true;
+    cv.Signal();
+  });
+  MutexLock lock(&mu);
+  EXPECT_TRUE(WaitWithPatience(mu, cv, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done; }));
+  return result;
+}
+
+TEST_F(WalTest, OpenThatCannotCreateItsSegmentFailsWithoutAborting) {
+  DiskFault disk;
+  disk.Fail(ENOSPC, {DiskOp::kCreate});
+  absl::StatusOr<std::unique_ptr<Wal>> wal =
+      Wal::Open({.dir = dir_, .disk_fault_for_testing = disk.Hook()}, 1);
+  EXPECT_EQ(wal.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(wal.status().message(), HasSubstr(Wal::SegmentName(1)));
+}
+
+TEST_F(WalTest, AFailedWriteLeavesNoFrameFailsEveryBatchNotDurableAndResumesOnceHealed) {
+  DiskFault disk;
+  Heard heard;
+  // No space reserved ahead, so that the write itself fails, half done.
+  auto wal = Wal::Open(heard.Wire({.dir = dir_,
+                                   .fsync = FsyncPolicy::kNever,
+                                   .reserve_bytes = 0,
+                                   .retry_interval = absl::Milliseconds(1),
+                                   .disk_fault_for_testing = disk.Hook()}),
+                       1);
+  ASSERT_TRUE(wal.ok());
+  Wal& log = **wal;
+  ASSERT_TRUE(Outcome(log, log.Append(Batch(1), "undo 1", 0)).ok());
+
+  disk.Fail(ENOSPC, {DiskOp::kWrite, DiskOp::kReserve});
+  const CommitTicket second = log.Append(Batch(2), "undo 2", 0);
+  const CommitTicket third = log.Append(Batch(3), "undo 3", 0);
+  const absl::Status failed = Outcome(log, second);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(failed.message(), HasSubstr("disk full"));
+  EXPECT_THAT(failed.message(), HasSubstr("No space left on device"));
+  EXPECT_THAT(failed.message(), HasSubstr("resume by themselves"));
+  EXPECT_EQ(Outcome(log, third), failed) << "queued behind the failed write";
+  EXPECT_THAT(heard.undos(), ElementsAre("undo 3", "undo 2")) << "newest first";
+  EXPECT_EQ(log.status(), failed);
+  EXPECT_EQ(Outcome(log, log.Append(Batch(4), "undo 4", 0)), failed) << "refused while refusing";
+  WalStats stats = log.stats();
+  EXPECT_TRUE(stats.refusing);
+  EXPECT_EQ(stats.write_failures, 1u);
+  EXPECT_EQ(stats.batches_rolled_back, 2u);
+
+  // The half-written frame was cut off: the log holds only what was durable.
+  Replayed during = Replay(dir_);
+  ASSERT_TRUE(during.result.ok()) << during.result.status();
+  EXPECT_THAT(during.batches, ElementsAre(Batch(1)));
+  EXPECT_TRUE(during.result->cut_file.empty());
+
+  disk.Heal();
+  EXPECT_TRUE(heard.WaitForChanges(2).back().ok());
+  EXPECT_TRUE(log.status().ok());
+  ASSERT_TRUE(Outcome(log, log.Append(Batch(5), "undo 5", 0)).ok());
+  stats = log.stats();
+  EXPECT_FALSE(stats.refusing);
+  EXPECT_GT(stats.time_refusing, absl::ZeroDuration());
+  wal->reset();
+  Replayed after = Replay(dir_);
+  ASSERT_TRUE(after.result.ok()) << after.result.status();
+  EXPECT_THAT(after.batches, ElementsAre(Batch(1), Batch(5))) << "with consecutive LSNs";
+}
+
+TEST_F(WalTest, NoWriterLearnsOfAFailureBeforeItsBatchIsUndone) {
+  DiskFault disk;
+  Mutex mu;
+  CommitTicket ticket = 0;
+  std::atomic<bool> answered{false};
+  bool answered_during_roll_back = true;
+  std::unique_ptr<Wal> wal;
+  Wal::Options options{.dir = dir_,
+                       .fsync = FsyncPolicy::kNever,
+                       .retry_interval = absl::Milliseconds(1),
+                       .disk_fault_for_testing = disk.Hook()};
+  options.roll_back = [&](const std::function<std::vector<std::string>()>& refuse) {
+    refuse();
+    // A writer that asks now, between the failure and the undo, waits.
+    MutexLock lock(&mu);
+    wal->WhenDurable(ticket, [&](absl::Status) { answered = true; });
+    answered_during_roll_back = answered;
+  };
+  absl::StatusOr<std::unique_ptr<Wal>> opened = Wal::Open(options, 1);
+  ASSERT_TRUE(opened.ok());
+  wal = *std::move(opened);
+  disk.Fail(ENOSPC, {DiskOp::kWrite, DiskOp::kReserve});
+  {
+    MutexLock lock(&mu);
+    ticket = wal->Append(Batch(1), "undo 1", 0);
+  }
+  EXPECT_EQ(Outcome(*wal, ticket).code(), absl::StatusCode::kResourceExhausted);
+  MutexLock lock(&mu);
+  EXPECT_FALSE(answered_during_roll_back);
+}
+
+TEST_F(WalTest, AFailedReservationWritesNothing) {
+  DiskFault disk;
+  Heard heard;
+  auto wal = Wal::Open(heard.Wire({.dir = dir_,
+                                   .fsync = FsyncPolicy::kNever,
+                                   .reserve_bytes = 4096,
+                                   .retry_interval = absl::Milliseconds(1),
+                                   .disk_fault_for_testing = disk.Hook()}),
+                       1);
+  ASSERT_TRUE(wal.ok());
+  disk.Fail(EDQUOT, {DiskOp::kReserve});
+  EXPECT_EQ(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(files::ReadAll(OnlySegment(dir_))->size(), 0u);
+  EXPECT_GT(disk.failed(), 0);
+}
+
+TEST_F(WalTest, AFailedFsyncUnderAlwaysRollsBackAndResumes) {
+  DiskFault disk;
+  Heard heard;
+  auto wal = Wal::Open(heard.Wire({.dir = dir_,
+                                   .fsync = FsyncPolicy::kAlways,
+                                   .retry_interval = absl::Milliseconds(1),
+                                   .disk_fault_for_testing = disk.Hook()}),
+                       1);
+  ASSERT_TRUE(wal.ok());
+  ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).ok());
+  disk.Fail(EIO, {DiskOp::kSync});
+  const absl::Status failed = Outcome(**wal, (*wal)->Append(Batch(2), "undo 2", 0));
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(failed.message(), HasSubstr("Input/output error"));
+  EXPECT_THAT(heard.undos(), ElementsAre("undo 2"));
+  disk.Heal();
+  EXPECT_TRUE(heard.WaitForChanges(2).back().ok());
+  ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(3), "", 0)).ok());
+  wal->reset();
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_THAT(r.batches, ElementsAre(Batch(1), Batch(3)));
+}
+
+TEST_F(WalTest, AFailedFsyncOfAcknowledgedWritesRefusesWritesForGood) {
+  DiskFault disk;
+  Heard heard;
+  auto wal = Wal::Open(heard.Wire({.dir = dir_,
+                                   .fsync = FsyncPolicy::kEverySecond,
+                                   .retry_interval = absl::Milliseconds(1),
+                                   .disk_fault_for_testing = disk.Hook()}),
+                       1);
+  ASSERT_TRUE(wal.ok());
+  ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "undo 1", 0)).ok());
+  disk.Fail(EIO, {DiskOp::kSync});
+  // The fsync due a second after the write fails.
+  const absl::Status refusal = heard.WaitForChanges(1).front();
+  EXPECT_EQ(refusal.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(refusal.message(), HasSubstr("until lapsed is restarted"));
+  EXPECT_TRUE(heard.undos().empty()) << "an acknowledged write is not undone";
+  disk.Heal();
+  EXPECT_EQ(Outcome(**wal, (*wal)->Append(Batch(2), "", 0)), refusal);
+}
+
+TEST_F(WalTest, AFailedWriteLeavesTheFsyncOfEarlierWritesDue) {
+  DiskFault disk;
+  Heard heard;
+  auto wal = Wal::Open(heard.Wire({.dir = dir_,
+                                   .fsync = FsyncPolicy::kEverySecond,
+                                   .retry_interval = absl::Milliseconds(1),
+                                   .disk_fault_for_testing = disk.Hook()}),
+                       1);
+  ASSERT_TRUE(wal.ok());
+  ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).ok());
+  disk.Fail(ENOSPC, {DiskOp::kWrite});
+  EXPECT_FALSE(Outcome(**wal, (*wal)->Append(Batch(2), "", 0)).ok());
+  disk.Heal();
+  EXPECT_TRUE(heard.WaitForChanges(2).back().ok());
+  // Batch 1 was acknowledged unsynced: its fsync still comes, with no
+  // further write.
+  EXPECT_TRUE(disk.WaitForCalls(DiskOp::kSync, 1));
+}
+
+// Restores the file size limit, and SIGXFSZ's disposition, on scope exit.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &saved_), 0);
+    previous_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    Set(bytes);
+  }
+  ~FileSizeLimit() {
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &saved_), 0);
+    ::signal(SIGXFSZ, previous_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+  void Set(rlim_t bytes) {
+    rlimit limit = saved_;
+    limit.rlim_cur = std::min(bytes, saved_.rlim_max);
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  }
+  void Lift() { EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &saved_), 0); }
+
+ private:
+  rlimit saved_{};
+  void (*previous_handler_)(int) = SIG_DFL;
+};
+
+TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
+  Heard heard;
+  DiskFault disk;  // Fails nothing: counts the retries.
+  auto wal = Wal::Open(heard.Wire({.dir = dir_,
+                                   .fsync = FsyncPolicy::kNever,
+                                   .reserve_bytes = 0,
+                                   .retry_interval = absl::Milliseconds(1),
+                                   .disk_fault_for_testing = disk.Hook()}),
+                       1);
+  ASSERT_TRUE(wal.ok());
+  const std::string big(16 << 10, 'x');
+  std::vector<std::string> durable;
+  absl::Status failed;
+  {
+    FileSizeLimit limit(100 << 10);
+    // The seventh batch crosses the limit: part of it is written, then EFBIG.
+    for (int i = 0; i < 10 && failed.ok(); ++i) {
+      const std::string batch = absl::StrCat(i, big);
+      failed = Outcome(**wal, (*wal)->Append(batch, "", 0));
+      if (failed.ok()) durable.push_back(batch);
+    }
+    EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(failed.message(), HasSubstr("File too large"));
+    // Retrying does not let writes through while the limit holds.
+    ASSERT_TRUE(disk.WaitForCalls(DiskOp::kReserve, disk.calls(DiskOp::kReserve) + 3));
+    EXPECT_EQ((*wal)->status().code(), absl::StatusCode::kResourceExhausted);
+    limit.Lift();
+  }
+  // Writes resume by themselves once the limit is gone.
+  const std::vector<absl::Status> changes = heard.WaitForChanges(2);
+  ASSERT_EQ(changes.size(), 2u) << "refused once, resumed once";
+  EXPECT_TRUE(changes[1].ok());
+  const std::string after = absl::StrCat("after", big);
+  ASSERT_TRUE(Outcome(**wal, (*wal)->Append(after, "", 0)).ok());
+  durable.push_back(after);
+  wal->reset();
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches, durable);
 }
 
 }  // namespace

@@ -272,6 +272,24 @@ TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
   EXPECT_EQ(first.Wait().exit_code, 0);
 }
 
+TEST(LapsedTest, AFirstLogSegmentThatCannotBeCreatedExitsWithStatus1AndAMessage) {
+  TempDir temp;
+  // A directory whose own path, and its lock's, fit in PATH_MAX but whose
+  // log segment's path does not: creating the segment fails (ENAMETOOLONG),
+  // for root too.
+  std::string dir = temp.path();
+  while (dir.size() < 4080) {
+    dir += "/" + std::string(std::min<size_t>(200, 4080 - dir.size() - 1), 'd');
+    ASSERT_TRUE(files::EnsureDir(dir).ok()) << dir.size();
+  }
+  LapsedProcess lapsed(LAPSED_PATH, {absl::StrCat("--data-dir=", dir)});
+  ASSERT_TRUE(lapsed.spawned());
+  const ChildProcess::Result result = lapsed.Wait();
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr(Wal::SegmentName(1)));
+  EXPECT_THAT(result.err, HasSubstr("File name too long"));
+}
+
 TEST(LapsedTest, ADamagedSnapshotIsReportedAndPassedOverLosingNoWrite) {
   TempDir temp;
   const std::string& dir = temp.path();

@@ -6,7 +6,9 @@
 // CallOptions::timeout for that call. Calls that are safe to repeat are
 // retried on UNAVAILABLE with exponential backoff and jitter, within that
 // deadline; writes whose repetition could change the outcome (PutMembers,
-// ExpireMembers, a refreshing GetMembers) are attempted exactly once.
+// ExpireMembers, a refreshing GetMembers) are attempted exactly once. Other
+// errors are never retried, RESOURCE_EXHAUSTED included: a limit, or a full
+// disk on the server, which takes seconds or an operator to clear.
 //
 //   lapse::client::Client client("127.0.0.1:50051");
 //   lapse::client::MemberWrite order;
