@@ -13,6 +13,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "testing/test_util.h"
 
 namespace lapse::testing {
@@ -77,6 +79,25 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
   }
   parsed.body = response.substr(body + 4);
   return parsed;
+}
+
+absl::StatusOr<MetricSamples> ScrapeMetrics(int port) {
+  absl::StatusOr<HttpResponse> response = HttpGet(port, "/metrics");
+  if (!response.ok()) return response.status();
+  if (response->status != 200) {
+    return absl::InternalError(absl::StrCat("GET /metrics answered ", response->status));
+  }
+  MetricSamples samples;
+  for (absl::string_view line : absl::StrSplit(response->body, '\n', absl::SkipEmpty())) {
+    if (line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) {
+      return absl::InternalError(absl::StrCat("not a sample: ", line));
+    }
+    samples[std::string(line.substr(0, space))] = value;
+  }
+  return samples;
 }
 
 }  // namespace lapse::testing

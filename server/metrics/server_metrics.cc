@@ -98,6 +98,23 @@ class StoreGauges final : public prometheus::Collectable {
     families->push_back(OneValue("lapse_wal_bytes_written_total",
                                  "Bytes written to the write-ahead log", MetricType::Counter,
                                  static_cast<double>(wal.bytes_written)));
+    families->push_back(Gauge("lapse_wal_refusing_writes",
+                              "1 while the write-ahead log refuses writes (e.g. the disk is "
+                              "full; they resume by themselves), else 0",
+                              wal.refusing ? 1 : 0));
+    families->push_back(OneValue("lapse_wal_write_failures_total",
+                                 "Failed writes or fsyncs of the write-ahead log, each starting a "
+                                 "spell of refused writes",
+                                 MetricType::Counter, static_cast<double>(wal.write_failures)));
+    families->push_back(OneValue("lapse_wal_batches_rolled_back_total",
+                                 "Changes undone because their log write failed (their requests "
+                                 "were answered with the error)",
+                                 MetricType::Counter,
+                                 static_cast<double>(wal.batches_rolled_back)));
+    families->push_back(OneValue("lapse_snapshots_skipped_for_space_total",
+                                 "Snapshots not taken because the disk had no room for them",
+                                 MetricType::Counter,
+                                 static_cast<double>(durable.snapshots_skipped_for_space())));
     if (const std::optional<SnapshotStats> snapshot = durable.last_snapshot();
         snapshot.has_value()) {
       families->push_back(Gauge("lapse_snapshot_last_duration_seconds",

@@ -6,9 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,24 +28,12 @@ using testing::TestServer;
 constexpr char kPut[] = "/lapse.v1.LapseService/PutMembers";
 constexpr char kWatch[] = "/lapse.v1.LapseService/WatchExpirations";
 
-// One scrape: each sample's name with its labels as printed
-// (`lapse_rpcs_in_flight{method="..."}`), mapped to its value.
-using Samples = std::map<std::string, double>;
+using Samples = testing::MetricSamples;
 
 Samples Scrape(int port) {
-  absl::StatusOr<testing::HttpResponse> response = testing::HttpGet(port, "/metrics");
-  EXPECT_TRUE(response.ok()) << response.status();
-  if (!response.ok()) return {};
-  EXPECT_EQ(response->status, 200);
-  Samples samples;
-  for (absl::string_view line : absl::StrSplit(response->body, '\n', absl::SkipEmpty())) {
-    if (line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    double value = 0;
-    EXPECT_TRUE(absl::SimpleAtod(line.substr(space + 1), &value)) << line;
-    samples[std::string(line.substr(0, space))] = value;
-  }
-  return samples;
+  absl::StatusOr<Samples> samples = testing::ScrapeMetrics(port);
+  EXPECT_TRUE(samples.ok()) << samples.status();
+  return samples.ok() ? *std::move(samples) : Samples();
 }
 
 std::string Rpc(absl::string_view series, absl::string_view method, absl::string_view code) {

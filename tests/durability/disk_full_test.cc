@@ -2,8 +2,8 @@
 // directory whose write-ahead log fails on demand (testing::DiskFault). A
 // write whose batch failed is answered RESOURCE_EXHAUSTED, is seen by no read
 // and is not there after a restart; health turns NOT_SERVING for the service
-// while writes are refused, and everything resumes by itself once the disk
-// heals.
+// and /metrics shows lapse_wal_refusing_writes while writes are refused, and
+// everything resumes by itself once the disk heals.
 #include <cerrno>
 #include <memory>
 #include <string>
@@ -12,6 +12,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "testing/disk_fault.h"
+#include "testing/http_get.h"
 #include "testing/temp_dir.h"
 #include "testing/test_server.h"
 
@@ -32,6 +33,7 @@ ServerOptions OnFaultyDisk(const TempDir& dir, DiskFault* disk) {
   options.store.fsync = FsyncPolicy::kAlways;
   options.store.wal_retry_interval = absl::Milliseconds(5);
   options.store.disk_fault_for_testing = disk->Hook();
+  options.metrics_listen = "127.0.0.1:0";
   return options;
 }
 
@@ -89,6 +91,12 @@ TEST(DiskFullTest, AFailedWriteIsUndoneRefusedAndWritesResumeOnceTheDiskHeals) {
     ASSERT_TRUE(readiness->Read(&health_now));
     EXPECT_EQ(health_now.status(), HealthCheckResponse::NOT_SERVING);
     EXPECT_EQ(CheckHealth(server, ""), HealthCheckResponse::SERVING) << "the process is alive";
+    // Metrics say so too.
+    absl::StatusOr<MetricSamples> metrics = ScrapeMetrics(server.server().metrics_port());
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    EXPECT_EQ(metrics->at("lapse_wal_refusing_writes"), 1);
+    EXPECT_EQ(metrics->at("lapse_wal_write_failures_total"), 1);
+    EXPECT_EQ(metrics->at("lapse_wal_batches_rolled_back_total"), 1);
 
     // The failed write is seen by no read.
     EXPECT_THAT(Found(Get(stub, {"kept", "lost"})), ElementsAre(true, false));
@@ -121,6 +129,9 @@ TEST(DiskFullTest, AFailedWriteIsUndoneRefusedAndWritesResumeOnceTheDiskHeals) {
     ASSERT_TRUE(readiness->Read(&health_now));
     EXPECT_EQ(health_now.status(), HealthCheckResponse::SERVING);
     ASSERT_TRUE(PutPersistent(stub, "orders", "after").ok());
+    metrics = ScrapeMetrics(server.server().metrics_port());
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    EXPECT_EQ(metrics->at("lapse_wal_refusing_writes"), 0);
     // The expirer was woken when writes resumed.
     ASSERT_TRUE(watcher.WaitForEvents(1));
     EXPECT_EQ(watcher.events()[0].key(), "due");
