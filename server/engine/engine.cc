@@ -177,7 +177,9 @@ class Engine::Shard {
 // first, if the batch cannot be made durable. When it ends, before the lock is
 // released, it brings the collection's place in the deadline queue up to date,
 // adjusts the member count, appends its events to the log and commits its
-// batch: one shard's events and batches are logged in the order they happened.
+// batch: one shard's events and batches are logged in the order they happened,
+// and across shards batches reach the journal in the order of their events'
+// sequences (the commit runs under the event feed's lock).
 //
 // While the journal refuses changes (Writable()), a live operation changes
 // nothing: a write must fail, and so must a read that meets members past their
@@ -479,17 +481,20 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       engine_.total_members_.fetch_add(static_cast<uint64_t>(member_delta_),
                                        std::memory_order_relaxed);
     }
-    uint64_t first_sequence = 0;
-    uint64_t last_sequence = 0;
-    if (!events_.empty()) {
-      const size_t n = events_.size();
-      last_sequence = engine_.log_->Append(std::move(events_));
-      first_sequence = last_sequence - n + 1;
-    }
-    if (journaling_ && !journal_.empty()) {
+    const bool committing = journaling_ && !journal_.empty();
+    auto commit = [&](uint64_t first_sequence, uint64_t last_sequence) {
+      if (!committing) return;
       const CommitTicket ticket = engine_.options_.journal->Commit(journal_.Finish(first_sequence),
                                                                    undo_.Finish(0), last_sequence);
       if (committed_ != nullptr) *committed_ = ticket;
+    };
+    if (events_.empty()) {
+      commit(0, 0);
+    } else {
+      // Committed under the feed's lock: batches reach the journal in the
+      // order of their events' sequences, which is what lets a durable
+      // batch make every earlier event visible (EventFeed::Append).
+      engine_.log_->Append(std::move(events_), commit);
     }
   }
 

@@ -976,6 +976,70 @@ class RecordingJournal final : public Journal {
   absl::Status refusal;
 };
 
+// Records the event sequences of committed batches in commit order.
+class SequenceOrderJournal final : public Journal {
+ public:
+  CommitTicket Commit(std::string, std::string, uint64_t last_event_sequence) override {
+    MutexLock lock(&mu_);
+    if (last_event_sequence != 0) sequences_.push_back(last_event_sequence);
+    return sequences_.size();
+  }
+  absl::Status status() const override { return absl::OkStatus(); }
+
+  std::vector<uint64_t> sequences() {
+    MutexLock lock(&mu_);
+    return sequences_;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<uint64_t> sequences_ ABSL_GUARDED_BY(mu_);
+};
+
+// The durable store makes every event up to the highest sequence of its
+// durable batches visible, so a batch must never reach the journal before a
+// batch holding an earlier event: that event would be shown to watchers before
+// it is durable.
+TEST(EngineJournalTest, BatchesReachTheJournalInTheOrderOfTheirEventsAcrossShards) {
+  // More threads than cores, so that some are preempted mid-operation; a few
+  // rounds, as the interleaving this guards against is up to the scheduler.
+  constexpr int kRounds = 10;
+  constexpr int kThreads = 8;
+  constexpr int kCollections = 1000;
+  for (int round = 0; round < kRounds; ++round) {
+    FakeClock clock(kStart);
+    EventFeed log(EventFeed::Options{});
+    SequenceOrderJournal journal;
+    Engine engine({.shards = 16, .journal = &journal}, &clock, &log);
+    for (int t = 0; t < kThreads; ++t) {
+      for (int c = 0; c < kCollections; ++c) {
+        ASSERT_TRUE(engine
+                        .Put(absl::StrCat("t", t, "c", c),
+                             {{.key = "k",
+                               .value = "v",
+                               .expiration = Expiration::Ttl(absl::Milliseconds(1))}},
+                             {})
+                        .ok());
+      }
+    }
+    clock.Advance(absl::Milliseconds(1));
+    // Each thread reaps its own collections, each read expiring one member
+    // with its event, all threads at once.
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&engine, t] {
+        for (int c = 0; c < kCollections; ++c) {
+          ASSERT_TRUE(engine.Get(absl::StrCat("t", t, "c", c), {"k"}).ok());
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    const std::vector<uint64_t> sequences = journal.sequences();
+    ASSERT_EQ(sequences.size(), static_cast<size_t>(kThreads * kCollections));
+    ASSERT_TRUE(std::is_sorted(sequences.begin(), sequences.end())) << "round " << round;
+  }
+}
+
 // Every member as Scan sees it, due or not, and the member count.
 std::string DumpState(Engine& engine) {
   std::string out;

@@ -29,6 +29,11 @@ EventFeed::EventFeed(const Options& options)
       visible_sequence_(front_sequence_ - 1) {}
 
 uint64_t EventFeed::Append(std::vector<ExpiryEvent> events) {
+  return Append(std::move(events), [](uint64_t, uint64_t) {});
+}
+
+uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
+                           absl::FunctionRef<void(uint64_t first, uint64_t last)> then) {
   if (options_.on_append) {
     for (const ExpiryEvent& e : events) options_.on_append(e);
   }
@@ -42,6 +47,7 @@ uint64_t EventFeed::Append(std::vector<ExpiryEvent> events) {
       events_.push_back(std::move(e));
     }
     last = next - 1;
+    if (!events.empty()) then(last - events.size() + 1, last);
     if (options_.visible_on_append) visible_sequence_ = last;
     TrimLocked();
   }

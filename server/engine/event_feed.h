@@ -25,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/base/mutex.h"
@@ -67,6 +68,14 @@ class EventFeed final : public EventSource {
   // Appends `events` in order, assigning consecutive sequences. Returns the
   // sequence of the last one.
   uint64_t Append(std::vector<ExpiryEvent> events);
+  // The same, then, when there are events, runs `then(first, last)` with the
+  // sequences assigned while the feed is still locked, so that whatever `then` records (the engine
+  // commits the events' batch to its journal) is recorded in sequence order:
+  // once the batch holding sequence S is durable, so is every event before S
+  // (Wal::Options::on_durable relies on it). `then` must not call into the
+  // feed.
+  uint64_t Append(std::vector<ExpiryEvent> events,
+                  absl::FunctionRef<void(uint64_t first, uint64_t last)> then);
 
   // Makes events up to `sequence` visible to readers (see
   // Options::visible_on_append).
