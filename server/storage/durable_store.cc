@@ -224,21 +224,22 @@ absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
   // Every batch before the rotation must be durable, so that its events are
   // visible in the log and land in the snapshot.
   if (absl::Status durable = wal_->AwaitDurable(); !durable.ok()) return durable;
-  absl::StatusOr<SnapshotStats> stats = WriteSnapshot(options_.dir, *from, engine_, *log_);
+  // The scan may catch batches that are not durable yet. Were one of them
+  // undone, the snapshot would keep it and the log could not correct it: such
+  // a snapshot is refused before it takes its name. Once they are durable,
+  // nothing can undo them.
+  absl::StatusOr<SnapshotStats> stats =
+      WriteSnapshot(options_.dir, *from, engine_, *log_, [&]() -> absl::Status {
+        absl::Status settled = wal_->AwaitDurable();
+        if (settled.ok() && wal_->stats().write_failures != failures_before) {
+          settled = wal_->status().ok() ? absl::AbortedError("a write failed") : wal_->status();
+        }
+        if (settled.ok()) return settled;
+        return absl::Status(settled.code(),
+                            absl::StrCat("snapshot discarded: writes failed while it was taken: ",
+                                         settled.message()));
+      });
   if (!stats.ok()) return stats.status();
-  // The scan may have caught batches that were not durable yet. Were one of
-  // them undone, the snapshot would keep it and the log could not correct
-  // it: such a snapshot is discarded, before it covers anything.
-  absl::Status settled = wal_->AwaitDurable();
-  if (settled.ok() && wal_->stats().write_failures != failures_before) {
-    settled = wal_->status().ok() ? absl::AbortedError("a write failed") : wal_->status();
-  }
-  if (!settled.ok()) {
-    files::Remove(absl::StrCat(options_.dir, "/", SnapshotName(*from))).IgnoreError();
-    return absl::Status(
-        settled.code(),
-        absl::StrCat("snapshot discarded: writes failed while it was taken: ", settled.message()));
-  }
   // The new snapshot has been read back: the one before it becomes the
   // fallback, and what only the fallback before that needed can go.
   const uint64_t previous_lsn = newest_snapshot_.has_value() ? newest_snapshot_->lsn : 0;

@@ -200,7 +200,8 @@ absl::StatusOr<SnapshotContents> Walk(const std::string& path,
 }  // namespace
 
 absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
-                                            Engine* engine, const EventFeed& log) {
+                                            Engine* engine, const EventFeed& log,
+                                            const std::function<absl::Status()>& before_publish) {
   const absl::Time start = absl::Now();
   absl::StatusOr<files::AtomicFile> file =
       files::AtomicFile::Create(dir, SnapshotName(replay_from_lsn));
@@ -208,6 +209,9 @@ absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t rep
   SnapshotStats stats;
   FrameWriter out(&*file);
   if (absl::Status s = WriteContents(out, replay_from_lsn, engine, log, &stats); !s.ok()) return s;
+  if (before_publish) {
+    if (absl::Status s = before_publish(); !s.ok()) return s;
+  }
   if (absl::Status s = file->Commit(); !s.ok()) return s;
   if (absl::StatusOr<SnapshotContents> check = LoadSnapshot(file->path(), nullptr); !check.ok()) {
     files::Remove(file->path()).IgnoreError();

@@ -60,8 +60,14 @@ bool ParseSnapshotTempName(absl::string_view name, uint64_t* replay_from_lsn);
 // counts); a file that does not read back is deleted and its DATA_LOSS
 // returned. A failed write leaves no temporary file. Every event of a batch
 // with LSN < replay_from_lsn must already be visible in `log`.
-absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
-                                            Engine* engine, const EventFeed& log);
+// `before_publish`, when given, runs once the contents are written and
+// fsynced, before the file takes its name: an error from it is returned and
+// leaves no file, so a crash can never find a snapshot it refused (the
+// durable store refuses one that caught a change whose log write then
+// failed).
+absl::StatusOr<SnapshotStats> WriteSnapshot(
+    const std::string& dir, uint64_t replay_from_lsn, Engine* engine, const EventFeed& log,
+    const std::function<absl::Status()>& before_publish = nullptr);
 
 // Reads a snapshot, a piece at a time. The whole file is checked first;
 // only then is `fn`, when not empty, called for each kPut and kEvent record,

@@ -69,6 +69,19 @@ TEST_F(SnapshotTest, ASnapshotReadsBackWithEveryMemberAndEvent) {
   EXPECT_EQ(records_seen_, 3000u);
 }
 
+TEST_F(SnapshotTest, ASnapshotRefusedBeforeItIsPublishedLeavesNoFile) {
+  bool asked = false;
+  absl::StatusOr<SnapshotStats> written =
+      WriteSnapshot(dir_, kLsn, &engine_, log_, [&asked]() -> absl::Status {
+        asked = true;
+        return absl::AbortedError("a write failed");
+      });
+  EXPECT_TRUE(asked);
+  EXPECT_EQ(written.status(), absl::AbortedError("a write failed"));
+  EXPECT_THAT(*files::List(dir_), ::testing::IsEmpty())
+      << "neither the snapshot nor its temporary file";
+}
+
 TEST_F(SnapshotTest, DamageAnywhereIsDataLossAndNothingOfItIsLoaded) {
   ASSERT_TRUE(WriteSnapshot(dir_, kLsn, &engine_, log_).ok());
   const std::string original = *files::ReadAll(path_);
