@@ -66,6 +66,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../common/lapsed.sh
+source "${repo}/bench/common/lapsed.sh"
 build="${repo}/build-bench"
 do_build=1
 members=1000000
@@ -172,23 +174,13 @@ wanted() { [[ -z "$only" || ",$only," == *",$1,"* ]]; }
 server_pid=
 server_port=
 
-# start_lapsed [lapsed flags...]: sets server_pid and server_port.
-start_lapsed() {
-  local out="${work}/lapsed.out" i
-  : >"$out"
-  LD_PRELOAD="${lapsed_preload}" "$lapsed" --listen=127.0.0.1:0 --log_level=error \
-    --shutdown_grace=1s "$@" >"$out" 2>"${work}/lapsed.err" &
-  server_pid=$!
+# run_lapsed [lapsed flags...]: sets server_pid and server_port.
+run_lapsed() {
+  LAPSED_PRELOAD="${lapsed_preload}" start_lapsed "$work" "$lapsed" --log_level=error \
+    --shutdown_grace=1s "$@"
+  server_pid=$lapsed_pid
   server_pids+=("$server_pid")
-  server_port=
-  for i in $(seq 300); do
-    server_port="$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$out" | head -1)"
-    [[ -n "$server_port" ]] && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "run.sh: lapsed did not start: $(cat "${work}/lapsed.err")" >&2
-  exit 1
+  server_port=$lapsed_port
 }
 
 # Redis cannot bind port 0 and report the port it got, and lapse-redis-bench
@@ -290,7 +282,7 @@ run_lapse_peer() {  # PEER [lapsed flags...]
   shift
   echo
   echo "######## ${peer}: lapsed $*"
-  start_lapsed "$@"
+  run_lapsed "$@"
   before=$(lapsed_rss "$server_pid")
   run_bench "$peer" lapse "$lapse_bench" put --addr="127.0.0.1:${server_port}" --peer="$peer" \
     "${common[@]}" --members="$members"
@@ -298,29 +290,29 @@ run_lapse_peer() {  # PEER [lapsed flags...]
   memory_result "$peer" "$before" "$after" "$members"
   stop_server
 
-  start_lapsed "$@"
+  run_lapsed "$@"
   run_bench "$peer" lapse "$lapse_bench" put --addr="127.0.0.1:${server_port}" \
     --peer="${peer}-batch1" --batch=1 --concurrency="$concurrency" --members="$small_members"
   stop_server
 
-  start_lapsed "$@"
+  run_lapsed "$@"
   run_bench "$peer" lapse "$lapse_bench" expiry-latency --addr="127.0.0.1:${server_port}" \
     --peer="$peer" "${common[@]}" --members="$pending" --spread="$spread"
   stop_server
 
-  start_lapsed "$@"
+  run_lapsed "$@"
   run_bench "$peer" lapse "$lapse_bench" drain --addr="127.0.0.1:${server_port}" \
     --peer="$peer" "${common[@]}" --members="$drain"
   stop_server
 
-  start_lapsed "$@"
+  run_lapsed "$@"
   run_bench "$peer" lapse "$lapse_bench" expiry-latency --addr="127.0.0.1:${server_port}" \
     --peer="$peer" "${common[@]}" --members="$reconnect_members" --spread="$reconnect_spread" \
     --reconnect-at="$(awk -v s="${reconnect_spread%s}" 'BEGIN {print s * 0.3 "s"}')" \
     --reconnect-pause="$reconnect_pause"
   stop_server
 
-  start_lapsed "$@"
+  run_lapsed "$@"
   run_bench "$peer" lapse "$lapse_bench" expiry-latency --addr="127.0.0.1:${server_port}" \
     --peer="${peer}-sparse" --batch=1 --concurrency=1 --members="$sparse_members" \
     --spread="$sparse_spread" --lead=1s

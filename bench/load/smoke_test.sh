@@ -4,6 +4,8 @@
 #
 #   smoke_test.sh LAPSED LAPSE_BENCH
 set -euo pipefail
+# shellcheck source=../common/lapsed.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/lapsed.sh"
 
 lapsed=$1
 bench=$2
@@ -19,16 +21,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"$lapsed" --listen=127.0.0.1:0 --log_level=error --shutdown_grace=500ms >"$work/out" &
-pid=$!
-port=
-for _ in $(seq 100); do
-  port=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$work/out" | head -1)
-  [[ -n "$port" ]] && break
-  sleep 0.1
-done
-[[ -n "$port" ]] || { echo "lapsed did not report its port" >&2; exit 1; }
-addr="127.0.0.1:$port"
+start_lapsed "$work" "$lapsed" --log_level=error --shutdown_grace=500ms
+pid=$lapsed_pid
+addr="127.0.0.1:$lapsed_port"
 
 "$bench" put --addr="$addr" --members=20000 --batch=100 --concurrency=4
 "$bench" put --addr="$addr" --duration=1s --batch=1 --concurrency=8

@@ -15,6 +15,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../common/lapsed.sh
+source "${repo}/bench/common/lapsed.sh"
 build="${BUILD_DIR:-${repo}/build-bench}"
 mode="${1:-}"
 case "${mode}" in
@@ -43,21 +45,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # shellcheck disable=SC2086  # LAPSED_FLAGS is a list of flags.
-"$lapsed" --listen=127.0.0.1:0 --log_level=warning ${LAPSED_FLAGS:-} >"$work/out" 2>"$work/err" &
-pid=$!
-port=
-for _ in $(seq 100); do
-  port=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$work/out" | head -1)
-  [[ -n "$port" ]] && break
-  sleep 0.1
-done
-[[ -n "$port" ]] || { echo "lapsed did not report its port" >&2; cat "$work/err" >&2; exit 1; }
+start_lapsed "$work" "$lapsed" --log_level=warning ${LAPSED_FLAGS:-}
+pid=$lapsed_pid
+port=$lapsed_port
 
 echo "== ${tool} against ${lapsed} (pid ${pid}, port ${port}), $(nproc) cores"
 status=0
 "${build}/bench/soak/${tool}" --addr="127.0.0.1:${port}" --pid="${pid}" "$@" || status=$?
-if [[ -s "$work/err" ]]; then
-  echo "== lapsed's warnings (last 5 of $(wc -l <"$work/err"))"
-  tail -5 "$work/err"
+if [[ -s "$work/lapsed.err" ]]; then
+  echo "== lapsed's warnings (last 5 of $(wc -l <"$work/lapsed.err"))"
+  tail -5 "$work/lapsed.err"
 fi
 exit "${status}"
