@@ -25,6 +25,7 @@ namespace {
 using ::lapse::testing::DiskFault;
 using ::lapse::testing::TempDir;
 using ::lapse::testing::WaitWithPatience;
+using ::testing::AnyOf;
 using ::testing::Contains;
 using ::testing::Each;
 using ::testing::ElementsAre;
@@ -294,8 +295,11 @@ TEST_F(WalTest, ParsesFsyncPolicies) {
 // handed back. Thread-safe.
 class Heard {
  public:
-  // `options` with the listeners wired to this object.
-  Wal::Options Wire(Wal::Options options) {
+  // `options` on `disk`, retrying every millisecond while refusing, with the
+  // listeners wired to this object.
+  Wal::Options OnFaultyDisk(DiskFault& disk, Wal::Options options) {
+    options.retry_interval = absl::Milliseconds(1);
+    options.disk_fault_for_testing = disk.Hook();
     options.on_writable_changed = [this](const absl::Status& s) {
       MutexLock lock(&mu_);
       writable_.push_back(s);
@@ -358,12 +362,8 @@ TEST_F(WalTest, AFailedWriteLeavesNoFrameFailsEveryBatchNotDurableAndResumesOnce
   DiskFault disk;
   Heard heard;
   // No space reserved ahead, so that the write itself fails, half done.
-  auto wal = Wal::Open(heard.Wire({.dir = dir_,
-                                   .fsync = FsyncPolicy::kNever,
-                                   .reserve_bytes = 0,
-                                   .retry_interval = absl::Milliseconds(1),
-                                   .disk_fault_for_testing = disk.Hook()}),
-                       1);
+  auto wal = Wal::Open(
+      heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 0}), 1);
   ASSERT_TRUE(wal.ok());
   Wal& log = **wal;
   ASSERT_TRUE(Outcome(log, log.Append(Batch(1), "undo 1", 0)).ok());
@@ -376,14 +376,18 @@ TEST_F(WalTest, AFailedWriteLeavesNoFrameFailsEveryBatchNotDurableAndResumesOnce
   EXPECT_THAT(failed.message(), HasSubstr("disk full"));
   EXPECT_THAT(failed.message(), HasSubstr("No space left on device"));
   EXPECT_THAT(failed.message(), HasSubstr("resume by themselves"));
-  EXPECT_EQ(Outcome(log, third), failed) << "queued behind the failed write";
-  EXPECT_THAT(heard.undos(), ElementsAre("undo 3", "undo 2")) << "newest first";
+  EXPECT_EQ(Outcome(log, third), failed);
+  // The third batch was either queued behind the failed write, and undone
+  // with it, newest first, or appended once the log refused: then it was
+  // refused up front (the engine never appends then: see Engine::RollBack).
+  const std::vector<std::string> undos = heard.undos();
+  EXPECT_THAT(undos, AnyOf(ElementsAre("undo 3", "undo 2"), ElementsAre("undo 2")));
   EXPECT_EQ(log.status(), failed);
   EXPECT_EQ(Outcome(log, log.Append(Batch(4), "undo 4", 0)), failed) << "refused while refusing";
   WalStats stats = log.stats();
   EXPECT_TRUE(stats.refusing);
   EXPECT_EQ(stats.write_failures, 1u);
-  EXPECT_EQ(stats.batches_rolled_back, 2u);
+  EXPECT_EQ(stats.batches_rolled_back, undos.size());
 
   // The half-written frame was cut off: the log holds only what was durable.
   Replayed during = Replay(dir_);
@@ -438,12 +442,9 @@ TEST_F(WalTest, NoWriterLearnsOfAFailureBeforeItsBatchIsUndone) {
 TEST_F(WalTest, AFailedReservationWritesNothing) {
   DiskFault disk;
   Heard heard;
-  auto wal = Wal::Open(heard.Wire({.dir = dir_,
-                                   .fsync = FsyncPolicy::kNever,
-                                   .reserve_bytes = 4096,
-                                   .retry_interval = absl::Milliseconds(1),
-                                   .disk_fault_for_testing = disk.Hook()}),
-                       1);
+  auto wal = Wal::Open(
+      heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 4096}),
+      1);
   ASSERT_TRUE(wal.ok());
   disk.Fail(EDQUOT, {DiskOp::kReserve});
   EXPECT_EQ(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).code(),
@@ -455,11 +456,7 @@ TEST_F(WalTest, AFailedReservationWritesNothing) {
 TEST_F(WalTest, AFailedFsyncUnderAlwaysRollsBackAndResumes) {
   DiskFault disk;
   Heard heard;
-  auto wal = Wal::Open(heard.Wire({.dir = dir_,
-                                   .fsync = FsyncPolicy::kAlways,
-                                   .retry_interval = absl::Milliseconds(1),
-                                   .disk_fault_for_testing = disk.Hook()}),
-                       1);
+  auto wal = Wal::Open(heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kAlways}), 1);
   ASSERT_TRUE(wal.ok());
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).ok());
   disk.Fail(EIO, {DiskOp::kSync});
@@ -479,11 +476,8 @@ TEST_F(WalTest, AFailedFsyncUnderAlwaysRollsBackAndResumes) {
 TEST_F(WalTest, AFailedFsyncOfAcknowledgedWritesRefusesWritesForGood) {
   DiskFault disk;
   Heard heard;
-  auto wal = Wal::Open(heard.Wire({.dir = dir_,
-                                   .fsync = FsyncPolicy::kEverySecond,
-                                   .retry_interval = absl::Milliseconds(1),
-                                   .disk_fault_for_testing = disk.Hook()}),
-                       1);
+  auto wal =
+      Wal::Open(heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kEverySecond}), 1);
   ASSERT_TRUE(wal.ok());
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "undo 1", 0)).ok());
   disk.Fail(EIO, {DiskOp::kSync});
@@ -499,11 +493,8 @@ TEST_F(WalTest, AFailedFsyncOfAcknowledgedWritesRefusesWritesForGood) {
 TEST_F(WalTest, AFailedWriteLeavesTheFsyncOfEarlierWritesDue) {
   DiskFault disk;
   Heard heard;
-  auto wal = Wal::Open(heard.Wire({.dir = dir_,
-                                   .fsync = FsyncPolicy::kEverySecond,
-                                   .retry_interval = absl::Milliseconds(1),
-                                   .disk_fault_for_testing = disk.Hook()}),
-                       1);
+  auto wal =
+      Wal::Open(heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kEverySecond}), 1);
   ASSERT_TRUE(wal.ok());
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).ok());
   disk.Fail(ENOSPC, {DiskOp::kWrite});
@@ -545,12 +536,8 @@ class FileSizeLimit {
 TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
   Heard heard;
   DiskFault disk;  // Fails nothing: counts the retries.
-  auto wal = Wal::Open(heard.Wire({.dir = dir_,
-                                   .fsync = FsyncPolicy::kNever,
-                                   .reserve_bytes = 0,
-                                   .retry_interval = absl::Milliseconds(1),
-                                   .disk_fault_for_testing = disk.Hook()}),
-                       1);
+  auto wal = Wal::Open(
+      heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 0}), 1);
   ASSERT_TRUE(wal.ok());
   const std::string big(16 << 10, 'x');
   std::vector<std::string> durable;
