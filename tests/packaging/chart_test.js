@@ -232,6 +232,7 @@ async function main() {
     [{replicas: 3}, /additional properties 'replicas' not allowed/],
     [{watch: {heartbeatInterval: '30 seconds'}}, /watch\/heartbeatInterval/],
     [{shutdownGraceSeconds: 30}, /terminationGracePeriodSeconds \(15\) must be longer than shutdownGraceSeconds \(30\)/],
+    [{shutdownGraceSeconds: 4000, terminationGracePeriodSeconds: 5000}, /shutdownGraceSeconds/],
     [{extraArgs: ['--listen=0.0.0.0:1']}, /extraArgs: --listen=0.0.0.0:1 is set by the chart/],
     [{extraArgs: ['--metrics_listen=0.0.0.0:1']}, /extraArgs: --metrics_listen=0.0.0.0:1 is set by the chart/],
     [{metrics: {port: 50051}}, /metrics.port \(50051\) must differ from grpcPort/],
