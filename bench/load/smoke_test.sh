@@ -9,20 +9,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/../common/lapsed.sh"
 
 lapsed=$1
 bench=$2
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n "$pid" ]]; then
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+lapsed_work
 
 start_lapsed "$work" "$lapsed" --log_level=error --shutdown_grace=500ms
-pid=$lapsed_pid
 addr="127.0.0.1:$lapsed_port"
 
 "$bench" put --addr="$addr" --members=20000 --batch=100 --concurrency=4

@@ -32,17 +32,7 @@ fi
 cmake --build "${build}" -j"${JOBS:-2}" --target lapsed "${tool}"
 lapsed="${LAPSED:-${build}/server/lapsed}"
 
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n "$pid" ]]; then
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+lapsed_work
 
 # shellcheck disable=SC2086  # LAPSED_FLAGS is a list of flags.
 start_lapsed "$work" "$lapsed" --log_level=warning ${LAPSED_FLAGS:-}
