@@ -31,6 +31,11 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server libhiredis-dev grpc-proto
   umoci runc jq nodejs unzip prometheus-cpp-dev
+  # The Java client (client/java): grpc-java, its protoc plugin and the jars
+  # its classpath needs, and JUnit 4.
+  openjdk-17-jdk-headless libgrpc-java protobuf-compiler-grpc-java-plugin libprotobuf-java
+  libguava-java libnetty-java libperfmark-java libgoogle-gson-java libjsr305-java
+  libgeronimo-annotation-1.3-spec-java libgoogle-common-protos-java junit4
 )
 
 as_root() {
