@@ -12,14 +12,15 @@
 #                                               the formatting, build,
 #                                               run every test: a clang build
 #                                               (-Wthread-safety) with the
-#                                               container image and Helm chart
-#                                               tests, the whole suite
+#                                               container image, Helm chart,
+#                                               Node and Java client tests,
+#                                               the whole suite
 #                                               under ASan+UBSan, and the
 #                                               engine, service, integration
 #                                               and client tests under TSan
 #
 # Packages are installed with apt-get as root, or through sudo; Helm and the
-# npm packages the chart tests use go to build/tools.
+# npm packages the chart tests and the Node client use go to build/tools.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
