@@ -124,7 +124,7 @@ class Client {
         return write;
       }),
     };
-    const response = await this.call('PutMembers', request, false, timeoutMs);
+    const response = await this.#call('PutMembers', request, false, timeoutMs);
     return response.results.map((r) => ({
       key: r.key,
       outcome: convert.enumFromProto('PUT_OUTCOME', r.outcome),
@@ -139,13 +139,13 @@ class Client {
     const request = {collection, keys};
     convert.setExpiration(request, refresh, 'refresh', 'refreshExpireTime', 'refreshTtl');
     const idempotent = refresh === undefined || refresh === null;
-    const response = await this.call('GetMembers', request, idempotent, timeoutMs);
+    const response = await this.#call('GetMembers', request, idempotent, timeoutMs);
     return response.results.map((r) => ({found: r.found, member: convert.memberFromProto(r.member)}));
   }
 
   // Deletes members (no expiry events); one {key, existed} per key. Retried.
   async removeMembers(collection, keys, {timeoutMs} = {}) {
-    const response = await this.call('RemoveMembers', {collection, keys}, true, timeoutMs);
+    const response = await this.#call('RemoveMembers', {collection, keys}, true, timeoutMs);
     return response.results.map((r) => ({key: r.key, existed: r.existed}));
   }
 
@@ -161,7 +161,7 @@ class Client {
       condition: convert.enumToProto('EXPIRE_CONDITION', expireConditions, condition, 'condition'),
     };
     convert.setExpiration(request, expiration, 'expiration', 'expireTime', 'ttl');
-    const response = await this.call('ExpireMembers', request, false, timeoutMs);
+    const response = await this.#call('ExpireMembers', request, false, timeoutMs);
     return response.results.map((r) => ({
       key: r.key,
       outcome: convert.enumFromProto('EXPIRE_OUTCOME', r.outcome),
@@ -172,7 +172,7 @@ class Client {
   // Clears deadlines: one {key, outcome: 'PERSISTED' | 'NO_EXPIRATION' |
   // 'NOT_FOUND'} per key. Retried.
   async persistMembers(collection, keys, {timeoutMs} = {}) {
-    const response = await this.call('PersistMembers', {collection, keys}, true, timeoutMs);
+    const response = await this.#call('PersistMembers', {collection, keys}, true, timeoutMs);
     return response.results.map((r) => ({
       key: r.key,
       outcome: convert.enumFromProto('PERSIST_OUTCOME', r.outcome),
@@ -191,7 +191,7 @@ class Client {
       keysOnly,
       orderBy: convert.enumToProto('MEMBER_ORDER', memberOrders, orderBy, 'orderBy'),
     };
-    const response = await this.call('ListMembers', request, true, timeoutMs);
+    const response = await this.#call('ListMembers', request, true, timeoutMs);
     return {
       members: response.members.map(convert.memberFromProto),
       nextPageToken: response.nextPageToken,
@@ -201,7 +201,7 @@ class Client {
   // {name, memberCount, expiringCount, nextExpireTime}; NOT_FOUND when the
   // collection has no live member. Retried.
   async getCollection(name, {timeoutMs} = {}) {
-    const response = await this.call('GetCollection', {name}, true, timeoutMs);
+    const response = await this.#call('GetCollection', {name}, true, timeoutMs);
     return convert.collectionFromProto(response.collection);
   }
 
@@ -209,7 +209,7 @@ class Client {
   // pageToken}. Retried.
   async listCollections({prefix = '', pageSize = 0, pageToken = '', timeoutMs} = {}) {
     const response =
-        await this.call('ListCollections', {prefix, pageSize, pageToken}, true, timeoutMs);
+        await this.#call('ListCollections', {prefix, pageSize, pageToken}, true, timeoutMs);
     return {
       collections: response.collections.map(convert.collectionFromProto),
       nextPageToken: response.nextPageToken,
@@ -219,7 +219,7 @@ class Client {
   // Removes a collection; resolves to how many live members it had (a
   // BigInt, 0n if it did not exist). No expiry events. Retried.
   async deleteCollection(name, {timeoutMs} = {}) {
-    const response = await this.call('DeleteCollection', {name}, true, timeoutMs);
+    const response = await this.#call('DeleteCollection', {name}, true, timeoutMs);
     return BigInt(response.removedCount);
   }
 
@@ -232,7 +232,7 @@ class Client {
   // Calls the unary `method` until it succeeds, fails with anything but
   // UNAVAILABLE, is not `idempotent`, has used up maxAttempts, or the next
   // backoff would end past the deadline.
-  async call(method, request, idempotent, timeoutMs) {
+  async #call(method, request, idempotent, timeoutMs) {
     const deadline = Date.now() + (timeoutMs ?? this.options.timeoutMs);
     const backoff = new Backoff(this.options.retryBackoff);
     for (let attempts = 1; ; ++attempts) {

@@ -3,7 +3,7 @@
 // build time; Expiration builds its expirations) and returning the response
 // message; failures throw LapseException, which carries the gRPC Status.
 //
-// Every call has a deadline: Options.timeout, or the call's own. Calls that
+// Every call has a deadline: Options.timeout, or withTimeout()'s. Calls that
 // are safe to repeat are retried on UNAVAILABLE with exponential backoff and
 // jitter, within that deadline; writes whose repetition could change the
 // outcome (putMembers, expireMembers, a refreshing getMembers) are attempted
@@ -51,6 +51,7 @@ import io.grpc.Deadline;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.time.Duration;
@@ -71,8 +72,24 @@ public final class LapseClient implements AutoCloseable {
         new Backoff.Policy(Duration.ofMillis(100), Duration.ofSeconds(10), 2.0);
     // Match the server's --max_message_bytes.
     public int maxMessageBytes = 16 << 20;
+    // HTTP/2 keepalive pings while calls are open, so a dead connection under
+    // an idle watch is noticed; null disables them (the server must allow the
+    // interval).
+    public Duration keepaliveTime = null;
     // TLS and call credentials go here.
     public ChannelCredentials credentials = InsecureChannelCredentials.create();
+
+    public Options copy() {
+      Options copy = new Options();
+      copy.timeout = timeout;
+      copy.maxAttempts = maxAttempts;
+      copy.retryBackoff = retryBackoff;
+      copy.watchBackoff = watchBackoff;
+      copy.maxMessageBytes = maxMessageBytes;
+      copy.keepaliveTime = keepaliveTime;
+      copy.credentials = credentials;
+      return copy;
+    }
   }
 
   private final ManagedChannel channel;
@@ -81,11 +98,17 @@ public final class LapseClient implements AutoCloseable {
 
   // A channel to `target` ("host:port" or any gRPC target).
   public LapseClient(String target, Options options) {
-    this(
+    this(channel(target, options), options);
+  }
+
+  private static ManagedChannel channel(String target, Options options) {
+    ManagedChannelBuilder<?> builder =
         Grpc.newChannelBuilder(target, options.credentials)
-            .maxInboundMessageSize(options.maxMessageBytes)
-            .build(),
-        options);
+            .maxInboundMessageSize(options.maxMessageBytes);
+    if (options.keepaliveTime != null) {
+      builder.keepAliveTime(options.keepaliveTime.toNanos(), TimeUnit.NANOSECONDS);
+    }
+    return builder.build();
   }
 
   // Over `channel`, which the client then owns and closes.
@@ -95,6 +118,15 @@ public final class LapseClient implements AutoCloseable {
     this.stub = LapseServiceGrpc.newBlockingStub(channel);
   }
 
+  // The same client (same channel) whose calls have `timeout` as their
+  // deadline: client.withTimeout(Duration.ofSeconds(1)).getCollection(name).
+  public LapseClient withTimeout(Duration timeout) {
+    Options changed = options.copy();
+    changed.timeout = timeout;
+    return new LapseClient(channel, changed);
+  }
+
+  // Shuts the channel down, for this client and every withTimeout() view of it.
   @Override
   public void close() {
     channel.shutdownNow();
@@ -102,95 +134,58 @@ public final class LapseClient implements AutoCloseable {
 
   // Never retried.
   public PutMembersResponse putMembers(PutMembersRequest request) {
-    return putMembers(request, options.timeout);
-  }
-
-  public PutMembersResponse putMembers(PutMembersRequest request, Duration timeout) {
-    return call(LapseServiceGrpc.LapseServiceBlockingStub::putMembers, request, false, timeout);
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::putMembers, request, false);
   }
 
   // Retried unless it refreshes deadlines.
   public GetMembersResponse getMembers(GetMembersRequest request) {
-    return getMembers(request, options.timeout);
-  }
-
-  public GetMembersResponse getMembers(GetMembersRequest request, Duration timeout) {
     boolean idempotent =
-        request.getRefreshExpirationCase() == GetMembersRequest.RefreshExpirationCase.REFRESHEXPIRATION_NOT_SET;
-    return call(LapseServiceGrpc.LapseServiceBlockingStub::getMembers, request, idempotent, timeout);
+        request.getRefreshExpirationCase()
+            == GetMembersRequest.RefreshExpirationCase.REFRESHEXPIRATION_NOT_SET;
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::getMembers, request, idempotent);
   }
 
   // Retried.
   public RemoveMembersResponse removeMembers(RemoveMembersRequest request) {
-    return removeMembers(request, options.timeout);
-  }
-
-  public RemoveMembersResponse removeMembers(RemoveMembersRequest request, Duration timeout) {
-    return call(LapseServiceGrpc.LapseServiceBlockingStub::removeMembers, request, true, timeout);
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::removeMembers, request, true);
   }
 
   // A deadline in the past expires the members now, with their events. Never
   // retried.
   public ExpireMembersResponse expireMembers(ExpireMembersRequest request) {
-    return expireMembers(request, options.timeout);
-  }
-
-  public ExpireMembersResponse expireMembers(ExpireMembersRequest request, Duration timeout) {
-    return call(LapseServiceGrpc.LapseServiceBlockingStub::expireMembers, request, false, timeout);
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::expireMembers, request, false);
   }
 
   // Retried.
   public PersistMembersResponse persistMembers(PersistMembersRequest request) {
-    return persistMembers(request, options.timeout);
-  }
-
-  public PersistMembersResponse persistMembers(PersistMembersRequest request, Duration timeout) {
-    return call(LapseServiceGrpc.LapseServiceBlockingStub::persistMembers, request, true, timeout);
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::persistMembers, request, true);
   }
 
   // One page; only an empty next_page_token ends the listing. Retried.
   public ListMembersResponse listMembers(ListMembersRequest request) {
-    return listMembers(request, options.timeout);
-  }
-
-  public ListMembersResponse listMembers(ListMembersRequest request, Duration timeout) {
-    return call(LapseServiceGrpc.LapseServiceBlockingStub::listMembers, request, true, timeout);
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::listMembers, request, true);
   }
 
   // NOT_FOUND when the collection has no live member. Retried.
   public GetCollectionResponse getCollection(String name) {
-    return getCollection(name, options.timeout);
-  }
-
-  public GetCollectionResponse getCollection(String name, Duration timeout) {
     return call(
         LapseServiceGrpc.LapseServiceBlockingStub::getCollection,
         GetCollectionRequest.newBuilder().setName(name).build(),
-        true,
-        timeout);
+        true);
   }
 
   // Retried.
   public ListCollectionsResponse listCollections(ListCollectionsRequest request) {
-    return listCollections(request, options.timeout);
-  }
-
-  public ListCollectionsResponse listCollections(ListCollectionsRequest request, Duration timeout) {
-    return call(LapseServiceGrpc.LapseServiceBlockingStub::listCollections, request, true, timeout);
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::listCollections, request, true);
   }
 
   // How many live members the collection had (0 if none). Retried.
   public long deleteCollection(String name) {
-    return deleteCollection(name, options.timeout);
-  }
-
-  public long deleteCollection(String name, Duration timeout) {
     DeleteCollectionResponse response =
         call(
             LapseServiceGrpc.LapseServiceBlockingStub::deleteCollection,
             DeleteCollectionRequest.newBuilder().setName(name).build(),
-            true,
-            timeout);
+            true);
     return response.getRemovedCount();
   }
 
@@ -211,9 +206,8 @@ public final class LapseClient implements AutoCloseable {
   private <Q, R> R call(
       BiFunction<LapseServiceGrpc.LapseServiceBlockingStub, Q, R> method,
       Q request,
-      boolean idempotent,
-      Duration timeout) {
-    Deadline deadline = Deadline.after(timeout.toNanos(), TimeUnit.NANOSECONDS);
+      boolean idempotent) {
+    Deadline deadline = Deadline.after(options.timeout.toNanos(), TimeUnit.NANOSECONDS);
     Backoff backoff = new Backoff(options.retryBackoff);
     for (int attempts = 1; ; ++attempts) {
       try {

@@ -41,6 +41,7 @@ import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.stub.ServerCalls;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.temporal.ChronoUnit;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -73,7 +74,7 @@ public class LapseClientTest {
 
   @Test
   public void putsWithTtlOrInstantOrNoneAndReadsTheDeadlinesBack() {
-    Instant at = Instant.now().plus(Duration.ofHours(1)).truncatedTo(java.time.temporal.ChronoUnit.MILLIS);
+    Instant at = Instant.now().plus(Duration.ofHours(1)).truncatedTo(ChronoUnit.MILLIS);
     PutMembersResponse put = client.putMembers(PutMembersRequest.newBuilder()
         .setCollection("put")
         .addMembers(Expiration.ttl(Duration.ofMinutes(1)).applyTo(member("ttl", "a")))
@@ -135,7 +136,7 @@ public class LapseClientTest {
         .getResults(0).getOutcome());
 
     Instant refreshed = Instant.now().plus(Duration.ofHours(2))
-        .truncatedTo(java.time.temporal.ChronoUnit.MILLIS);
+        .truncatedTo(ChronoUnit.MILLIS);
     GetMembersResponse got = client.getMembers(Expiration.at(refreshed)
         .refresh(GetMembersRequest.newBuilder().setCollection("life").addKeys("a")).build());
     assertEquals(refreshed, Expiration.toInstant(got.getResults(0).getMember().getExpireTime()));
@@ -269,7 +270,7 @@ public class LapseClientTest {
   public void endsACallThatGetsNoAnswerAtItsOwnDeadline() throws Exception {
     try (FakeServer fake = new FakeServer(true); LapseClient c = fake.client()) {
       assertEquals(Status.Code.DEADLINE_EXCEEDED,
-          codeOf(() -> c.getCollection("c", Duration.ofMillis(100))));
+          codeOf(() -> c.withTimeout(Duration.ofMillis(100)).getCollection("c")));
     }
   }
 }
