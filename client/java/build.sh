@@ -20,7 +20,8 @@ for jar in grpc-api grpc-core grpc-context grpc-netty grpc-stub grpc-protobuf gr
   netty-transport-native-unix-common perfmark-api gson jsr305 error_prone_annotations \
   geronimo-annotation-1.3-spec proto-google-common-protos junit4 hamcrest-core; do
   [ -f "$jars/$jar.jar" ] || {
-    echo "client/java/build.sh: $jars/$jar.jar is missing: run scripts/dev.sh test (it installs it)" >&2
+    echo "client/java/build.sh: $jars/$jar.jar is missing:" \
+      "run scripts/dev.sh test (it installs it)" >&2
     exit 1
   }
   classpath="$classpath:$jars/$jar.jar"

@@ -140,7 +140,10 @@ class Client {
     convert.setExpiration(request, refresh, 'refresh', 'refreshExpireTime', 'refreshTtl');
     const idempotent = refresh === undefined || refresh === null;
     const response = await this.#call('GetMembers', request, idempotent, timeoutMs);
-    return response.results.map((r) => ({found: r.found, member: convert.memberFromProto(r.member)}));
+    return response.results.map((r) => ({
+      found: r.found,
+      member: convert.memberFromProto(r.member),
+    }));
   }
 
   // Deletes members (no expiry events); one {key, existed} per key. Retried.

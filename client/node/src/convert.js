@@ -62,7 +62,9 @@ function setExpiration(message, expiration, field, expireTimeField, ttlField) {
 // 'IF_ABSENT' -> 'PUT_CONDITION_IF_ABSENT'; undefined -> the UNSPECIFIED value.
 function enumToProto(prefix, names, name, field) {
   if (name === undefined || name === null) return `${prefix}_UNSPECIFIED`;
-  if (!names.includes(name)) throw invalid(field, `must be one of ${names.join(', ')}, got ${name}`);
+  if (!names.includes(name)) {
+    throw invalid(field, `must be one of ${names.join(', ')}, got ${name}`);
+  }
   return `${prefix}_${name}`;
 }
 

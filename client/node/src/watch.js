@@ -49,6 +49,10 @@ class ExpiryWatch {
       throw new LapseError(status.INVALID_ARGUMENT,
           `start: must be one of ${startPositions.join(', ')}, got ${options.start}`);
     }
+    if (options.start === 'AFTER_SEQUENCE' && typeof options.afterSequence !== 'bigint') {
+      throw new LapseError(status.INVALID_ARGUMENT, 'afterSequence: a BigInt is required with ' +
+          `start AFTER_SEQUENCE, got ${options.afterSequence}`);
+    }
     this.stub = stub;
     this.options = options;
     this.backoffPolicy = backoffPolicy;
@@ -60,7 +64,7 @@ class ExpiryWatch {
     // Every event up to and including this sequence has been examined and,
     // if it matched, returned by the iteration: a later watch with 'AFTER_SEQUENCE'
     // from here continues with no gap and no duplicate. Undefined until known.
-    this.position = options.start === 'AFTER_SEQUENCE' ? BigInt(options.afterSequence) : undefined;
+    this.position = options.start === 'AFTER_SEQUENCE' ? options.afterSequence : undefined;
     this.iterated = false;
   }
 

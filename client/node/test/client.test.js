@@ -47,7 +47,8 @@ describe('every RPC against lapsed', () => {
 
   it('skips an IF_ABSENT write of a member that exists and keeps its deadline', async () => {
     await client.putMembers('cond', [{key: 'k', value: '1', expiration: Expiration.ttl(60e3)}]);
-    const [skipped] = await client.putMembers('cond', [{key: 'k', value: '2', condition: 'IF_ABSENT'}]);
+    const [skipped] =
+        await client.putMembers('cond', [{key: 'k', value: '2', condition: 'IF_ABSENT'}]);
     assert.equal(skipped.outcome, 'SKIPPED');
     const [kept] = await client.putMembers('cond',
         [{key: 'k', value: '3', condition: 'IF_PRESENT', keepExpiration: true}]);
@@ -78,7 +79,8 @@ describe('every RPC against lapsed', () => {
     const expired = await client.expireMembers('life', ['a', 'b', 'x'], Expiration.ttl(120e3),
         {condition: 'IF_HAS_EXPIRATION'});
     assert.deepEqual(expired.map((r) => r.outcome), ['UPDATED', 'CONDITION_NOT_MET', 'NOT_FOUND']);
-    const [now] = await client.expireMembers('life', ['c'], Expiration.at(new Date(Date.now() - 1000)));
+    const [now] =
+        await client.expireMembers('life', ['c'], Expiration.at(new Date(Date.now() - 1000)));
     assert.equal(now.outcome, 'EXPIRED');
     const persisted = await client.persistMembers('life', ['a', 'b', 'c']);
     assert.deepEqual(persisted.map((r) => r.outcome), ['PERSISTED', 'NO_EXPIRATION', 'NOT_FOUND']);
@@ -122,7 +124,8 @@ describe('every RPC against lapsed', () => {
         (err) => err instanceof LapseError && err.code === status.INVALID_ARGUMENT &&
             /members\[1\]\.ttl/.test(err.message));
     await assert.rejects(client.putMembers('bad', [{key: 'a', condition: 'IF_MAYBE'}]),
-        (err) => err.code === status.INVALID_ARGUMENT && /members\[0\]\.condition/.test(err.message));
+        (err) => err.code === status.INVALID_ARGUMENT &&
+            /members\[0\]\.condition/.test(err.message));
     await assert.rejects(client.getCollection('bad'), (err) => err.code === status.NOT_FOUND);
   });
 });
@@ -166,7 +169,8 @@ describe('retries and deadlines', () => {
   it('attempts writes whose repetition could change the outcome exactly once', async () => {
     const fake = await startFakeServer();
     const client = new Client(fake.address, fast);
-    await assert.rejects(client.putMembers('c', [{key: 'k'}]), (err) => err.code === status.UNAVAILABLE);
+    await assert.rejects(client.putMembers('c', [{key: 'k'}]),
+        (err) => err.code === status.UNAVAILABLE);
     await assert.rejects(client.expireMembers('c', ['k'], Expiration.ttl(1000)),
         (err) => err.code === status.UNAVAILABLE);
     await assert.rejects(client.getMembers('c', ['k'], {refresh: Expiration.ttl(1000)}),

@@ -101,6 +101,14 @@ describe('watch', () => {
     assert.equal(await lapsed.stop(), 0);
   });
 
+  it('refuses AFTER_SEQUENCE without a BigInt afterSequence before calling', () => {
+    const client = new Client('127.0.0.1:1');
+    assert.throws(() => client.watch({start: 'AFTER_SEQUENCE'}),
+        (err) => err instanceof LapseError && err.code === status.INVALID_ARGUMENT &&
+            /afterSequence/.test(err.message));
+    client.close();
+  });
+
   it('ends the iteration on cancel()', async () => {
     const lapsed = await LapsedProcess.start(process.env.LAPSED);
     const client = new Client(lapsed.address);

@@ -3,7 +3,8 @@
 // paying one removes it; a watcher cancels the others as their expiry events
 // arrive, each once.
 //
-//   java -cp "$(cat build/dev/client/java/classpath)" dev.lapse.examples.OrderTimeout 127.0.0.1:50051
+//   java -cp "$(cat build/clang/client/java/classpath)" \
+//     dev.lapse.examples.OrderTimeout 127.0.0.1:50051
 //
 // run() is also what OrderTimeoutTest runs against a real lapsed;
 // `afterPayment` is where the test makes the TTL pass at once.

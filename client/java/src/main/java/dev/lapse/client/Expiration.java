@@ -46,11 +46,16 @@ public final class Expiration {
         : request.setRefreshExpireTime(toProto(at));
   }
 
+  // Seconds and nanos with the same sign, as protobuf's Duration wants
+  // (java.time keeps nanos positive: -1.5 s is -2 s + 0.5 s).
   public static com.google.protobuf.Duration toProto(Duration d) {
-    return com.google.protobuf.Duration.newBuilder()
-        .setSeconds(d.getSeconds())
-        .setNanos(d.getNano())
-        .build();
+    long seconds = d.getSeconds();
+    int nanos = d.getNano();
+    if (seconds < 0 && nanos > 0) {
+      seconds += 1;
+      nanos -= 1_000_000_000;
+    }
+    return com.google.protobuf.Duration.newBuilder().setSeconds(seconds).setNanos(nanos).build();
   }
 
   public static Timestamp toProto(Instant t) {

@@ -208,8 +208,11 @@ public class LapseClientTest {
     private <Q, R> void addMethod(ServerServiceDefinition.Builder definition,
         io.grpc.MethodDescriptor<Q, R> method, boolean hang) {
       ServerCalls.UnaryMethod<Q, R> unary = (request, observer) -> {
-        calls.computeIfAbsent(method.getBareMethodName(), k -> new AtomicInteger()).incrementAndGet();
-        if (!hang) observer.onError(Status.UNAVAILABLE.withDescription("fake").asRuntimeException());
+        calls.computeIfAbsent(method.getBareMethodName(), k -> new AtomicInteger())
+            .incrementAndGet();
+        if (!hang) {
+          observer.onError(Status.UNAVAILABLE.withDescription("fake").asRuntimeException());
+        }
       };
       ServerCallHandler<Q, R> handler = ServerCalls.asyncUnaryCall(unary);
       definition.addMethod(ServerMethodDefinition.create(method, handler));
