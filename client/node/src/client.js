@@ -93,12 +93,17 @@ class Client {
       channelOptions['grpc.keepalive_time_ms'] = o.keepaliveTimeMs;
       channelOptions['grpc.keepalive_timeout_ms'] = o.keepaliveTimeoutMs;
     }
+    // The watches running on this client, which close() ends.
+    this.watches = new Set();
     const Service = loadService(o.protoDir);
     this.stub = new Service(target, o.credentials ?? grpc.credentials.createInsecure(),
         channelOptions);
   }
 
+  // Ends the watches of this client (their iterations return) and closes the
+  // channel.
   close() {
+    for (const watch of this.watches) watch.cancel();
     this.stub.close();
   }
 
@@ -229,7 +234,10 @@ class Client {
   // An ExpiryWatch (watch.js): an async iterable of expiry events that
   // resumes by itself after a disconnect.
   watch(options = {}) {
-    return new ExpiryWatch(this.stub, options, this.options.watchBackoff);
+    const watch = new ExpiryWatch(this.stub, options, this.options.watchBackoff,
+        () => this.watches.delete(watch));
+    this.watches.add(watch);
+    return watch;
   }
 
   // Calls the unary `method` until it succeeds, fails with anything but

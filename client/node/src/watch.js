@@ -44,7 +44,8 @@ function lastDeliveredSequence(details) {
 const startPositions = ['NEW', 'OLDEST', 'AFTER_SEQUENCE'];
 
 class ExpiryWatch {
-  constructor(stub, options, backoffPolicy) {
+  // `ended` is called once the watch is cancelled or its iteration ends.
+  constructor(stub, options, backoffPolicy, ended = () => {}) {
     if (options.start !== undefined && !startPositions.includes(options.start)) {
       throw new LapseError(status.INVALID_ARGUMENT,
           `start: must be one of ${startPositions.join(', ')}, got ${options.start}`);
@@ -54,6 +55,7 @@ class ExpiryWatch {
           `start AFTER_SEQUENCE, got ${options.afterSequence}`);
     }
     this.stub = stub;
+    this.ended = ended;
     this.options = options;
     this.backoffPolicy = backoffPolicy;
     this.aborter = new AbortController();
@@ -71,12 +73,21 @@ class ExpiryWatch {
   // Ends the iteration (it returns, as after `break`). Idempotent.
   cancel() {
     this.aborter.abort();
+    this.ended();
   }
 
   [Symbol.asyncIterator]() {
     if (this.iterated) throw new Error('an ExpiryWatch can be iterated only once');
     this.iterated = true;
-    return this.run();
+    return this.iterate();
+  }
+
+  async* iterate() {
+    try {
+      yield* this.run();
+    } finally {
+      this.ended();
+    }
   }
 
   request() {

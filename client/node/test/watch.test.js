@@ -101,6 +101,20 @@ describe('watch', () => {
     assert.equal(await lapsed.stop(), 0);
   });
 
+  it('ends the iterations of its watches when the client closes', async () => {
+    const lapsed = await LapsedProcess.start(process.env.LAPSED);
+    const client = new Client(lapsed.address);
+    let onConnected;
+    const isConnected = new Promise((resolve) => (onConnected = resolve));
+    const iteration = (async () => {
+      for await (const event of client.watch({onConnected})) assert.fail(`got ${event.key}`);
+    })();
+    await withPatience(isConnected, 'connected watch');
+    client.close();
+    await withPatience(iteration, 'end of the iteration');
+    assert.equal(await lapsed.stop(), 0);
+  });
+
   it('refuses AFTER_SEQUENCE without a BigInt afterSequence before calling', () => {
     const client = new Client('127.0.0.1:1');
     assert.throws(() => client.watch({start: 'AFTER_SEQUENCE'}),
