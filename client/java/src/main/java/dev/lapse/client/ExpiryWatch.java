@@ -34,6 +34,7 @@ import java.util.NoSuchElementException;
 import java.util.OptionalLong;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -51,6 +52,8 @@ public final class ExpiryWatch implements Iterator<ExpiryEvent>, AutoCloseable {
   private final LapseServiceGrpc.LapseServiceBlockingStub stub;
   private final WatchExpirationsRequest request;
   private final Listener listener;
+  // Told once close() runs (the client forgets the watch).
+  private final Consumer<ExpiryWatch> onClose;
   private final Backoff backoff;
   private final CountDownLatch closed = new CountDownLatch(1);
   private final ArrayDeque<ExpiryEvent> pending = new ArrayDeque<>();
@@ -68,8 +71,10 @@ public final class ExpiryWatch implements Iterator<ExpiryEvent>, AutoCloseable {
       LapseServiceGrpc.LapseServiceBlockingStub stub,
       WatchExpirationsRequest request,
       Backoff.Policy backoff,
-      Listener listener) {
+      Listener listener,
+      Consumer<ExpiryWatch> closed) {
     this.stub = stub;
+    this.onClose = closed;
     this.request = request;
     this.listener = listener;
     this.backoff = new Backoff(backoff);
@@ -111,6 +116,7 @@ public final class ExpiryWatch implements Iterator<ExpiryEvent>, AutoCloseable {
   @Override
   public void close() {
     closed.countDown();
+    onClose.accept(this);
     Context.CancellableContext current = context;
     if (current != null) current.cancel(null);
   }

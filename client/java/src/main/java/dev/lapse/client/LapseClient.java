@@ -55,6 +55,8 @@ import io.grpc.ManagedChannelBuilder;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BiFunction;
 
@@ -94,6 +96,9 @@ public final class LapseClient implements AutoCloseable {
 
   private final ManagedChannel channel;
   private final Options options;
+  // The watches on this channel, which close() ends; shared with every
+  // withTimeout() view.
+  private final Set<ExpiryWatch> watches;
   private final LapseServiceGrpc.LapseServiceBlockingStub stub;
 
   // A channel to `target` ("host:port" or any gRPC target).
@@ -113,8 +118,13 @@ public final class LapseClient implements AutoCloseable {
 
   // Over `channel`, which the client then owns and closes.
   public LapseClient(ManagedChannel channel, Options options) {
+    this(channel, options, ConcurrentHashMap.newKeySet());
+  }
+
+  private LapseClient(ManagedChannel channel, Options options, Set<ExpiryWatch> watches) {
     this.channel = channel;
     this.options = options;
+    this.watches = watches;
     this.stub = LapseServiceGrpc.newBlockingStub(channel);
   }
 
@@ -123,12 +133,14 @@ public final class LapseClient implements AutoCloseable {
   public LapseClient withTimeout(Duration timeout) {
     Options changed = options.copy();
     changed.timeout = timeout;
-    return new LapseClient(channel, changed);
+    return new LapseClient(channel, changed, watches);
   }
 
-  // Shuts the channel down, for this client and every withTimeout() view of it.
+  // Closes the watches of this client (their hasNext() returns false) and
+  // shuts the channel down, for this client and every withTimeout() view.
   @Override
   public void close() {
+    for (ExpiryWatch watch : watches) watch.close();
     channel.shutdownNow();
   }
 
@@ -192,8 +204,15 @@ public final class LapseClient implements AutoCloseable {
   // A blocking iterator of expiry events that resumes by itself (see
   // ExpiryWatch); `listener` may be null.
   public ExpiryWatch watch(WatchExpirationsRequest request, ExpiryWatch.Listener listener) {
-    return new ExpiryWatch(LapseServiceGrpc.newBlockingStub(channel), request, options.watchBackoff,
-        listener);
+    ExpiryWatch watch =
+        new ExpiryWatch(
+            LapseServiceGrpc.newBlockingStub(channel),
+            request,
+            options.watchBackoff,
+            listener,
+            watches::remove);
+    watches.add(watch);
+    return watch;
   }
 
   public ExpiryWatch watch(WatchExpirationsRequest request) {

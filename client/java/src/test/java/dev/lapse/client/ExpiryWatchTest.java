@@ -111,6 +111,20 @@ public class ExpiryWatchTest {
   }
 
   @Test
+  public void endsItsWatchesWhenTheClientCloses() throws Exception {
+    try (LapsedProcess lapsed = LapsedProcess.start(List.of())) {
+      LapseClient client = new LapseClient(lapsed.address(), new LapseClient.Options());
+      ExpiryWatch watch = client.watch(WatchExpirationsRequest.getDefaultInstance());
+      Thread reader = new Thread(() -> assertFalse(watch.hasNext()));
+      reader.start();
+      client.close();
+      reader.join(LapsedProcess.PATIENCE_SECONDS * 1000);
+      assertFalse("hasNext() still blocks after the client closed", reader.isAlive());
+      assertEquals(0, lapsed.stop());
+    }
+  }
+
+  @Test
   public void throwsInvalidArgumentForABadFilterInsteadOfRetrying() throws Exception {
     try (LapsedProcess lapsed = LapsedProcess.start(List.of());
         LapseClient client = new LapseClient(lapsed.address(), new LapseClient.Options());
