@@ -171,3 +171,24 @@ func (c *Client) call(ctx context.Context, idempotent bool, attempt func(context
 		}
 	}
 }
+
+// unary calls a method of the stub through c.call.
+func unary[Request, Response any](ctx context.Context, c *Client, idempotent bool,
+	method func(context.Context, Request, ...grpc.CallOption) (Response, error),
+	request Request) (Response, error) {
+	var response Response
+	err := c.call(ctx, idempotent, func(ctx context.Context) (err error) {
+		response, err = method(ctx, request)
+		return err
+	})
+	return response, err
+}
+
+// convert maps each element of a response's list to the client's type.
+func convert[From, To any](from []From, f func(From) To) []To {
+	to := make([]To, 0, len(from))
+	for _, x := range from {
+		to = append(to, f(x))
+	}
+	return to
+}

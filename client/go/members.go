@@ -115,19 +115,13 @@ func (c *Client) Put(ctx context.Context, collection string, members []MemberWri
 		}
 		request.Members = append(request.Members, write)
 	}
-	var response *pb.PutMembersResponse
-	err := c.call(ctx, false, func(ctx context.Context) (err error) {
-		response, err = c.stub.PutMembers(ctx, request)
-		return err
-	})
+	response, err := unary(ctx, c, false, c.stub.PutMembers, request)
 	if err != nil {
 		return nil, err
 	}
-	results := make([]PutResult, 0, len(response.GetResults()))
-	for _, r := range response.GetResults() {
-		results = append(results, PutResult{r.GetKey(), r.GetOutcome(), optionalTime(r.GetExpireTime())})
-	}
-	return results, nil
+	return convert(response.GetResults(), func(r *pb.PutMemberResult) PutResult {
+		return PutResult{r.GetKey(), r.GetOutcome(), optionalTime(r.GetExpireTime())}
+	}), nil
 }
 
 type GetResult struct {
@@ -147,19 +141,13 @@ func (c *Client) Get(ctx context.Context, collection string, keys []string, refr
 	case at != nil:
 		request.RefreshExpiration = &pb.GetMembersRequest_RefreshExpireTime{RefreshExpireTime: at}
 	}
-	var response *pb.GetMembersResponse
-	err := c.call(ctx, refresh.IsNone(), func(ctx context.Context) (err error) {
-		response, err = c.stub.GetMembers(ctx, request)
-		return err
-	})
+	response, err := unary(ctx, c, refresh.IsNone(), c.stub.GetMembers, request)
 	if err != nil {
 		return nil, err
 	}
-	results := make([]GetResult, 0, len(response.GetResults()))
-	for _, r := range response.GetResults() {
-		results = append(results, GetResult{r.GetFound(), memberFrom(r.GetMember())})
-	}
-	return results, nil
+	return convert(response.GetResults(), func(r *pb.GetMemberResult) GetResult {
+		return GetResult{r.GetFound(), memberFrom(r.GetMember())}
+	}), nil
 }
 
 type RemoveResult struct {
@@ -171,19 +159,13 @@ type RemoveResult struct {
 // Remove deletes members; no expiry events. Retried.
 func (c *Client) Remove(ctx context.Context, collection string, keys []string) ([]RemoveResult, error) {
 	request := &pb.RemoveMembersRequest{Collection: collection, Keys: keys}
-	var response *pb.RemoveMembersResponse
-	err := c.call(ctx, true, func(ctx context.Context) (err error) {
-		response, err = c.stub.RemoveMembers(ctx, request)
-		return err
-	})
+	response, err := unary(ctx, c, true, c.stub.RemoveMembers, request)
 	if err != nil {
 		return nil, err
 	}
-	results := make([]RemoveResult, 0, len(response.GetResults()))
-	for _, r := range response.GetResults() {
-		results = append(results, RemoveResult{r.GetKey(), r.GetExisted()})
-	}
-	return results, nil
+	return convert(response.GetResults(), func(r *pb.RemoveMemberResult) RemoveResult {
+		return RemoveResult{r.GetKey(), r.GetExisted()}
+	}), nil
 }
 
 // ExpireCondition is like HEXPIRE's NX / XX / GT / LT; a persistent member
@@ -228,19 +210,13 @@ func (c *Client) Expire(ctx context.Context, collection string, keys []string, e
 	default:
 		return nil, invalidArgument("expiration: give a TTL or a time (At)")
 	}
-	var response *pb.ExpireMembersResponse
-	err := c.call(ctx, false, func(ctx context.Context) (err error) {
-		response, err = c.stub.ExpireMembers(ctx, request)
-		return err
-	})
+	response, err := unary(ctx, c, false, c.stub.ExpireMembers, request)
 	if err != nil {
 		return nil, err
 	}
-	results := make([]ExpireResult, 0, len(response.GetResults()))
-	for _, r := range response.GetResults() {
-		results = append(results, ExpireResult{r.GetKey(), r.GetOutcome(), optionalTime(r.GetExpireTime())})
-	}
-	return results, nil
+	return convert(response.GetResults(), func(r *pb.ExpireMemberResult) ExpireResult {
+		return ExpireResult{r.GetKey(), r.GetOutcome(), optionalTime(r.GetExpireTime())}
+	}), nil
 }
 
 // PersistOutcome: Persisted, NoExpiration or PersistNotFound.
@@ -260,19 +236,13 @@ type PersistResult struct {
 // Persist clears deadlines. Retried.
 func (c *Client) Persist(ctx context.Context, collection string, keys []string) ([]PersistResult, error) {
 	request := &pb.PersistMembersRequest{Collection: collection, Keys: keys}
-	var response *pb.PersistMembersResponse
-	err := c.call(ctx, true, func(ctx context.Context) (err error) {
-		response, err = c.stub.PersistMembers(ctx, request)
-		return err
-	})
+	response, err := unary(ctx, c, true, c.stub.PersistMembers, request)
 	if err != nil {
 		return nil, err
 	}
-	results := make([]PersistResult, 0, len(response.GetResults()))
-	for _, r := range response.GetResults() {
-		results = append(results, PersistResult{r.GetKey(), r.GetOutcome()})
-	}
-	return results, nil
+	return convert(response.GetResults(), func(r *pb.PersistMemberResult) PersistResult {
+		return PersistResult{r.GetKey(), r.GetOutcome()}
+	}), nil
 }
 
 // MemberOrder: ByKey, or ByExpireTime (ties by key, persistent members last).
@@ -302,19 +272,11 @@ type MemberPage struct {
 func (c *Client) List(ctx context.Context, collection string, options ListOptions) (MemberPage, error) {
 	request := &pb.ListMembersRequest{Collection: collection, OrderBy: options.OrderBy,
 		PageSize: options.PageSize, PageToken: options.PageToken, KeysOnly: options.KeysOnly}
-	var response *pb.ListMembersResponse
-	err := c.call(ctx, true, func(ctx context.Context) (err error) {
-		response, err = c.stub.ListMembers(ctx, request)
-		return err
-	})
+	response, err := unary(ctx, c, true, c.stub.ListMembers, request)
 	if err != nil {
 		return MemberPage{}, err
 	}
-	page := MemberPage{NextPageToken: response.GetNextPageToken()}
-	for _, m := range response.GetMembers() {
-		page.Members = append(page.Members, memberFrom(m))
-	}
-	return page, nil
+	return MemberPage{convert(response.GetMembers(), memberFrom), response.GetNextPageToken()}, nil
 }
 
 type CollectionInfo struct {
@@ -333,11 +295,7 @@ func collectionFrom(c *pb.CollectionInfo) CollectionInfo {
 // Collection returns counts and the next deadline of a collection; NOT_FOUND
 // when it has no live member. Retried.
 func (c *Client) Collection(ctx context.Context, name string) (CollectionInfo, error) {
-	var response *pb.GetCollectionResponse
-	err := c.call(ctx, true, func(ctx context.Context) (err error) {
-		response, err = c.stub.GetCollection(ctx, &pb.GetCollectionRequest{Name: name})
-		return err
-	})
+	response, err := unary(ctx, c, true, c.stub.GetCollection, &pb.GetCollectionRequest{Name: name})
 	if err != nil {
 		return CollectionInfo{}, err
 	}
@@ -360,29 +318,18 @@ type CollectionPage struct {
 func (c *Client) Collections(ctx context.Context, options CollectionsOptions) (CollectionPage, error) {
 	request := &pb.ListCollectionsRequest{Prefix: options.Prefix, PageSize: options.PageSize,
 		PageToken: options.PageToken}
-	var response *pb.ListCollectionsResponse
-	err := c.call(ctx, true, func(ctx context.Context) (err error) {
-		response, err = c.stub.ListCollections(ctx, request)
-		return err
-	})
+	response, err := unary(ctx, c, true, c.stub.ListCollections, request)
 	if err != nil {
 		return CollectionPage{}, err
 	}
-	page := CollectionPage{NextPageToken: response.GetNextPageToken()}
-	for _, info := range response.GetCollections() {
-		page.Collections = append(page.Collections, collectionFrom(info))
-	}
-	return page, nil
+	return CollectionPage{convert(response.GetCollections(), collectionFrom),
+		response.GetNextPageToken()}, nil
 }
 
 // Delete removes a collection and returns how many live members it had (0 if
 // it did not exist). No expiry events. Retried.
 func (c *Client) Delete(ctx context.Context, name string) (uint64, error) {
-	var response *pb.DeleteCollectionResponse
-	err := c.call(ctx, true, func(ctx context.Context) (err error) {
-		response, err = c.stub.DeleteCollection(ctx, &pb.DeleteCollectionRequest{Name: name})
-		return err
-	})
+	response, err := unary(ctx, c, true, c.stub.DeleteCollection, &pb.DeleteCollectionRequest{Name: name})
 	if err != nil {
 		return 0, err
 	}
