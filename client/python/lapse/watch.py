@@ -4,7 +4,8 @@
         for event in watch:          # blocks; ends only by cancel() or an error
             cancel_order(event.key)
 
-A Watch reconnects by itself when its stream breaks (UNAVAILABLE, a dropped
+The stream starts at the first next(): a Start.NEW watch sees the events
+appended after that. A Watch reconnects by itself when its stream breaks (UNAVAILABLE, a dropped
 connection, a server restart) and resumes right after the last sequence it
 examined, so the events it yields form one stream with no gap and no
 duplicate. The one way to lose events is for the server to no longer hold
