@@ -16,9 +16,10 @@ import (
 )
 
 // scripted fails its first `failures` calls with UNAVAILABLE; GetCollection
-// hangs until the call's context ends.
+// hangs until the test ends.
 type scripted struct {
 	pb.UnimplementedLapseServiceServer
+	release  chan struct{}
 	mu       sync.Mutex
 	failures int
 	calls    int
@@ -49,18 +50,19 @@ func (s *scripted) PutMembers(ctx context.Context, r *pb.PutMembersRequest) (*pb
 }
 
 func (s *scripted) GetCollection(ctx context.Context, r *pb.GetCollectionRequest) (*pb.GetCollectionResponse, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
+	<-s.release
+	return &pb.GetCollectionResponse{}, nil
 }
 
 func startScripted(t *testing.T, failures int) (*scripted, *lapse.Client) {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	service := &scripted{failures: failures}
+	service := &scripted{failures: failures, release: make(chan struct{})}
 	server := grpc.NewServer()
 	pb.RegisterLapseServiceServer(server, service)
 	go server.Serve(listener)
 	t.Cleanup(server.Stop)
+	t.Cleanup(func() { close(service.release) })
 	quick := lapse.Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond, Multiplier: 2}
 	return service, dial(t, listener.Addr().String(), lapse.Options{RetryBackoff: quick})
 }

@@ -55,7 +55,22 @@ func TestAWatchDeliversEachExpiryWithItsMember(t *testing.T) {
 	}
 }
 
-func TestAWatchResumesAfterADurableRestartWithNoGapAndNoDuplicate(t *testing.T) {
+// A stop (SIGTERM) ends the stream naming the last sequence delivered; a kill
+// (SIGKILL) just drops the connection, so the watch resumes from what it
+// examined itself.
+func TestAWatchResumesAfterADurableStopWithNoGapAndNoDuplicate(t *testing.T) {
+	resumesAfterRestart(t, func(l *lapsetest.Lapsed) {
+		if code := l.Stop(); code != 0 {
+			t.Fatalf("lapsed exited %d", code)
+		}
+	})
+}
+
+func TestAWatchResumesAfterADurableKillWithNoGapAndNoDuplicate(t *testing.T) {
+	resumesAfterRestart(t, (*lapsetest.Lapsed).Kill)
+}
+
+func resumesAfterRestart(t *testing.T, end func(*lapsetest.Lapsed)) {
 	flags := []string{"--data-dir=" + t.TempDir()}
 	lapsed := lapsetest.Start(t, flags, 0)
 	client := dial(t, lapsed.Address, quick)
@@ -66,9 +81,7 @@ func TestAWatchResumesAfterADurableRestartWithNoGapAndNoDuplicate(t *testing.T) 
 	expireNow(t, client, "orders", "a", "b")
 	before, err := lapsetest.Take(watch, 2)
 	must(t, err)
-	if code := lapsed.Stop(); code != 0 {
-		t.Fatalf("lapsed exited %d", code)
-	}
+	end(lapsed)
 	lapsed = lapsetest.Start(t, flags, lapsed.Port)
 	// A new client: the old channel is still backing off.
 	expireNow(t, dial(t, lapsed.Address, lapse.Options{}), "orders", "c", "d")
