@@ -38,7 +38,8 @@ import (
 
 // Backoff: delays grow from Initial by Multiplier up to Max; each actual
 // delay is drawn from [delay/2, delay], so clients that failed together do
-// not retry together.
+// not retry together. An Initial under 1ms, a Max below it or a Multiplier
+// below 1 is clamped rather than refused.
 type Backoff struct {
 	Initial    time.Duration
 	Max        time.Duration
@@ -50,7 +51,18 @@ type backoffState struct {
 	ceiling time.Duration
 }
 
-func (b Backoff) start() *backoffState { return &backoffState{policy: b, ceiling: b.Initial} }
+func (b Backoff) start() *backoffState {
+	if b.Initial < time.Millisecond {
+		b.Initial = time.Millisecond
+	}
+	if b.Max < b.Initial {
+		b.Max = b.Initial
+	}
+	if b.Multiplier < 1 {
+		b.Multiplier = 1
+	}
+	return &backoffState{policy: b, ceiling: b.Initial}
+}
 
 func (s *backoffState) next() time.Duration {
 	delay := s.ceiling/2 + time.Duration(rand.Int63n(int64(s.ceiling/2)+1))

@@ -41,17 +41,20 @@ Seconds = Union[datetime.timedelta, float, int]
 class Backoff:
     """Delays grow from `initial` by `multiplier` up to `max` (seconds); each
     actual delay is drawn from [delay / 2, delay], so clients that failed
-    together do not retry together."""
+    together do not retry together. An initial delay under 1 ms, a max below
+    it or a multiplier below 1 is clamped rather than refused."""
 
     initial: float = 0.05
     max: float = 2.0
     multiplier: float = 2.0
 
     def delays(self) -> Iterator[float]:
-        ceiling = self.initial
+        ceiling = max(self.initial, 0.001)
+        cap = max(self.max, ceiling)
+        multiplier = max(self.multiplier, 1.0)
         while True:
             yield random.uniform(ceiling / 2, ceiling)
-            ceiling = min(self.max, ceiling * self.multiplier)
+            ceiling = min(cap, ceiling * multiplier)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,3 +85,15 @@ def test_a_call_that_outlives_its_timeout_raises_deadline_exceeded(scripted):
     with pytest.raises(lapse.LapseError) as late:
         client.collection("c", timeout=0.05)
     assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_backoff_delays_grow_to_the_max_with_jitter_below_each_ceiling():
+    delays = lapse.Backoff(initial=0.01, max=0.04, multiplier=2).delays()
+    for ceiling in (0.01, 0.02, 0.04, 0.04):
+        assert ceiling / 2 <= next(delays) <= ceiling
+
+
+def test_a_backoff_that_would_not_wait_is_clamped_to_a_millisecond():
+    delays = lapse.Backoff(initial=0, max=0, multiplier=0.5).delays()
+    for _ in range(5):
+        assert 0.0005 <= next(delays) <= 0.001
