@@ -73,8 +73,9 @@ type Watch struct {
 }
 
 // Events delivers each event once, in sequence order. It is closed when the
-// watch ends: its context was cancelled (Err is nil) or an error that is not
-// worth a reconnect ended it (Err says which).
+// watch ends: its context was cancelled (Err is nil; an event already on its
+// way may still come first) or an error that is not worth a reconnect ended
+// it (Err says which).
 func (w *Watch) Events() <-chan ExpiryEvent { return w.events }
 
 // Err is the error that ended the watch, once Events is closed; nil when its

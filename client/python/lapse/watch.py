@@ -165,6 +165,8 @@ class Watch:
         for event in response.events:
             if self._position is not None and event.sequence <= self._position:
                 continue
+            if self._cancelled.is_set():
+                return
             yield _event(event)
             # The consumer asked for the next one: this event is handed over.
             self._position = event.sequence

@@ -93,3 +93,14 @@ def lapsed_small_retention():
     process = LapsedProcess(["--event_retention_events=2"])
     yield process
     process.kill()
+
+
+def test_a_watch_cancelled_between_two_events_of_a_batch_yields_no_more(client):
+    client.put("orders", {"a": b"", "b": b""})
+    watch = client.watch(start=lapse.Start.OLDEST)
+    # One call: both events reach the watch in one batch.
+    client.expire("orders", ["a", "b"], deadline=PAST)
+    (first,) = take(watch, 1)
+    watch.cancel()
+    assert first.key == "a"
+    assert list(watch) == []
