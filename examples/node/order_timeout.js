@@ -3,7 +3,7 @@
 // paying one removes it; a watcher cancels the others as their expiry
 // events arrive, each once.
 //
-//   NODE_PATH=build/tools/node-client/node_modules \
+//   NODE_PATH=build/node-client/node_modules \
 //     node examples/node/order_timeout.js 127.0.0.1:50051
 //
 // run() is also what examples/node/order_timeout.test.js runs against a real

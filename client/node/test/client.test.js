@@ -2,7 +2,7 @@
 // unary RPC, errors as LapseError with the status code, and against a fake
 // server: retries of idempotent calls only, per-call deadlines.
 //
-//   LAPSED=build/dev/server/lapsed NODE_PATH=build/tools/node-client/node_modules \
+//   LAPSED=build/dev/server/lapsed NODE_PATH=build/node-client/node_modules \
 //     node --test client/node/test/client.test.js
 'use strict';
 

@@ -3,7 +3,7 @@
 // duplicate, throws OUT_OF_RANGE instead of skipping, throws on a bad filter,
 // and ends on break or cancel().
 //
-//   LAPSED=build/dev/server/lapsed NODE_PATH=build/tools/node-client/node_modules \
+//   LAPSED=build/dev/server/lapsed NODE_PATH=build/node-client/node_modules \
 //     node --test client/node/test/watch.test.js
 'use strict';
 
