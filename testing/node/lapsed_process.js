@@ -6,6 +6,7 @@
 //   const client = new Client(lapsed.address);
 //   ...
 //   assert.equal(await lapsed.stop(), 0);     // SIGTERM, then the exit code
+//   await lapsed.kill();                       // or SIGKILL
 //   const again = await LapsedProcess.start(process.env.LAPSED, flags, lapsed.port);
 //
 // lapsed listens on 127.0.0.1:`port` (0: the kernel picks) with errors-only
@@ -68,6 +69,13 @@ class LapsedProcess {
       child.kill('SIGKILL');
       throw err;
     });
+  }
+
+  // SIGKILL: no shutdown, no message to clients; resolves once lapsed is gone.
+  async kill() {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGKILL');
+    await withPatience(this.exited, 'exit after SIGKILL');
   }
 
   // SIGTERM; resolves to the exit code (null when lapsed had to be killed).

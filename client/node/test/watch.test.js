@@ -29,48 +29,60 @@ async function nextEvent(iterator) {
   return value;
 }
 
+// A watch from OLDEST of a durable lapsed that `end`s ('stop': SIGTERM, which
+// names the last delivered sequence; 'kill': SIGKILL, which names nothing)
+// and restarts on the same port and store.
+async function resumesAcrossARestart(end) {
+  const flags = [`--data-dir=${tempDir()}`];
+  let lapsed = await LapsedProcess.start(process.env.LAPSED, flags);
+  const port = lapsed.port;
+  const watcher = new Client(lapsed.address,
+      {watchBackoff: {initialMs: 10, maxMs: 200, multiplier: 2},
+        reconnectBackoffInitialMs: 10, reconnectBackoffMaxMs: 200});
+  const reconnects = [];
+  const watch = watcher.watch({collections: ['orders'], start: 'OLDEST', includeValues: true,
+    onReconnecting: (err) => reconnects.push(err.code)});
+  const events = watch[Symbol.asyncIterator]();
+
+  let writer = new Client(lapsed.address);
+  await expireNow(writer, 'orders', ['k1']);
+  await expireNow(writer, 'other', ['ignored']);
+  const first = await nextEvent(events);
+  assert.equal(first.key, 'k1');
+  assert.equal(first.value.toString(), 'value of k1');
+  writer.close();
+  if (end === 'stop') {
+    assert.equal(await lapsed.stop(), 0);
+  } else {
+    await lapsed.kill();
+  }
+
+  // A new lapsed on the same port and store; events expire there before the
+  // watch is back: it must resume after k1 and get them all, once.
+  lapsed = await LapsedProcess.start(process.env.LAPSED, flags, port);
+  writer = new Client(lapsed.address);
+  await expireNow(writer, 'orders', ['k2', 'k3']);
+  const second = await nextEvent(events);
+  const third = await nextEvent(events);
+  await expireNow(writer, 'orders', ['k4']);
+  const fourth = await nextEvent(events);
+  assert.deepEqual([second.key, third.key, fourth.key], ['k2', 'k3', 'k4']);
+  assert.ok(first.sequence < second.sequence && second.sequence < third.sequence);
+  assert.ok(reconnects.length >= 1);
+  assert.ok(reconnects.every((code) => code === status.UNAVAILABLE));
+  assert.equal(watch.position, fourth.sequence);
+
+  await events.return();
+  writer.close();
+  watcher.close();
+  assert.equal(await lapsed.stop(), 0);
+}
+
 describe('watch', () => {
-  it('resumes across a durable lapsed restart with no gap and no duplicate', async () => {
-    const flags = [`--data-dir=${tempDir()}`];
-    let lapsed = await LapsedProcess.start(process.env.LAPSED, flags);
-    const port = lapsed.port;
-    const watcher = new Client(lapsed.address,
-        {watchBackoff: {initialMs: 10, maxMs: 200, multiplier: 2},
-          reconnectBackoffInitialMs: 10, reconnectBackoffMaxMs: 200});
-    const reconnects = [];
-    const watch = watcher.watch({collections: ['orders'], start: 'OLDEST', includeValues: true,
-      onReconnecting: (err) => reconnects.push(err.code)});
-    const events = watch[Symbol.asyncIterator]();
-
-    let writer = new Client(lapsed.address);
-    await expireNow(writer, 'orders', ['k1']);
-    await expireNow(writer, 'other', ['ignored']);
-    const first = await nextEvent(events);
-    assert.equal(first.key, 'k1');
-    assert.equal(first.value.toString(), 'value of k1');
-    writer.close();
-    assert.equal(await lapsed.stop(), 0);
-
-    // A new lapsed on the same port and store; events expire there before the
-    // watch is back: it must resume after k1 and get them all, once.
-    lapsed = await LapsedProcess.start(process.env.LAPSED, flags, port);
-    writer = new Client(lapsed.address);
-    await expireNow(writer, 'orders', ['k2', 'k3']);
-    const second = await nextEvent(events);
-    const third = await nextEvent(events);
-    await expireNow(writer, 'orders', ['k4']);
-    const fourth = await nextEvent(events);
-    assert.deepEqual([second.key, third.key, fourth.key], ['k2', 'k3', 'k4']);
-    assert.ok(first.sequence < second.sequence && second.sequence < third.sequence);
-    assert.ok(reconnects.length >= 1);
-    assert.ok(reconnects.every((code) => code === status.UNAVAILABLE));
-    assert.equal(watch.position, fourth.sequence);
-
-    await events.return();
-    writer.close();
-    watcher.close();
-    assert.equal(await lapsed.stop(), 0);
-  });
+  for (const end of ['stop', 'kill']) {
+    it(`resumes across a durable lapsed restart (${end}) with no gap and no duplicate`,
+        () => resumesAcrossARestart(end));
+  }
 
   it('throws OUT_OF_RANGE when the events to resume from are gone', async () => {
     const lapsed = await LapsedProcess.start(process.env.LAPSED, ['--event_retention_events=2']);

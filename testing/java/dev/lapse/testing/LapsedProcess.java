@@ -4,7 +4,7 @@
 //   try (LapsedProcess lapsed = LapsedProcess.start(List.of("--data-dir=" + dir))) {
 //     LapseClient client = new LapseClient(lapsed.address(), new LapseClient.Options());
 //     ...
-//     assertEquals(0, lapsed.stop());  // SIGTERM, then the exit code
+//     assertEquals(0, lapsed.stop());  // SIGTERM, then the exit code; or kill(): SIGKILL
 //   }
 //
 // lapsed (the path in the LAPSED environment variable, set by CMake) listens
@@ -103,6 +103,11 @@ public final class LapsedProcess implements AutoCloseable {
     if (process.waitFor(PATIENCE_SECONDS, TimeUnit.SECONDS)) return process.exitValue();
     process.destroyForcibly().waitFor();
     return -1;
+  }
+
+  // SIGKILL: no shutdown, no message to clients; returns once lapsed is gone.
+  public void kill() throws InterruptedException {
+    process.destroyForcibly().waitFor();
   }
 
   @Override

@@ -45,7 +45,21 @@ public class ExpiryWatchTest {
   }
 
   @Test
-  public void resumesAcrossADurableLapsedRestartWithNoGapAndNoDuplicate() throws Exception {
+  public void resumesAcrossADurableLapsedStopAndRestartWithNoGapAndNoDuplicate()
+      throws Exception {
+    resumesAcrossARestart(false);
+  }
+
+  @Test
+  public void resumesAcrossADurableLapsedKillAndRestartWithNoGapAndNoDuplicate()
+      throws Exception {
+    resumesAcrossARestart(true);
+  }
+
+  // A watch from OLDEST of a durable lapsed that is stopped (SIGTERM, which
+  // names the last delivered sequence) or killed (SIGKILL, which names
+  // nothing) and restarts on the same port and store.
+  private static void resumesAcrossARestart(boolean kill) throws Exception {
     List<String> flags = List.of("--data-dir=" + LapsedProcess.tempDir());
     LapsedProcess lapsed = LapsedProcess.start(flags);
     int port = lapsed.port();
@@ -60,8 +74,11 @@ public class ExpiryWatchTest {
       }
       ExpiryEvent first = watch.next();
       assertEquals("k1", first.getKey());
-      assertEquals(0, lapsed.stop());
-      lapsed.close();
+      if (kill) {
+        lapsed.kill();
+      } else {
+        assertEquals(0, lapsed.stop());
+      }
 
       // A new lapsed on the same port and store; events expire there before
       // the watch is back: it must resume after k1 and get them all, once.
