@@ -1,14 +1,15 @@
 // DurableStore: lapse's durability. Owns a data directory: a lock, the
 // write-ahead log (wal.h) and snapshots (snapshot.h).
 //
+//   std::unique_ptr<lapse::EventFeed> log;  // built once the identity is known
 //   auto store = lapse::DurableStore::Open(
 //       {.dir = "/var/lib/lapse",
 //        .on_durable = [&log](uint64_t seq) { log->MakeVisibleThrough(seq); }});
-//   auto log = std::make_unique<lapse::EventFeed>(
-//       {.store_id = (*store)->identity().id,
-//        .first_sequence = (*store)->identity().first_sequence, .visible_on_append = false});
-//   lapse::Engine engine({.journal = store->get()}, clock, &log);
-//   auto recovered = (*store)->Recover(&engine, &log);  // before serving
+//   log = std::make_unique<lapse::EventFeed>(lapse::EventFeed::Options{
+//       .store_id = (*store)->identity().id,
+//       .first_sequence = (*store)->identity().first_sequence, .visible_on_append = false});
+//   lapse::Engine engine({.journal = store->get()}, clock, log.get());
+//   auto recovered = (*store)->Recover(&engine, log.get());  // before serving
 //   lapse::CommitTicket ticket = 0;
 //   ... engine.Put(..., &ticket); (*store)->WhenDurable(ticket, answer_the_rpc);
 //
