@@ -148,6 +148,20 @@ v1::WatchExpirationsRequest AllEvents() {
   return request;
 }
 
+v1::WatchExpirationsRequest After(uint64_t sequence) {
+  v1::WatchExpirationsRequest request;
+  request.set_start_position(v1::START_POSITION_AFTER_SEQUENCE);
+  request.set_after_sequence(sequence);
+  return request;
+}
+
+v1::WatchExpirationsRequest AfterToken(const std::string& token) {
+  v1::WatchExpirationsRequest request;
+  request.set_start_position(v1::START_POSITION_AFTER_TOKEN);
+  request.set_resume_token(token);
+  return request;
+}
+
 Watcher::Watcher(v1::LapseService::Stub& stub, const v1::WatchExpirationsRequest& request,
                  Reading reading) {
   GuardDeadline(&context_);

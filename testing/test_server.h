@@ -116,6 +116,10 @@ std::vector<std::string> PutLargeValues(v1::LapseService::Stub& stub, const std:
                                         int count, size_t value_bytes);
 
 v1::WatchExpirationsRequest AllEvents();
+// START_POSITION_AFTER_SEQUENCE from `sequence`; START_POSITION_AFTER_TOKEN
+// from `token`.
+v1::WatchExpirationsRequest After(uint64_t sequence);
+v1::WatchExpirationsRequest AfterToken(const std::string& token);
 
 // A WatchExpirations stream read on its own thread (or not read at all).
 // Thread-safe.

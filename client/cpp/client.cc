@@ -27,6 +27,8 @@ void Subscription::Cancel() { loop_->Cancel(); }
 
 uint64_t Subscription::position() const { return loop_->position(); }
 
+std::string Subscription::resume_token() const { return loop_->resume_token(); }
+
 EventStream::EventStream(std::unique_ptr<internal::EventQueue> queue,
                          std::unique_ptr<Subscription> subscription)
     : queue_(std::move(queue)), subscription_(std::move(subscription)) {}
@@ -138,6 +140,10 @@ absl::StatusOr<std::unique_ptr<Subscription>> Client::Watch(const WatchOptions& 
   if (!options.collections.empty() && !options.collection_prefix.empty()) {
     return absl::InvalidArgumentError(
         "Watch: at most one of collections and collection_prefix may be set");
+  }
+  if ((options.start == StartPosition::kAfterToken) == options.resume_token.empty()) {
+    return absl::InvalidArgumentError(
+        "Watch: resume_token must be set with StartPosition::kAfterToken, and only then");
   }
   return std::unique_ptr<Subscription>(new Subscription(std::make_unique<internal::WatchLoop>(
       connection_, options, std::move(handlers), options_.watch_backoff)));

@@ -237,13 +237,19 @@ v1::DeleteCollectionRequest DeleteCollectionRequestToProto(const std::string& na
 }
 
 v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
-                                         std::optional<uint64_t> resume_after) {
+                                         std::optional<uint64_t> resume_after,
+                                         const std::string& resume_token) {
   v1::WatchExpirationsRequest request;
   for (const std::string& collection : options.collections) {
     request.add_collections(collection);
   }
   request.set_collection_prefix(options.collection_prefix);
   request.set_include_values(options.include_values);
+  if (!resume_token.empty()) {
+    request.set_start_position(v1::START_POSITION_AFTER_TOKEN);
+    request.set_resume_token(resume_token);
+    return request;
+  }
   if (resume_after.has_value()) {
     request.set_start_position(v1::START_POSITION_AFTER_SEQUENCE);
     request.set_after_sequence(*resume_after);
@@ -259,6 +265,10 @@ v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
     case StartPosition::kAfterSequence:
       request.set_start_position(v1::START_POSITION_AFTER_SEQUENCE);
       request.set_after_sequence(options.after_sequence);
+      break;
+    case StartPosition::kAfterToken:
+      request.set_start_position(v1::START_POSITION_AFTER_TOKEN);
+      request.set_resume_token(options.resume_token);
       break;
   }
   return request;

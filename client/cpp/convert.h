@@ -66,10 +66,12 @@ v1::GetCollectionRequest GetCollectionRequestToProto(const std::string& name);
 v1::ListCollectionsRequest ListCollectionsRequestToProto(const ListCollectionsOptions& options);
 v1::DeleteCollectionRequest DeleteCollectionRequestToProto(const std::string& name);
 
-// The request that starts (no `resume_after`) or resumes (right after
-// `resume_after`) a subscription with `options`.
+// The request that starts a subscription with `options`, or resumes it:
+// from `resume_token` when not empty, else right after `resume_after` when
+// set.
 v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
-                                         std::optional<uint64_t> resume_after);
+                                         std::optional<uint64_t> resume_after,
+                                         const std::string& resume_token);
 
 // ---- Responses --------------------------------------------------------------
 //

@@ -112,12 +112,26 @@ TEST(ConvertRequests, ResumingAWatchOverridesItsStartPosition) {
   options.collections = {"a", "b"};
   options.include_values = true;
   options.start = StartPosition::kOldest;
-  EXPECT_EQ(WatchRequest(options, std::nullopt).start_position(), v1::START_POSITION_OLDEST);
-  const v1::WatchExpirationsRequest resumed = WatchRequest(options, 41);
+  EXPECT_EQ(WatchRequest(options, std::nullopt, "").start_position(), v1::START_POSITION_OLDEST);
+  const v1::WatchExpirationsRequest resumed = WatchRequest(options, 41, "");
   EXPECT_EQ(resumed.start_position(), v1::START_POSITION_AFTER_SEQUENCE);
   EXPECT_EQ(resumed.after_sequence(), 41u);
   EXPECT_THAT(resumed.collections(), ElementsAre("a", "b"));
   EXPECT_TRUE(resumed.include_values());
+  const v1::WatchExpirationsRequest by_token = WatchRequest(options, 41, "token");
+  EXPECT_EQ(by_token.start_position(), v1::START_POSITION_AFTER_TOKEN);
+  EXPECT_EQ(by_token.resume_token(), "token");
+  EXPECT_EQ(by_token.after_sequence(), 0u);
+  EXPECT_THAT(by_token.collections(), ElementsAre("a", "b"));
+}
+
+TEST(ConvertRequests, AWatchStartsFromTheTokenItIsGiven) {
+  WatchOptions options;
+  options.start = StartPosition::kAfterToken;
+  options.resume_token = "token";
+  const v1::WatchExpirationsRequest request = WatchRequest(options, std::nullopt, "");
+  EXPECT_EQ(request.start_position(), v1::START_POSITION_AFTER_TOKEN);
+  EXPECT_EQ(request.resume_token(), "token");
 }
 
 TEST(ConvertResponses, ReadOutcomesAndLeavePersistentDeadlinesUnset) {

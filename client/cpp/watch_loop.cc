@@ -103,6 +103,9 @@ WatchLoop::WatchLoop(std::shared_ptr<Connection> connection, const WatchOptions&
   if (options_.start == StartPosition::kAfterSequence) {
     position_ = options_.after_sequence;
   }
+  if (options_.start == StartPosition::kAfterToken) {
+    token_ = options_.resume_token;
+  }
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -125,6 +128,11 @@ void WatchLoop::Cancel() {
 uint64_t WatchLoop::position() const {
   MutexLock lock(&mu_);
   return position_.value_or(0);
+}
+
+std::string WatchLoop::resume_token() const {
+  MutexLock lock(&mu_);
+  return token_;
 }
 
 bool WatchLoop::cancelled() const {
@@ -162,6 +170,7 @@ void WatchLoop::Run() {
 
 WatchLoop::AttemptEnd WatchLoop::RunAttempt() {
   std::optional<uint64_t> position;
+  std::string token;
   {
     MutexLock lock(&mu_);
     if (cancelled_) return {grpc::Status::CANCELLED, false};
@@ -170,10 +179,11 @@ WatchLoop::AttemptEnd WatchLoop::RunAttempt() {
     response_ready_ = false;
     ended_ = false;
     position = position_;
+    token = token_;
   }
   // Created, published and started outside mu_: gRPC may run reactions
   // inline. A Cancel() that ran before publication is caught right after.
-  auto attempt = std::make_shared<Attempt>(this, WatchRequest(options_, position));
+  auto attempt = std::make_shared<Attempt>(this, WatchRequest(options_, position, token));
   {
     MutexLock lock(&mu_);
     attempt_ = attempt;
@@ -229,6 +239,7 @@ void WatchLoop::Deliver(const v1::WatchExpirationsResponse& response) {
   // Every event the response examined has been handed over.
   MutexLock lock(&mu_);
   position_ = std::max(position_.value_or(0), response.examined_sequence());
+  if (!response.resume_token().empty()) token_ = response.resume_token();
 }
 
 void WatchLoop::OnHeaders() {

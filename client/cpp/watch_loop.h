@@ -7,12 +7,18 @@
 // the handlers and only then asks gRPC for the next one, so a slow handler
 // slows the server's stream through flow control instead of piling up memory.
 //
-// Resuming: every response carries examined_sequence; the loop keeps the
-// highest one it has fully handled (position_) and reconnects with
-// START_POSITION_AFTER_SEQUENCE from it. Events at or below position_ are
-// never delivered again. A stream that ends before its first response leaves
-// the position unknown for kNew/kOldest, except that a draining server names
-// it ("last delivered sequence N"); otherwise the loop starts over as asked.
+// Resuming: every response carries examined_sequence and, from a server that
+// has them, a resume_token standing for it. The loop keeps the highest
+// sequence it has fully handled (position_) and the token of the last
+// response it has fully handled (token_), and reconnects with
+// START_POSITION_AFTER_TOKEN from the token, so that a server now serving
+// another store refuses (OUT_OF_RANGE, reported through on_error) instead of
+// streaming from a position that means nothing there; without a token, with
+// START_POSITION_AFTER_SEQUENCE from position_. Events at or below position_
+// are never delivered again. A stream that ends before its first response
+// leaves the position unknown for kNew/kOldest, except that a draining server
+// names it ("last delivered sequence N"); otherwise the loop starts over as
+// asked.
 //
 //   auto loop = std::make_unique<WatchLoop>(connection, options,
 //                                           std::move(handlers), backoff);
@@ -26,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -51,6 +58,8 @@ class WatchLoop final {
   void Cancel();
   // See Subscription::position.
   uint64_t position() const;
+  // See Subscription::resume_token.
+  std::string resume_token() const;
 
  private:
   class Attempt;
@@ -67,8 +76,8 @@ class WatchLoop final {
   // Runs one call to its end, delivering what it receives.
   AttemptEnd RunAttempt();
   // Hands the events of `response` beyond position_ to on_event, moving
-  // position_ along, then to the response's examined_sequence. Stops early
-  // when cancelled.
+  // position_ along, then to the response's examined_sequence and token_ to
+  // its resume_token (when it has one). Stops early when cancelled.
   void Deliver(const v1::WatchExpirationsResponse& response);
   bool cancelled() const;
 
@@ -93,6 +102,9 @@ class WatchLoop final {
   // Every event up to here has been handled; unknown before the first
   // response of a kNew or kOldest subscription.
   std::optional<uint64_t> position_ ABSL_GUARDED_BY(mu_);
+  // Where to resume, naming the store: the resume_token of the last response
+  // fully handled, or the start token; empty when not known.
+  std::string token_ ABSL_GUARDED_BY(mu_);
   // The current call, if any; replaced only by the loop's thread, after
   // OnDone. Shared so that Cancel() can call TryCancel outside mu_ (gRPC may
   // run reactions, which take mu_, inside TryCancel) while the loop's thread

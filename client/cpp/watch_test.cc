@@ -54,6 +54,21 @@ WatchOptions From(StartPosition start, uint64_t after_sequence = 0) {
   return options;
 }
 
+WatchOptions AfterToken(const std::string& token) {
+  WatchOptions options;
+  options.start = StartPosition::kAfterToken;
+  options.resume_token = token;
+  return options;
+}
+
+// Cancels `subscription` and returns where it stands, which must be known.
+std::string CancelForToken(Subscription& subscription) {
+  subscription.Cancel();
+  std::string token = subscription.resume_token();
+  EXPECT_FALSE(token.empty());
+  return token;
+}
+
 bool StrictlyIncreasing(const std::vector<uint64_t>& sequences) {
   for (size_t i = 1; i < sequences.size(); ++i) {
     if (sequences[i] <= sequences[i - 1]) return false;
@@ -225,6 +240,36 @@ TEST_F(WatchTest, InvalidOptionsAreRefusedUpFront) {
   both.collection_prefix = "b";
   EXPECT_EQ(client_.Watch(both, recorder.Handlers()).status().code(),
             absl::StatusCode::kInvalidArgument);
+  WatchOptions token_without_its_start;
+  token_without_its_start.resume_token = "t";
+  EXPECT_EQ(client_.Watch(token_without_its_start, recorder.Handlers()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_.Watch(AfterToken(""), recorder.Handlers()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(WatchTest, AMalformedResumeTokenIsReportedAsInvalidArgument) {
+  Recorder recorder;
+  std::unique_ptr<Subscription> subscription = Watch(AfterToken("garbage"), recorder);
+  const absl::Status error = recorder.WaitForError();
+  EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(error.message()), HasSubstr("resume_token: "));
+}
+
+TEST_F(WatchTest, TheResumeTokenOfAFinishedSubscriptionStartsTheNextRightAfterIt) {
+  Recorder first;
+  std::unique_ptr<Subscription> subscription = Watch(From(StartPosition::kNew), first);
+  EXPECT_THAT(subscription->resume_token(), IsEmpty()) << "not known before a response";
+  ASSERT_TRUE(first.WaitForConnections(1));
+  ExpireNow("c", {"a", "b"});
+  ASSERT_TRUE(first.WaitForEvents(2));
+  const std::string token = CancelForToken(*subscription);
+
+  ExpireNow("c", {"c"});
+  Recorder second;
+  std::unique_ptr<Subscription> resumed = Watch(AfterToken(token), second);
+  ASSERT_TRUE(second.WaitForEvents(1)) << second.error().value_or(absl::OkStatus());
+  EXPECT_THAT(second.keys(), ElementsAre("c"));
 }
 
 TEST_F(WatchTest, EventStreamNextReturnsEventsInOrderThroughASmallQueue) {
@@ -319,6 +364,23 @@ TEST_F(WatchResumeTest, ResumesAfterTheHighestExaminedSequenceWithNoDuplicate) {
   EXPECT_EQ(requests[1].after_sequence(), 15u);
   (*subscription)->Cancel();
   EXPECT_EQ((*subscription)->position(), 16u);
+}
+
+TEST_F(WatchResumeTest, ResumesFromTheResumeTokenOfTheLastResponseHandled) {
+  v1::WatchExpirationsResponse first = testing::Batch({11, 12}, 12);
+  first.set_resume_token("after-12");
+  v1::WatchExpirationsResponse heartbeat = testing::Batch({}, 15);
+  heartbeat.set_resume_token("after-15");
+  server_.service().AddStream(
+      {true, {first, heartbeat}, grpc::Status(grpc::StatusCode::UNAVAILABLE, "reset")});
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription = Watch(From(StartPosition::kNew));
+  ASSERT_TRUE(subscription.ok());
+
+  ASSERT_TRUE(server_.service().WaitForWatchCalls(2));
+  const v1::WatchExpirationsRequest resumed = server_.service().watch_requests()[1];
+  EXPECT_EQ(resumed.start_position(), v1::START_POSITION_AFTER_TOKEN);
+  EXPECT_EQ(resumed.resume_token(), "after-15");
+  EXPECT_EQ((*subscription)->resume_token(), "after-15");
 }
 
 TEST_F(WatchResumeTest, ResumesFromTheSequenceADrainingServerNames) {
@@ -477,7 +539,51 @@ TEST_F(RestartTest, AMemoryOnlyRestartIsReportedAsOutOfRangeNotSkipped) {
   ASSERT_NO_FATAL_FAILURE(Restart());
   const absl::Status error = recorder_.WaitForError();
   EXPECT_EQ(error.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(error.message()), HasSubstr("belongs to store"));
   EXPECT_THAT(recorder_.keys(), ElementsAre("k1"));
+}
+
+TEST_F(RestartTest, APersistedTokenResumesAfterADurableRestartWithNoGapAndNoDuplicate) {
+  ASSERT_FALSE(dir_.path().empty());
+  ASSERT_NO_FATAL_FAILURE(StartWatching({absl::StrCat("--data-dir=", dir_.path())}));
+  ExpireNow("c", {"k1", "k2"});
+  ASSERT_TRUE(recorder_.WaitForEvents(2));
+  const std::string token = CancelForToken(*subscription_);
+
+  ExpireNow("c", {"k3"});
+  ASSERT_EQ(lapsed_->Stop(), 0);
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  ExpireNow("c", {"k4"});
+  Recorder resumed;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client_->Watch(AfterToken(token), resumed.Handlers());
+  ASSERT_TRUE(subscription.ok());
+  ASSERT_TRUE(resumed.WaitForEvents(2)) << resumed.error().value_or(absl::OkStatus());
+  EXPECT_THAT(resumed.keys(), ElementsAre("k3", "k4"));
+  EXPECT_EQ(resumed.error(), std::nullopt);
+}
+
+TEST_F(RestartTest, ATokenFromAnotherDataDirectoryIsOutOfRangeNamingTheStores) {
+  ASSERT_FALSE(dir_.path().empty());
+  ASSERT_NO_FATAL_FAILURE(StartWatching({absl::StrCat("--data-dir=", dir_.path())}));
+  ExpireNow("c", {"k1"});
+  ASSERT_TRUE(recorder_.WaitForEvents(1));
+  const std::string token = CancelForToken(*subscription_);
+  ASSERT_EQ(lapsed_->Stop(), 0);
+
+  TempDir other;
+  flags_ = {absl::StrCat("--data-dir=", other.path())};
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  Recorder refused;
+  absl::StatusOr<std::unique_ptr<Subscription>> subscription =
+      client_->Watch(AfterToken(token), refused.Handlers());
+  ASSERT_TRUE(subscription.ok());
+  const absl::Status error = refused.WaitForError();
+  EXPECT_EQ(error.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(error.message()), HasSubstr("belongs to store"));
+  EXPECT_THAT(std::string(error.message()), HasSubstr("another data directory"));
+  EXPECT_THAT(refused.keys(), IsEmpty());
+  EXPECT_EQ(restarted_->Stop(), 0) << "before its directory goes";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,17 @@ absl::StatusOr<uint64_t> ParseNumberFlag(absl::string_view flag, absl::string_vi
         absl::StrCat("--", flag, "=", text, ": expected a whole number from ", min, " to ", max));
   }
   return value;
+}
+
+absl::StatusOr<std::string> ParseHexFlag(absl::string_view flag, absl::string_view text) {
+  const bool hex =
+      !text.empty() && text.size() % 2 == 0 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isxdigit(c); });
+  if (!hex) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "=", text, ": expected hexadecimal digits, two per byte, as printed"));
+  }
+  return absl::HexStringToBytes(text);
 }
 
 std::string FormatTimestamp(absl::Time time) {

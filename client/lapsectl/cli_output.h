@@ -33,6 +33,9 @@ absl::StatusOr<absl::Time> ParseTimeFlag(absl::string_view flag, absl::string_vi
 // A whole number within [min, max].
 absl::StatusOr<uint64_t> ParseNumberFlag(absl::string_view flag, absl::string_view text,
                                          uint64_t min, uint64_t max);
+// Bytes written as hexadecimal digits, two per byte, e.g. a resume token as
+// `lapsectl watch` prints it; not empty.
+absl::StatusOr<std::string> ParseHexFlag(absl::string_view flag, absl::string_view text);
 
 // ---- Output -----------------------------------------------------------------
 

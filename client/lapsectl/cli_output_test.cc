@@ -35,6 +35,15 @@ TEST(ParseNumberFlagTest, EnforcesTheRange) {
   EXPECT_FALSE(ParseNumberFlag("limit", "x", 1, 10).ok());
 }
 
+TEST(ParseHexFlagTest, ReadsTwoDigitsPerByteAndRefusesAnythingElse) {
+  EXPECT_EQ(*ParseHexFlag("resume-token", "01fF"), std::string("\x01\xff", 2));
+  for (const char* bad : {"", "0", "0g", "01 2"}) {
+    absl::StatusOr<std::string> parsed = ParseHexFlag("resume-token", bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("--resume-token="));
+  }
+}
+
 TEST(FormatTest, TimesAreUtcWithMillisecondsAndRemainingTimeNeverNegative) {
   const absl::Time t = absl::FromUnixMillis(1735830245250);
   EXPECT_EQ(FormatTimestamp(t), "2025-01-02T15:04:05.250Z");

@@ -194,6 +194,8 @@ TEST_F(LapsectlTest, BadUsageExitsWith2WithAMessage) {
       {"expire", "c", "k", "--ttl=1m", "--nx", "--xx"},
       {"ls", "c", "--by=size"},
       {"watch", "--from=1", "--oldest"},
+      {"watch", "--from=1", "--resume-token=01"},
+      {"watch", "--resume-token=zz"},
       {"watch", "--collections=a", "--prefix=b"},
       {"get", "c", "k", "--timeout=soon"},
   };
@@ -323,8 +325,46 @@ TEST_F(LapsectlTest, WatchPrintsAnExpiryAndStopsOnSigintWithACount) {
   const Result result = watch->Wait();
   EXPECT_EQ(result.exit_code, 0) << result.err;
   ExpectJsonLines(result.out, 1);
-  EXPECT_THAT(result.err,
-              HasSubstr(absl::StrCat("received 1 event; resume with --from=", sequence)));
+  EXPECT_THAT(result.err, HasSubstr("received 1 event; resume with --resume-token="));
+  EXPECT_THAT(result.err, HasSubstr(absl::StrCat(" (or --from=", sequence, ")")));
+}
+
+// The token a stopped watch printed on stderr.
+std::string PrintedToken(const std::string& err) {
+  const std::string marker = "--resume-token=";
+  const size_t at = err.find(marker);
+  EXPECT_NE(at, std::string::npos) << err;
+  if (at == std::string::npos) return "";
+  const size_t begin = at + marker.size();
+  return err.substr(begin, err.find_first_not_of("0123456789abcdef", begin) - begin);
+}
+
+TEST_F(LapsectlTest, WatchResumesFromThePrintedTokenAndRefusesOneOfAnotherStore) {
+  std::unique_ptr<ChildProcess> watch = StartWatch({"--json"});
+  Ok({"put", "c", "x"});
+  Ok({"expire", "c", "x", "--at=2000-01-01T00:00:00Z"});
+  watch->WaitForLine(ChildProcess::kStdout, "\"x\"");
+  watch->Signal(SIGINT);
+  const Result stopped = watch->Wait();
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  const std::string token = PrintedToken(stopped.err);
+
+  Ok({"put", "c", "y"});
+  Ok({"expire", "c", "y", "--at=2000-01-01T00:00:00Z"});
+  std::unique_ptr<ChildProcess> resumed =
+      StartWatch({absl::StrCat("--resume-token=", token), "--json"});
+  EXPECT_THAT(resumed->WaitForLine(ChildProcess::kStdout, "sequence"), HasSubstr("\"key\":\"y\""));
+  resumed->Signal(SIGINT);
+  const Result result = resumed->Wait();
+  EXPECT_EQ(result.exit_code, 0);
+  ExpectJsonLines(result.out, 1);
+
+  // Version 1, store id 0, one partition (0) at sequence 0.
+  const std::string foreign = "01" + std::string(32, '0') + "010000";
+  const Result refused = Ctl({"watch", absl::StrCat("--resume-token=", foreign)});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("lapsectl watch: OUT_OF_RANGE"));
+  EXPECT_THAT(refused.err, HasSubstr(absl::StrCat("belongs to store ", std::string(32, '0'))));
 }
 
 TEST_F(LapsectlTest, WatchShowsATableFiltersAndResumesFrom) {

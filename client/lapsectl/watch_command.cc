@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -72,11 +73,17 @@ int RunWatch(const Invocation& in) {
   }
   options.collection_prefix = args.Value("prefix").value_or("");
   options.include_values = args.Has("values");
-  if (args.Has("from") && args.Has("oldest")) {
-    return UsageError("watch", "--from and --oldest cannot be used together");
+  if (args.Has("from") + args.Has("oldest") + args.Has("resume-token") > 1) {
+    return UsageError("watch", "use at most one of --from, --oldest and --resume-token");
   }
   std::string start = "new events";
-  if (const std::optional<std::string> from = args.Value("from")) {
+  if (const std::optional<std::string> text = args.Value("resume-token")) {
+    absl::StatusOr<std::string> token = ParseHexFlag("resume-token", *text);
+    if (!token.ok()) return UsageError("watch", token.status().message());
+    options.start = client::StartPosition::kAfterToken;
+    options.resume_token = *std::move(token);
+    start = "the resume token";
+  } else if (const std::optional<std::string> from = args.Value("from")) {
     absl::StatusOr<uint64_t> sequence = ParseNumberFlag("from", *from, 0, UINT64_MAX);
     if (!sequence.ok()) return UsageError("watch", sequence.status().message());
     options.start = client::StartPosition::kAfterSequence;
@@ -144,10 +151,16 @@ int RunWatch(const Invocation& in) {
   (*subscription)->Cancel();
 
   const uint64_t position = (*subscription)->position();
+  const std::string token = (*subscription)->resume_token();
   std::fprintf(stderr, "%s: received %llu event%s", kProgram,
                static_cast<unsigned long long>(events), events == 1 ? "" : "s");
+  if (!token.empty()) {
+    std::fprintf(stderr, "; resume with --resume-token=%s", absl::BytesToHexString(token).c_str());
+  }
   if (position != 0) {
-    std::fprintf(stderr, "; resume with --from=%llu", static_cast<unsigned long long>(position));
+    std::fprintf(stderr, "%s --from=%llu", token.empty() ? "; resume with" : " (or",
+                 static_cast<unsigned long long>(position));
+    if (!token.empty()) std::fputc(')', stderr);
   }
   std::fputc('\n', stderr);
   if (!error.ok()) return Fail("watch", error);
@@ -161,15 +174,16 @@ Command WatchCommand() {
            "",
            "Stream expiry events (WatchExpirations)",
            "Streams until Ctrl-C (SIGINT) or SIGTERM, then prints on stderr how many "
-           "events\narrived and the --from that resumes after them, and exits 0. "
-           "Reconnects by\nitself after a broken connection or a server restart, "
-           "with no gap and no\nduplicate; exits 2 if the server no longer holds "
-           "events it needs (OUT_OF_RANGE).\nWith --json each event is a line "
-           "(sequence as a string), flushed at once.\n",
+           "events\narrived and the --resume-token (and --from) that resumes after them, "
+           "and exits 0.\nReconnects by itself after a broken connection or a server "
+           "restart, with no gap\nand no duplicate; exits 2 if the server no longer holds "
+           "events it needs, or\nserves another store than the token's (OUT_OF_RANGE). "
+           "With --json each event is\na line (sequence as a string), flushed at once.\n",
            {{"collections", "A,B", "Only these collections"},
             {"prefix", "PREFIX", "Only collections starting with PREFIX"},
             {"values", "", "Include member values"},
             {"from", "SEQUENCE", "Start right after SEQUENCE (resume)"},
+            {"resume-token", "HEX", "Start right after the token a watch printed (resume)"},
             {"oldest", "", "Start from the oldest event the server holds"}},
            0,
            0},

@@ -25,7 +25,7 @@ bool EventFilter::Matches(absl::string_view collection) const {
 
 EventFeed::EventFeed(const Options& options)
     : options_(options),
-      front_sequence_(options.first_sequence == 0 ? 1 : options.first_sequence),
+      front_sequence_(first_sequence()),
       visible_sequence_(front_sequence_ - 1) {}
 
 uint64_t EventFeed::Append(std::vector<ExpiryEvent> events) {
@@ -132,38 +132,78 @@ EventFeed::Retained EventFeed::retained() const {
   return {.events = events_.size(), .bytes = bytes_};
 }
 
+StoreId EventFeed::store_id() const { return options_.store_id; }
+
 absl::Status EventFeed::CheckPosition(uint64_t after) const {
   ReaderMutexLock lock(&mu_);
-  return CheckPositionLocked(after);
+  uint64_t from;
+  return CheckPositionLocked(after, &from);
 }
 
-absl::Status EventFeed::CheckPositionLocked(uint64_t after) const {
+absl::Status EventFeed::CheckPositionLocked(uint64_t after, uint64_t* from) const {
   const uint64_t last = visible_sequence_;
+  const uint64_t first = first_sequence();
   if (after > last) {
     return absl::OutOfRangeError(absl::StrFormat(
-        "sequence %d is beyond the newest sequence %d (a position from another server "
-        "or an earlier run?); the oldest retained sequence is %d",
-        after, last, front_sequence_));
+        "sequence %d is beyond the newest event %d of store %s: a position from another store, "
+        "or this store lost events it had shown (its data directory restored from an older "
+        "copy?); start anew (START_POSITION_OLDEST)",
+        after, last, options_.store_id.ToString()));
   }
-  if (after + 1 < front_sequence_) {
+  if (after != 0 && after + 1 < first) {
     return absl::OutOfRangeError(absl::StrFormat(
-        "events after sequence %d are no longer retained; the oldest retained sequence "
-        "is %d",
-        after, front_sequence_));
+        "sequence %d belongs to another store: the history of store %s starts at sequence %d "
+        "(a memory-only server that restarted, or another data directory); resume with a "
+        "resume_token to be told which store it came from, or start anew "
+        "(START_POSITION_OLDEST)",
+        after, options_.store_id.ToString(), first));
+  }
+  *from = after == 0 ? first - 1 : after;
+  if (*from + 1 < front_sequence_) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "events after sequence %d are no longer retained: %d of them were discarded; the "
+        "oldest retained sequence is %d",
+        after, front_sequence_ - *from - 1, front_sequence_));
   }
   return absl::OkStatus();
+}
+
+std::string EventFeed::ResumeTokenAfter(uint64_t examined) const {
+  return EncodeResumeToken({.store = options_.store_id, .partitions = {{0, examined}}});
+}
+
+absl::StatusOr<uint64_t> EventFeed::PositionOfToken(absl::string_view token) const {
+  absl::StatusOr<ResumePosition> position = DecodeResumeToken(token);
+  if (!position.ok()) return position.status();
+  if (position->store != options_.store_id) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "resume_token: belongs to store %s, not to this server's store %s (a memory-only "
+        "server that restarted, or another data directory): its position means nothing here; "
+        "start anew (START_POSITION_OLDEST or START_POSITION_NEW)",
+        position->store.ToString(), options_.store_id.ToString()));
+  }
+  if (position->partitions.size() != 1 || position->partitions[0].partition != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "resume_token: names %d partitions, but store %s has one (partition 0); pass a "
+        "resume_token exactly as a WatchExpirationsResponse carried it",
+        position->partitions.size(), options_.store_id.ToString()));
+  }
+  const uint64_t after = position->partitions[0].sequence;
+  if (absl::Status s = CheckPosition(after); !s.ok()) return s;
+  return after;
 }
 
 absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& filter,
                                            const ReadLimits& limits) const {
   ReaderMutexLock lock(&mu_);
-  if (absl::Status s = CheckPositionLocked(after); !s.ok()) return s;
+  uint64_t from;
+  if (absl::Status s = CheckPositionLocked(after, &from); !s.ok()) return s;
   EventBatch batch;
-  batch.examined_sequence = after;
+  batch.examined_sequence = from;
   size_t bytes = 0;
   size_t examined = 0;
   const size_t end = visible_sequence_ + 1 - front_sequence_;
-  for (size_t i = after + 1 - front_sequence_; i < end; ++i) {
+  for (size_t i = from + 1 - front_sequence_; i < end; ++i) {
     if (examined == limits.max_examined || batch.events.size() == limits.max_events) break;
     const ExpiryEvent& e = events_[i];
     if (filter.Matches(e.collection)) {

@@ -5,9 +5,12 @@
 // and by bytes; the oldest events are dropped first. A reader owns nothing but
 // its cursor, so a slow reader costs no memory and never slows Append. A
 // cursor that has fallen out of retention is reported as OUT_OF_RANGE, naming
-// the oldest retained sequence: never a silent gap.
+// the oldest retained sequence: never a silent gap. The feed knows the first
+// sequence of its store's history (Options::first_sequence), so a position
+// before it is told apart from one whose events were discarded. It has one
+// partition (0): resume tokens carry its store id and one sequence.
 //
-//   lapse::EventFeed log({.first_sequence = 1, .max_events = 1000});
+//   lapse::EventFeed log({.store_id = id, .first_sequence = 1, .max_events = 1000});
 //   log.Append(std::move(events));
 //   absl::StatusOr<lapse::EventBatch> batch = log.Read(cursor, filter, limits);
 //
@@ -37,8 +40,13 @@ namespace lapse {
 class EventFeed final : public EventSource {
  public:
   struct Options {
-    // Sequence of the first event ever appended. lapsed seeds it from the
-    // wall clock (ns) so a restarted memory-only server never reuses one.
+    // The identity of the store whose history this is.
+    StoreId store_id;
+    // Sequence of the store's first event ever, kept across Restore: positions
+    // from 1 to first_sequence - 2 are another store's, and "after 0" reads
+    // from here while nothing has been discarded. lapsed seeds it from the
+    // wall clock (ns) so a restarted memory-only server never reuses one, and
+    // a data directory records it when it is initialised.
     uint64_t first_sequence = 1;
     size_t max_events = 1'000'000;
     size_t max_bytes = size_t{256} << 20;
@@ -99,12 +107,23 @@ class EventFeed final : public EventSource {
   uint64_t oldest_retained_sequence() const override;
   Retained retained() const;
 
+  StoreId store_id() const override;
   absl::Status CheckPosition(uint64_t after) const override;
+  std::string ResumeTokenAfter(uint64_t examined) const override;
+  absl::StatusOr<uint64_t> PositionOfToken(absl::string_view token) const override;
   absl::StatusOr<EventBatch> Read(uint64_t after, const EventFilter& filter,
                                   const ReadLimits& limits) const override;
 
  private:
-  absl::Status CheckPositionLocked(uint64_t after) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Options::first_sequence, 0 read as 1: "after the sequence before the
+  // first" must stay representable.
+  uint64_t first_sequence() const {
+    return options_.first_sequence == 0 ? 1 : options_.first_sequence;
+  }
+  // OK, or OUT_OF_RANGE as CheckPosition says; on OK `*from` is where a
+  // read continues after (`after`, or the sequence before the first for 0).
+  absl::Status CheckPositionLocked(uint64_t after, uint64_t* from) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.

@@ -134,7 +134,7 @@ TEST(EventFeedTest, APositionBeyondTheNewestIsOutOfRange) {
   log.Append({Event("c", "a")});
   absl::Status s = log.CheckPosition(7);
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
-  EXPECT_THAT(s.message(), HasSubstr("beyond the newest sequence 1"));
+  EXPECT_THAT(s.message(), HasSubstr("beyond the newest event 1"));
 }
 
 TEST(EventFeedTest, EmptyLogAcceptsTheStartPosition) {
@@ -142,6 +142,102 @@ TEST(EventFeedTest, EmptyLogAcceptsTheStartPosition) {
   EXPECT_TRUE(log.CheckPosition(49).ok());
   EXPECT_EQ(log.oldest_retained_sequence(), 50u);
   EXPECT_EQ(log.CheckPosition(10).code(), absl::StatusCode::kOutOfRange);
+}
+
+// The defect of issue #10: sequences of a fresh store start at the wall clock
+// in nanoseconds, and "after 0" was refused as if events had been discarded.
+TEST(EventFeedTest, AfterZeroReadsFromTheFirstEventWhileNothingWasDiscarded) {
+  EventFeed log({.first_sequence = 1795000000000000748});
+  log.Append({Event("c", "a"), Event("c", "b")});
+  EXPECT_TRUE(log.CheckPosition(0).ok()) << log.CheckPosition(0);
+  absl::StatusOr<EventBatch> batch = log.Read(0, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_THAT(KeysOf(*batch), ::testing::ElementsAre("a", "b"));
+  EXPECT_EQ(batch->examined_sequence, 1795000000000000749u);
+}
+
+TEST(EventFeedTest, AfterZeroOnAnEmptyFreshStoreWaitsForTheFirstEvent) {
+  EventFeed log({.first_sequence = 5000});
+  absl::StatusOr<EventBatch> batch = log.Read(0, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_TRUE(batch->events.empty());
+  EXPECT_EQ(batch->examined_sequence, 4999u);
+}
+
+TEST(EventFeedTest, AfterZeroIsOutOfRangeOnceEventsWereDiscarded) {
+  EventFeed log({.first_sequence = 1000, .max_events = 2});
+  for (int i = 1; i <= 5; ++i) log.Append({Event("c", absl::StrCat("k", i))});
+  absl::Status s = log.CheckPosition(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(s.message(), HasSubstr("no longer retained: 3 of them were discarded"));
+  EXPECT_THAT(s.message(), HasSubstr("oldest retained sequence is 1003"));
+}
+
+TEST(EventFeedTest, APositionBeforeTheFirstSequenceBelongsToAnotherStore) {
+  const StoreId id{.high = 1, .low = 2};
+  EventFeed log({.store_id = id, .first_sequence = 1000});
+  log.Append({Event("c", "a")});
+  absl::Status s = log.CheckPosition(500);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(s.message(), HasSubstr("sequence 500 belongs to another store"));
+  EXPECT_THAT(s.message(), HasSubstr(id.ToString()));
+  EXPECT_TRUE(log.CheckPosition(999).ok()) << "right before the first event";
+}
+
+TEST(EventFeedTest, RestoreKeepsTheFirstSequenceOfTheStore) {
+  EventFeed log({.first_sequence = 1000});
+  std::vector<ExpiryEvent> events;
+  for (uint64_t seq : {1000u, 1001u}) {
+    events.push_back(Event("c", absl::StrCat("k", seq)));
+    events.back().sequence = seq;
+  }
+  log.Restore(std::move(events), 1002);
+  EXPECT_THAT(KeysOf(*log.Read(0, EventFilter{}, ReadLimits{})),
+              ::testing::ElementsAre("k1000", "k1001"));
+  EXPECT_EQ(log.CheckPosition(10).code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(EventFeedTest, ResumeTokenStandsForTheCursorOfThisStore) {
+  const StoreId id{.high = 7, .low = 8};
+  EventFeed log({.store_id = id, .first_sequence = 100});
+  log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")});
+  EXPECT_EQ(log.store_id(), id);
+  absl::StatusOr<uint64_t> cursor = log.PositionOfToken(log.ResumeTokenAfter(101));
+  ASSERT_TRUE(cursor.ok()) << cursor.status();
+  EXPECT_EQ(*cursor, 101u);
+  EXPECT_THAT(KeysOf(*log.Read(*cursor, EventFilter{}, ReadLimits{})), ::testing::ElementsAre("c"));
+}
+
+TEST(EventFeedTest, ResumeTokenOfAnotherStoreIsOutOfRangeNamingBothStores) {
+  const StoreId mine{.high = 7, .low = 8};
+  const StoreId theirs{.high = 9, .low = 10};
+  EventFeed log({.store_id = mine, .first_sequence = 100});
+  EventFeed other({.store_id = theirs, .first_sequence = 100});
+  log.Append({Event("c", "a")});
+  absl::StatusOr<uint64_t> cursor = log.PositionOfToken(other.ResumeTokenAfter(100));
+  EXPECT_EQ(cursor.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(cursor.status().message(),
+              HasSubstr(absl::StrCat("belongs to store ", theirs.ToString(),
+                                     ", not to this server's store ", mine.ToString())));
+}
+
+TEST(EventFeedTest, ResumeTokenStillChecksRetention) {
+  const StoreId id{.high = 7, .low = 8};
+  EventFeed log({.store_id = id, .first_sequence = 100, .max_events = 1});
+  log.Append({Event("c", "a"), Event("c", "b"), Event("c", "c")});
+  absl::StatusOr<uint64_t> cursor = log.PositionOfToken(log.ResumeTokenAfter(100));
+  EXPECT_EQ(cursor.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(cursor.status().message(), HasSubstr("no longer retained"));
+}
+
+TEST(EventFeedTest, ATokenForSeveralPartitionsOrMalformedIsInvalid) {
+  const StoreId id{.high = 7, .low = 8};
+  EventFeed log({.store_id = id});
+  absl::StatusOr<uint64_t> partitions =
+      log.PositionOfToken(EncodeResumeToken({.store = id, .partitions = {{0, 0}, {1, 0}}}));
+  EXPECT_EQ(partitions.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(partitions.status().message(), HasSubstr("names 2 partitions"));
+  EXPECT_EQ(log.PositionOfToken("garbage").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(EventFeedTest, AppendListenerSeesTheNewLastSequence) {

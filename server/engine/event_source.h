@@ -2,13 +2,20 @@
 //
 // A reader owns nothing but its cursor, the sequence of the last event it
 // examined; each Read continues right after it. Sequences are strictly
-// increasing and never reused. A cursor that has fallen out of what the source
-// retains is reported as OUT_OF_RANGE naming the oldest retained sequence:
-// never a silent gap. Reads never block: a store whose events live elsewhere
-// serves them from a local buffer that it fills in the background.
+// increasing and never reused. OUT_OF_RANGE means exactly one of: an event
+// after the position was discarded (naming the oldest retained sequence), the
+// position belongs to another store, or it is beyond the newest event: never
+// a silent gap. Reads never block: a store whose events live elsewhere serves
+// them from a local buffer that it fills in the background.
 //
-//   absl::StatusOr<lapse::EventBatch> batch = source.Read(cursor, filter, limits);
-//   if (batch.ok()) cursor = batch->examined_sequence;
+// Positions leave the server as resume tokens (resume_token.h): the source
+// turns its cursor into one and back, so that a store with several partitions
+// can keep one sequence per partition in the token while its readers keep one
+// local cursor.
+//
+//   absl::StatusOr<uint64_t> cursor = source.PositionOfToken(token);
+//   absl::StatusOr<lapse::EventBatch> batch = source.Read(*cursor, filter, limits);
+//   if (batch.ok()) send(batch->events, source.ResumeTokenAfter(batch->examined_sequence));
 //
 // Implementations are thread-safe.
 #ifndef LAPSE_SERVER_ENGINE_EVENT_SOURCE_H_
@@ -25,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/engine/expiry_event.h"
+#include "server/engine/resume_token.h"
 
 namespace lapse {
 
@@ -68,10 +76,24 @@ class EventSource {
   // The oldest sequence still retained; last_sequence() + 1 when empty.
   virtual uint64_t oldest_retained_sequence() const = 0;
 
-  // Checks that reading can start right after `after`: every event after it
-  // is still retained and `after` is not beyond the newest event. Otherwise
-  // OUT_OF_RANGE naming the oldest retained sequence.
+  // The identity of the store whose history this is; constant.
+  virtual StoreId store_id() const = 0;
+
+  // Checks that reading can start right after `after`. Sequence 0 means
+  // "before this store's first event". Otherwise OUT_OF_RANGE, saying which:
+  // an event after `after` is no longer retained (naming the oldest retained
+  // sequence); `after` precedes this store's first sequence, so it is
+  // another store's; or it is beyond the newest event.
   virtual absl::Status CheckPosition(uint64_t after) const = 0;
+
+  // The token a reader resumes from once every event up to and including
+  // `examined` has been examined.
+  virtual std::string ResumeTokenAfter(uint64_t examined) const = 0;
+  // The cursor that `token` stands for, checked as by CheckPosition.
+  // INVALID_ARGUMENT when it is malformed or not of this kind of store;
+  // OUT_OF_RANGE when it belongs to another store (naming both ids) or as in
+  // CheckPosition.
+  virtual absl::StatusOr<uint64_t> PositionOfToken(absl::string_view token) const = 0;
 
   // Events after `after` that match `filter`, within `limits`. OUT_OF_RANGE
   // as in CheckPosition.

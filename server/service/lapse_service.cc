@@ -340,6 +340,9 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
     return absl::InvalidArgumentError(
         "after_sequence: only allowed with START_POSITION_AFTER_SEQUENCE");
   }
+  if (!request.resume_token().empty() && position != v1::START_POSITION_AFTER_TOKEN) {
+    return absl::InvalidArgumentError("resume_token: only allowed with START_POSITION_AFTER_TOKEN");
+  }
   switch (position) {
     case v1::START_POSITION_UNSPECIFIED:
     case v1::START_POSITION_NEW:
@@ -352,6 +355,8 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
       }
       return request.after_sequence();
     }
+    case v1::START_POSITION_AFTER_TOKEN:
+      return log.PositionOfToken(request.resume_token());
     default:
       return absl::InvalidArgumentError(absl::StrCat("start_position: unknown value ", position));
   }

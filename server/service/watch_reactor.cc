@@ -21,6 +21,7 @@ WatchReactor::WatchReactor(WatchHub* hub, grpc::CallbackServerContext* context,
       read_limits_(hub->options().read_limits),
       heartbeat_interval_(hub->options().heartbeat_interval),
       stall_timeout_(hub->options().stall_timeout),
+      store_id_(events->store_id().ToString()),
       cursor_(after),
       sent_sequence_(after),
       last_write_(absl::Now()) {
@@ -161,6 +162,8 @@ void WatchReactor::WriteLocked(std::unique_ptr<v1::WatchExpirationsResponse> res
                                size_t pinned, absl::Time now) {
   assert(!write_in_flight_ && !finished_);
   response->set_examined_sequence(cursor_);
+  response->set_resume_token(events_->ResumeTokenAfter(cursor_));
+  response->set_store_id(store_id_);
   sent_sequence_ = cursor_;
   last_write_ = now;
   write_in_flight_ = true;

@@ -7,8 +7,9 @@
 // store's EventSource and writes it, or parks until the WatchHub wakes it for
 // new events or a heartbeat. A read that matched nothing still advances the
 // cursor without sending anything: the next batch or heartbeat carries
-// examined_sequence. A cursor that fell out of retention ends the stream with
-// the source's OUT_OF_RANGE.
+// examined_sequence. Every response (heartbeats too) carries the cursor also
+// as the source's resume token, and the store id. A cursor that fell out of
+// retention ends the stream with the source's OUT_OF_RANGE.
 //
 // Before a batch is written its serialized size is pinned with the hub
 // (WatchHub::Pin) and given back when the write completes. When it does not
@@ -31,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
@@ -103,6 +105,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsR
   const ReadLimits read_limits_;
   const absl::Duration heartbeat_interval_;
   const absl::Duration stall_timeout_;
+  // StoreId::ToString of the source's store, carried by every response.
+  const std::string store_id_;
 
   std::atomic<int> refs_{1};
 

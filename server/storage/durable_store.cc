@@ -34,11 +34,15 @@ absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const Options& 
   if (absl::Status s = files::EnsureDir(options.dir); !s.ok()) return s;
   absl::StatusOr<files::DirLock> lock = files::DirLock::Acquire(options.dir);
   if (!lock.ok()) return lock.status();
-  return std::unique_ptr<DurableStore>(new DurableStore(options, *std::move(lock)));
+  absl::StatusOr<StoreIdentity> identity =
+      LoadOrCreateIdentity(options.dir, options.fresh_first_sequence);
+  if (!identity.ok()) return identity.status();
+  return std::unique_ptr<DurableStore>(new DurableStore(options, *std::move(lock), *identity));
 }
 
-DurableStore::DurableStore(const Options& options, files::DirLock lock)
-    : options_(options), lock_(std::move(lock)) {}
+DurableStore::DurableStore(const Options& options, files::DirLock lock,
+                           const StoreIdentity& identity)
+    : options_(options), lock_(std::move(lock)), identity_(identity) {}
 
 DurableStore::~DurableStore() {
   {

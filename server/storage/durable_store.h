@@ -1,17 +1,22 @@
 // DurableStore: lapse's durability. Owns a data directory: a lock, the
 // write-ahead log (wal.h) and snapshots (snapshot.h).
 //
-//   lapse::EventFeed log({... .visible_on_append = false});
+//   std::unique_ptr<lapse::EventFeed> log;  // built once the identity is known
 //   auto store = lapse::DurableStore::Open(
 //       {.dir = "/var/lib/lapse",
-//        .on_durable = [&log](uint64_t seq) { log.MakeVisibleThrough(seq); }});
-//   lapse::Engine engine({.journal = store->get()}, clock, &log);
-//   auto recovered = (*store)->Recover(&engine, &log);  // before serving
+//        .on_durable = [&log](uint64_t seq) { log->MakeVisibleThrough(seq); }});
+//   log = std::make_unique<lapse::EventFeed>(lapse::EventFeed::Options{
+//       .store_id = (*store)->identity().id,
+//       .first_sequence = (*store)->identity().first_sequence, .visible_on_append = false});
+//   lapse::Engine engine({.journal = store->get()}, clock, log.get());
+//   auto recovered = (*store)->Recover(&engine, log.get());  // before serving
 //   lapse::CommitTicket ticket = 0;
 //   ... engine.Put(..., &ticket); (*store)->WhenDurable(ticket, answer_the_rpc);
 //
 // The directory is locked for as long as the store is open (files::DirLock:
-// flock on the directory itself), so two servers never share it.
+// flock on the directory itself), so two servers never share it. Open reads
+// the directory's identity (store_identity.h), making it when the directory
+// is new; the event feed given to Recover must be built with it.
 //
 // Recovery loads the newest snapshot that reads back whole, replays the log
 // after it, restores the retained event feed and the sequence counter, and
@@ -57,6 +62,7 @@
 #include "server/engine/journal.h"
 #include "server/storage/files.h"
 #include "server/storage/snapshot.h"
+#include "server/storage/store_identity.h"
 #include "server/storage/wal.h"
 
 namespace lapse {
@@ -81,6 +87,9 @@ class DurableStore final : public Journal {
  public:
   struct Options {
     std::string dir;
+    // The sequence of the first event of a directory initialised now
+    // (StoreIdentity::first_sequence).
+    uint64_t fresh_first_sequence = 1;
     FsyncPolicy fsync = FsyncPolicy::kEverySecond;
     size_t segment_bytes = size_t{64} << 20;
     // Log bytes since the last snapshot that trigger the next one; 0 turns
@@ -111,9 +120,13 @@ class DurableStore final : public Journal {
     std::function<uint64_t()> free_bytes_for_testing = nullptr;
   };
 
-  // Creates the directory if needed and locks it (FAILED_PRECONDITION when
-  // another store, in this process or another, holds it).
+  // Creates the directory if needed, locks it (FAILED_PRECONDITION when
+  // another store, in this process or another, holds it) and reads or makes
+  // its identity (DATA_LOSS when the identity file is damaged).
   static absl::StatusOr<std::unique_ptr<DurableStore>> Open(const Options& options);
+
+  // Whose history the directory holds.
+  const StoreIdentity& identity() const { return identity_; }
   ~DurableStore() override;
   DurableStore(const DurableStore&) = delete;
   DurableStore& operator=(const DurableStore&) = delete;
@@ -156,7 +169,7 @@ class DurableStore final : public Journal {
     SnapshotStats stats;
   };
 
-  DurableStore(const Options& options, files::DirLock lock);
+  DurableStore(const Options& options, files::DirLock lock, const StoreIdentity& identity);
   std::string PathOf(absl::string_view name) const;
   void RunSnapshots();
   // OK when the file system has room for the next snapshot and one log
@@ -170,6 +183,7 @@ class DurableStore final : public Journal {
   // Constant after construction.
   const Options options_;
   files::DirLock lock_;
+  const StoreIdentity identity_;
   // Set by Recover, constant after.
   Engine* engine_ = nullptr;
   EventFeed* log_ = nullptr;

@@ -65,18 +65,22 @@ DurableStore::Options WithoutAutomaticSnapshots() {
 
 // One server's worth of state over a data directory, as lapsed wires it.
 struct Server {
-  // The log's first sequence is `first_sequence`, or, with 0, the clock's
-  // seconds, as a fresh server seeds it from its clock.
+  // A fresh directory's first sequence is `first_sequence`, or, with 0, the
+  // clock's seconds, as a fresh server seeds it from its clock; the log takes
+  // the directory's identity.
   Server(const std::string& dir, Clock* clock, DurableStore::Options options = {},
          uint64_t first_sequence = 1000) {
     if (first_sequence == 0) first_sequence = absl::ToUnixSeconds(clock->Now());
-    log = std::make_unique<EventFeed>(
-        EventFeed::Options{.first_sequence = first_sequence, .visible_on_append = false});
     options.dir = dir;
-    options.on_durable = [l = log.get()](uint64_t sequence) { l->MakeVisibleThrough(sequence); };
+    options.fresh_first_sequence = first_sequence;
+    options.on_durable = [this](uint64_t sequence) { log->MakeVisibleThrough(sequence); };
     absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
     EXPECT_TRUE(opened.ok()) << opened.status();
     store = *std::move(opened);
+    log = std::make_unique<EventFeed>(
+        EventFeed::Options{.store_id = store->identity().id,
+                           .first_sequence = store->identity().first_sequence,
+                           .visible_on_append = false});
     Engine::Options engine_options;
     engine_options.shards = 4;
     engine_options.journal = store.get();
@@ -351,6 +355,38 @@ TEST_F(DurableStoreTest, TheSequenceCounterSurvivesARestartWithoutSnapshotOrEven
   ASSERT_TRUE(again.recovered.ok());
   EXPECT_EQ(again.log->last_sequence(), first_next);
   EXPECT_TRUE(again.log->CheckPosition(first_next - 1).ok()) << "the event is still retained";
+}
+
+TEST_F(DurableStoreTest, TheStoreIdAndFirstSequenceSurviveARestart) {
+  StoreId id;
+  {
+    Server s(dir_, &clock_, {}, /*first_sequence=*/1000);
+    ASSERT_TRUE(s.recovered.ok());
+    id = s.log->store_id();
+    ASSERT_TRUE(Put(*s.engine, "c", "k", "v", absl::Seconds(1)).ok());
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_EQ(s.engine->ExpireDue(), 1u);
+    ASSERT_TRUE(s.Durable().ok());
+  }
+  Server again(dir_, &clock_, {}, /*first_sequence=*/5000);
+  ASSERT_TRUE(again.recovered.ok());
+  EXPECT_EQ(again.log->store_id(), id);
+  // Nothing was discarded: "after 0" reads the history from its first event.
+  absl::StatusOr<EventBatch> batch = again.log->Read(0, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->events.size(), 1u);
+  EXPECT_EQ(batch->events[0].sequence, 1000u);
+  EXPECT_EQ(again.log->CheckPosition(500).code(), absl::StatusCode::kOutOfRange)
+      << "before this directory's first sequence: another store's";
+}
+
+TEST_F(DurableStoreTest, AnotherDirectoryHasAnotherStoreId) {
+  Server s(dir_, &clock_);
+  ASSERT_TRUE(s.recovered.ok());
+  TempDir other;
+  Server t(other.path(), &clock_);
+  ASSERT_TRUE(t.recovered.ok());
+  EXPECT_NE(s.log->store_id(), t.log->store_id());
 }
 
 TEST_F(DurableStoreTest, ASecondServerCannotOpenALockedDirectory) {

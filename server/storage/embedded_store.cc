@@ -8,14 +8,19 @@
 namespace lapse {
 namespace {
 
-EventFeed::Options LogOptions(const EmbeddedStore::Options& options,
+// The sequence of a new store's first event: the clock's now in nanoseconds,
+// never 0 ("after the sequence before the first" must stay representable).
+uint64_t FreshFirstSequence(const EmbeddedStore::Options& options) {
+  return static_cast<uint64_t>(std::max<int64_t>(1, absl::ToUnixNanos(options.clock->Now())));
+}
+
+EventFeed::Options LogOptions(const EmbeddedStore::Options& options, const StoreIdentity& identity,
                               EventsReadableListener on_readable) {
   EventFeed::Options log;
   // A durable store shows an event only once it is on disk.
   log.visible_on_append = options.data_dir.empty();
-  // Never 0: "after the sequence before the first" must stay representable.
-  log.first_sequence =
-      static_cast<uint64_t>(std::max<int64_t>(1, absl::ToUnixNanos(options.clock->Now())));
+  log.store_id = identity.id;
+  log.first_sequence = identity.first_sequence;
   log.max_events = options.event_retention_events;
   log.max_bytes = options.event_retention_bytes;
   log.on_readable = std::move(on_readable);
@@ -23,10 +28,14 @@ EventFeed::Options LogOptions(const EmbeddedStore::Options& options,
   return log;
 }
 
-DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, EventFeed* log,
-                                     ExpirerWakeup* wakeup, WritableListener on_writable_changed) {
+// `log` is filled once the durable store has told the feed's identity, before
+// Recover, so before anything can become durable.
+DurableStore::Options DurableOptions(const EmbeddedStore::Options& options,
+                                     const std::unique_ptr<EventFeed>* log, ExpirerWakeup* wakeup,
+                                     WritableListener on_writable_changed) {
   DurableStore::Options durable;
   durable.dir = options.data_dir;
+  durable.fresh_first_sequence = FreshFirstSequence(options);
   durable.fsync = options.fsync;
   durable.segment_bytes = options.wal_segment_bytes;
   durable.snapshot_after_bytes = options.snapshot_after_bytes;
@@ -34,7 +43,7 @@ DurableStore::Options DurableOptions(const EmbeddedStore::Options& options, Even
   durable.on_wal_io = options.on_wal_io;
   // Watchers see an expiry event only once the change that made it is durable.
   durable.on_durable = [log](uint64_t last_event_sequence) {
-    log->MakeVisibleThrough(last_event_sequence);
+    (*log)->MakeVisibleThrough(last_event_sequence);
   };
   // The expirer sleeps while writes are refused.
   durable.on_writable_changed =
@@ -70,14 +79,18 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
     const Options& options, EventsReadableListener on_readable,
     WritableListener on_writable_changed) {
   std::unique_ptr<EmbeddedStore> store(new EmbeddedStore(options));
-  store->event_feed_ = std::make_unique<EventFeed>(LogOptions(options, std::move(on_readable)));
+  // A memory-only store's history begins now; a data directory's when it was
+  // initialised.
+  StoreIdentity identity{.id = StoreId::Random(), .first_sequence = FreshFirstSequence(options)};
   if (!options.data_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<DurableStore>> opened =
-        DurableStore::Open(DurableOptions(options, store->event_feed_.get(),
-                                          &store->expirer_wakeup_, std::move(on_writable_changed)));
+    absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(DurableOptions(
+        options, &store->event_feed_, &store->expirer_wakeup_, std::move(on_writable_changed)));
     if (!opened.ok()) return opened.status();
     store->durable_ = *std::move(opened);
+    identity = store->durable_->identity();
   }
+  store->event_feed_ =
+      std::make_unique<EventFeed>(LogOptions(options, identity, std::move(on_readable)));
   store->engine_ = std::make_unique<Engine>(
       EngineOptions(options, store->durable_.get(), store->expirer_wakeup_), options.clock,
       store->event_feed_.get());

@@ -136,9 +136,10 @@ class EmbeddedStore final : public Store {
   // How the engine wakes the expirer: built before and destroyed after both.
   ExpirerWakeup expirer_wakeup_;
 
-  // Built by Open, in this order. The destructor closes the durable store
-  // first, as its flusher may roll the engine back until it stops; the rest
-  // goes in the reverse order: the event feed outlives the engine.
+  // Built by Open: the durable store (it knows the feed's identity), the
+  // event feed, the engine, the expirer. The destructor closes the durable
+  // store first, as its flusher may roll the engine back until it stops; the
+  // rest goes in the reverse order: the event feed outlives the engine.
   std::unique_ptr<EventFeed> event_feed_;
   std::unique_ptr<DurableStore> durable_;
   std::unique_ptr<Engine> engine_;

@@ -39,10 +39,13 @@
 // - Events. events() is an EventSource: sequences strictly increase and are
 //   never reused, a position no longer retained is OUT_OF_RANGE. The
 //   listener given to the store at construction is told, cheaply and without
-//   blocking, whenever new events become readable. A store whose events come
-//   from several partitions (each with its own sequence) merges them into
-//   this one sequence locally; resuming across replicas is the business of
-//   resume tokens (Worker-pools issue), not of this interface.
+//   blocking, whenever new events become readable. Its store_id() is the same
+//   for as long as the history its positions refer to (EmbeddedStore: the
+//   data directory's life; memory-only: one run), and a resume token of
+//   another id is OUT_OF_RANGE. A store whose events come from several
+//   partitions (each with its own sequence) merges them into this one
+//   sequence locally and maps it to and from resume tokens that hold one
+//   sequence per partition (EventSource::ResumeTokenAfter, PositionOfToken).
 //
 // Thread safety: every method may be called from many threads at once.
 #ifndef LAPSE_SERVER_STORAGE_STORE_H_

@@ -1,6 +1,8 @@
 // Every kind of bad input gets the right canonical code and a message that
 // starts with the field at fault.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -228,13 +230,35 @@ TEST_F(BadInputTest, WatchAfterSequenceWithoutItsStartPosition) {
   ExpectInvalid(Watch(request), "after_sequence");
 }
 
+TEST_F(BadInputTest, WatchResumeTokenWithoutItsStartPosition) {
+  v1::WatchExpirationsRequest request;
+  request.set_resume_token("token");
+  const grpc::Status status = Watch(request);
+  ExpectInvalid(status, "resume_token");
+  EXPECT_THAT(status.error_message(), HasSubstr("only allowed with START_POSITION_AFTER_TOKEN"));
+}
+
+TEST_F(BadInputTest, WatchAfterAMalformedResumeToken) {
+  v1::WatchExpirationsRequest request;
+  request.set_start_position(v1::START_POSITION_AFTER_TOKEN);
+  for (const auto& [token, why] : std::vector<std::pair<std::string, std::string>>{
+           {"", "empty"},
+           {"not a token", "format version 110 is not known"},
+           {std::string(1, '\x01') + std::string(7, 'x'), "truncated"}}) {
+    request.set_resume_token(token);
+    const grpc::Status status = Watch(request);
+    ExpectInvalid(status, "resume_token");
+    EXPECT_THAT(status.error_message(), HasSubstr(why));
+  }
+}
+
 TEST_F(BadInputTest, WatchFromBeyondTheNewestSequence) {
   v1::WatchExpirationsRequest request;
   request.set_start_position(v1::START_POSITION_AFTER_SEQUENCE);
   request.set_after_sequence(server_.server().store().events().last_sequence() + 1);
   const grpc::Status status = Watch(request);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
-  EXPECT_THAT(status.error_message(), HasSubstr("beyond the newest sequence"));
+  EXPECT_THAT(status.error_message(), HasSubstr("beyond the newest event"));
 }
 
 }  // namespace

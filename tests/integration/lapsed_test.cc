@@ -272,6 +272,77 @@ TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
   EXPECT_EQ(first.Wait().exit_code, 0);
 }
 
+std::unique_ptr<v1::LapseService::Stub> StubOf(const LapsedProcess& lapsed) {
+  return v1::LapseService::NewStub(
+      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+}
+
+// Expires `keys` of collection "c" through `lapsed`.
+void PutAndExpire(const LapsedProcess& lapsed, const std::vector<std::string>& keys) {
+  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  PutTtl(*stub, "c", keys, absl::Hours(1));
+  ExpireNow(*stub, "c", keys, absl::Now());
+}
+
+// Issue #10, as a new user met it: a fresh durable lapsed, a few expiries,
+// and a watch after sequence 0 was refused with OUT_OF_RANGE.
+TEST(LapsedTest, AFreshDurableServerDeliversEveryEventAfterSequenceZero) {
+  TempDir temp;
+  LapsedProcess lapsed(LAPSED_PATH, {absl::StrCat("--data-dir=", temp.path())});
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  ASSERT_NO_FATAL_FAILURE(PutAndExpire(lapsed, {"a", "b"}));
+
+  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  Watcher watcher(*stub, After(0));
+  ASSERT_TRUE(watcher.WaitForEvents(2)) << watcher.WaitForEnd().error_message();
+  std::vector<std::string> keys;
+  for (const v1::ExpiryEvent& event : watcher.events()) keys.push_back(event.key());
+  EXPECT_THAT(keys, ::testing::ElementsAre("a", "b"));
+}
+
+TEST(LapsedTest, AResumeTokenOutlivesARestartButNotAMoveToAnotherDataDirectory) {
+  TempDir temp, other;
+  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
+                                          absl::StrCat("--data-dir=", temp.path())};
+  std::string token, store_id;
+  {
+    LapsedProcess lapsed(LAPSED_PATH, flags);
+    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+    ASSERT_NO_FATAL_FAILURE(PutAndExpire(lapsed, {"k1"}));
+    std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+    v1::WatchExpirationsRequest oldest;
+    oldest.set_start_position(v1::START_POSITION_OLDEST);
+    Watcher watcher(*stub, oldest);
+    ASSERT_TRUE(watcher.WaitForEvents(1));
+    token = watcher.responses().back().resume_token();
+    store_id = watcher.responses().back().store_id();
+    watcher.Cancel();
+    watcher.WaitForEnd();
+    ASSERT_EQ(lapsed.Stop(), 0);
+  }
+  {
+    LapsedProcess restarted(LAPSED_PATH, flags);
+    ASSERT_GT(restarted.port(), 0) << restarted.Wait().err;
+    ASSERT_NO_FATAL_FAILURE(PutAndExpire(restarted, {"k2"}));
+    std::unique_ptr<v1::LapseService::Stub> stub = StubOf(restarted);
+    Watcher resumed(*stub, AfterToken(token));
+    ASSERT_TRUE(resumed.WaitForEvents(1)) << resumed.WaitForEnd().error_message();
+    ASSERT_EQ(resumed.events().size(), 1u);
+    EXPECT_EQ(resumed.events()[0].key(), "k2");
+    EXPECT_EQ(resumed.responses().back().store_id(), store_id);
+    resumed.Cancel();
+    resumed.WaitForEnd();
+    ASSERT_EQ(restarted.Stop(), 0);
+  }
+  LapsedProcess moved(LAPSED_PATH, {absl::StrCat("--data-dir=", other.path())});
+  ASSERT_GT(moved.port(), 0) << moved.Wait().err;
+  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(moved);
+  Watcher refused(*stub, AfterToken(token));
+  const grpc::Status status = refused.WaitForEnd();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_THAT(status.error_message(), HasSubstr(absl::StrCat("belongs to store ", store_id)));
+}
+
 TEST(LapsedTest, AFirstLogSegmentThatCannotBeCreatedExitsWithStatus1AndAMessage) {
   TempDir temp;
   // A directory whose own path, and its lock's, fit in PATH_MAX but whose

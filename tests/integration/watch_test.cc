@@ -41,13 +41,6 @@ std::vector<uint64_t> Consecutive(uint64_t first, size_t count) {
   return sequences;
 }
 
-v1::WatchExpirationsRequest After(uint64_t sequence) {
-  v1::WatchExpirationsRequest request;
-  request.set_start_position(v1::START_POSITION_AFTER_SEQUENCE);
-  request.set_after_sequence(sequence);
-  return request;
-}
-
 TEST(WatchTest, DeliversExpiredMembersWithTheirValues) {
   TestServer server;
   PutTtl(server.stub(), "orders", {"a", "b"}, absl::Seconds(1));
@@ -119,6 +112,78 @@ TEST(WatchTest, ResumesAfterReconnectWithNoGapAndNoDuplicate) {
   EXPECT_EQ(events[2].key(), "k6");
   EXPECT_EQ((std::set<std::string>{events[0].key(), events[1].key()}),
             (std::set<std::string>{"k4", "k5"}));
+}
+
+// Issue #10: the sequences of a fresh store start at the wall clock in
+// nanoseconds, and "after 0" was refused as if events had been discarded.
+TEST(WatchTest, AfterSequenceZeroOnAFreshStoreDeliversEveryEvent) {
+  TestServer server;
+  PutTtl(server.stub(), "c", {"a", "b"}, absl::Seconds(60));
+  ExpireNow(server.stub(), "c", {"a", "b"}, server.clock().Now());
+
+  Watcher watcher(server.stub(), After(0));
+  ASSERT_TRUE(watcher.WaitForEvents(2)) << watcher.WaitForEnd().error_message();
+  EXPECT_THAT(Keys(watcher.events()), ElementsAre("a", "b"));
+}
+
+TEST(WatchTest, ASequenceOlderThanTheStoresFirstIsOutOfRangeAsAnotherStores) {
+  TestServer server;
+  PutTtl(server.stub(), "c", {"a"}, absl::Seconds(60));
+  ExpireNow(server.stub(), "c", {"a"}, server.clock().Now());
+
+  Watcher watcher(server.stub(), After(41));
+  const grpc::Status status = watcher.WaitForEnd();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_THAT(status.error_message(), HasSubstr("sequence 41 belongs to another store"));
+}
+
+TEST(WatchTest, EveryResponseCarriesAResumeTokenThatResumesWithNoGapAndNoDuplicate) {
+  TestServer server;
+  PutTtl(server.stub(), "jobs", {"k1", "k2"}, absl::Seconds(1));
+  std::string token;
+  std::string store_id;
+  {
+    Watcher first(server.stub(), AllEvents());
+    server.ExpireAfter(absl::Seconds(1));
+    ASSERT_TRUE(first.WaitForEvents(2));
+    const v1::WatchExpirationsResponse last = first.responses().back();
+    token = last.resume_token();
+    store_id = last.store_id();
+    EXPECT_EQ(store_id, server.server().store().events().store_id().ToString());
+    EXPECT_EQ(store_id.size(), 32u);
+  }
+  PutTtl(server.stub(), "jobs", {"k3"}, absl::Seconds(1));
+  server.ExpireAfter(absl::Seconds(1));
+
+  Watcher second(server.stub(), AfterToken(token));
+  ASSERT_TRUE(second.WaitForEvents(1)) << second.WaitForEnd().error_message();
+  EXPECT_THAT(Keys(second.events()), ElementsAre("k3"));
+  const v1::WatchExpirationsResponse response = second.responses().back();
+  EXPECT_EQ(response.store_id(), store_id);
+  EXPECT_FALSE(response.resume_token().empty());
+  EXPECT_NE(response.resume_token(), token);
+}
+
+TEST(WatchTest, AResumeTokenOfAnotherStoreIsOutOfRangeNamingBothStores) {
+  TestServer other;
+  TestServer server;
+  PutTtl(other.stub(), "c", {"a"}, absl::Seconds(1));
+  std::string token;
+  {
+    Watcher watcher(other.stub(), AllEvents());
+    other.ExpireAfter(absl::Seconds(1));
+    ASSERT_TRUE(watcher.WaitForEvents(1));
+    token = watcher.responses().back().resume_token();
+  }
+
+  Watcher refused(server.stub(), AfterToken(token));
+  const grpc::Status status = refused.WaitForEnd();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrCat("belongs to store ",
+                                     other.server().store().events().store_id().ToString(),
+                                     ", not to this server's store ",
+                                     server.server().store().events().store_id().ToString())));
 }
 
 TEST(WatchTest, StartsFromTheOldestRetainedEvent) {
@@ -325,6 +390,18 @@ TEST(WatchTest, HeartbeatsCarryTheExaminedSequenceWhenNothingMatches) {
     return !responses.empty() && responses.back().examined_sequence() == last;
   }));
   EXPECT_TRUE(watcher.events().empty());
+
+  // The heartbeat's token resumes right after what it examined.
+  const std::string token = watcher.responses().back().resume_token();
+  ASSERT_FALSE(token.empty());
+  PutTtl(server.stub(), "mine", {"d"}, absl::Seconds(60));
+  ExpireNow(server.stub(), "mine", {"d"}, server.clock().Now());
+  v1::WatchExpirationsRequest resumed = AfterToken(token);
+  resumed.add_collections("mine");
+  Watcher second(server.stub(), resumed);
+  ASSERT_TRUE(second.WaitForEvents(1));
+  EXPECT_THAT(Keys(second.events()), ElementsAre("d"));
+  EXPECT_THAT(Sequences(second.events()), ElementsAre(last + 1));
 }
 
 }  // namespace

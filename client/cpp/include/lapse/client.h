@@ -26,9 +26,12 @@
 //
 // A Subscription reconnects by itself when its stream breaks (UNAVAILABLE,
 // a dropped connection, a server restart) and resumes right after the last
-// sequence it examined, so its events form one stream with no gap and no
-// duplicate. The one way to lose events is for the server to no longer hold
-// them (OUT_OF_RANGE); the subscription then reports that error and stops.
+// position it examined, with the server's resume token, so its events form
+// one stream with no gap and no duplicate. The ways to lose events are for
+// the server to no longer hold them, or to serve another store (a
+// memory-only server restarted): OUT_OF_RANGE, and the subscription reports
+// that error and stops. Subscription::resume_token() is that position, to
+// persist and resume from in a later run (StartPosition::kAfterToken).
 // One caveat: a kNew subscription learns its position from its first
 // response (events or a heartbeat); if that first stream drops before any
 // response without the server naming its position (a draining lapse server
@@ -228,8 +231,13 @@ enum class StartPosition {
   kNew,
   // The oldest event the server still holds.
   kOldest,
-  // The events right after WatchOptions::after_sequence (resume).
+  // The events right after WatchOptions::after_sequence (resume within one
+  // store: a bare sequence does not name the store it came from).
   kAfterSequence,
+  // The events right after WatchOptions::resume_token (resume). Fails with
+  // OUT_OF_RANGE, through on_error, when the token belongs to another store
+  // (a memory-only server that restarted, another data directory).
+  kAfterToken,
 };
 
 struct WatchOptions {
@@ -242,6 +250,9 @@ struct WatchOptions {
   // With StartPosition::kAfterSequence: the last sequence already handled,
   // e.g. a previous Subscription::position().
   uint64_t after_sequence = 0;
+  // With StartPosition::kAfterToken: a previous Subscription::resume_token(),
+  // byte for byte.
+  std::string resume_token;
 };
 
 // What a Subscription calls, on its own thread, one call at a time. Only
@@ -279,8 +290,20 @@ class Subscription final {
   // it matched, handed to on_event (which returned): a later subscription
   // with StartPosition::kAfterSequence from here continues with no gap and no
   // duplicate. The start position until the first response arrives, and 0 if
-  // that is not known yet (kNew, kOldest).
+  // that is not known yet (kNew, kOldest, kAfterToken).
   uint64_t position() const;
+
+  // The same position as an opaque token that also names the server's store:
+  // persist it, and a later subscription with StartPosition::kAfterToken from
+  // it continues with no gap and no duplicate, or fails with OUT_OF_RANGE if
+  // the server now serves another store, never silently starting over. It
+  // moves once all the events of a response have been handed to on_event;
+  // when Cancel() stops a response's events halfway, it stands before that
+  // response (resuming from it hands those events again; position() stands
+  // after the last one handed). The start token until the first response
+  // arrives, and empty while not known (kNew, kOldest, kAfterSequence).
+  // The subscription itself resumes from it after a reconnect.
+  std::string resume_token() const;
 
  private:
   friend class Client;
