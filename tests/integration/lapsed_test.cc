@@ -129,7 +129,8 @@ TEST(LapsedTest, ServesOnAUnixSocket) {
   ASSERT_FALSE(temp.path().empty());
   const std::string address = absl::StrCat("unix:", temp.path(), "/lapse.sock");
   LapsedProcess lapsed(LAPSED_PATH, {"--listen=" + address});
-  ASSERT_THAT(lapsed.start_line(), HasSubstr(absl::StrCat("listening on ", address, ";")))
+  ASSERT_THAT(lapsed.start_line(),
+              HasSubstr(absl::StrCat("listening on ", address, " (plaintext);")))
       << lapsed.Wait().err;
   std::unique_ptr<v1::LapseService::Stub> stub =
       v1::LapseService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
