@@ -117,7 +117,13 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlag{"--listen=unix:lapse.sock", "absolute path"},
         RefusedFlag{"--listen=unix:/" + std::string(200, 'd') + "/lapse.sock", "at most 107 bytes"},
         RefusedFlag{"--metrics_listen=127.0.0.1:99999", "not a number in [0, 65535]"},
-        RefusedFlag{"--metrics_listen=unix:/tmp/metrics.sock", "expected HOST:PORT"}),
+        RefusedFlag{"--metrics_listen=unix:/tmp/metrics.sock", "expected HOST:PORT"},
+        RefusedFlag{"--tls_key=/tls.key", "without tls_cert"},
+        RefusedFlag{"--tls_client_ca=/ca.crt", "without tls_cert"},
+        RefusedFlag{"--tls_cert=/tls.crt", "without tls_key"},
+        RefusedFlag{"--tls_refresh_interval=500ms", "out of range"},
+        RefusedFlag{"--health_listen=127.0.0.1:99999", "not a number in [0, 65535]"},
+        RefusedFlag{"--health_listen=unix:/tmp/health.sock", "expected HOST:PORT"}),
     [](const ::testing::TestParamInfo<RefusedFlag>& info) {
       std::string name = absl::StrCat(info.index, "_");
       for (char c : info.param.flag.substr(2, info.param.flag.find('=') - 2)) name += c;

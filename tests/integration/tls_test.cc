@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lapse/client.h"
+#include "testing/lapsed_process.h"
 #include "testing/recorder.h"
 #include "testing/temp_dir.h"
 #include "testing/test_certs.h"
@@ -191,6 +192,47 @@ TEST_F(TlsTest, RotatedCertificatesServeNewConnectionsWhileAnOpenWatchKeepsRecei
   EXPECT_THAT(recorder.keys(), ElementsAre("after-rotation"));
   EXPECT_EQ(recorder.connections(), 1);
   EXPECT_EQ(recorder.reconnects(), 0);
+}
+
+// What the first handshake would find out, lapsed finds at start-up.
+TEST_F(TlsTest, LapsedExitsWith1AtStartUpOnTlsFilesItCannotUse) {
+  const TestCa::Issued other = ca_.Issue("other", TestCa::kLoopbackNames);
+  const std::string missing = dir_.path() + "/missing.crt";
+  struct Case {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  const Case cases[] = {
+      {{"--tls_cert=" + missing, "--tls_key=" + server_cert_.key_file},
+       "tls_cert=" + missing + ": cannot read it"},
+      {{"--tls_cert=" + server_cert_.key_file, "--tls_key=" + server_cert_.key_file},
+       "holds no PEM certificate"},
+      {{"--tls_cert=" + server_cert_.cert_file, "--tls_key=" + server_cert_.cert_file},
+       "holds no unencrypted PEM private key"},
+      {{"--tls_cert=" + server_cert_.cert_file, "--tls_key=" + other.key_file},
+       "tls_key=" + other.key_file + " does not match the certificate in tls_cert="},
+      {{"--tls_cert=" + server_cert_.cert_file, "--tls_key=" + server_cert_.key_file,
+        "--tls_client_ca=" + missing},
+       "tls_client_ca=" + missing + ": cannot read it"},
+  };
+  for (const Case& c : cases) {
+    LapsedProcess lapsed(LAPSED_PATH, c.flags);
+    ASSERT_TRUE(lapsed.spawned());
+    const ChildProcess::Result result = lapsed.Wait();
+    EXPECT_EQ(result.exit_code, 1) << c.says << "\n" << result.out << result.err;
+    EXPECT_THAT(result.err, ::testing::HasSubstr(c.says));
+  }
+}
+
+TEST_F(TlsTest, LapsedServesTlsAndSaysSoInItsStartLine) {
+  LapsedProcess lapsed(
+      LAPSED_PATH, {"--tls_cert=" + server_cert_.cert_file, "--tls_key=" + server_cert_.key_file});
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  EXPECT_THAT(lapsed.start_line(),
+              ::testing::HasSubstr(absl::StrCat("(port ", lapsed.port(), ") (TLS)")));
+  client::Client client(lapsed.address(), ClientTls(ca_.cert_file()));
+  EXPECT_TRUE(Ping(client).ok()) << Ping(client);
+  EXPECT_EQ(lapsed.Stop(), 0);
 }
 
 }  // namespace
