@@ -108,8 +108,8 @@ class LapseServer {
 
   // Recovers the data directory (if any) and starts serving, with the
   // store's Limits::max_response_bytes set to ResponseBytesFor(options).
-  // Returns the bound port; INVALID_ARGUMENT when the listen address is
-  // malformed, ResponseBytesFor refuses the options or CheckTlsFiles the TLS
+  // Returns the bound port; INVALID_ARGUMENT when the listen (or health)
+  // address is malformed, ResponseBytesFor refuses the options or CheckTlsFiles the TLS
   // files (before anything else starts), FAILED_PRECONDITION
   // when the data directory is locked by another server or the open-file
   // limit leaves nothing beyond reserved_fds, DATA_LOSS when the data
