@@ -6,8 +6,9 @@
 //
 //   lapsed --metrics_listen=0.0.0.0:9090    # Prometheus /metrics
 //
-//   lapsed --tls_cert=tls.crt --tls_key=tls.key --tls_client_ca=ca.crt \
-//          --health_listen=0.0.0.0:50052   # mTLS; plaintext health for probes
+//   # mTLS, and plaintext health for probes that cannot speak TLS:
+//   lapsed --tls_cert=tls.crt --tls_key=tls.key --tls_client_ca=ca.crt
+//          --health_listen=0.0.0.0:50052
 //
 // Raises its soft open-file limit to the hard one and keeps --reserved_fds of
 // them free of connections (server/accept_guard.h). Prints one line when it

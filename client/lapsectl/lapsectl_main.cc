@@ -8,10 +8,10 @@
 // Output is a table for people or, with --json, one JSON object per line.
 // Exit status: 0 ok; 1 not found, condition not met or skipped; 2 error (bad
 // usage, RPC failure). The server is --addr, else $LAPSE_ADDR, else
-// 127.0.0.1:50051; plaintext unless --tls or a --tls-* flag is given:
-//
-//   lapsectl --addr=lapse.prod:50051 --tls-ca=ca.crt \
-//            --tls-cert=me.crt --tls-key=me.key ls   # mTLS
+// 127.0.0.1:50051; plaintext unless --tls or a --tls-* flag is given, e.g.
+// for mTLS:
+//   lapsectl --addr=lapse.prod:50051 --tls-ca=ca.crt --tls-cert=me.crt
+//            --tls-key=me.key ls
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
