@@ -34,6 +34,8 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server libhiredis-dev grpc-proto
   umoci runc jq nodejs unzip prometheus-cpp-dev
+  # TLS: the server's start-up checks (libssl) and the test certificates (openssl).
+  openssl libssl-dev
   # The Python and Go clients (client/python, client/go) and their stubs.
   python3-grpcio python3-protobuf python3-pytest
   golang-go golang-google-grpc-dev golang-google-protobuf-dev

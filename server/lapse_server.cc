@@ -106,6 +106,11 @@ absl::StatusOr<int> LapseServer::Start() {
       !address.ok()) {
     return address.status();
   }
+  if (!options_.health_listen.empty()) {
+    absl::StatusOr<ListenAddress> health = ParseListenAddress(options_.health_listen);
+    if (!health.ok()) return health.status();
+  }
+  if (absl::Status tls = CheckTlsFiles(options_.tls); !tls.ok()) return tls;
   if (absl::Status guarded = InstallAcceptGuard(options_.reserved_fds); !guarded.ok()) {
     return guarded;
   }
@@ -135,7 +140,7 @@ absl::StatusOr<int> LapseServer::Start() {
   grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options_.listen_address, ServerCredentialsFor(options_.tls), &port);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams);
@@ -153,11 +158,24 @@ absl::StatusOr<int> LapseServer::Start() {
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address));
   }
+  if (!options_.health_listen.empty()) {
+    grpc::ServerBuilder health_builder;
+    health_builder.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
+                                    &health_port_);
+    health_server_ = health_builder.BuildAndStart();
+    if (health_server_ == nullptr || health_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", options_.health_listen, " (health_listen)"));
+    }
+  }
   {
     MutexLock lock(&health_mu_);
-    health_ = server_->GetHealthCheckService();
-    health_->SetServingStatus("", true);
-    health_->SetServingStatus(v1::LapseService::service_full_name(), writable_.ok());
+    health_.push_back(server_->GetHealthCheckService());
+    if (health_server_ != nullptr) health_.push_back(health_server_->GetHealthCheckService());
+    for (grpc::HealthCheckServiceInterface* health : health_) {
+      health->SetServingStatus("", true);
+      health->SetServingStatus(v1::LapseService::service_full_name(), writable_.ok());
+    }
   }
   if (metrics_ != nullptr) {
     absl::StatusOr<int> metrics_port = metrics_->Serve(options_.metrics_listen, store_.get());
@@ -171,8 +189,8 @@ absl::StatusOr<int> LapseServer::Start() {
 void LapseServer::OnWritableChanged(const absl::Status& status) {
   MutexLock lock(&health_mu_);
   writable_ = status;
-  if (health_ != nullptr) {
-    health_->SetServingStatus(v1::LapseService::service_full_name(), status.ok());
+  for (grpc::HealthCheckServiceInterface* health : health_) {
+    health->SetServingStatus(v1::LapseService::service_full_name(), status.ok());
   }
 }
 
@@ -183,10 +201,11 @@ void LapseServer::Shutdown(absl::Duration grace) {
   if (server_ != nullptr) {
     {
       MutexLock lock(&health_mu_);
-      health_ = nullptr;
+      health_.clear();
     }
     // NOT_SERVING for every service, for good.
     server_->GetHealthCheckService()->Shutdown();
+    if (health_server_ != nullptr) health_server_->GetHealthCheckService()->Shutdown();
   }
   const absl::Time deadline = absl::Now() + grace;
   hub_->Shutdown();
@@ -211,6 +230,8 @@ void LapseServer::Shutdown(absl::Duration grace) {
     }
     reaper.join();
   }
+  // Probes see NOT_SERVING until the drain ends.
+  if (health_server_ != nullptr) health_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   store_->StopExpiring();
   if (metrics_ != nullptr) metrics_->StopServing();
 }

@@ -8,7 +8,8 @@
 // the service and the grpc::Server (with the standard health service and
 // server reflection, which can describe grpc.health.v1 as well as lapse.v1),
 // and with ServerOptions::metrics_listen set, Prometheus /metrics
-// (server/metrics).
+// (server/metrics). With ServerOptions::health_listen set, a second
+// grpc::Server on that port serves the same health statuses, in plaintext.
 //
 // Health: "" is SERVING from Start to Shutdown (the process is alive: use it
 // for liveness); "lapse.v1.LapseService" is SERVING only while the store takes
@@ -36,6 +37,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -49,6 +51,7 @@
 #include "server/service/watch_hub.h"
 #include "server/storage/embedded_store.h"
 #include "server/storage/store.h"
+#include "server/tls_credentials.h"
 
 namespace lapse {
 
@@ -79,6 +82,13 @@ struct ServerOptions {
   // Concurrent HTTP/2 streams (RPCs) one client connection may open, sent to
   // clients as SETTINGS_MAX_CONCURRENT_STREAMS: more wait in the client.
   int max_concurrent_streams = 1000;
+  // TLS (mTLS with tls.client_ca_file) on listen_address, Unix socket too;
+  // plaintext when tls.cert_file is empty (server/tls_credentials.h).
+  TlsOptions tls;
+  // "host:port" of a second, plaintext gRPC port that serves only
+  // grpc.health.v1 (and reflection), with the same statuses: for probes that
+  // cannot speak TLS, such as the kubelet's. Empty: none.
+  std::string health_listen;
 };
 
 // What a server with `options` may put in one answer, as
@@ -98,12 +108,13 @@ class LapseServer {
 
   // Recovers the data directory (if any) and starts serving, with the
   // store's Limits::max_response_bytes set to ResponseBytesFor(options).
-  // Returns the bound port; INVALID_ARGUMENT when the listen address is
-  // malformed or ResponseBytesFor refuses the options, FAILED_PRECONDITION
+  // Returns the bound port; INVALID_ARGUMENT when the listen (or health)
+  // address is malformed, ResponseBytesFor refuses the options or CheckTlsFiles the TLS
+  // files (before anything else starts), FAILED_PRECONDITION
   // when the data directory is locked by another server or the open-file
   // limit leaves nothing beyond reserved_fds, DATA_LOSS when the data
-  // directory is damaged, UNAVAILABLE when the address (or the metrics
-  // address) cannot be listened on. Call at most once.
+  // directory is damaged, UNAVAILABLE when the address (or the metrics or
+  // health address) cannot be listened on. Call at most once.
   absl::StatusOr<int> Start();
 
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch
@@ -121,6 +132,8 @@ class LapseServer {
   EmbeddedStore& embedded_store() { return *store_; }
   // The port /metrics is served on; 0 without ServerOptions::metrics_listen.
   int metrics_port() const { return metrics_port_; }
+  // The plaintext health port; 0 without ServerOptions::health_listen.
+  int health_port() const { return health_port_; }
 
  private:
   // The store's WritableListener: sets the service's health.
@@ -132,8 +145,9 @@ class LapseServer {
   // State below is protected by health_mu_; declared before the store, whose
   // log thread reports here until the store is gone.
   Mutex health_mu_;
-  // server_'s health service, from Start until Shutdown; null otherwise.
-  grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
+  // The health services of server_ and health_server_, from Start until
+  // Shutdown; empty otherwise.
+  std::vector<grpc::HealthCheckServiceInterface*> health_ ABSL_GUARDED_BY(health_mu_);
   // The store's last word on writes.
   absl::Status writable_ ABSL_GUARDED_BY(health_mu_);
 
@@ -146,7 +160,10 @@ class LapseServer {
   std::unique_ptr<EmbeddedStore> store_;
   std::unique_ptr<LapseServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  // Serves health_listen; null without it.
+  std::unique_ptr<grpc::Server> health_server_;
   int metrics_port_ = 0;
+  int health_port_ = 0;
   // The port Start() bound.
   int port_ = 0;
   bool shut_down_ = false;

@@ -6,11 +6,17 @@
 //
 //   lapsed --metrics_listen=0.0.0.0:9090    # Prometheus /metrics
 //
+//   # mTLS, and plaintext health for probes that cannot speak TLS:
+//   lapsed --tls_cert=tls.crt --tls_key=tls.key --tls_client_ca=ca.crt
+//          --health_listen=0.0.0.0:50052
+//
 // Raises its soft open-file limit to the hard one and keeps --reserved_fds of
 // them free of connections (server/accept_guard.h). Prints one line when it
-// serves (address, bound port, store, and the metrics address and port with
-// --metrics_listen), drains and exits 0 on SIGTERM or SIGINT, exits 2 on
-// invalid flags and 1 when it cannot listen or recover its data directory.
+// serves (address, bound port, plaintext/TLS/mTLS, store, the metrics address
+// and port with --metrics_listen, the health address and port with
+// --health_listen), drains and exits 0 on SIGTERM or SIGINT, exits 2 on
+// invalid flags and 1 when it cannot listen, read its TLS files (or they do
+// not match) or recover its data directory.
 // Without --data_dir the store is
 // memory-only: a restart starts empty. Flag names may be written with dashes
 // or underscores (--data-dir, --data_dir).
@@ -39,6 +45,7 @@
 #include "server/base/log.h"
 #include "server/lapse_server.h"
 #include "server/listen_address.h"
+#include "server/tls_credentials.h"
 
 namespace {
 
@@ -127,6 +134,18 @@ ABSL_FLAG(bool, wal_truncate_damaged, false,
 ABSL_FLAG(std::string, metrics_listen, "",
           "Serve Prometheus metrics on http://HOST:PORT/metrics; port 0 picks a "
           "free port; empty serves none");
+ABSL_FLAG(std::string, tls_cert, "",
+          "Serve TLS with this PEM certificate chain (needs --tls_key); re-read "
+          "every --tls_refresh_interval, so it can be rotated in place");
+ABSL_FLAG(std::string, tls_key, "", "With --tls_cert: its PEM private key");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "With --tls_cert: mTLS, every client must present a certificate that "
+          "chains to one of these PEM CA certificates");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, Defaults().tls.refresh_interval,
+          "How often the --tls_* files are read again, in whole seconds");
+ABSL_FLAG(std::string, health_listen, "",
+          "Also serve grpc.health.v1 alone, in plaintext, on HOST:PORT: for "
+          "probes that cannot speak TLS (the kubelet's); empty serves none");
 ABSL_FLAG(std::string, log_level, "info",
           "error, warning or info; gRPC's own logging follows GRPC_VERBOSITY");
 
@@ -167,6 +186,35 @@ absl::Status WatchBoundsFromFlags(lapse::ServerOptions* options) {
   options->watch_pinned_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_watch_pinned_bytes));
   options->watch_stall_timeout = absl::GetFlag(FLAGS_watch_stall_timeout);
   options->max_concurrent_streams = static_cast<int>(absl::GetFlag(FLAGS_max_concurrent_streams));
+  return absl::OkStatus();
+}
+
+// TLS and the plaintext health port, from their flags; the files themselves
+// are read by LapseServer::Start.
+absl::Status TlsFromFlags(lapse::ServerOptions* options) {
+  std::string error;
+  if (!InRange("tls_refresh_interval", absl::GetFlag(FLAGS_tls_refresh_interval), absl::Seconds(1),
+               absl::Hours(1), &error)) {
+    return absl::InvalidArgumentError(error);
+  }
+  options->tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options->tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options->tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options->tls.refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
+  if (absl::Status tls = lapse::CheckTlsOptions(options->tls); !tls.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", tls.message()));
+  }
+  options->health_listen = absl::GetFlag(FLAGS_health_listen);
+  if (options->health_listen.empty()) return absl::OkStatus();
+  absl::StatusOr<lapse::ListenAddress> health = lapse::ParseListenAddress(options->health_listen);
+  if (!health.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--health_listen=", health.status().message()));
+  }
+  if (health->is_unix()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--health_listen=", options->health_listen,
+                     ": expected HOST:PORT or [IPV6]:PORT (probes reach the pod over TCP)"));
+  }
   return absl::OkStatus();
 }
 
@@ -256,6 +304,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (absl::Status watch = WatchBoundsFromFlags(&options); !watch.ok()) return watch;
+  if (absl::Status tls = TlsFromFlags(&options); !tls.ok()) return tls;
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a
@@ -432,9 +481,20 @@ int main(int argc, char** argv) {
                 "metrics on http://",
                 lapse::ParseListenAddress(options->metrics_listen)->WithPort(server.metrics_port()),
                 "/metrics (metrics port ", server.metrics_port(), ")");
-  std::printf("lapsed listening on %s%s; store: %s; shards %zu; %s\n",
-              listen.WithPort(*port).c_str(), port_note.c_str(), StoreDescription(*options).c_str(),
-              options->store.shards, metrics.c_str());
+  const std::string tls = !options->tls.enabled()               ? "plaintext"
+                          : options->tls.client_ca_file.empty() ? "TLS"
+                                                                : "mTLS";
+  const std::string health =
+      options->health_listen.empty()
+          ? ""
+          : absl::StrCat(
+                "; plaintext health on ",
+                lapse::ParseListenAddress(options->health_listen)->WithPort(server.health_port()),
+                " (health port ", server.health_port(), ")");
+  std::printf("lapsed listening on %s%s (%s); store: %s; shards %zu; %s%s\n",
+              listen.WithPort(*port).c_str(), port_note.c_str(), tls.c_str(),
+              StoreDescription(*options).c_str(), options->store.shards, metrics.c_str(),
+              health.c_str());
   std::fflush(stdout);
 
   int signal_number = 0;

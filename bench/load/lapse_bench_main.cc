@@ -5,6 +5,7 @@
 //   lapse-bench expiry-latency --members=100000 --reconnect-at=3s --reconnect-pause=1s
 //   lapse-bench drain --members=1000000
 //   lapse-bench mixed --rate=5000 --duration=10s --watchers=4
+//   lapse-bench put --addr=lapse:50051 --tls_ca=ca.crt --tls_cert=me.crt --tls_key=me.key
 //
 // Flags may be spelled with dashes or underscores. Prints a table per
 // scenario and one "RESULT ..." line (for bench/compare/run.sh). Exits 0 when
@@ -25,6 +26,12 @@
 #include "bench/load/lapse_scenarios.h"
 
 ABSL_FLAG(std::string, addr, "127.0.0.1:50051", "lapsed's address");
+ABSL_FLAG(std::string, tls_ca, "", "TLS: PEM CA certificates that verify lapsed");
+ABSL_FLAG(std::string, tls_cert, "", "mTLS: this client's PEM certificate (with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "mTLS: its PEM private key");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "TLS: the name lapsed's certificate carries, if not --addr's host");
+ABSL_FLAG(bool, tls, false, "TLS, verifying lapsed against the system's CAs (implied by --tls_*)");
 ABSL_FLAG(std::string, peer, "lapse", "Name on the RESULT line (e.g. lapse-durable)");
 ABSL_FLAG(int32_t, channels, 1, "gRPC channels (HTTP/2 connections) to spread RPCs over");
 ABSL_FLAG(int32_t, concurrency, 16, "RPCs in flight");
@@ -69,6 +76,15 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
   o->addr = absl::GetFlag(FLAGS_addr);
   o->channels = absl::GetFlag(FLAGS_channels);
   o->lookahead_bytes = absl::GetFlag(FLAGS_http2_lookahead_bytes);
+  if (absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() ||
+      !absl::GetFlag(FLAGS_tls_cert).empty() || !absl::GetFlag(FLAGS_tls_key).empty() ||
+      !absl::GetFlag(FLAGS_tls_server_name).empty()) {
+    absl::StatusOr<lapse::load::ChannelSecurity> security = lapse::load::ChannelSecurityFor(
+        absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+        absl::GetFlag(FLAGS_tls_server_name));
+    if (!security.ok()) return Fail(std::string(security.status().message()));
+    o->security = *std::move(security);
+  }
   o->shape.prefix = absl::GetFlag(FLAGS_prefix);
   if (o->shape.prefix.empty()) o->shape.prefix = absl::StrCat("lb", getpid(), ".", scenario, ".");
   o->shape.collections = static_cast<uint64_t>(absl::GetFlag(FLAGS_collections));

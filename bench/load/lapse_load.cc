@@ -1,7 +1,10 @@
 #include "bench/load/lapse_load.h"
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
+#include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -145,8 +148,32 @@ void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
   out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d % absl::Seconds(1))));
 }
 
+absl::StatusOr<ChannelSecurity> ChannelSecurityFor(const std::string& ca_file,
+                                                   const std::string& cert_file,
+                                                   const std::string& key_file,
+                                                   const std::string& server_name) {
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key go together: give both, or neither");
+  }
+  grpc::SslCredentialsOptions pem;
+  for (auto [flag, path, into] : {std::make_tuple("tls_ca", &ca_file, &pem.pem_root_certs),
+                                  std::make_tuple("tls_cert", &cert_file, &pem.pem_cert_chain),
+                                  std::make_tuple("tls_key", &key_file, &pem.pem_private_key)}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in.is_open() || in.bad()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", *path, ": cannot read it"));
+    }
+    *into = text.str();
+  }
+  return ChannelSecurity{grpc::SslCredentials(pem), server_name};
+}
+
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
-                                             int lookahead_bytes) {
+                                             int lookahead_bytes, const ChannelSecurity& security) {
   std::vector<std::unique_ptr<Stub>> stubs;
   for (int i = 0; i < std::max(1, channels); ++i) {
     grpc::ChannelArguments args;
@@ -156,8 +183,9 @@ std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channe
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
     if (lookahead_bytes > 0) args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, lookahead_bytes);
-    stubs.push_back(v1::LapseService::NewStub(
-        grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args)));
+    if (!security.server_name.empty()) args.SetSslTargetNameOverride(security.server_name);
+    stubs.push_back(
+        v1::LapseService::NewStub(grpc::CreateCustomChannel(addr, security.credentials, args)));
   }
   return stubs;
 }

@@ -31,11 +31,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/common/ledger.h"
 #include "bench/common/load_plan.h"
 #include "bench/common/stats.h"
+#include "grpcpp/security/credentials.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 
 namespace lapse {
@@ -43,11 +45,28 @@ namespace load {
 
 using Stub = v1::LapseService::Stub;
 
+// How the channels reach lapsed: plaintext, or TLS (ChannelSecurityFor).
+struct ChannelSecurity {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  // The name the server's certificate carries, when not the address's host.
+  std::string server_name;
+};
+
+// TLS from PEM files, as lapsectl's --tls-* flags: `ca_file` verifies the
+// server (empty: the system's roots), `cert_file` and `key_file` (both or
+// neither) are the client's for mTLS. INVALID_ARGUMENT naming the file that
+// cannot be read.
+absl::StatusOr<ChannelSecurity> ChannelSecurityFor(const std::string& ca_file,
+                                                   const std::string& cert_file,
+                                                   const std::string& key_file,
+                                                   const std::string& server_name);
+
 // `channels` stubs, each on its own HTTP/2 connection to `addr`. A positive
 // `lookahead_bytes` sets the per-stream receive window the client grants
 // (gRPC's GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES); 0 keeps gRPC's default.
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
-                                             int lookahead_bytes = 0);
+                                             int lookahead_bytes = 0,
+                                             const ChannelSecurity& security = ChannelSecurity());
 
 // `d` as a google.protobuf.Duration (a member's TTL).
 void SetDuration(absl::Duration d, google::protobuf::Duration* out);

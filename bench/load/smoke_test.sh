@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-smoke: starts lapsed on 127.0.0.1:0 and runs every lapse-bench
-# scenario at a tiny size, so the load generator keeps working.
+# scenario at a tiny size, so the load generator keeps working; then two of
+# them again against a lapsed that requires mTLS (certificates from openssl).
 #
 #   smoke_test.sh LAPSED LAPSE_BENCH
 set -euo pipefail
@@ -22,4 +23,15 @@ addr="127.0.0.1:$lapsed_port"
 "$bench" drain --addr="$addr" --members=5000 --lead=2s --drain-timeout=3s
 "$bench" mixed --addr="$addr" --rate=500 --duration=2s --ttl=500ms --batch=10 --watchers=2 \
   --drain-timeout=3s
+
+# Over mTLS, with a self-signed certificate as server, client and CA.
+kill "$lapsed_pid" && wait "$lapsed_pid" || true
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+  -addext subjectAltName=DNS:localhost -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+start_lapsed "$work" "$lapsed" --log_level=error --shutdown_grace=500ms \
+  --tls_cert="$work/tls.crt" --tls_key="$work/tls.key" --tls_client_ca="$work/tls.crt"
+tls=(--addr="127.0.0.1:$lapsed_port" --tls_ca="$work/tls.crt" --tls_cert="$work/tls.crt"
+  --tls_key="$work/tls.key" --tls_server_name=localhost)
+"$bench" put "${tls[@]}" --members=2000 --batch=100 --concurrency=4
+"$bench" drain "${tls[@]}" --members=500 --lead=1s --drain-timeout=3s
 echo "lapse-bench smoke: every scenario ran clean"

@@ -48,12 +48,14 @@ void EventStream::Cancel() {
 // ---- Client -----------------------------------------------------------------
 
 Client::Client(const std::string& target, const ClientOptions& options)
-    : Client(target, grpc::InsecureChannelCredentials(), options) {}
+    : options_(options),
+      connection_(std::make_shared<Connection>(NewChannel(target, options), options)) {}
 
 Client::Client(const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials,
                const ClientOptions& options)
     : options_(options),
-      connection_(std::make_shared<Connection>(target, std::move(credentials), options)) {}
+      connection_(std::make_shared<Connection>(
+          internal::ChannelWith(target, std::move(credentials), options), options)) {}
 
 Client::~Client() = default;
 
@@ -134,6 +136,7 @@ absl::StatusOr<uint64_t> Client::DeleteCollection(const std::string& name,
 
 absl::StatusOr<std::unique_ptr<Subscription>> Client::Watch(const WatchOptions& options,
                                                             WatchHandlers handlers) {
+  if (!connection_->channel_status().ok()) return connection_->channel_status();
   if (!handlers.on_event) {
     return absl::InvalidArgumentError("Watch: handlers.on_event is required");
   }

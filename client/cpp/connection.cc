@@ -1,11 +1,19 @@
 #include "client/cpp/connection.h"
 
+#include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace lapse::client::internal {
@@ -31,13 +39,67 @@ grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
   return args;
 }
 
+// The file's contents, or INVALID_ARGUMENT "tls.FIELD=PATH: cannot read it".
+absl::StatusOr<std::string> ReadTlsFile(absl::string_view field, const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::string contents((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (!file.is_open() || file.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls.", field, "=", path, ": cannot read it (", std::strerror(errno), ")"));
+  }
+  return contents;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(const TlsOptions& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.cert_file and tls.key_file go together (mTLS): give both, or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  const std::pair<absl::string_view, std::pair<const std::string*, std::string*>> files[] = {
+      {"ca_file", {&tls.ca_file, &ssl.pem_root_certs}},
+      {"cert_file", {&tls.cert_file, &ssl.pem_cert_chain}},
+      {"key_file", {&tls.key_file, &ssl.pem_private_key}}};
+  for (const auto& [field, paths] : files) {
+    if (paths.first->empty()) continue;
+    absl::StatusOr<std::string> pem = ReadTlsFile(field, *paths.first);
+    if (!pem.ok()) return pem.status();
+    *paths.second = *std::move(pem);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
 
-Connection::Connection(const std::string& target,
-                       std::shared_ptr<grpc::ChannelCredentials> credentials,
+std::shared_ptr<grpc::Channel> ChannelWith(const std::string& target,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const ClientOptions& options) {
+  grpc::ChannelArguments args = ChannelArgs(options);
+  if (options.tls.has_value() && !options.tls->server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls->server_name);
+  }
+  return grpc::CreateCustomChannel(target, std::move(credentials), args);
+}
+
+Connection::Connection(absl::StatusOr<std::shared_ptr<grpc::Channel>> channel,
                        const ClientOptions& options)
     : options_(options),
-      stub_(v1::LapseService::NewStub(
-          grpc::CreateCustomChannel(target, std::move(credentials), ChannelArgs(options)))) {}
+      channel_status_(channel.status()),
+      stub_(channel.ok() ? v1::LapseService::NewStub(*channel) : nullptr) {}
 
 }  // namespace lapse::client::internal
+
+namespace lapse::client {
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const std::string& target,
+                                                          const ClientOptions& options) {
+  if (!options.tls.has_value()) {
+    return internal::ChannelWith(target, grpc::InsecureChannelCredentials(), options);
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      internal::TlsCredentials(*options.tls);
+  if (!credentials.ok()) return credentials.status();
+  return internal::ChannelWith(target, *std::move(credentials), options);
+}
+
+}  // namespace lapse::client

@@ -1,5 +1,6 @@
 // Connection: the gRPC channel and stub behind a Client, and the one path of
 // its unary calls: deadline, retries, and the response as the client's type.
+// Channels are made here too (NewChannel in lapse/client.h, ChannelWith).
 //
 //   absl::StatusOr<CollectionInfo> info = connection.Call<CollectionInfo>(
 //       &v1::LapseService::Stub::GetCollection,
@@ -33,13 +34,22 @@ namespace lapse::client::internal {
 // change the outcome are retried.
 enum class Idempotency { kIdempotent, kNotIdempotent };
 
+// A channel to `target` with `credentials` and the channel arguments of
+// `options`, options.tls->server_name included.
+std::shared_ptr<grpc::Channel> ChannelWith(const std::string& target,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const ClientOptions& options);
+
 class Connection final {
  public:
-  Connection(const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials,
-             const ClientOptions& options);
+  // Without a channel (NewChannel's error), every call fails with that error.
+  Connection(absl::StatusOr<std::shared_ptr<grpc::Channel>> channel, const ClientOptions& options);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  // OK, or why there is no channel.
+  const absl::Status& channel_status() const { return channel_status_; }
+  // REQUIRES: channel_status() is OK.
   v1::LapseService::Stub& stub() { return *stub_; }
 
   // A unary method of the stub, e.g. &v1::LapseService::Stub::PutMembers.
@@ -58,6 +68,8 @@ class Connection final {
  private:
   // Constant after construction.
   const ClientOptions options_;
+  const absl::Status channel_status_;
+  // Null without a channel.
   const std::unique_ptr<v1::LapseService::Stub> stub_;
 };
 
@@ -65,6 +77,7 @@ template <typename Result, typename Request, typename Response>
 absl::StatusOr<Result> Connection::Call(StubMethod<Request, Response> method,
                                         const Request& request, Idempotency idempotency,
                                         const CallOptions& call) {
+  if (!channel_status_.ok()) return channel_status_;
   const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
   Backoff backoff(options_.retry_backoff);
   for (int attempts = 1;; ++attempts) {

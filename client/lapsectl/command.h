@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,12 +48,18 @@ struct Invocation {
   std::string address;
   absl::Duration timeout;
   bool json = false;
+  // --tls-ca, --tls-cert, --tls-key, --tls-server-name; unset: plaintext.
+  std::optional<client::TlsOptions> tls;
 
   const std::vector<std::string>& positional() const { return args.positional(); }
-  std::unique_ptr<client::Client> NewClient() const {
+  client::ClientOptions Options() const {
     client::ClientOptions options;
     options.default_timeout = timeout;
-    return std::make_unique<client::Client>(address, options);
+    options.tls = tls;
+    return options;
+  }
+  std::unique_ptr<client::Client> NewClient() const {
+    return std::make_unique<client::Client>(address, Options());
   }
 };
 

@@ -4,22 +4,25 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/lapsectl/cli_output.h"
 #include "client/lapsectl/command.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 
 namespace lapse::cli {
 namespace {
 
 int RunHealth(const Invocation& in) {
   const std::string service = in.args.Value("service").value_or("");
-  std::unique_ptr<grpc::health::v1::Health::Stub> stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(in.address, grpc::InsecureChannelCredentials()));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::NewChannel(in.address, in.Options());
+  if (!channel.ok()) return Fail("health", channel.status());
+  std::unique_ptr<grpc::health::v1::Health::Stub> stub =
+      grpc::health::v1::Health::NewStub(*channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + in.timeout));
   grpc::health::v1::HealthCheckRequest request;

@@ -8,7 +8,10 @@
 // Output is a table for people or, with --json, one JSON object per line.
 // Exit status: 0 ok; 1 not found, condition not met or skipped; 2 error (bad
 // usage, RPC failure). The server is --addr, else $LAPSE_ADDR, else
-// 127.0.0.1:50051.
+// 127.0.0.1:50051; plaintext unless --tls or a --tls-* flag is given, e.g.
+// for mTLS:
+//   lapsectl --addr=lapse.prod:50051 --tls-ca=ca.crt --tls-cert=me.crt
+//            --tls-key=me.key ls
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +38,12 @@ const std::vector<FlagSpec>& GlobalFlags() {
        absl::StrCat("Server address (default $LAPSE_ADDR, else ", kDefaultAddress, ")")},
       {"timeout", "DURATION", "Deadline of each call, retries included (10s)"},
       {"json", "", "One JSON object per line instead of a table"},
+      {"tls", "", "TLS, verifying the server against the system's CAs (implied by --tls-*)"},
+      {"tls-ca", "FILE", "TLS: PEM CA certificates that verify the server"},
+      {"tls-cert", "FILE", "mTLS: this client's PEM certificate (with --tls-key)"},
+      {"tls-key", "FILE", "mTLS: its PEM private key"},
+      {"tls-server-name", "NAME",
+       "TLS: the name the server's certificate carries, if not --addr's"},
       {"help", "", "Show help"},
   };
   return *flags;
@@ -72,6 +81,24 @@ std::string ToolHelp() {
                   "(bad usage,\nRPC failure).\nRun 'lapsectl COMMAND --help' for a "
                   "command's flags.\n");
   return out;
+}
+
+// --tls and the --tls-* flags; nullopt without any (plaintext).
+absl::StatusOr<std::optional<client::TlsOptions>> TlsFlags(const ParsedArgs& args) {
+  if (args.Has("tls-cert") != args.Has("tls-key")) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key go together: give both, or neither");
+  }
+  if (!args.Has("tls") && !args.Has("tls-ca") && !args.Has("tls-cert") &&
+      !args.Has("tls-server-name")) {
+    return std::nullopt;
+  }
+  client::TlsOptions tls;
+  tls.ca_file = args.Value("tls-ca").value_or("");
+  tls.cert_file = args.Value("tls-cert").value_or("");
+  tls.key_file = args.Value("tls-key").value_or("");
+  tls.server_name = args.Value("tls-server-name").value_or("");
+  return tls;
 }
 
 const Command* FindCommand(absl::string_view name) {
@@ -127,7 +154,9 @@ int Main(const std::vector<std::string>& argv) {
     if (!parsed.ok()) return UsageError(name, parsed.status().message());
     timeout = *parsed;
   }
-  const Invocation invocation{*args, address, timeout, args->Has("json")};
+  absl::StatusOr<std::optional<client::TlsOptions>> tls = TlsFlags(*args);
+  if (!tls.ok()) return UsageError(name, tls.status().message());
+  const Invocation invocation{*args, address, timeout, args->Has("json"), *tls};
   return command->run(invocation);
 }
 

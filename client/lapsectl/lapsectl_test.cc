@@ -18,6 +18,7 @@
 #include "testing/child_process.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
+#include "testing/test_certs.h"
 #include "testing/test_util.h"
 
 namespace lapse::testing {
@@ -416,6 +417,95 @@ TEST_F(SmallRetentionLapsectlTest, WatchFromAPositionNoLongerHeldExitsWith2) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.err, HasSubstr("lapsectl watch: OUT_OF_RANGE"));
   EXPECT_THAT(result.err, HasSubstr("no longer retained"));
+}
+
+// The certificates of TlsLapsectlTest, made before its lapsed starts. The
+// server's names only "localhost": reached at 127.0.0.1, lapsectl must be
+// told the name.
+struct MtlsFiles {
+  MtlsFiles()
+      : ca(dir.path(), "ca"),
+        server(ca.Issue("server", {"DNS:localhost"})),
+        client(ca.Issue("client", {"URI:spiffe://cluster.local/ns/x/sa/y"})) {}
+
+  TempDir dir;
+  TestCa ca;
+  TestCa::Issued server;
+  TestCa::Issued client;
+};
+
+// A lapsed that requires mTLS, its health also served in plaintext.
+class TlsLapsectlTest : public ::testing::Test {
+ protected:
+  TlsLapsectlTest()
+      : lapsed_(LAPSED_PATH,
+                {"--tls_cert=" + files_.server.cert_file, "--tls_key=" + files_.server.key_file,
+                 "--tls_client_ca=" + files_.ca.cert_file(), "--health_listen=127.0.0.1:0"}) {}
+
+  void SetUp() override { ASSERT_GT(lapsed_.port(), 0); }
+
+  Result Ctl(std::vector<std::string> args, const std::string& address) {
+    args.insert(args.begin(), "--addr=" + address);
+    return RunToCompletion(LAPSECTL_PATH, args);
+  }
+
+  std::vector<std::string> Mtls(std::vector<std::string> args) {
+    args.insert(args.begin(),
+                {"--tls-ca=" + files_.ca.cert_file(), "--tls-cert=" + files_.client.cert_file,
+                 "--tls-key=" + files_.client.key_file, "--tls-server-name=localhost"});
+    return args;
+  }
+
+  MtlsFiles files_;
+  LapsedProcess lapsed_;
+};
+
+TEST_F(TlsLapsectlTest, TlsFlagsReachAnMtlsLapsed) {
+  EXPECT_THAT(lapsed_.start_line(), HasSubstr("(mTLS)"));
+  Result put = Ctl(Mtls({"put", "c", "k", "v"}), lapsed_.address());
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+  Result get = Ctl(Mtls({"get", "c", "k"}), lapsed_.address());
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_THAT(get.out, ContainsRegex("k +v"));
+  Result health = Ctl(Mtls({"health"}), lapsed_.address());
+  EXPECT_EQ(health.exit_code, 0) << health.err;
+}
+
+TEST_F(TlsLapsectlTest, WithoutTheClientCertificateOrInPlaintextCallsFail) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"put", "c", "k"},
+        std::vector<std::string>{"--tls-ca=" + files_.ca.cert_file(), "--tls-server-name=localhost",
+                                 "put", "c", "k"}}) {
+    Result refused = Ctl(args, lapsed_.address());
+    EXPECT_EQ(refused.exit_code, 2) << absl::StrJoin(args, " ");
+    EXPECT_THAT(refused.err, HasSubstr("lapsectl put: UNAVAILABLE"));
+  }
+}
+
+TEST_F(TlsLapsectlTest, BadTlsFlagsExitWith2NamingThem) {
+  Result half = Ctl({"--tls-cert=" + files_.client.cert_file, "put", "c", "k"}, lapsed_.address());
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_THAT(half.err, HasSubstr("--tls-cert and --tls-key go together"));
+  const std::string missing = files_.dir.path() + "/missing.crt";
+  Result unreadable = Ctl({"--tls-ca=" + missing, "put", "c", "k"}, lapsed_.address());
+  EXPECT_EQ(unreadable.exit_code, 2);
+  EXPECT_THAT(unreadable.err, HasSubstr(missing + ": cannot read it"));
+}
+
+TEST_F(TlsLapsectlTest, HealthListenAnswersInPlaintext) {
+  const std::string line = lapsed_.start_line();
+  const size_t at = line.find("(health port ");
+  ASSERT_NE(at, std::string::npos) << line;
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(line.substr(at + 13, line.find(')', at) - at - 13), &port)) << line;
+  const std::string health = absl::StrCat("127.0.0.1:", port);
+  EXPECT_THAT(Ctl({"health"}, health).out, ContainsRegex("\\(server\\) +SERVING"));
+  Result api = Ctl({"health", "--service=lapse.v1.LapseService"}, health);
+  EXPECT_EQ(api.exit_code, 0) << api.err;
+  // Only health: the API is not served there.
+  Result put = Ctl({"put", "c", "k"}, health);
+  EXPECT_EQ(put.exit_code, 2);
+  EXPECT_THAT(put.err, HasSubstr("UNIMPLEMENTED"));
 }
 
 }  // namespace

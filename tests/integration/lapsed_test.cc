@@ -117,7 +117,13 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlag{"--listen=unix:lapse.sock", "absolute path"},
         RefusedFlag{"--listen=unix:/" + std::string(200, 'd') + "/lapse.sock", "at most 107 bytes"},
         RefusedFlag{"--metrics_listen=127.0.0.1:99999", "not a number in [0, 65535]"},
-        RefusedFlag{"--metrics_listen=unix:/tmp/metrics.sock", "expected HOST:PORT"}),
+        RefusedFlag{"--metrics_listen=unix:/tmp/metrics.sock", "expected HOST:PORT"},
+        RefusedFlag{"--tls_key=/tls.key", "without tls_cert"},
+        RefusedFlag{"--tls_client_ca=/ca.crt", "without tls_cert"},
+        RefusedFlag{"--tls_cert=/tls.crt", "without tls_key"},
+        RefusedFlag{"--tls_refresh_interval=500ms", "out of range"},
+        RefusedFlag{"--health_listen=127.0.0.1:99999", "not a number in [0, 65535]"},
+        RefusedFlag{"--health_listen=unix:/tmp/health.sock", "expected HOST:PORT"}),
     [](const ::testing::TestParamInfo<RefusedFlag>& info) {
       std::string name = absl::StrCat(info.index, "_");
       for (char c : info.param.flag.substr(2, info.param.flag.find('=') - 2)) name += c;
@@ -129,7 +135,8 @@ TEST(LapsedTest, ServesOnAUnixSocket) {
   ASSERT_FALSE(temp.path().empty());
   const std::string address = absl::StrCat("unix:", temp.path(), "/lapse.sock");
   LapsedProcess lapsed(LAPSED_PATH, {"--listen=" + address});
-  ASSERT_THAT(lapsed.start_line(), HasSubstr(absl::StrCat("listening on ", address, ";")))
+  ASSERT_THAT(lapsed.start_line(),
+              HasSubstr(absl::StrCat("listening on ", address, " (plaintext);")))
       << lapsed.Wait().err;
   std::unique_ptr<v1::LapseService::Stub> stub =
       v1::LapseService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));

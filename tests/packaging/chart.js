@@ -34,6 +34,11 @@ const scenarios = [
   {name: 'defaults', values: {}},
   {name: 'memory-only', values: {persistence: {enabled: false}}},
   {name: 'metrics-off', values: {metrics: {enabled: false}}},
+  {name: 'tls', values: {tls: {enabled: true, secretName: 'lapse-tls'}}},
+  {
+    name: 'mtls',
+    values: {tls: {enabled: true, secretName: 'lapse-tls', clientAuth: true, refreshInterval: '30s', healthPort: 8086}},
+  },
   {
     name: 'monitoring',
     values: {

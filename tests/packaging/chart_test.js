@@ -4,7 +4,8 @@
 // offline; the ServiceMonitor, a CRD they lack, as far as its Kubernetes types
 // and a hand check of its endpoints go), and the objects keep the chart's
 // promises: one replica, restricted pod security, numeric gRPC probes on the
-// listen port, a grace longer than --shutdown_grace, Services named and typed
+// listen port (with TLS, on the plaintext health port), TLS files from the
+// Secret mounted read-only, a grace longer than --shutdown_grace, Services named and typed
 // for a mesh, the metrics port in the pod, the Service and the NetworkPolicy,
 // a ServiceMonitor that finds one Service, a dashboard Grafana's sidecar
 // finds. Bad values are refused with a message that names them.
@@ -110,14 +111,43 @@ async function main() {
       assert.equal(statefulSet.spec.template.spec.automountServiceAccountToken, false);
     });
 
-    await chart.check(`${name}: probes are gRPC on the listen port`, () => {
+    const tlsOn = values.tls?.enabled === true;
+    await chart.check(`${name}: probes are gRPC on the listen port, or with TLS the plaintext health port`, () => {
       const container = chart.lapsedContainer(docs);
-      const listen = chart.flags(container.args).get('listen');
+      const flags = chart.flags(container.args);
+      const listen = flags.get('listen');
       const port = Number(listen.split(':').pop());
-      for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
-        assert.equal(container[probe].grpc.port, port, `${probe}.grpc.port vs --listen=${listen}`);
-      }
       assert.deepEqual(container.ports[0], {name: 'grpc', containerPort: port, protocol: 'TCP'});
+      const health = flags.get('health_listen');
+      assert.equal(health !== undefined, tlsOn, `--health_listen=${health}`);
+      const probePort = tlsOn ? Number(health.split(':').pop()) : port;
+      for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+        assert.equal(container[probe].grpc.port, probePort, `${probe}.grpc.port`);
+      }
+      if (tlsOn) {
+        assert.equal(health, `0.0.0.0:${probePort}`);
+        assert.deepEqual(container.ports.find((p) => p.name === 'health'),
+                         {name: 'health', containerPort: probePort, protocol: 'TCP'});
+      }
+    });
+
+    await chart.check(`${name}: TLS comes from the Secret, mounted read-only`, () => {
+      const statefulSet = chart.only(docs, 'StatefulSet');
+      const container = chart.lapsedContainer(docs);
+      const flags = chart.flags(container.args);
+      if (!tlsOn) {
+        for (const flag of ['tls_cert', 'tls_key', 'tls_client_ca']) assert.equal(flags.get(flag), undefined);
+        assert.equal(statefulSet.spec.template.spec.volumes, undefined);
+        return;
+      }
+      const volume = statefulSet.spec.template.spec.volumes.find((v) => v.secret);
+      assert.equal(volume.secret.secretName, values.tls.secretName);
+      const mount = container.volumeMounts.find((m) => m.name === volume.name);
+      assert.equal(mount.readOnly, true);
+      assert.equal(flags.get('tls_cert'), `${mount.mountPath}/tls.crt`);
+      assert.equal(flags.get('tls_key'), `${mount.mountPath}/tls.key`);
+      assert.equal(flags.get('tls_client_ca'),
+                   values.tls.clientAuth ? `${mount.mountPath}/ca.crt` : undefined);
     });
 
     const metricsOn = values.metrics?.enabled !== false;
@@ -133,7 +163,7 @@ async function main() {
       }
       const port = Number(listen.split(':').pop());
       assert.equal(listen, `0.0.0.0:${port}`);
-      assert.deepEqual(container.ports.slice(1),
+      assert.deepEqual(container.ports.filter((p) => p.name === 'metrics'),
                        [{name: 'metrics', containerPort: port, protocol: 'TCP'}]);
       assert.deepEqual(service.spec.ports.slice(1), [
         {name: 'metrics', port, targetPort: 'metrics', protocol: 'TCP', appProtocol: 'http'},
@@ -239,6 +269,10 @@ async function main() {
     [{metrics: {enabled: false, serviceMonitor: {enabled: true}}}, /metrics.serviceMonitor.enabled needs metrics.enabled/],
     [{metrics: {enabled: false, dashboard: {enabled: true}}}, /metrics.dashboard.enabled needs metrics.enabled/],
     [{metrics: {serviceMonitor: {interval: '30 seconds'}}}, /metrics\/serviceMonitor\/interval/],
+    [{tls: {enabled: true}}, /tls.enabled needs tls.secretName/],
+    [{tls: {enabled: true, secretName: 's', healthPort: 9090}}, /tls.healthPort \(9090\) must differ/],
+    [{tls: {refreshInterval: '2h'}}, /tls\/refreshInterval/],
+    [{extraArgs: ['--tls_cert=/x']}, /extraArgs: --tls_cert=\/x is set by the chart/],
   ];
   for (const [values, message] of refused) {
     await chart.check(`refuses ${JSON.stringify(values)}`, () => {

@@ -4,7 +4,8 @@
 // directory; every other flag as rendered, so a flag lapsed does not know
 // fails here), and every health service name the rendered probes ask for must
 // answer SERVING, through lapsectl, on the port lapsed printed in its start
-// line. The probes' port must be the port the chart passes to --listen.
+// line. The probes' port must be the port the chart passes to --listen, or
+// with TLS to --health_listen (the TLS files: a certificate openssl makes).
 // With metrics on (--metrics_listen moved to 127.0.0.1:0), lapsed's /metrics
 // must carry every metric the chart's Grafana dashboard queries.
 //
@@ -23,8 +24,9 @@ const chart = require('./chart');
 const [lapsedPath, lapsectlPath] = process.argv.slice(2);
 const patienceMs = 30000;
 
-// Starts lapsed with `args`; resolves to {child, port, metricsPort} once its
-// start line says which ports it bound (metricsPort: 0 without metrics).
+// Starts lapsed with `args`; resolves to {child, port, metricsPort,
+// healthPort} once its start line says which ports it bound (metricsPort,
+// healthPort: 0 without metrics, without --health_listen).
 function startLapsed(args) {
   const child = childProcess.spawn(lapsedPath, args, {stdio: ['ignore', 'pipe', 'pipe']});
   let stderr = '';
@@ -44,7 +46,9 @@ function startLapsed(args) {
       clearTimeout(timer);
       child.removeAllListeners('exit');
       const metrics = /\(metrics port (\d+)\)/.exec(line);
-      resolve({child, port: Number(match[1]), metricsPort: metrics ? Number(metrics[1]) : 0});
+      const health = /\(health port (\d+)\)/.exec(line);
+      resolve({child, port: Number(match[1]), metricsPort: metrics ? Number(metrics[1]) : 0,
+               healthPort: health ? Number(health[1]) : 0});
     });
   });
 }
@@ -79,10 +83,24 @@ function stopLapsed(child) {
   });
 }
 
-// lapsectl health for `service`: its exit status and JSON answer.
-function health(port, service) {
+// The chart mounts a Secret's tls.crt, tls.key and ca.crt: here one
+// self-signed certificate, made by openssl in `dir`, is all three.
+function selfSignedCertificate(dir) {
+  const crt = path.join(dir, 'tls.crt');
+  const key = path.join(dir, 'tls.key');
+  const made = childProcess.spawnSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
+    '-subj', '/CN=localhost', '-keyout', key, '-out', crt], {encoding: 'utf8'});
+  assert.equal(made.status, 0, made.stderr);
+  return {tls_cert: crt, tls_key: key, tls_client_ca: crt};
+}
+
+// lapsectl health for `service` (over TLS with `tlsArgs`): its exit status
+// and JSON answer.
+function health(port, service, tlsArgs = []) {
   const result = childProcess.spawnSync(
-      lapsectlPath, [`--addr=127.0.0.1:${port}`, '--json', 'health', `--service=${service}`],
+      lapsectlPath,
+      [`--addr=127.0.0.1:${port}`, ...tlsArgs, '--json', 'health', `--service=${service}`],
       {encoding: 'utf8', timeout: patienceMs});
   return {status: result.status, answer: result.stdout.trim() + result.stderr.trim()};
 }
@@ -93,16 +111,21 @@ async function main() {
     const probes = ['startupProbe', 'livenessProbe', 'readinessProbe'].map((p) => container[p]);
     const flags = chart.flags(container.args);
 
-    await chart.check(`${name}: the probes' port is the --listen port`, () => {
-      const listenPort = Number(flags.get('listen').split(':').pop());
-      for (const probe of probes) assert.equal(probe.grpc.port, listenPort);
+    // With TLS the probes ask the plaintext health port.
+    const probed = flags.has('health_listen') ? 'health_listen' : 'listen';
+    await chart.check(`${name}: the probes' port is the --${probed} port`, () => {
+      const probedPort = Number(flags.get(probed).split(':').pop());
+      for (const probe of probes) assert.equal(probe.grpc.port, probedPort);
     });
 
     const dataDir = fs.mkdtempSync(path.join(chart.scratch, 'data-'));
+    const tlsFiles = flags.has('tls_cert') ? selfSignedCertificate(dataDir) : {};
     const args = container.args.map((arg) => {
       const flag = chart.flagName(arg);
       if (flag === 'listen') return '--listen=127.0.0.1:0';
       if (flag === 'metrics_listen') return '--metrics_listen=127.0.0.1:0';
+      if (flag === 'health_listen') return '--health_listen=127.0.0.1:0';
+      if (tlsFiles[flag]) return `--${flag}=${tlsFiles[flag]}`;
       if (flag === 'data_dir' && flags.get('data_dir') !== '') return `--data_dir=${dataDir}`;
       return arg;
     });
@@ -115,13 +138,24 @@ async function main() {
     const services = [...new Set(probes.map((probe) => probe.grpc.service ?? ''))];
     for (const service of services) {
       await chart.check(`${name}: health service "${service}" answers SERVING`, () => {
-        const {status, answer} = health(lapsed.port, service);
+        const {status, answer} = health(lapsed.healthPort || lapsed.port, service);
         assert.equal(status, 0, answer);
         assert.equal(JSON.parse(answer).status, 'SERVING');
       });
     }
+    if (flags.has('tls_cert')) {
+      await chart.check(`${name}: the gRPC port answers health over TLS too`, () => {
+        const tlsArgs = [`--tls-ca=${tlsFiles.tls_cert}`, '--tls-server-name=localhost'];
+        if (flags.has('tls_client_ca')) {
+          tlsArgs.push(`--tls-cert=${tlsFiles.tls_cert}`, `--tls-key=${tlsFiles.tls_key}`);
+        }
+        const {status, answer} = health(lapsed.port, '', tlsArgs);
+        assert.equal(status, 0, answer);
+        assert.notEqual(health(lapsed.port, '').status, 0, 'plaintext on the TLS port');
+      });
+    }
     await chart.check(`${name}: an unknown health service is not SERVING`, () => {
-      assert.notEqual(health(lapsed.port, 'not.a.Service').status, 0);
+      assert.notEqual(health(lapsed.healthPort || lapsed.port, 'not.a.Service').status, 0);
     });
     if (flags.has('metrics_listen')) {
       // After the health checks above, so the RPC histogram has series. A

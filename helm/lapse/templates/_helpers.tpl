@@ -40,11 +40,26 @@ lapsed's flags, one per line as a YAML list. The image's entrypoint already
 has --listen and --data_dir; these repeat them (a repeated flag wins) so the
 pod does not depend on the image's defaults.
 */}}
+{{/*
+Where the tls Secret is mounted, read-only.
+*/}}
+{{- define "lapse.tlsDir" -}}
+/etc/lapse/tls
+{{- end }}
+
+{{/*
+The port of the gRPC probes: the plaintext health port with TLS (the
+kubelet's probes cannot speak TLS), else the gRPC port.
+*/}}
+{{- define "lapse.probePort" -}}
+{{- if .Values.tls.enabled }}{{ .Values.tls.healthPort }}{{ else }}{{ .Values.grpcPort }}{{ end }}
+{{- end }}
+
 {{- define "lapse.args" -}}
 {{- $v := .Values }}
 {{- range $v.extraArgs }}
-{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) (hasPrefix "--metrics" .) }}
-{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds, metrics); use those values" .) }}
+{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) (hasPrefix "--metrics" .) (hasPrefix "--tls" .) (hasPrefix "--health" .) }}
+{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds, metrics, tls); use those values" .) }}
 {{- end }}
 {{- end }}
 - --listen=0.0.0.0:{{ $v.grpcPort }}
@@ -58,6 +73,15 @@ pod does not depend on the image's defaults.
 {{- end }}
 {{- if $v.metrics.enabled }}
 - --metrics_listen=0.0.0.0:{{ $v.metrics.port }}
+{{- end }}
+{{- if $v.tls.enabled }}
+- --tls_cert={{ include "lapse.tlsDir" . }}/tls.crt
+- --tls_key={{ include "lapse.tlsDir" . }}/tls.key
+{{- if $v.tls.clientAuth }}
+- --tls_client_ca={{ include "lapse.tlsDir" . }}/ca.crt
+{{- end }}
+- --tls_refresh_interval={{ $v.tls.refreshInterval }}
+- --health_listen=0.0.0.0:{{ $v.tls.healthPort }}
 {{- end }}
 - --shutdown_grace={{ $v.shutdownGraceSeconds }}s
 - --log_level={{ $v.logLevel }}

@@ -58,6 +58,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 
 namespace lapse::client {
@@ -352,6 +353,20 @@ struct BackoffPolicy {
   double multiplier = 2.0;
 };
 
+// TLS for a Client's channel (ClientOptions::tls). The files are PEM, read
+// when the Client is made.
+struct TlsOptions {
+  // CA certificates that verify the server; empty: the system's roots.
+  std::string ca_file;
+  // mTLS: this client's certificate (chain) and its private key; both or
+  // neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name the server's certificate must carry, when it is not the
+  // target's host (tests; a server reached by IP address or Unix socket).
+  std::string server_name;
+};
+
 struct ClientOptions {
   // The deadline of a call (all its attempts) unless CallOptions says
   // otherwise.
@@ -375,7 +390,16 @@ struct ClientOptions {
   // gRPC's own backoff between connection attempts.
   absl::Duration reconnect_backoff_initial = absl::Seconds(1);
   absl::Duration reconnect_backoff_max = absl::Seconds(30);
+  // Unset: plaintext. The constructor that takes credentials uses only its
+  // server_name.
+  std::optional<TlsOptions> tls;
 };
+
+// The channel a Client(target, options) talks over, for the server's other
+// services (e.g. grpc.health.v1). INVALID_ARGUMENT naming the file of
+// options.tls that cannot be read, or a certificate given without its key.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const std::string& target,
+                                                          const ClientOptions& options);
 
 struct CallOptions {
   // This call's deadline, from now; unset: ClientOptions::default_timeout.
@@ -384,7 +408,9 @@ struct CallOptions {
 
 class Client final {
  public:
-  // A plaintext channel to `target` ("host:port" or any gRPC target).
+  // A channel to `target` ("host:port" or any gRPC target), TLS with
+  // options.tls. When NewChannel refuses options.tls, every call and Watch
+  // fails with its error.
   explicit Client(const std::string& target, const ClientOptions& options = ClientOptions());
   // A channel with `credentials`, e.g. grpc::SslCredentials(...).
   Client(const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials,
