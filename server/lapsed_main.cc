@@ -129,6 +129,12 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "free port; empty serves none");
 ABSL_FLAG(std::string, log_level, "info",
           "error, warning or info; gRPC's own logging follows GRPC_VERBOSITY");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (\"lapsed LEVEL: message\" lines) or json (one {\"time\", \"level\", "
+          "\"message\"} object per line), on stderr");
+ABSL_FLAG(std::string, auth_file, "",
+          "Grants per collection prefix to bearer tokens and SPIFFE IDs (README.md, Security); "
+          "re-read when it changes. Empty: anyone who can reach the port may do anything");
 
 namespace {
 
@@ -255,6 +261,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.store.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
   options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.auth_file = absl::GetFlag(FLAGS_auth_file);
   if (absl::Status watch = WatchBoundsFromFlags(&options); !watch.ok()) return watch;
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
@@ -369,6 +376,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   lapse::SetMinLogLevel(log_level);
+  lapse::LogFormat log_format;
+  if (!lapse::ParseLogFormat(absl::GetFlag(FLAGS_log_format), &log_format)) {
+    std::fprintf(stderr, "lapsed: --log_format=%s: expected text or json\n",
+                 absl::GetFlag(FLAGS_log_format).c_str());
+    return 2;
+  }
+  lapse::SetLogFormat(log_format);
   absl::StatusOr<lapse::ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) {
     std::fprintf(stderr, "lapsed: %s\n", std::string(options.status().message()).c_str());
@@ -422,6 +436,14 @@ int main(int argc, char** argv) {
       Log(LogLevel::kError, "--wal_truncate_damaged DISCARDED the log from %s on",
           recovered->discarded);
     }
+  }
+  if (options->auth_file.empty()) {
+    Log(LogLevel::kWarning,
+        "no --auth_file: anyone who can reach %s may read, write and delete every collection",
+        options->listen_address);
+  } else {
+    Log(LogLevel::kInfo, "authorization by --auth_file=%s (re-read when it changes)",
+        options->auth_file);
   }
   const lapse::ListenAddress listen = *lapse::ParseListenAddress(options->listen_address);
   const std::string port_note = listen.is_unix() ? "" : absl::StrCat(" (port ", *port, ")");
