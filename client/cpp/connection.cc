@@ -38,6 +38,7 @@ Connection::Connection(const std::string& target,
                        const ClientOptions& options)
     : options_(options),
       stub_(v1::LapseService::NewStub(
-          grpc::CreateCustomChannel(target, std::move(credentials), ChannelArgs(options)))) {}
+          grpc::CreateCustomChannel(target, std::move(credentials), ChannelArgs(options)))),
+      token_(options) {}
 
 }  // namespace lapse::client::internal

@@ -47,11 +47,14 @@ struct Invocation {
   std::string address;
   absl::Duration timeout;
   bool json = false;
+  // Empty: no bearer token.
+  std::string token_file;
 
   const std::vector<std::string>& positional() const { return args.positional(); }
   std::unique_ptr<client::Client> NewClient() const {
     client::ClientOptions options;
     options.default_timeout = timeout;
+    options.bearer_token_file = token_file;
     return std::make_unique<client::Client>(address, options);
   }
 };

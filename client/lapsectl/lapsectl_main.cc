@@ -8,7 +8,9 @@
 // Output is a table for people or, with --json, one JSON object per line.
 // Exit status: 0 ok; 1 not found, condition not met or skipped; 2 error (bad
 // usage, RPC failure). The server is --addr, else $LAPSE_ADDR, else
-// 127.0.0.1:50051.
+// 127.0.0.1:50051. A server with --auth_file needs a bearer token: the file
+// --token-file, else $LAPSE_TOKEN_FILE, names it (never the command line,
+// which every user sees in ps).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +36,9 @@ const std::vector<FlagSpec>& GlobalFlags() {
       {"addr", "HOST:PORT",
        absl::StrCat("Server address (default $LAPSE_ADDR, else ", kDefaultAddress, ")")},
       {"timeout", "DURATION", "Deadline of each call, retries included (10s)"},
+      {"token-file", "FILE",
+       "File holding the bearer token for a server with --auth_file (default "
+       "$LAPSE_TOKEN_FILE)"},
       {"json", "", "One JSON object per line instead of a table"},
       {"help", "", "Show help"},
   };
@@ -127,7 +132,10 @@ int Main(const std::vector<std::string>& argv) {
     if (!parsed.ok()) return UsageError(name, parsed.status().message());
     timeout = *parsed;
   }
-  const Invocation invocation{*args, address, timeout, args->Has("json")};
+  std::string token_file;
+  if (const char* env = std::getenv("LAPSE_TOKEN_FILE"); env != nullptr) token_file = env;
+  token_file = args->Value("token-file").value_or(token_file);
+  const Invocation invocation{*args, address, timeout, args->Has("json"), token_file};
   return command->run(invocation);
 }
 

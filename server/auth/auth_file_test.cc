@@ -9,23 +9,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/base/log.h"
+#include "testing/auth_grants.h"
 #include "testing/temp_dir.h"
 
 namespace lapse {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TokenLine(absl::string_view token, absl::string_view rest) {
-  return absl::StrCat("token:sha256:", absl::BytesToHexString(Sha256(token)), " ", rest, "\n");
-}
-
-// Replaces `path` the way editors and Kubernetes do: a new file renamed over it.
-void Replace(const std::string& path, const std::string& text) {
-  const std::string next = path + ".next";
-  std::ofstream(next, std::ios::binary | std::ios::trunc) << text;
-  ASSERT_EQ(std::rename(next.c_str(), path.c_str()), 0);
-}
 
 // Captures lapse's log lines while it lives.
 class CapturedLog {
@@ -51,7 +41,7 @@ class CapturedLog {
 TEST(AuthFileTest, OpenRefusesABadFileNamingItAndTheLine) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/auth";
-  Replace(path, "alice read *\n");
+  testing::WriteAuthFile(path, "alice read *\n");
   absl::StatusOr<std::unique_ptr<AuthFile>> file = AuthFile::Open(path, absl::ZeroDuration());
   EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(file.status().message(), HasSubstr(absl::StrCat("--auth_file=", path, ": line 1")));
@@ -64,14 +54,14 @@ TEST(AuthFileTest, OpenRefusesABadFileNamingItAndTheLine) {
 TEST(AuthFileTest, ReloadsAChangedFile) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/auth";
-  Replace(path, TokenLine("old", "read *"));
+  testing::WriteAuthFile(path, testing::TokenGrant("old", "read *"));
   absl::StatusOr<std::unique_ptr<AuthFile>> file = AuthFile::Open(path, absl::ZeroDuration());
   ASSERT_TRUE(file.ok()) << file.status();
   std::shared_ptr<const AuthPolicy> before = (*file)->policy();
   EXPECT_TRUE((*file)->ReloadIfChanged().ok());
   EXPECT_EQ((*file)->policy(), before);
 
-  Replace(path, TokenLine("new", "read *"));
+  testing::WriteAuthFile(path, testing::TokenGrant("new", "read *"));
   EXPECT_TRUE((*file)->ReloadIfChanged().ok());
   EXPECT_EQ((*file)->policy()->Identify("old", {}), nullptr);
   EXPECT_NE((*file)->policy()->Identify("new", {}), nullptr);
@@ -81,12 +71,12 @@ TEST(AuthFileTest, ReloadsAChangedFile) {
 TEST(AuthFileTest, ABadNewFileKeepsTheOldPolicyAndLogsAnError) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/auth";
-  Replace(path, TokenLine("old", "read *"));
+  testing::WriteAuthFile(path, testing::TokenGrant("old", "read *"));
   absl::StatusOr<std::unique_ptr<AuthFile>> file = AuthFile::Open(path, absl::ZeroDuration());
   ASSERT_TRUE(file.ok()) << file.status();
 
   CapturedLog log;
-  Replace(path, absl::StrCat(TokenLine("new", "read *"), "bob write *\n"));
+  testing::WriteAuthFile(path, absl::StrCat(testing::TokenGrant("new", "read *"), "bob write *\n"));
   absl::Status reloaded = (*file)->ReloadIfChanged();
   EXPECT_EQ(reloaded.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE((*file)->policy()->Identify("old", {}), nullptr);
@@ -97,7 +87,7 @@ TEST(AuthFileTest, ABadNewFileKeepsTheOldPolicyAndLogsAnError) {
   // Not logged again until the file changes.
   EXPECT_TRUE((*file)->ReloadIfChanged().ok());
 
-  Replace(path, TokenLine("new", "read *"));
+  testing::WriteAuthFile(path, testing::TokenGrant("new", "read *"));
   EXPECT_TRUE((*file)->ReloadIfChanged().ok());
   EXPECT_NE((*file)->policy()->Identify("new", {}), nullptr);
 }

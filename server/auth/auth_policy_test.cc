@@ -7,15 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/auth_grants.h"
 
 namespace lapse {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TokenLine(absl::string_view token, absl::string_view rest) {
-  return absl::StrCat("token:sha256:", absl::BytesToHexString(Sha256(token)), " ", rest, "\n");
-}
 
 TEST(AuthPolicyTest, Sha256MatchesTheStandardTestVector) {
   EXPECT_EQ(absl::BytesToHexString(Sha256("abc")),
@@ -23,8 +20,8 @@ TEST(AuthPolicyTest, Sha256MatchesTheStandardTestVector) {
 }
 
 TEST(AuthPolicyTest, IdentifiesATokenByItsHashAndGrantsItsPrefixes) {
-  absl::StatusOr<AuthPolicy> policy = AuthPolicy::Parse(
-      absl::StrCat("# orders service\n", TokenLine("s3cret", "read,write orders: carts:  # both")));
+  absl::StatusOr<AuthPolicy> policy = AuthPolicy::Parse(absl::StrCat(
+      "# orders service\n", testing::TokenGrant("s3cret", "read,write orders: carts:  # both")));
   ASSERT_TRUE(policy.ok()) << policy.status();
   const AuthPrincipal* caller = policy->Identify("s3cret", {});
   ASSERT_NE(caller, nullptr);
@@ -38,7 +35,7 @@ TEST(AuthPolicyTest, IdentifiesATokenByItsHashAndGrantsItsPrefixes) {
 }
 
 TEST(AuthPolicyTest, UnknownOrEmptyTokensIdentifyNoOne) {
-  absl::StatusOr<AuthPolicy> policy = AuthPolicy::Parse(TokenLine("s3cret", "read *"));
+  absl::StatusOr<AuthPolicy> policy = AuthPolicy::Parse(testing::TokenGrant("s3cret", "read *"));
   ASSERT_TRUE(policy.ok()) << policy.status();
   EXPECT_EQ(policy->Identify("s3cre", {}), nullptr);
   EXPECT_EQ(policy->Identify("", {}), nullptr);
@@ -62,7 +59,7 @@ TEST(AuthPolicyTest, IdentifiesASpiffeIdAndAddsUpItsLines) {
 }
 
 TEST(AuthPolicyTest, APrefixIsAllowedOnlyWithinAGrant) {
-  absl::StatusOr<AuthPolicy> policy = AuthPolicy::Parse(TokenLine("t", "watch orders:"));
+  absl::StatusOr<AuthPolicy> policy = AuthPolicy::Parse(testing::TokenGrant("t", "watch orders:"));
   ASSERT_TRUE(policy.ok()) << policy.status();
   const AuthPrincipal& caller = *policy->Identify("t", {});
   EXPECT_TRUE(AuthPolicy::Allows(caller, Permission::kWatch, "orders:eu:"));
@@ -71,7 +68,7 @@ TEST(AuthPolicyTest, APrefixIsAllowedOnlyWithinAGrant) {
 }
 
 TEST(AuthPolicyTest, StarAndAllGrantEverything) {
-  absl::StatusOr<AuthPolicy> policy = AuthPolicy::Parse(TokenLine("root", "all *"));
+  absl::StatusOr<AuthPolicy> policy = AuthPolicy::Parse(testing::TokenGrant("root", "all *"));
   ASSERT_TRUE(policy.ok()) << policy.status();
   const AuthPrincipal& caller = *policy->Identify("root", {});
   for (Permission p : {Permission::kRead, Permission::kWrite, Permission::kWatch,
@@ -81,15 +78,16 @@ TEST(AuthPolicyTest, StarAndAllGrantEverything) {
 }
 
 TEST(AuthPolicyTest, RefusesMalformedLinesNamingTheLine) {
-  const std::string good = TokenLine("t", "read *");
+  const std::string good = testing::TokenGrant("t", "read *");
   struct Case {
     std::string text;
     std::string error;
   } cases[] = {
       {absl::StrCat(good, "token:sha256:abc read *\n"), "line 2: a token principal"},
-      {absl::StrCat(good, "\n", TokenLine("u", "wirte orders:")),
+      {absl::StrCat(good, "\n", testing::TokenGrant("u", "wirte orders:")),
        "line 3: unknown permission \"wirte\""},
-      {absl::StrCat(good, TokenLine("u", "read")), "line 2: expected PRINCIPAL PERMISSIONS"},
+      {absl::StrCat(good, testing::TokenGrant("u", "read")),
+       "line 2: expected PRINCIPAL PERMISSIONS"},
       {"alice read orders:\n", "line 1: unknown principal \"alice\""},
       {"spiffe:// read orders:\n", "line 1: unknown principal"},
       {absl::StrCat("token:sha256:", std::string(64, 'A'), " read *\n"), "lowercase hex"},

@@ -1,8 +1,6 @@
 // Authorization by an auth file (--auth_file) through a real LapseServer:
 // who is refused (UNAUTHENTICATED), what each RPC needs per collection prefix
 // (PERMISSION_DENIED), watches, reloading, and what stays open.
-#include <sys/stat.h>
-
 #include <fstream>
 #include <functional>
 #include <string>
@@ -16,6 +14,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "server/auth/auth_policy.h"
+#include "testing/auth_grants.h"
 #include "testing/temp_dir.h"
 #include "testing/test_server.h"
 #include "testing/test_util.h"
@@ -25,19 +24,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string TokenLine(absl::string_view token, absl::string_view rest) {
-  return absl::StrCat("token:sha256:", absl::BytesToHexString(Sha256(token)), " ", rest, "\n");
-}
-
 // An auth file in a TempDir, replaced the way Kubernetes and editors do it.
 class AuthFileOnDisk {
  public:
   explicit AuthFileOnDisk(const std::string& text) { Write(text); }
-  void Write(const std::string& text) {
-    std::ofstream(path_ + ".next", std::ios::trunc) << text;
-    ASSERT_EQ(chmod((path_ + ".next").c_str(), 0600), 0);
-    ASSERT_EQ(std::rename((path_ + ".next").c_str(), path_.c_str()), 0);
-  }
+  void Write(const std::string& text) { WriteAuthFile(path_, text); }
   const std::string& path() const { return path_; }
 
  private:
@@ -46,9 +37,9 @@ class AuthFileOnDisk {
 };
 
 const std::string kGrants =
-    absl::StrCat(TokenLine("reader", "read orders:"), TokenLine("writer", "read,write orders:"),
-                 TokenLine("deleter", "admin orders:"), TokenLine("watcher", "watch orders:"),
-                 TokenLine("root", "all *"), TokenLine("nobody", "read nothing-here:"));
+    absl::StrCat(TokenGrant("reader", "read orders:"), TokenGrant("writer", "read,write orders:"),
+                 TokenGrant("deleter", "admin orders:"), TokenGrant("watcher", "watch orders:"),
+                 TokenGrant("root", "all *"), TokenGrant("nobody", "read nothing-here:"));
 
 ServerOptions AuthOptions(const std::string& path) {
   ServerOptions options = TestOptions();
@@ -363,7 +354,7 @@ TEST_F(AuthTest, HealthAndReflectionStayOpen) {
 }
 
 TEST_F(AuthTest, AChangedFileTakesEffectAndABadOneKeepsTheOld) {
-  file_.Write(TokenLine("rotated", "read orders:"));
+  file_.Write(TokenGrant("rotated", "read orders:"));
   ASSERT_TRUE(server_.server().auth_file()->ReloadIfChanged().ok());
   grpc::ClientContext old_token;
   WithToken(&old_token, "reader");

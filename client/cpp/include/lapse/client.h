@@ -352,6 +352,15 @@ struct ClientOptions {
   // gRPC's own backoff between connection attempts.
   absl::Duration reconnect_backoff_initial = absl::Seconds(1);
   absl::Duration reconnect_backoff_max = absl::Seconds(30);
+
+  // Credentials for a server with --auth_file: sent with every call as
+  // "authorization: Bearer TOKEN". Either the token itself, or a file that
+  // holds it (surrounding whitespace ignored), read again when it changes so
+  // a rotated token is used from the next call on; a call fails
+  // UNAUTHENTICATED, naming the file, when it cannot be read (a watch
+  // attempt is then made without a token, and the server refuses it).
+  std::string bearer_token;
+  std::string bearer_token_file;
 };
 
 struct CallOptions {
