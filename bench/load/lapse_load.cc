@@ -12,6 +12,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/support/sync_stream.h"
 
 namespace lapse {
@@ -138,6 +139,34 @@ class PutDriver {
   size_t active_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Adds "authorization: Bearer TOKEN" to every call of a channel.
+class BearerTokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", *header_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* const header_;
+};
+
+class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenFactory(const std::string& token) : header_("Bearer " + token) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    return new BearerTokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
+
 }  // namespace
 
 void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
@@ -146,7 +175,7 @@ void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
 }
 
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
-                                             int lookahead_bytes) {
+                                             int lookahead_bytes, const std::string& bearer_token) {
   std::vector<std::unique_ptr<Stub>> stubs;
   for (int i = 0; i < std::max(1, channels); ++i) {
     grpc::ChannelArguments args;
@@ -156,8 +185,13 @@ std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channe
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
     if (lookahead_bytes > 0) args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, lookahead_bytes);
-    stubs.push_back(v1::LapseService::NewStub(
-        grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args)));
+    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> creators;
+    if (!bearer_token.empty()) {
+      creators.push_back(std::make_unique<BearerTokenFactory>(bearer_token));
+    }
+    stubs.push_back(
+        v1::LapseService::NewStub(grpc::experimental::CreateCustomChannelWithInterceptors(
+            addr, grpc::InsecureChannelCredentials(), args, std::move(creators))));
   }
   return stubs;
 }

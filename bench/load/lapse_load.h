@@ -45,9 +45,12 @@ using Stub = v1::LapseService::Stub;
 
 // `channels` stubs, each on its own HTTP/2 connection to `addr`. A positive
 // `lookahead_bytes` sets the per-stream receive window the client grants
-// (gRPC's GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES); 0 keeps gRPC's default.
+// (gRPC's GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES); 0 keeps gRPC's default. A
+// non-empty `bearer_token` goes with every call ("authorization: Bearer ..."),
+// for a lapsed with --auth_file.
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
-                                             int lookahead_bytes = 0);
+                                             int lookahead_bytes = 0,
+                                             const std::string& bearer_token = "");
 
 // `d` as a google.protobuf.Duration (a member's TTL).
 void SetDuration(absl::Duration d, google::protobuf::Duration* out);

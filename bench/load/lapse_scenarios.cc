@@ -25,7 +25,7 @@ namespace {
 // ledger expecting o.members members and one watcher feeding it.
 struct WatchRig {
   explicit WatchRig(const ScenarioOptions& o)
-      : stubs(MakeStubs(o.addr, o.channels, o.lookahead_bytes)),
+      : stubs(MakeStubs(o.addr, o.channels, o.lookahead_bytes, o.bearer_token)),
         ledger(o.members),
         watcher(stubs[0].get(), WatcherOptions(o), &ledger) {}
 
@@ -59,7 +59,8 @@ bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs, const S
 
 bool RunPut(const ScenarioOptions& o) {
   PrintShape("put", o);
-  const std::vector<std::unique_ptr<Stub>> stubs = MakeStubs(o.addr, o.channels, o.lookahead_bytes);
+  const std::vector<std::unique_ptr<Stub>> stubs =
+      MakeStubs(o.addr, o.channels, o.lookahead_bytes, o.bearer_token);
   LoadPlan plan;
   plan.members = o.members;
   plan.duration = o.duration;

@@ -52,6 +52,8 @@ struct ScenarioOptions {
   int channels = 1;
   // See MakeStubs; 0 keeps gRPC's default.
   int lookahead_bytes = 0;
+  // Sent with every call when not empty (a lapsed with --auth_file).
+  std::string bearer_token;
   Shape shape;
   // put, expiry-latency and drain: members written (put: or for `duration`).
   uint64_t members = 0;

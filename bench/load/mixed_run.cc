@@ -55,7 +55,7 @@ namespace {
 class MixedRun {
  public:
   explicit MixedRun(const ScenarioOptions& o)
-      : o_(o), stubs_(MakeStubs(o.addr, o.channels, o.lookahead_bytes)) {}
+      : o_(o), stubs_(MakeStubs(o.addr, o.channels, o.lookahead_bytes, o.bearer_token)) {}
 
   bool Run() {
     std::vector<std::unique_ptr<ExpiryLedger>> ledgers;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-smoke: starts lapsed on 127.0.0.1:0 and runs every lapse-bench
-# scenario at a tiny size, so the load generator keeps working.
+# scenario at a tiny size, so the load generator keeps working; then mixed
+# once more against a lapsed with --auth_file, with --token_file.
 #
 #   smoke_test.sh LAPSED LAPSE_BENCH
 set -euo pipefail
@@ -22,4 +23,16 @@ addr="127.0.0.1:$lapsed_port"
 "$bench" drain --addr="$addr" --members=5000 --lead=2s --drain-timeout=3s
 "$bench" mixed --addr="$addr" --rate=500 --duration=2s --ttl=500ms --batch=10 --watchers=2 \
   --drain-timeout=3s
+
+# Against a lapsed with --auth_file: every call and watch carries the token.
+kill "$lapsed_pid"
+wait "$lapsed_pid" || true
+printf %s bench-token >"$work/token"
+printf 'token:sha256:%s read,write,watch lb\n' "$(printf %s bench-token | sha256sum | cut -d' ' -f1)" \
+  >"$work/auth"
+chmod 600 "$work/auth" "$work/token"
+start_lapsed "$work" "$lapsed" --log_level=error --shutdown_grace=500ms --auth_file="$work/auth"
+addr="127.0.0.1:$lapsed_port"
+"$bench" mixed --addr="$addr" --token_file="$work/token" --rate=200 --duration=1s --ttl=300ms \
+  --batch=10 --watchers=1 --drain-timeout=3s
 echo "lapse-bench smoke: every scenario ran clean"
