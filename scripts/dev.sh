@@ -31,6 +31,7 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server libhiredis-dev grpc-proto
   umoci runc jq nodejs unzip prometheus-cpp-dev
+  libssl-dev openssl
 )
 
 as_root() {

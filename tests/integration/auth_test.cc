@@ -1,6 +1,7 @@
 // Authorization by an auth file (--auth_file) through a real LapseServer:
 // who is refused (UNAUTHENTICATED), what each RPC needs per collection prefix
-// (PERMISSION_DENIED), watches, reloading, and what stays open.
+// (PERMISSION_DENIED), watches, reloading, and what stays open; and SPIFFE
+// identities through the service behind a real mTLS handshake.
 #include <fstream>
 #include <functional>
 #include <string>
@@ -11,9 +12,18 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "server/auth/auth_file.h"
 #include "server/auth/auth_policy.h"
+#include "server/service/lapse_service.h"
+#include "server/service/watch_hub.h"
+#include "server/storage/embedded_store.h"
+#include "testing/auth_certs.h"
 #include "testing/auth_grants.h"
 #include "testing/temp_dir.h"
 #include "testing/test_server.h"
@@ -372,6 +382,107 @@ TEST_F(AuthTest, AChangedFileTakesEffectAndABadOneKeepsTheOld) {
   grpc::ClientContext still;
   WithToken(&still, "rotated");
   EXPECT_TRUE(server_.stub().ListMembers(&still, request, &response).ok());
+}
+
+// A SPIFFE identity over a real mTLS handshake: gRPC reads the client
+// certificate's URI SAN into the AuthContext and the service finds it there.
+class SpiffeAuthTest : public ::testing::Test {
+ protected:
+  static constexpr char kSpiffeId[] = "spiffe://shop.test/ns/shop/sa/billing";
+
+  void SetUp() override {
+    absl::StatusOr<AuthCerts> certs = MakeAuthCerts(certs_dir_.path(), kSpiffeId);
+    ASSERT_TRUE(certs.ok()) << certs.status();
+    certs_ = *std::move(certs);
+    file_.Write(absl::StrCat(kSpiffeId, " read,write orders:\n"));
+    absl::StatusOr<std::unique_ptr<AuthFile>> auth =
+        AuthFile::Open(file_.path(), absl::ZeroDuration());
+    ASSERT_TRUE(auth.ok()) << auth.status();
+    auth_ = *std::move(auth);
+    absl::StatusOr<std::unique_ptr<EmbeddedStore>> store =
+        EmbeddedStore::Open(EmbeddedStore::Options(), [](uint64_t) {});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    service_ = std::make_unique<LapseServiceImpl>(store_.get(), &hub_, auth_.get());
+
+    grpc::SslServerCredentialsOptions tls(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = certs_.ca_cert;
+    tls.pem_key_cert_pairs.push_back({certs_.server_key, certs_.server_cert});
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(tls), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    hub_.Shutdown();
+  }
+
+  // A stub over TLS, presenting the client certificate.
+  std::unique_ptr<v1::LapseService::Stub> Stub() {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = certs_.ca_cert;
+    tls.pem_private_key = certs_.client_key;
+    tls.pem_cert_chain = certs_.client_cert;
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    return v1::LapseService::NewStub(grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port_),
+                                                               grpc::SslCredentials(tls), args));
+  }
+
+  TempDir certs_dir_;
+  AuthCerts certs_;
+  AuthFileOnDisk file_{""};
+  std::unique_ptr<AuthFile> auth_;
+  WatchHub hub_{WatchHub::Options()};
+  std::unique_ptr<EmbeddedStore> store_;
+  std::unique_ptr<LapseServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(SpiffeAuthTest, TheClientCertificatesSpiffeIdIsGrantedItsPrefixes) {
+  std::unique_ptr<v1::LapseService::Stub> stub = Stub();
+  grpc::ClientContext put_context;
+  GuardDeadline(&put_context);
+  v1::PutMembersRequest put;
+  put.set_collection("orders:1");
+  put.add_members()->set_key("k");
+  v1::PutMembersResponse put_response;
+  const grpc::Status written = stub->PutMembers(&put_context, put, &put_response);
+  EXPECT_TRUE(written.ok()) << written.error_message();
+
+  grpc::ClientContext delete_context;
+  GuardDeadline(&delete_context);
+  v1::DeleteCollectionRequest remove;
+  remove.set_name("orders:1");
+  v1::DeleteCollectionResponse removed;
+  const grpc::Status denied = stub->DeleteCollection(&delete_context, remove, &removed);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(),
+              HasSubstr(absl::StrCat(kSpiffeId, " lacks permission \"admin\"")));
+
+  grpc::ClientContext outside_context;
+  GuardDeadline(&outside_context);
+  put.set_collection("users:1");
+  EXPECT_EQ(stub->PutMembers(&outside_context, put, &put_response).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(SpiffeAuthTest, AnIdentityTheFileDoesNotNameIsUnauthenticated) {
+  file_.Write("spiffe://shop.test/ns/shop/sa/someone-else read *\n");
+  ASSERT_TRUE(auth_->ReloadIfChanged().ok());
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  v1::GetCollectionRequest request;
+  request.set_name("orders:1");
+  v1::GetCollectionResponse response;
+  const grpc::Status status = Stub()->GetCollection(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(status.error_message(), HasSubstr("not in the server's --auth_file"));
 }
 
 TEST(AuthStartTest, ABadAuthFileStopsTheServerFromStarting) {
