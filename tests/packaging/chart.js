@@ -34,6 +34,7 @@ const scenarios = [
   {name: 'defaults', values: {}},
   {name: 'memory-only', values: {persistence: {enabled: false}}},
   {name: 'metrics-off', values: {metrics: {enabled: false}}},
+  {name: 'auth-and-json-logs', values: {auth: {existingSecret: 'lapse-grants'}, logFormat: 'json'}},
   {
     name: 'monitoring',
     values: {
@@ -84,6 +85,8 @@ const scenarios = [
       },
       service: {type: 'LoadBalancer', port: 443, annotations: {'a.example/b': 'c'}},
       logLevel: 'warning',
+      logFormat: 'json',
+      auth: {existingSecret: 'grants', key: 'lapse.auth'},
       shards: 4,
       shutdownGraceSeconds: 20,
       terminationGracePeriodSeconds: 40,

@@ -211,6 +211,31 @@ async function main() {
       assert.equal(mount.mountPath, dataDir);
     });
 
+    await chart.check(`${name}: --auth_file is the Secret's key, mounted read-only for lapsed only`, () => {
+      const statefulSet = chart.only(docs, 'StatefulSet');
+      const container = chart.lapsedContainer(docs);
+      const authFile = chart.flags(container.args).get('auth_file');
+      const volumes = statefulSet.spec.template.spec.volumes || [];
+      if (!values.auth?.existingSecret) {
+        assert.equal(authFile, undefined);
+        assert.equal(volumes.length, 0);
+        return;
+      }
+      const [volume] = volumes;
+      assert.equal(volume.secret.secretName, values.auth.existingSecret);
+      assert.equal(volume.secret.defaultMode, 0o440);
+      const mount = container.volumeMounts.find((m) => m.name === volume.name);
+      assert.equal(mount.readOnly, true);
+      assert.equal(mount.subPath, undefined, 'a subPath mount would miss Secret updates');
+      assert.equal(authFile, `${mount.mountPath}/${values.auth.key || 'auth'}`);
+      assert.equal(statefulSet.spec.template.spec.securityContext.fsGroup, 65532);
+    });
+
+    await chart.check(`${name}: --log_format is logFormat`, () => {
+      const format = chart.flags(chart.lapsedContainer(docs).args).get('log_format');
+      assert.equal(format, values.logFormat || 'text');
+    });
+
     await chart.check(`${name}: policies select the pod`, () => {
       const labels = chart.only(docs, 'StatefulSet').spec.template.metadata.labels;
       for (const doc of docs) {
@@ -239,6 +264,9 @@ async function main() {
     [{metrics: {enabled: false, serviceMonitor: {enabled: true}}}, /metrics.serviceMonitor.enabled needs metrics.enabled/],
     [{metrics: {enabled: false, dashboard: {enabled: true}}}, /metrics.dashboard.enabled needs metrics.enabled/],
     [{metrics: {serviceMonitor: {interval: '30 seconds'}}}, /metrics\/serviceMonitor\/interval/],
+    [{logFormat: 'yaml'}, /logFormat/],
+    [{auth: {existingSecret: 'grants', key: '../etc/passwd'}}, /auth\/key/],
+    [{extraArgs: ['--auth_file=/tmp/a']}, /extraArgs: --auth_file=\/tmp\/a is set by the chart/],
   ];
   for (const [values, message] of refused) {
     await chart.check(`refuses ${JSON.stringify(values)}`, () => {

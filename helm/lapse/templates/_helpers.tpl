@@ -43,8 +43,8 @@ pod does not depend on the image's defaults.
 {{- define "lapse.args" -}}
 {{- $v := .Values }}
 {{- range $v.extraArgs }}
-{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) (hasPrefix "--metrics" .) }}
-{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds, metrics); use those values" .) }}
+{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) (hasPrefix "--metrics" .) (hasPrefix "--auth" .) }}
+{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds, metrics, auth); use those values" .) }}
 {{- end }}
 {{- end }}
 - --listen=0.0.0.0:{{ $v.grpcPort }}
@@ -61,6 +61,10 @@ pod does not depend on the image's defaults.
 {{- end }}
 - --shutdown_grace={{ $v.shutdownGraceSeconds }}s
 - --log_level={{ $v.logLevel }}
+- --log_format={{ $v.logFormat }}
+{{- if $v.auth.existingSecret }}
+- --auth_file=/etc/lapse/auth/{{ $v.auth.key }}
+{{- end }}
 - --shards={{ $v.shards }}
 - --event_retention_events={{ int64 $v.retention.events }}
 - --event_retention_bytes={{ int64 $v.retention.bytes }}
