@@ -76,8 +76,8 @@ void ShutDownConnectionsOn(int port) {
   closedir(fds);
 }
 
-// gRPC's own log lines, into lapse's log (server/base/log.h). Some of them
-// any client can cause (a failed TLS handshake), so they are rate-limited.
+// Some of gRPC's lines any client can cause (a failed TLS handshake), so
+// they are rate-limited.
 void LogGrpcLine(gpr_log_func_args* args) {
   static RateLimitedLog* const log = new RateLimitedLog(20, absl::Minutes(1));
   const LogLevel level =
@@ -86,6 +86,8 @@ void LogGrpcLine(gpr_log_func_args* args) {
 }
 
 }  // namespace
+
+void RouteGrpcLogs() { gpr_set_log_function(&LogGrpcLine); }
 
 absl::StatusOr<size_t> ResponseBytesFor(const ServerOptions& options) {
   const Limits& limits = options.store.limits;
@@ -120,7 +122,7 @@ absl::StatusOr<int> LapseServer::Start() {
   if (absl::Status guarded = InstallAcceptGuard(options_.reserved_fds); !guarded.ok()) {
     return guarded;
   }
-  gpr_set_log_function(&LogGrpcLine);
+  RouteGrpcLogs();
   absl::StatusOr<size_t> response_bytes = ResponseBytesFor(options_);
   if (!response_bytes.ok()) return response_bytes.status();
   EmbeddedStore::Options store_options = options_.store;

@@ -1,8 +1,8 @@
 // LapseServer: a whole lapse server in one object, for lapsed and for tests.
 //
 // Start() installs the process-wide accept guard (server/accept_guard.h), so
-// that running out of descriptors never stops the listener, and routes gRPC's
-// own log lines into lapse's log (server/base/log.h), at most 20 a minute.
+// that running out of descriptors never stops the listener, and calls
+// RouteGrpcLogs().
 //
 // Owns the store (today the EmbeddedStore: engine, event feed, expirer and,
 // with ServerOptions::store.data_dir set, the write-ahead log), the WatchHub,
@@ -87,6 +87,11 @@ struct ServerOptions {
   std::string auth_file;
   absl::Duration auth_poll_interval = absl::Seconds(2);
 };
+
+// Routes gRPC's own log lines into lapse's log (server/base/log.h), at most
+// 20 a minute, for the rest of the process. lapsed calls it before grpc_init,
+// so gRPC's first lines go there too. Idempotent.
+void RouteGrpcLogs();
 
 // What a server with `options` may put in one answer, as
 // Limits::max_response_bytes counts it: a message of max_message_bytes less

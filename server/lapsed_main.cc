@@ -411,6 +411,7 @@ int main(int argc, char** argv) {
   // gRPC's library shutdown: that joins gRPC's threads, and after a client
   // stopped reading, one of them (a backup poller) may sleep in epoll for up
   // to 10 s more; the exit would overrun --shutdown_grace.
+  lapse::RouteGrpcLogs();
   grpc_init();
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();

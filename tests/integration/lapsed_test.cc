@@ -128,8 +128,12 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(LapsedTest, JsonLogFormatWritesOneParseableObjectPerLine) {
-  LapsedProcess lapsed(LAPSED_PATH, {"--log_format=json", "--log_level=info"});
-  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  // gRPC's own lines (GRPC_VERBOSITY=debug makes some) go through the same
+  // sink, from before grpc_init on.
+  ChildProcess lapsed(LAPSED_PATH,
+                      {"--listen=127.0.0.1:0", "--log_format=json", "--log_level=info"},
+                      {"GRPC_VERBOSITY=debug"});
+  ASSERT_THAT(lapsed.WaitForLine(ChildProcess::kStdout, "listening"), HasSubstr("(port "));
   lapsed.Signal(SIGTERM);
   const ChildProcess::Result result = lapsed.Wait();
   EXPECT_EQ(result.exit_code, 0);
@@ -147,6 +151,7 @@ TEST(LapsedTest, JsonLogFormatWritesOneParseableObjectPerLine) {
   // Without --auth_file lapsed says it is open to anyone.
   EXPECT_THAT(messages, ::testing::Contains(HasSubstr("no --auth_file: anyone who can reach")));
   EXPECT_THAT(messages, ::testing::Contains("stopped"));
+  EXPECT_THAT(messages, ::testing::Contains(::testing::StartsWith("grpc: ")));
 }
 
 TEST(LapsedTest, ServesOnAUnixSocket) {
