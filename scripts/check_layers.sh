@@ -5,7 +5,8 @@
 #   bash scripts/check_layers.sh    exit 0: clean; 1: violations (listed)
 #
 # server/base <- server/engine <- server/storage <- server/service <- server/
-# (with server/metrics, the Prometheus metrics only the wiring uses);
+# (with server/metrics, the Prometheus metrics only the wiring uses, and
+# server/auth, the auth file's policy: base only, no gRPC, for the service);
 # the engine knows nothing of gRPC or the generated protos; client/ and bench/
 # are products of their own and do not reach into the server or each other
 # (client/ may use server/base/mutex.h, the header-only lock family that
@@ -41,10 +42,12 @@ rule "server/base must not include the layers above it" \
   '^server/base/' 'server/(engine|storage|service)/'
 rule "server/engine must not include storage, service, gRPC or the protos" \
   '^server/engine/' 'server/(storage|service)/|grpcpp/|grpc/|lapse/v1/'
+rule "server/auth must not include the engine, storage, service, gRPC or the protos" \
+  '^server/auth/' 'server/(engine|storage|service|metrics)/|grpcpp/|grpc/|lapse/v1/'
 rule "server/storage must not include the service or gRPC" \
   '^server/storage/' 'server/service/|grpcpp/|grpc/'
 rule "only the wiring (server/metrics, server/) includes prometheus-cpp or server/metrics" \
-  '^server/(base|engine|storage|service)/' 'prometheus/|server/metrics/'
+  '^server/(base|engine|auth|storage|service)/' 'prometheus/|server/metrics/'
 rule "only tests include test support (testing/, tests/)" \
   '^(server|client|bench|proto)/' 'testing/|tests/' '' '_test\.cc$'
 rule "client/ must not include the server (but server/base/{mutex,utf8}.h) or bench/" \

@@ -15,11 +15,13 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
 #include "grpc/health/v1/health.pb.h"
+#include "grpc/support/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "server/accept_guard.h"
+#include "server/base/log.h"
 #include "server/base/mutex.h"
 #include "server/engine/limits.h"
 #include "server/listen_address.h"
@@ -74,7 +76,18 @@ void ShutDownConnectionsOn(int port) {
   closedir(fds);
 }
 
+// Some of gRPC's lines any client can cause (a failed TLS handshake), so
+// they are rate-limited.
+void LogGrpcLine(gpr_log_func_args* args) {
+  static RateLimitedLog* const log = new RateLimitedLog(20, absl::Minutes(1));
+  const LogLevel level =
+      args->severity == GPR_LOG_SEVERITY_ERROR ? LogLevel::kError : LogLevel::kInfo;
+  log->Log(level, "grpc: %s (%s:%d)", args->message, args->file, args->line);
+}
+
 }  // namespace
+
+void RouteGrpcLogs() { gpr_set_log_function(&LogGrpcLine); }
 
 absl::StatusOr<size_t> ResponseBytesFor(const ServerOptions& options) {
   const Limits& limits = options.store.limits;
@@ -114,10 +127,17 @@ absl::StatusOr<int> LapseServer::Start() {
   if (absl::Status guarded = InstallAcceptGuard(options_.reserved_fds); !guarded.ok()) {
     return guarded;
   }
+  RouteGrpcLogs();
   absl::StatusOr<size_t> response_bytes = ResponseBytesFor(options_);
   if (!response_bytes.ok()) return response_bytes.status();
   EmbeddedStore::Options store_options = options_.store;
   store_options.limits.max_response_bytes = *response_bytes;
+  if (!options_.auth_file.empty()) {
+    absl::StatusOr<std::unique_ptr<AuthFile>> auth =
+        AuthFile::Open(options_.auth_file, options_.auth_poll_interval);
+    if (!auth.ok()) return auth.status();
+    auth_ = *std::move(auth);
+  }
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
   if (!options_.metrics_listen.empty()) {
     metrics_ = std::make_unique<ServerMetrics>();
@@ -131,7 +151,7 @@ absl::StatusOr<int> LapseServer::Start() {
       [this](const absl::Status& status) { OnWritableChanged(status); });
   if (!store.ok()) return store.status();
   store_ = *std::move(store);
-  service_ = std::make_unique<LapseServiceImpl>(store_.get(), hub_.get());
+  service_ = std::make_unique<LapseServiceImpl>(store_.get(), hub_.get(), auth_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -1,14 +1,16 @@
 // LapseServer: a whole lapse server in one object, for lapsed and for tests.
 //
 // Start() installs the process-wide accept guard (server/accept_guard.h), so
-// that running out of descriptors never stops the listener.
+// that running out of descriptors never stops the listener, and calls
+// RouteGrpcLogs().
 //
 // Owns the store (today the EmbeddedStore: engine, event feed, expirer and,
 // with ServerOptions::store.data_dir set, the write-ahead log), the WatchHub,
 // the service and the grpc::Server (with the standard health service and
 // server reflection, which can describe grpc.health.v1 as well as lapse.v1),
 // and with ServerOptions::metrics_listen set, Prometheus /metrics
-// (server/metrics). With ServerOptions::health_listen set, a second
+// (server/metrics), and with ServerOptions::auth_file set, the AuthFile the
+// service enforces. With ServerOptions::health_listen set, a second
 // grpc::Server on that port serves the same health statuses, in plaintext.
 //
 // Health: "" is SERVING from Start to Shutdown (the process is alive: use it
@@ -45,6 +47,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
+#include "server/auth/auth_file.h"
 #include "server/base/mutex.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/lapse_service.h"
@@ -89,7 +92,16 @@ struct ServerOptions {
   // grpc.health.v1 (and reflection), with the same statuses: for probes that
   // cannot speak TLS, such as the kubelet's. Empty: none.
   std::string health_listen;
+  // An auth file (server/auth/auth_policy.h) to enforce, re-read when it
+  // changes (polled every auth_poll_interval); empty: anyone may do anything.
+  std::string auth_file;
+  absl::Duration auth_poll_interval = absl::Seconds(2);
 };
+
+// Routes gRPC's own log lines into lapse's log (server/base/log.h), at most
+// 20 a minute, for the rest of the process. lapsed calls it before grpc_init,
+// so gRPC's first lines go there too. Idempotent.
+void RouteGrpcLogs();
 
 // What a server with `options` may put in one answer, as
 // Limits::max_response_bytes counts it: a message of max_message_bytes less
@@ -109,8 +121,9 @@ class LapseServer {
   // Recovers the data directory (if any) and starts serving, with the
   // store's Limits::max_response_bytes set to ResponseBytesFor(options).
   // Returns the bound port; INVALID_ARGUMENT when the listen (or health)
-  // address is malformed, ResponseBytesFor refuses the options or CheckTlsFiles the TLS
-  // files (before anything else starts), FAILED_PRECONDITION
+  // address is malformed, ResponseBytesFor refuses the options, CheckTlsFiles
+  // the TLS files (before anything else starts) or the auth file cannot be
+  // read or parsed, FAILED_PRECONDITION
   // when the data directory is locked by another server or the open-file
   // limit leaves nothing beyond reserved_fds, DATA_LOSS when the data
   // directory is damaged, UNAVAILABLE when the address (or the metrics or
@@ -130,6 +143,9 @@ class LapseServer {
   Store& store() { return *store_; }
   WatchHub& watch_hub() { return *hub_; }
   EmbeddedStore& embedded_store() { return *store_; }
+  // Null without ServerOptions::auth_file. Tests with auth_poll_interval zero
+  // call its ReloadIfChanged() instead of waiting for a poll.
+  AuthFile* auth_file() { return auth_.get(); }
   // The port /metrics is served on; 0 without ServerOptions::metrics_listen.
   int metrics_port() const { return metrics_port_; }
   // The plaintext health port; 0 without ServerOptions::health_listen.
@@ -158,6 +174,7 @@ class LapseServer {
   std::unique_ptr<WatchHub> hub_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<EmbeddedStore> store_;
+  std::unique_ptr<AuthFile> auth_;
   std::unique_ptr<LapseServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   // Serves health_listen; null without it.

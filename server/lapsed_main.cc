@@ -148,6 +148,12 @@ ABSL_FLAG(std::string, health_listen, "",
           "probes that cannot speak TLS (the kubelet's); empty serves none");
 ABSL_FLAG(std::string, log_level, "info",
           "error, warning or info; gRPC's own logging follows GRPC_VERBOSITY");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (\"lapsed LEVEL: message\" lines) or json (one {\"time\", \"level\", "
+          "\"message\"} object per line), on stderr");
+ABSL_FLAG(std::string, auth_file, "",
+          "Grants per collection prefix to bearer tokens and SPIFFE IDs (README.md, Security); "
+          "re-read when it changes. Empty: anyone who can reach the port may do anything");
 
 namespace {
 
@@ -303,6 +309,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.store.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
   options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.auth_file = absl::GetFlag(FLAGS_auth_file);
   if (absl::Status watch = WatchBoundsFromFlags(&options); !watch.ok()) return watch;
   if (absl::Status tls = TlsFromFlags(&options); !tls.ok()) return tls;
 
@@ -418,6 +425,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   lapse::SetMinLogLevel(log_level);
+  lapse::LogFormat log_format;
+  if (!lapse::ParseLogFormat(absl::GetFlag(FLAGS_log_format), &log_format)) {
+    std::fprintf(stderr, "lapsed: --log_format=%s: expected text or json\n",
+                 absl::GetFlag(FLAGS_log_format).c_str());
+    return 2;
+  }
+  lapse::SetLogFormat(log_format);
   absl::StatusOr<lapse::ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) {
     std::fprintf(stderr, "lapsed: %s\n", std::string(options.status().message()).c_str());
@@ -446,6 +460,7 @@ int main(int argc, char** argv) {
   // gRPC's library shutdown: that joins gRPC's threads, and after a client
   // stopped reading, one of them (a backup poller) may sleep in epoll for up
   // to 10 s more; the exit would overrun --shutdown_grace.
+  lapse::RouteGrpcLogs();
   grpc_init();
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();
@@ -471,6 +486,14 @@ int main(int argc, char** argv) {
       Log(LogLevel::kError, "--wal_truncate_damaged DISCARDED the log from %s on",
           recovered->discarded);
     }
+  }
+  if (options->auth_file.empty()) {
+    Log(LogLevel::kWarning,
+        "no --auth_file: anyone who can reach %s may read, write and delete every collection",
+        options->listen_address);
+  } else {
+    Log(LogLevel::kInfo, "authorization by --auth_file=%s (re-read when it changes)",
+        options->auth_file);
   }
   const lapse::ListenAddress listen = *lapse::ParseListenAddress(options->listen_address);
   const std::string port_note = listen.is_unix() ? "" : absl::StrCat(" (port ", *port, ")");

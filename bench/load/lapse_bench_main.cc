@@ -13,12 +13,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "bench/common/args.h"
@@ -50,6 +53,9 @@ ABSL_FLAG(std::string, mix, "put=40,get=30,expire=15,remove=15",
 ABSL_FLAG(std::string, prefix, "",
           "Collection name prefix of this run (default lb<pid>.<scenario>.)");
 ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(30), "Deadline of each RPC");
+ABSL_FLAG(std::string, token_file, "",
+          "File holding the bearer token for a lapsed with --auth_file (the run needs read, "
+          "write and watch on --prefix)");
 
 namespace {
 
@@ -84,6 +90,15 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
         absl::GetFlag(FLAGS_tls_server_name));
     if (!security.ok()) return Fail(std::string(security.status().message()));
     o->security = *std::move(security);
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_token_file); !path.empty()) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Fail(absl::StrCat("--token_file=", path, ": cannot read it"));
+    std::ostringstream token;
+    token << in.rdbuf();
+    o->security.bearer_token = std::string(absl::StripAsciiWhitespace(token.str()));
+    if (o->security.bearer_token.empty())
+      return Fail(absl::StrCat("--token_file=", path, ": empty"));
   }
   o->shape.prefix = absl::GetFlag(FLAGS_prefix);
   if (o->shape.prefix.empty()) o->shape.prefix = absl::StrCat("lb", getpid(), ".", scenario, ".");

@@ -15,6 +15,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/support/sync_stream.h"
 
 namespace lapse {
@@ -141,6 +142,34 @@ class PutDriver {
   size_t active_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Adds "authorization: Bearer TOKEN" to every call of a channel.
+class BearerTokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", *header_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* const header_;
+};
+
+class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenFactory(const std::string& token) : header_("Bearer " + token) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    return new BearerTokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
+
 }  // namespace
 
 void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
@@ -184,8 +213,13 @@ std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channe
     args.SetMaxSendMessageSize(-1);
     if (lookahead_bytes > 0) args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, lookahead_bytes);
     if (!security.server_name.empty()) args.SetSslTargetNameOverride(security.server_name);
+    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> creators;
+    if (!security.bearer_token.empty()) {
+      creators.push_back(std::make_unique<BearerTokenFactory>(security.bearer_token));
+    }
     stubs.push_back(
-        v1::LapseService::NewStub(grpc::CreateCustomChannel(addr, security.credentials, args)));
+        v1::LapseService::NewStub(grpc::experimental::CreateCustomChannelWithInterceptors(
+            addr, security.credentials, args, std::move(creators))));
   }
   return stubs;
 }

@@ -50,6 +50,9 @@ struct ChannelSecurity {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   // The name the server's certificate carries, when not the address's host.
   std::string server_name;
+  // Sent with every call when not empty ("authorization: Bearer ..."), for a
+  // lapsed with --auth_file.
+  std::string bearer_token;
 };
 
 // TLS from PEM files, as lapsectl's --tls-* flags: `ca_file` verifies the

@@ -52,7 +52,7 @@ struct ScenarioOptions {
   int channels = 1;
   // See MakeStubs; 0 keeps gRPC's default.
   int lookahead_bytes = 0;
-  // Plaintext unless set (--tls_*).
+  // Plaintext unless set (--tls_*), with a bearer token when set (--token_file).
   ChannelSecurity security;
   Shape shape;
   // put, expiry-latency and drain: members written (put: or for `duration`).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-smoke: starts lapsed on 127.0.0.1:0 and runs every lapse-bench
 # scenario at a tiny size, so the load generator keeps working; then two of
-# them again against a lapsed that requires mTLS (certificates from openssl).
+# them again against a lapsed that requires mTLS (certificates from openssl),
+# and mixed once more against a lapsed with --auth_file, with --token_file.
 #
 #   smoke_test.sh LAPSED LAPSE_BENCH
 set -euo pipefail
@@ -34,4 +35,16 @@ tls=(--addr="127.0.0.1:$lapsed_port" --tls_ca="$work/tls.crt" --tls_cert="$work/
   --tls_key="$work/tls.key" --tls_server_name=localhost)
 "$bench" put "${tls[@]}" --members=2000 --batch=100 --concurrency=4
 "$bench" drain "${tls[@]}" --members=500 --lead=1s --drain-timeout=3s
+
+# Against a lapsed with --auth_file: every call and watch carries the token.
+kill "$lapsed_pid"
+wait "$lapsed_pid" || true
+printf %s bench-token >"$work/token"
+printf 'token:sha256:%s read,write,watch lb\n' "$(printf %s bench-token | sha256sum | cut -d' ' -f1)" \
+  >"$work/auth"
+chmod 600 "$work/auth" "$work/token"
+start_lapsed "$work" "$lapsed" --log_level=error --shutdown_grace=500ms --auth_file="$work/auth"
+addr="127.0.0.1:$lapsed_port"
+"$bench" mixed --addr="$addr" --token_file="$work/token" --rate=200 --duration=1s --ttl=300ms \
+  --batch=10 --watchers=1 --drain-timeout=3s
 echo "lapse-bench smoke: every scenario ran clean"

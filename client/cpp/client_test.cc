@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/auth_grants.h"
 #include "testing/fake_lapse_service.h"
+#include "testing/temp_dir.h"
 #include "testing/test_server.h"
 #include "testing/test_util.h"
 
@@ -227,6 +229,65 @@ TEST_F(ClientTest, DeleteCollectionReturnsHowManyMembersItHad) {
   absl::StatusOr<uint64_t> again = client_.DeleteCollection("c");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, 0u);
+}
+
+TEST(ClientAuthTest, SendsItsBearerTokenWithEveryCallAndWatch) {
+  lapse::testing::TempDir dir;
+  const std::string auth = dir.path() + "/auth";
+  lapse::testing::WriteAuthFile(auth,
+                                lapse::testing::TokenGrant("t0k", "read,write,watch orders:"));
+  ServerOptions server_options = lapse::testing::TestOptions();
+  server_options.auth_file = auth;
+  TestServer server(server_options);
+  const std::string address = absl::StrCat("127.0.0.1:", server.port());
+
+  Client anonymous(address);
+  EXPECT_EQ(anonymous.GetCollection("orders:1").status().code(),
+            absl::StatusCode::kUnauthenticated);
+
+  ClientOptions options;
+  options.bearer_token = "t0k";
+  Client client(address, options);
+  absl::StatusOr<std::unique_ptr<EventStream>> stream = client.WatchStream([] {
+    WatchOptions watch;
+    watch.collection_prefix = "orders:";
+    return watch;
+  }());
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_TRUE(
+      client.PutMembers("orders:1", {Write("k", "v", Expiration::Ttl(absl::Seconds(1)))}).ok());
+  server.ExpireAfter(absl::Seconds(2));
+  absl::StatusOr<ExpiryEvent> event = (*stream)->Next(lapse::testing::kPatience);
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_EQ(event->key, "k");
+}
+
+TEST(ClientAuthTest, ReadsATokenFileAgainWhenItChanges) {
+  lapse::testing::TempDir dir;
+  const std::string auth = dir.path() + "/auth";
+  lapse::testing::WriteAuthFile(auth, absl::StrCat(lapse::testing::TokenGrant("old", "read *"),
+                                                   lapse::testing::TokenGrant("new", "read *")));
+  ServerOptions server_options = lapse::testing::TestOptions();
+  server_options.auth_file = auth;
+  server_options.auth_poll_interval = absl::ZeroDuration();
+  TestServer server(server_options);
+  const std::string token = dir.path() + "/token";
+  lapse::testing::WriteAuthFile(token, "old\n");
+  ClientOptions options;
+  options.bearer_token_file = token;
+  Client client(absl::StrCat("127.0.0.1:", server.port()), options);
+  EXPECT_EQ(client.GetCollection("c").status().code(), absl::StatusCode::kNotFound);
+
+  // The server stops taking the old token; the rotated file has the new one.
+  lapse::testing::WriteAuthFile(auth, lapse::testing::TokenGrant("new", "read *"));
+  ASSERT_TRUE(server.server().auth_file()->ReloadIfChanged().ok());
+  lapse::testing::WriteAuthFile(token, "new\n");
+  EXPECT_EQ(client.GetCollection("c").status().code(), absl::StatusCode::kNotFound);
+
+  ASSERT_EQ(std::remove(token.c_str()), 0);
+  const absl::Status missing = client.GetCollection("c").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(missing.message(), ::testing::HasSubstr("cannot read the bearer token file"));
 }
 
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {

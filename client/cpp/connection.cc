@@ -85,7 +85,8 @@ Connection::Connection(absl::StatusOr<std::shared_ptr<grpc::Channel>> channel,
                        const ClientOptions& options)
     : options_(options),
       channel_status_(channel.status()),
-      stub_(channel.ok() ? v1::LapseService::NewStub(*channel) : nullptr) {}
+      stub_(channel.ok() ? v1::LapseService::NewStub(*channel) : nullptr),
+      token_(options) {}
 
 }  // namespace lapse::client::internal
 

@@ -1,6 +1,7 @@
 // Connection: the gRPC channel and stub behind a Client, and the one path of
-// its unary calls: deadline, retries, and the response as the client's type.
-// Channels are made here too (NewChannel in lapse/client.h, ChannelWith).
+// its unary calls: deadline, credentials, retries, and the response as the
+// client's type. Channels are made here too (NewChannel in lapse/client.h,
+// ChannelWith).
 //
 //   absl::StatusOr<CollectionInfo> info = connection.Call<CollectionInfo>(
 //       &v1::LapseService::Stub::GetCollection,
@@ -20,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cpp/backoff.h"
+#include "client/cpp/bearer_token.h"
 #include "client/cpp/convert.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
@@ -51,6 +53,8 @@ class Connection final {
   const absl::Status& channel_status() const { return channel_status_; }
   // REQUIRES: channel_status() is OK.
   v1::LapseService::Stub& stub() { return *stub_; }
+  // Adds the call credentials of ClientOptions to `context` (BearerToken).
+  absl::Status AddCredentials(grpc::ClientContext* context) { return token_.AddTo(context); }
 
   // A unary method of the stub, e.g. &v1::LapseService::Stub::PutMembers.
   template <typename Request, typename Response>
@@ -71,6 +75,7 @@ class Connection final {
   const absl::Status channel_status_;
   // Null without a channel.
   const std::unique_ptr<v1::LapseService::Stub> stub_;
+  BearerToken token_;
 };
 
 template <typename Result, typename Request, typename Response>
@@ -83,6 +88,7 @@ absl::StatusOr<Result> Connection::Call(StubMethod<Request, Response> method,
   for (int attempts = 1;; ++attempts) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
+    if (absl::Status added = token_.AddTo(&context); !added.ok()) return added;
     Response response;
     const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
     if (status.ok()) return FromProto(response);

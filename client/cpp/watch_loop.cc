@@ -60,6 +60,8 @@ class WatchLoop::Attempt final : public grpc::ClientReadReactor<v1::WatchExpirat
   // Creates the call; Start() starts it.
   Attempt(WatchLoop* loop, v1::WatchExpirationsRequest request)
       : loop_(loop), request_(std::move(request)) {
+    // Without readable credentials the server refuses the call, and says so.
+    loop_->connection_->AddCredentials(&context_).IgnoreError();
     loop_->connection_->stub().async()->WatchExpirations(&context_, &request_, this);
     // Between a response and the loop's next StartRead no operation is
     // pending; the hold keeps OnDone (and the end of this reactor's use) from

@@ -50,12 +50,15 @@ struct Invocation {
   bool json = false;
   // --tls-ca, --tls-cert, --tls-key, --tls-server-name; unset: plaintext.
   std::optional<client::TlsOptions> tls;
+  // Empty: no bearer token.
+  std::string token_file;
 
   const std::vector<std::string>& positional() const { return args.positional(); }
   client::ClientOptions Options() const {
     client::ClientOptions options;
     options.default_timeout = timeout;
     options.tls = tls;
+    options.bearer_token_file = token_file;
     return options;
   }
   std::unique_ptr<client::Client> NewClient() const {

@@ -12,6 +12,9 @@
 // for mTLS:
 //   lapsectl --addr=lapse.prod:50051 --tls-ca=ca.crt --tls-cert=me.crt
 //            --tls-key=me.key ls
+// A server with --auth_file needs a bearer token: the file --token-file, else
+// $LAPSE_TOKEN_FILE, names it (never the command line, which every user sees
+// in ps).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +40,9 @@ const std::vector<FlagSpec>& GlobalFlags() {
       {"addr", "HOST:PORT",
        absl::StrCat("Server address (default $LAPSE_ADDR, else ", kDefaultAddress, ")")},
       {"timeout", "DURATION", "Deadline of each call, retries included (10s)"},
+      {"token-file", "FILE",
+       "File holding the bearer token for a server with --auth_file (default "
+       "$LAPSE_TOKEN_FILE)"},
       {"json", "", "One JSON object per line instead of a table"},
       {"tls", "", "TLS, verifying the server against the system's CAs (implied by --tls-*)"},
       {"tls-ca", "FILE", "TLS: PEM CA certificates that verify the server"},
@@ -156,7 +162,10 @@ int Main(const std::vector<std::string>& argv) {
   }
   absl::StatusOr<std::optional<client::TlsOptions>> tls = TlsFlags(*args);
   if (!tls.ok()) return UsageError(name, tls.status().message());
-  const Invocation invocation{*args, address, timeout, args->Has("json"), *tls};
+  std::string token_file;
+  if (const char* env = std::getenv("LAPSE_TOKEN_FILE"); env != nullptr) token_file = env;
+  token_file = args->Value("token-file").value_or(token_file);
+  const Invocation invocation{*args, address, timeout, args->Has("json"), *tls, token_file};
   return command->run(invocation);
 }
 

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/auth_grants.h"
 #include "testing/child_process.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
@@ -395,6 +396,40 @@ TEST_F(LapsectlTest, WatchShowsATableFiltersAndResumesFrom) {
   const Result result = resumed->Wait();
   EXPECT_EQ(result.exit_code, 0);
   ExpectJsonLines(result.out, 1);
+}
+
+// lapsectl against a lapsed with --auth_file: the token comes from
+// --token-file or $LAPSE_TOKEN_FILE, never from the command line.
+TEST(LapsectlAuthTest, ATokenFileFromTheFlagOrTheEnvironmentAuthenticates) {
+  TempDir dir;
+  const std::string auth = dir.path() + "/auth";
+  const std::string token = dir.path() + "/token";
+  WriteAuthFile(auth, TokenGrant("ctl-token", "read,write orders:"));
+  std::ofstream(token) << "ctl-token\n";
+  LapsedProcess lapsed(LAPSED_PATH, {"--auth_file=" + auth});
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  const std::string addr = "--addr=" + lapsed.address();
+
+  const Result anonymous = RunToCompletion(LAPSECTL_PATH, {addr, "put", "orders:1", "k"});
+  EXPECT_EQ(anonymous.exit_code, 2);
+  EXPECT_THAT(anonymous.err, HasSubstr("no credentials"));
+
+  const Result put =
+      RunToCompletion(LAPSECTL_PATH, {addr, "--token-file=" + token, "put", "orders:1", "k"});
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+  const Result get =
+      RunToCompletion(LAPSECTL_PATH, {addr, "get", "orders:1", "k"}, {"LAPSE_TOKEN_FILE=" + token});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+
+  const Result outside =
+      RunToCompletion(LAPSECTL_PATH, {addr, "get", "users:1", "k"}, {"LAPSE_TOKEN_FILE=" + token});
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_THAT(outside.err, HasSubstr("lacks permission \"read\" on collection \"users:1\""));
+
+  const Result missing = RunToCompletion(
+      LAPSECTL_PATH, {addr, "--token-file=" + dir.path() + "/none", "get", "orders:1", "k"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("cannot read the bearer token file"));
 }
 
 class SmallRetentionLapsectlTest : public LapsectlTest {

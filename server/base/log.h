@@ -1,6 +1,16 @@
-// Log: the server's diagnostic lines, written to stderr as
+// Log: the server's diagnostic lines, the one sink for the whole server
+// (lapse's own lines, and protobuf's and gRPC's, which the service and the
+// server route here), written to stderr as
 //
 //   lapsed WARNING: cut a torn write-ahead log tail: 12 bytes at the end of ...
+//
+// or, with SetLogFormat(LogFormat::kJson) (lapsed --log_format=json), as one
+// JSON object per line for a log collector:
+//
+//   {"time":"2026-11-23T17:02:15.123456Z","level":"warning","message":"cut a ..."}
+//
+// where the message is a JSON string whatever its bytes: control characters
+// are escaped and bytes that are not UTF-8 become U+FFFD.
 //
 // A process-wide minimum level (lapsed sets it from --log_level; info until
 // then) drops the lines less severe than it, without formatting them.
@@ -25,6 +35,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
@@ -43,6 +54,18 @@ bool ParseLogLevel(absl::string_view name, LogLevel* level);
 
 // Lines less severe than `level` are dropped from now on.
 void SetMinLogLevel(LogLevel level);
+
+enum class LogFormat { kText, kJson };
+
+// "text" or "json"; false for anything else.
+bool ParseLogFormat(absl::string_view name, LogFormat* format);
+
+// Lines are written in `format` from now on (text until then).
+void SetLogFormat(LogFormat format);
+
+// One line as it is written, with its newline.
+std::string FormatLogLine(LogFormat format, absl::Time time, LogLevel level,
+                          absl::string_view message);
 
 namespace log_internal {
 bool Enabled(LogLevel level);

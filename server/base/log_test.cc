@@ -25,6 +25,7 @@ class LogTest : public ::testing::Test {
   ~LogTest() override {
     SetLogSinkForTesting(nullptr);
     SetMinLogLevel(LogLevel::kInfo);
+    SetLogFormat(LogFormat::kText);
     std::fclose(sink_);
     std::free(buffer_);
   }
@@ -124,6 +125,40 @@ TEST_F(LogTest, RateLimitedLogIgnoresLinesBelowTheMinimumLevel) {
   log.Log(LogLevel::kInfo, "not written, not counted");
   log.Log(LogLevel::kWarning, "written");
   EXPECT_EQ(Written(), "lapsed WARNING: written\n");
+}
+
+TEST_F(LogTest, JsonFormatWritesOneObjectPerLine) {
+  SetLogFormat(LogFormat::kJson);
+  Log(LogLevel::kWarning, "cut %d bytes", 12);
+  EXPECT_THAT(Written(), ::testing::MatchesRegex(
+                             R"(\{"time":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{6}Z",)"
+                             R"("level":"warning","message":"cut 12 bytes"\}
+)"));
+}
+
+TEST(FormatLogLineTest, JsonEscapesEveryByteThatNeedsIt) {
+  const absl::Time time = absl::FromUnixMicros(1'700'000'000'123'456);
+  const std::string message = std::string("q\" b\\ nl\n tab\t cr\r nul") + '\0' +
+                              " bel\x07 del\x7f caf\xc3\xa9 bad\xff\xc3 end";
+  EXPECT_EQ(FormatLogLine(LogFormat::kJson, time, LogLevel::kError, message),
+            "{\"time\":\"2023-11-14T22:13:20.123456Z\",\"level\":\"error\",\"message\":"
+            "\"q\\\" b\\\\ nl\\n tab\\t cr\\r nul\\u0000 bel\\u0007 del\\u007f caf\xc3\xa9 "
+            "bad\xef\xbf\xbd\xef\xbf\xbd end\"}\n");
+}
+
+TEST(FormatLogLineTest, TextIsTheClassicLine) {
+  EXPECT_EQ(FormatLogLine(LogFormat::kText, absl::UnixEpoch(), LogLevel::kInfo, "up"),
+            "lapsed INFO: up\n");
+}
+
+TEST(ParseLogFormatTest, AcceptsTextAndJsonOnly) {
+  LogFormat format = LogFormat::kText;
+  ASSERT_TRUE(ParseLogFormat("json", &format));
+  EXPECT_EQ(format, LogFormat::kJson);
+  ASSERT_TRUE(ParseLogFormat("text", &format));
+  EXPECT_EQ(format, LogFormat::kText);
+  EXPECT_FALSE(ParseLogFormat("JSON", &format));
+  EXPECT_FALSE(ParseLogFormat("", &format));
 }
 
 TEST(ParseLogLevelTest, AcceptsTheThreeFlagValues) {

@@ -34,6 +34,7 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
  private:
   void Observe(grpc::StatusCode code) {
     observed_ = true;
+    factory_->CountIfDenied(code);
     factory_->DurationOf(*method_, code).Observe(absl::ToDoubleSeconds(absl::Now() - start_));
   }
 
@@ -54,8 +55,17 @@ prometheus::Histogram::BucketBoundaries DurationBuckets() {
 }  // namespace
 
 RpcMetricsFactory::RpcMetricsFactory(prometheus::Family<prometheus::Histogram>& duration,
-                                     prometheus::Family<prometheus::Gauge>& in_flight)
-    : duration_(duration), in_flight_(in_flight) {}
+                                     prometheus::Family<prometheus::Gauge>& in_flight,
+                                     prometheus::Family<prometheus::Counter>& denied)
+    : duration_(duration),
+      in_flight_(in_flight),
+      unauthenticated_(denied.Add({{"code", "UNAUTHENTICATED"}})),
+      permission_denied_(denied.Add({{"code", "PERMISSION_DENIED"}})) {}
+
+void RpcMetricsFactory::CountIfDenied(grpc::StatusCode code) {
+  if (code == grpc::StatusCode::UNAUTHENTICATED) unauthenticated_.Increment();
+  if (code == grpc::StatusCode::PERMISSION_DENIED) permission_denied_.Increment();
+}
 
 grpc::experimental::Interceptor* RpcMetricsFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {

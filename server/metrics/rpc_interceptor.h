@@ -6,7 +6,8 @@
 // and not yet ended. A streaming call's duration is the stream's lifetime.
 //
 //   builder.experimental().SetInterceptorCreators(
-//       {std::make_unique<RpcMetricsFactory>(duration_family, in_flight_family)});
+//       {std::make_unique<RpcMetricsFactory>(duration_family, in_flight_family,
+//                                            denied_family)});
 //
 // Method labels are bounded: after kMaxMethods distinct names (a server has
 // a few dozen), further ones are labelled "other", so a client sending
@@ -24,6 +25,8 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "grpcpp/support/status.h"
+#include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -36,7 +39,8 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
   static constexpr size_t kMaxMethods = 64;
 
   RpcMetricsFactory(prometheus::Family<prometheus::Histogram>& duration,
-                    prometheus::Family<prometheus::Gauge>& in_flight);
+                    prometheus::Family<prometheus::Gauge>& in_flight,
+                    prometheus::Family<prometheus::Counter>& denied);
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
@@ -54,11 +58,16 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
   // "other"), and its histogram for `code`.
   Method& MethodNamed(absl::string_view name);
   prometheus::Histogram& DurationOf(Method& method, int code);
+  // Counts a call refused with `code` if it is UNAUTHENTICATED or
+  // PERMISSION_DENIED.
+  void CountIfDenied(grpc::StatusCode code);
 
  private:
   // Constant after construction.
   prometheus::Family<prometheus::Histogram>& duration_;
   prometheus::Family<prometheus::Gauge>& in_flight_;
+  prometheus::Counter& unauthenticated_;
+  prometheus::Counter& permission_denied_;
 
   // State below is protected by mu_.
   Mutex mu_;

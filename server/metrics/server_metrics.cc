@@ -153,7 +153,12 @@ ServerMetrics::ServerMetrics()
                           .Name("lapse_rpcs_in_flight")
                           .Help("RPCs started and not yet ended, by method (WatchExpirations: "
                                 "the open watch streams)")
-                          .Register(*registry_)) {}
+                          .Register(*registry_)),
+      auth_denied_(prometheus::BuildCounter()
+                       .Name("lapse_auth_denied_total")
+                       .Help("Calls refused by the --auth_file, by status code "
+                             "(UNAUTHENTICATED, PERMISSION_DENIED)")
+                       .Register(*registry_)) {}
 
 ServerMetrics::~ServerMetrics() { StopServing(); }
 
@@ -168,7 +173,7 @@ void ServerMetrics::OnWalIo(WalIo io, absl::Duration took) {
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 ServerMetrics::InterceptorFactory() {
-  return std::make_unique<RpcMetricsFactory>(rpc_duration_, rpcs_in_flight_);
+  return std::make_unique<RpcMetricsFactory>(rpc_duration_, rpcs_in_flight_, auth_denied_);
 }
 
 absl::StatusOr<int> ServerMetrics::Serve(const std::string& address, EmbeddedStore* store) {

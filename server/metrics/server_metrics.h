@@ -3,8 +3,9 @@
 //
 // Three sources feed it:
 // - RPCs, through a gRPC server interceptor (rpc_interceptor.h): a latency
-//   histogram by method and status code, and the calls in flight by method
-//   (watch streams are the in-flight WatchExpirations calls).
+//   histogram by method and status code, the calls in flight by method
+//   (watch streams are the in-flight WatchExpirations calls), and the calls
+//   the auth file refused.
 // - Hooks the store calls as things happen: every expiry event appended
 //   (OnExpiryEvent: events emitted, expiry lag = expired_at - deadline) and
 //   every write and fsync of the write-ahead log (OnWalIo).
@@ -79,6 +80,7 @@ class ServerMetrics final {
   prometheus::Histogram& wal_fsync_;
   prometheus::Family<prometheus::Histogram>& rpc_duration_;
   prometheus::Family<prometheus::Gauge>& rpcs_in_flight_;
+  prometheus::Family<prometheus::Counter>& auth_denied_;
 
   // Set by Serve, reset by StopServing. The store's gauges are collected by
   // store_gauges_, which the exposer holds only weakly.

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/auth_grants.h"
 #include "testing/http_get.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
@@ -72,6 +73,28 @@ TEST(ServerMetricsTest, RpcsAreCountedByMethodAndStatusCode) {
   EXPECT_EQ(samples.at(Rpc("count", kPut, "INVALID_ARGUMENT")), 1);
   EXPECT_TRUE(ScrapeUntil(server.server().metrics_port(),
                           absl::StrCat("lapse_rpcs_in_flight{method=\"", kPut, "\"}"), 0));
+}
+
+TEST(ServerMetricsTest, CallsTheAuthFileRefusesAreCountedByCode) {
+  testing::TempDir dir;
+  ServerOptions options = WithMetrics();
+  options.auth_file = dir.path() + "/auth";
+  testing::WriteAuthFile(options.auth_file, testing::TokenGrant("t", "write orders:"));
+  TestServer server(options);
+  EXPECT_EQ(testing::PutPersistent(server.stub(), "orders", "k").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext context;
+  testing::GuardDeadline(&context);
+  context.AddMetadata("authorization", "Bearer t");
+  v1::DeleteCollectionRequest request;
+  request.set_name("orders");
+  v1::DeleteCollectionResponse response;
+  EXPECT_EQ(server.stub().DeleteCollection(&context, request, &response).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  const Samples samples = Scrape(server.server().metrics_port());
+  EXPECT_EQ(samples.at("lapse_auth_denied_total{code=\"UNAUTHENTICATED\"}"), 1);
+  EXPECT_EQ(samples.at("lapse_auth_denied_total{code=\"PERMISSION_DENIED\"}"), 1);
 }
 
 TEST(ServerMetricsTest, GaugesFollowMembersCollectionsAndDeadlines) {

@@ -13,6 +13,7 @@
 #include "google/protobuf/repeated_ptr_field.h"
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "server/base/log.h"
+#include "server/service/authorizer.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_parser.h"
 #include "server/service/watch_reactor.h"
@@ -362,9 +363,57 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
   }
 }
 
+// What each RPC needs of an auth file (README.md, "Security", has the table).
+// Answer calls Required for every request type: an RPC without an overload
+// here does not compile.
+std::vector<Access> Required(const v1::PutMembersRequest& r) {
+  return {{Permission::kWrite, r.collection(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::GetMembersRequest& r) {
+  std::vector<Access> needs = {{Permission::kRead, r.collection(), Access::kCollection}};
+  // Sliding deadlines writes.
+  if (r.refresh_expiration_case() != v1::GetMembersRequest::REFRESH_EXPIRATION_NOT_SET) {
+    needs.push_back({Permission::kWrite, r.collection(), Access::kCollection});
+  }
+  return needs;
+}
+std::vector<Access> Required(const v1::RemoveMembersRequest& r) {
+  return {{Permission::kWrite, r.collection(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::ExpireMembersRequest& r) {
+  return {{Permission::kWrite, r.collection(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::PersistMembersRequest& r) {
+  return {{Permission::kWrite, r.collection(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::ListMembersRequest& r) {
+  return {{Permission::kRead, r.collection(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::GetCollectionRequest& r) {
+  return {{Permission::kRead, r.name(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::ListCollectionsRequest& r) {
+  return {{Permission::kRead, r.prefix(), Access::kPrefix}};
+}
+std::vector<Access> Required(const v1::DeleteCollectionRequest& r) {
+  return {{Permission::kAdmin, r.name(), Access::kCollection}};
+}
+// A watch of named collections needs each; otherwise its prefix, where the
+// empty one (everything) needs a grant of "*": a filter is refused, never
+// narrowed, so a stream never silently misses events its caller asked for.
+std::vector<Access> Required(const v1::WatchExpirationsRequest& r) {
+  std::vector<Access> needs;
+  for (const std::string& name : r.collections()) {
+    needs.push_back({Permission::kWatch, name, Access::kCollection});
+  }
+  if (needs.empty()) needs.push_back({Permission::kWatch, r.collection_prefix(), Access::kPrefix});
+  return needs;
+}
+
 }  // namespace
 
-LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub) : store_(store), hub_(hub) {
+LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub, const AuthFile* auth)
+    : store_(store), hub_(hub), authorizer_(auth) {
   RouteProtobufLogs();
   ServeUnary("PutMembers", &HandlePutMembers);
   ServeUnary("GetMembers", &HandleGetMembers);
@@ -397,10 +446,15 @@ void LapseServiceImpl::ServeWatch() {
                                                          v1::WatchExpirationsResponse>(
           [this](grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes)
               -> grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* {
+            absl::StatusOr<Caller> caller = authorizer_.Authenticate(*context);
+            if (!caller.ok()) return new RejectedWatch(ToGrpcStatus(caller.status()));
             v1::WatchExpirationsRequest request;
             if (absl::Status parsed = ParseRequest(*bytes, &request); !parsed.ok()) {
               LogMalformed(*context, parsed);
               return new RejectedWatch(ToGrpcStatus(parsed));
+            }
+            if (absl::Status allowed = Authorize(*caller, Required(request)); !allowed.ok()) {
+              return new RejectedWatch(ToGrpcStatus(allowed));
             }
             return WatchExpirations(context, &request);
           }));
@@ -416,12 +470,15 @@ grpc::ServerUnaryReactor* LapseServiceImpl::Answer(grpc::CallbackServerContext* 
     call->Finish(Draining());
     return call;
   }
-  absl::Status status = ParseRequest(bytes, &call->request);
-  if (status.ok()) {
-    status = handler(*store_, call->request, response, call);
-  } else {
-    LogMalformed(*context, status);
+  absl::StatusOr<Caller> caller = authorizer_.Authenticate(*context);
+  if (!caller.ok()) {
+    call->Finish(ToGrpcStatus(caller.status()));
+    return call;
   }
+  absl::Status status = ParseRequest(bytes, &call->request);
+  if (!status.ok()) LogMalformed(*context, status);
+  if (status.ok()) status = Authorize(*caller, Required(call->request));
+  if (status.ok()) status = handler(*store_, call->request, response, call);
   if (!status.ok()) call->Finish(ToGrpcStatus(status));
   return call;
 }

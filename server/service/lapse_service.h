@@ -14,7 +14,10 @@
 // answers; grpc::Status appears only here, at the edge. The store validates
 // names, keys, sizes and limits and names the field at fault; this layer adds
 // only conversion errors (Timestamps, Durations, unknown enum values, page
-// tokens, page_size). WatchExpirations validates its request and hands the
+// tokens, page_size). With an auth file, every RPC first authenticates its
+// caller (UNAUTHENTICATED), then, once parsed, checks the permissions its
+// request needs (PERMISSION_DENIED; server/service/authorizer.h, and the
+// table in lapse_service.cc). WatchExpirations validates its request and hands the
 // stream to a WatchReactor, reading the store's events, served by the
 // WatchHub.
 //
@@ -22,13 +25,13 @@
 // flusher thread; a network store from its I/O thread): nothing blocks a gRPC
 // thread.
 //
-//   lapse::LapseServiceImpl service(&store, &hub);
+//   lapse::LapseServiceImpl service(&store, &hub, auth_file.get());  // or nullptr: open
 //   builder.RegisterService(&service);
 //   ...
 //   service.StartDraining();  // every RPC now answers UNAVAILABLE
 //
-// Thread-safe: gRPC calls it from many threads at once. The store and the hub
-// are not owned and must outlive the service.
+// Thread-safe: gRPC calls it from many threads at once. The store, the hub
+// and the auth file are not owned and must outlive the service.
 #ifndef LAPSE_SERVER_SERVICE_LAPSE_SERVICE_H_
 #define LAPSE_SERVER_SERVICE_LAPSE_SERVICE_H_
 
@@ -39,6 +42,8 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "lapse/v1/lapse.grpc.pb.h"
+#include "server/auth/auth_file.h"
+#include "server/service/authorizer.h"
 #include "server/service/watch_hub.h"
 #include "server/storage/store.h"
 
@@ -46,14 +51,16 @@ namespace lapse {
 
 class LapseServiceImpl final : public v1::LapseService::CallbackService {
  public:
-  LapseServiceImpl(Store* store, WatchHub* hub);
+  // `auth`: the auth file to enforce; nullptr serves anyone.
+  LapseServiceImpl(Store* store, WatchHub* hub, const AuthFile* auth = nullptr);
   LapseServiceImpl(const LapseServiceImpl&) = delete;
   LapseServiceImpl& operator=(const LapseServiceImpl&) = delete;
 
   // From now on every new RPC fails with UNAVAILABLE. Cannot be undone.
   void StartDraining();
 
-  // Serves a WatchExpirations stream whose request has been parsed.
+  // Serves a WatchExpirations stream whose request has been parsed (and whose
+  // caller authorized).
   grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
       grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
 
@@ -70,8 +77,9 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   // Serves WatchExpirations the same way, through WatchExpirations() above.
   void ServeWatch();
 
-  // Answers UNAVAILABLE if draining, INVALID_ARGUMENT if `bytes` are not a
-  // Request; otherwise runs `handler`.
+  // Answers UNAVAILABLE if draining, UNAUTHENTICATED for an unknown caller,
+  // INVALID_ARGUMENT if `bytes` are not a Request, PERMISSION_DENIED if the
+  // caller may not do what it asks; otherwise runs `handler`.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer& bytes, Response* response,
@@ -80,6 +88,7 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   // Constant after construction.
   Store* const store_;
   WatchHub* const hub_;
+  const Authorizer authorizer_;
 
   std::atomic<bool> draining_{false};
 };

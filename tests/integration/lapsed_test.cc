@@ -14,8 +14,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -129,6 +132,33 @@ INSTANTIATE_TEST_SUITE_P(
       for (char c : info.param.flag.substr(2, info.param.flag.find('=') - 2)) name += c;
       return name;
     });
+
+TEST(LapsedTest, JsonLogFormatWritesOneParseableObjectPerLine) {
+  // gRPC's own lines (GRPC_VERBOSITY=debug makes some) go through the same
+  // sink, from before grpc_init on.
+  ChildProcess lapsed(LAPSED_PATH,
+                      {"--listen=127.0.0.1:0", "--log_format=json", "--log_level=info"},
+                      {"GRPC_VERBOSITY=debug"});
+  ASSERT_THAT(lapsed.WaitForLine(ChildProcess::kStdout, "listening"), HasSubstr("(port "));
+  lapsed.Signal(SIGTERM);
+  const ChildProcess::Result result = lapsed.Wait();
+  EXPECT_EQ(result.exit_code, 0);
+  std::vector<std::string> messages;
+  for (absl::string_view line : absl::StrSplit(result.err, '\n', absl::SkipEmpty())) {
+    google::protobuf::Struct object;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &object).ok())
+        << line;
+    const auto& fields = object.fields();
+    ASSERT_EQ(fields.size(), 3u) << line;
+    EXPECT_THAT(fields.at("time").string_value(), ::testing::EndsWith("Z")) << line;
+    EXPECT_THAT(fields.at("level").string_value(), ::testing::AnyOf("info", "warning")) << line;
+    messages.push_back(fields.at("message").string_value());
+  }
+  // Without --auth_file lapsed says it is open to anyone.
+  EXPECT_THAT(messages, ::testing::Contains(HasSubstr("no --auth_file: anyone who can reach")));
+  EXPECT_THAT(messages, ::testing::Contains("stopped"));
+  EXPECT_THAT(messages, ::testing::Contains(::testing::StartsWith("grpc: ")));
+}
 
 TEST(LapsedTest, ServesOnAUnixSocket) {
   TempDir temp;

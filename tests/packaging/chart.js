@@ -39,6 +39,7 @@ const scenarios = [
     name: 'mtls',
     values: {tls: {enabled: true, secretName: 'lapse-tls', clientAuth: true, refreshInterval: '30s', healthPort: 8086}},
   },
+  {name: 'auth-and-json-logs', values: {auth: {existingSecret: 'lapse-grants'}, logFormat: 'json'}},
   {
     name: 'monitoring',
     values: {
@@ -89,6 +90,9 @@ const scenarios = [
       },
       service: {type: 'LoadBalancer', port: 443, annotations: {'a.example/b': 'c'}},
       logLevel: 'warning',
+      logFormat: 'json',
+      auth: {existingSecret: 'grants', key: 'lapse.auth'},
+      tls: {enabled: true, secretName: 'store-tls', clientAuth: true},
       shards: 4,
       shutdownGraceSeconds: 20,
       terminationGracePeriodSeconds: 40,

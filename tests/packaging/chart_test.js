@@ -135,12 +135,14 @@ async function main() {
       const statefulSet = chart.only(docs, 'StatefulSet');
       const container = chart.lapsedContainer(docs);
       const flags = chart.flags(container.args);
+      const volumes = statefulSet.spec.template.spec.volumes || [];
       if (!tlsOn) {
         for (const flag of ['tls_cert', 'tls_key', 'tls_client_ca']) assert.equal(flags.get(flag), undefined);
-        assert.equal(statefulSet.spec.template.spec.volumes, undefined);
+        assert.equal(volumes.find((v) => v.name === 'tls'), undefined);
         return;
       }
-      const volume = statefulSet.spec.template.spec.volumes.find((v) => v.secret);
+      const volume = volumes.find((v) => v.secret?.secretName === values.tls.secretName);
+      assert.equal(volume.secret.defaultMode, 0o440);
       assert.equal(volume.secret.secretName, values.tls.secretName);
       const mount = container.volumeMounts.find((m) => m.name === volume.name);
       assert.equal(mount.readOnly, true);
@@ -241,6 +243,31 @@ async function main() {
       assert.equal(mount.mountPath, dataDir);
     });
 
+    await chart.check(`${name}: --auth_file is the Secret's key, mounted read-only for lapsed only`, () => {
+      const statefulSet = chart.only(docs, 'StatefulSet');
+      const container = chart.lapsedContainer(docs);
+      const authFile = chart.flags(container.args).get('auth_file');
+      const volumes = statefulSet.spec.template.spec.volumes || [];
+      if (!values.auth?.existingSecret) {
+        assert.equal(authFile, undefined);
+        assert.equal(volumes.find((v) => v.name === 'auth'), undefined);
+        return;
+      }
+      const volume = volumes.find((v) => v.secret?.secretName === values.auth.existingSecret);
+      assert.equal(volume.secret.secretName, values.auth.existingSecret);
+      assert.equal(volume.secret.defaultMode, 0o440);
+      const mount = container.volumeMounts.find((m) => m.name === volume.name);
+      assert.equal(mount.readOnly, true);
+      assert.equal(mount.subPath, undefined, 'a subPath mount would miss Secret updates');
+      assert.equal(authFile, `${mount.mountPath}/${values.auth.key || 'auth'}`);
+      assert.equal(statefulSet.spec.template.spec.securityContext.fsGroup, 65532);
+    });
+
+    await chart.check(`${name}: --log_format is logFormat`, () => {
+      const format = chart.flags(chart.lapsedContainer(docs).args).get('log_format');
+      assert.equal(format, values.logFormat || 'text');
+    });
+
     await chart.check(`${name}: policies select the pod`, () => {
       const labels = chart.only(docs, 'StatefulSet').spec.template.metadata.labels;
       for (const doc of docs) {
@@ -273,6 +300,9 @@ async function main() {
     [{tls: {enabled: true, secretName: 's', healthPort: 9090}}, /tls.healthPort \(9090\) must differ/],
     [{tls: {refreshInterval: '2h'}}, /tls\/refreshInterval/],
     [{extraArgs: ['--tls_cert=/x']}, /extraArgs: --tls_cert=\/x is set by the chart/],
+    [{logFormat: 'yaml'}, /logFormat/],
+    [{auth: {existingSecret: 'grants', key: '../etc/passwd'}}, /auth\/key/],
+    [{extraArgs: ['--auth_file=/tmp/a']}, /extraArgs: --auth_file=\/tmp\/a is set by the chart/],
   ];
   for (const [values, message] of refused) {
     await chart.check(`refuses ${JSON.stringify(values)}`, () => {

@@ -1,7 +1,8 @@
 // The chart's probes against the real server: for each option scenario
 // (chart.js), the rendered StatefulSet's lapsed arguments start the real
 // lapsed (--listen moved to 127.0.0.1:0, --data_dir to a temporary
-// directory; every other flag as rendered, so a flag lapsed does not know
+// directory, --auth_file to an empty one that grants nobody anything, so the
+// probes must pass without credentials; every other flag as rendered, so a flag lapsed does not know
 // fails here), and every health service name the rendered probes ask for must
 // answer SERVING, through lapsectl, on the port lapsed printed in its start
 // line. The probes' port must be the port the chart passes to --listen, or
@@ -127,6 +128,11 @@ async function main() {
       if (flag === 'health_listen') return '--health_listen=127.0.0.1:0';
       if (tlsFiles[flag]) return `--${flag}=${tlsFiles[flag]}`;
       if (flag === 'data_dir' && flags.get('data_dir') !== '') return `--data_dir=${dataDir}`;
+      if (flag === 'auth_file') {
+        const authFile = path.join(chart.scratch, `${name}.auth`);
+        fs.writeFileSync(authFile, '# no grants\n', {mode: 0o600});
+        return `--auth_file=${authFile}`;
+      }
       return arg;
     });
     let lapsed = null;

@@ -58,8 +58,8 @@ kubelet's probes cannot speak TLS), else the gRPC port.
 {{- define "lapse.args" -}}
 {{- $v := .Values }}
 {{- range $v.extraArgs }}
-{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) (hasPrefix "--metrics" .) (hasPrefix "--tls" .) (hasPrefix "--health" .) }}
-{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds, metrics, tls); use those values" .) }}
+{{- if or (hasPrefix "--listen" .) (hasPrefix "--data_dir" .) (hasPrefix "--data-dir" .) (hasPrefix "--shutdown" .) (hasPrefix "--metrics" .) (hasPrefix "--tls" .) (hasPrefix "--health" .) (hasPrefix "--auth" .) }}
+{{- fail (printf "extraArgs: %s is set by the chart (grpcPort, persistence, shutdownGraceSeconds, metrics, tls, auth); use those values" .) }}
 {{- end }}
 {{- end }}
 - --listen=0.0.0.0:{{ $v.grpcPort }}
@@ -85,6 +85,10 @@ kubelet's probes cannot speak TLS), else the gRPC port.
 {{- end }}
 - --shutdown_grace={{ $v.shutdownGraceSeconds }}s
 - --log_level={{ $v.logLevel }}
+- --log_format={{ $v.logFormat }}
+{{- if $v.auth.existingSecret }}
+- --auth_file=/etc/lapse/auth/{{ $v.auth.key }}
+{{- end }}
 - --shards={{ $v.shards }}
 - --event_retention_events={{ int64 $v.retention.events }}
 - --event_retention_bytes={{ int64 $v.retention.bytes }}

@@ -393,6 +393,15 @@ struct ClientOptions {
   // Unset: plaintext. The constructor that takes credentials uses only its
   // server_name.
   std::optional<TlsOptions> tls;
+
+  // Credentials for a server with --auth_file: sent with every call as
+  // "authorization: Bearer TOKEN". Either the token itself, or a file that
+  // holds it (surrounding whitespace ignored), read again when it changes so
+  // a rotated token is used from the next call on; a call fails
+  // UNAUTHENTICATED, naming the file, when it cannot be read (a watch
+  // attempt is then made without a token, and the server refuses it).
+  std::string bearer_token;
+  std::string bearer_token_file;
 };
 
 // The channel a Client(target, options) talks over, for the server's other
