@@ -17,9 +17,10 @@
 #   redis-aof        the same with appendonly yes, appendfsync everysec
 #                    (beside lapse-durable)
 #   redis-hfe        native hash-field expiration (HPEXPIREAT + `hexpired`
-#                    keyspace events): needs Redis >= 7.4 or Valkey >= 9, found
-#                    on PATH or given with --redis-hfe-server; otherwise "not
-#                    measured"
+#                    keyspace events): needs Redis >= 7.4 or Valkey >= 9, given
+#                    with --redis-hfe-server, else <repo>/../shared/bin/
+#                    redis-server-hfe when it exists, else found on PATH;
+#                    otherwise "not measured" with the reason
 #
 # Scenarios per peer (lapse-bench for lapse, lapse-redis-bench for Redis):
 #   put             --members members at --batch per RPC/pipelined batch and
@@ -55,7 +56,8 @@
 #   --poll-intervals=LIST    classic poller periods (default 100ms,10ms)
 #   --redis-hz=N             Redis hz (default 100; the server's default is 10)
 #   --redis-server=PATH      Redis for the classic recipe (default: redis-server)
-#   --redis-hfe-server=PATH  a Redis >= 7.4 / Valkey >= 9 binary
+#   --redis-hfe-server=PATH  a Redis >= 7.4 / Valkey >= 9 binary (default
+#                            <repo>/../shared/bin/redis-server-hfe if present)
 #   --lapsed-preload=LIB     LD_PRELOAD for lapsed (e.g. libjemalloc.so.2)
 #   --durable=auto|yes|no    run lapse-durable and redis-aof (default auto)
 #   --only=PEERS             comma-separated subset of the peers above
@@ -399,6 +401,9 @@ if [[ -n "$redis_hfe_server" ]]; then
     hfe_reason="--redis-hfe-server=${redis_hfe_server} is version $("$redis_hfe_server" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'): no hash-field expiration (needs Redis >= 7.4 or Valkey >= 9)"
     redis_hfe_server=
   fi
+elif [[ -x "${repo}/../shared/bin/redis-server-hfe" ]] &&
+  hfe_capable "${repo}/../shared/bin/redis-server-hfe"; then
+  redis_hfe_server="$(cd "${repo}/../shared/bin" && pwd)/redis-server-hfe"
 else
   for candidate in valkey-server redis-server; do
     if command -v "$candidate" >/dev/null && hfe_capable "$(command -v "$candidate")"; then
@@ -407,7 +412,7 @@ else
     fi
   done
   if [[ -z "$redis_hfe_server" ]]; then
-    hfe_reason="no Redis >= 7.4 or Valkey >= 9 on PATH ($("$redis_server" --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/redis-server is \1/p')); pass --redis-hfe-server=PATH"
+    hfe_reason="no Redis >= 7.4 or Valkey >= 9 at ${repo}/../shared/bin/redis-server-hfe or on PATH ($("$redis_server" --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/redis-server is \1/p')); pass --redis-hfe-server=PATH"
   fi
 fi
 
