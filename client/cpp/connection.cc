@@ -38,6 +38,23 @@ Connection::Connection(const std::string& target,
                        const ClientOptions& options)
     : options_(options),
       stub_(v1::LapseService::NewStub(
-          grpc::CreateCustomChannel(target, std::move(credentials), ChannelArgs(options)))) {}
+          grpc::CreateCustomChannel(target, std::move(credentials), ChannelArgs(options)))),
+      writes_(stub_.get()) {}
+
+absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembersRequest& request,
+                                                              const CallOptions& call) {
+  const bool shared = puts_in_flight_.fetch_add(1, std::memory_order_relaxed) > 0;
+  absl::StatusOr<std::vector<PutResult>> result;
+  if (shared) {
+    const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
+    absl::StatusOr<v1::PutMembersResponse> response = writes_.Put(request, deadline);
+    result = response.ok() ? FromProto(*response) : response.status();
+  } else {
+    result = Call<std::vector<PutResult>>(&v1::LapseService::Stub::PutMembers, request,
+                                          Idempotency::kNotIdempotent, call);
+  }
+  puts_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  return result;
+}
 
 }  // namespace lapse::client::internal
