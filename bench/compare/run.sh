@@ -27,7 +27,9 @@
 #                   --concurrency in flight, TTL 1h; plus resident memory per
 #                   member (lapsed VmRSS, Redis INFO used_memory_rss, after -
 #                   before, over members)
-#   put-batch1      --small-members members, one per RPC/batch
+#   put-batch1      --small-members members, one per RPC/batch; for lapse also
+#                   through the C++ client library (--concurrency threads, its
+#                   write stream), against the same Redis row
 #   expiry-latency  --pending members, deadlines spread over --spread, one
 #                   watcher: received - deadline, lost
 #   drain           --drain members sharing one deadline
@@ -298,6 +300,12 @@ run_lapse_peer() {  # PEER [lapsed flags...]
   stop_server
 
   run_lapsed "$@"
+  run_bench "$peer" lapse "$lapse_bench" put --addr="127.0.0.1:${server_port}" \
+    --peer="${peer}-client1" --client_library --batch=1 --concurrency="$concurrency" \
+    --members="$small_members"
+  stop_server
+
+  run_lapsed "$@"
   run_bench "$peer" lapse "$lapse_bench" expiry-latency --addr="127.0.0.1:${server_port}" \
     --peer="$peer" "${common[@]}" --members="$pending" --spread="$spread"
   stop_server
@@ -506,6 +514,7 @@ table() {  # BASE PEER_SPEC...  (PEER_SPEC = "column-name=peer-for-put=peer-for-
   row "put members/s (batch ${batch})" put members_per_s 1 "$base" "${puts[@]}"
   row "put p99 per RPC/batch (ms)" put rpc_p99_ms 0 "$base" "${puts[@]}"
   row "put members/s (batch 1)" put members_per_s 1 "${base}-batch1" "${batch1[@]}"
+  row "put members/s (batch 1, client lib)" put members_per_s 1 "${base}-client1" "${batch1[@]}"
   row "resident bytes per member" memory bytes_per_member 0 "$base" "${puts[@]}"
   row "expiry latency p50 (ms)" expiry-latency event_p50_ms 0 "$base" "${watches[@]}"
   row "expiry latency p99 (ms)" expiry-latency event_p99_ms 0 "$base" "${watches[@]}"
