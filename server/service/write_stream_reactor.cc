@@ -128,8 +128,11 @@ void WriteStreamReactor::OnReadDone(bool ok) {
 
 void WriteStreamReactor::Run(Op* op) {
   const v1::StreamWritesRequest& request = *op->request();
+  // Once the last operation has ended, `op` may be written and freed on
+  // another thread: nothing of it is read after that.
+  const int n = request.operations_size();
   // In order: the store applies each operation when it is called.
-  for (int i = 0; i < request.operations_size(); ++i) {
+  for (int i = 0; i < n; ++i) {
     const v1::WriteOperation& operation = request.operations(i);
     v1::WriteOperationResult* result = op->response()->mutable_results(i);
     absl::Status status;
