@@ -19,6 +19,8 @@ struct WriteStream::Op {
   v1::PutMembersRequest request;
   // Its caller waits on it, with the WriteStream's mu_.
   CondVar cv;
+  // Its caller gave up (deadline): not sent if it has not been yet.
+  bool abandoned = false;
   bool answered = false;
   absl::Status status;
   v1::PutMembersResponse response;
@@ -108,10 +110,12 @@ class WriteStream::Call final
     while (!unsent_.empty() && (ops.empty() || bytes < kMaxRequestBytes)) {
       std::shared_ptr<Op> op = std::move(unsent_.front());
       unsent_.pop_front();
+      if (op->abandoned) continue;
       bytes += op->request.ByteSizeLong();
       *request_.add_operations()->mutable_put_members() = std::move(op->request);
       ops.push_back(std::move(op));
     }
+    if (ops.empty()) return;
     writing_ = true;
     StartWrite(&request_);
     sent_.push_back(std::move(ops));
@@ -150,6 +154,7 @@ absl::StatusOr<v1::PutMembersResponse> WriteStream::Put(const v1::PutMembersRequ
   while (!op->answered) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
+      op->abandoned = true;
       return absl::DeadlineExceededError(
           "no answer before the call's deadline; the write may or may not have been applied");
     }

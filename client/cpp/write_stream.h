@@ -10,8 +10,8 @@
 // down, the connection drops) every call waiting on it fails UNAVAILABLE
 // (an operation already sent may or may not have been applied, as with a
 // unary call that fails so), and the next call opens a new stream. A caller
-// whose deadline passes gets DEADLINE_EXCEEDED; its operation stays in the
-// stream and its answer is dropped.
+// whose deadline passes gets DEADLINE_EXCEEDED; its operation is not sent if
+// it has not been yet, and its answer is dropped if it has.
 //
 //   internal::WriteStream writes(&stub);
 //   absl::StatusOr<v1::PutMembersResponse> r = writes.Put(request, deadline);
