@@ -274,7 +274,9 @@ TEST(ClientWriteStreamTest, APutWhileAnotherIsInFlightTravelsOnTheWriteStream) {
     // on the write stream, which the fake does not serve.
     MutexLock lock(&mu);
     EXPECT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return !codes.empty(); }));
-    if (!codes.empty()) EXPECT_EQ(codes[0], absl::StatusCode::kUnimplemented);
+    if (!codes.empty()) {
+      EXPECT_EQ(codes[0], absl::StatusCode::kUnimplemented);
+    }
   }
   server.reset();  // Ends the held call.
   first.join();
