@@ -80,12 +80,16 @@ void WriteStreams::StartDraining() {
 
 WriteStreamReactor::WriteStreamReactor(Store* store, PutHandler put, WriteStreams* streams)
     : store_(store), put_(put), streams_(streams) {
+  // Not under mu_: draining takes the registry's lock, then each stream's.
+  const bool added = streams_->Add(this);
   MutexLock lock(&mu_);
-  if (!streams_->Add(this)) {
+  if (!added) {
     finished_ = true;
     Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
     return;
   }
+  // Drained since it was added: already finished.
+  if (finished_) return;
   ReadNext();
 }
 
