@@ -32,7 +32,7 @@ packages=(
   cmake ninja-build pkg-config g++ clang clang-format libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server libhiredis-dev grpc-proto
+  redis-server libhiredis-dev grpc-proto libmimalloc-dev
   umoci runc jq nodejs unzip prometheus-cpp-dev
   # TLS: the server's start-up checks (libssl) and the test certificates (openssl).
   openssl libssl-dev

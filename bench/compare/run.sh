@@ -17,16 +17,19 @@
 #   redis-aof        the same with appendonly yes, appendfsync everysec
 #                    (beside lapse-durable)
 #   redis-hfe        native hash-field expiration (HPEXPIREAT + `hexpired`
-#                    keyspace events): needs Redis >= 7.4 or Valkey >= 9, found
-#                    on PATH or given with --redis-hfe-server; otherwise "not
-#                    measured"
+#                    keyspace events): needs Redis >= 7.4 or Valkey >= 9, given
+#                    with --redis-hfe-server, else <repo>/../shared/bin/
+#                    redis-server-hfe when it exists, else found on PATH;
+#                    otherwise "not measured" with the reason
 #
 # Scenarios per peer (lapse-bench for lapse, lapse-redis-bench for Redis):
 #   put             --members members at --batch per RPC/pipelined batch and
 #                   --concurrency in flight, TTL 1h; plus resident memory per
 #                   member (lapsed VmRSS, Redis INFO used_memory_rss, after -
 #                   before, over members)
-#   put-batch1      --small-members members, one per RPC/batch
+#   put-batch1      --small-members members, one per RPC/batch; for lapse also
+#                   through the C++ client library (--concurrency threads, its
+#                   write stream), against the same Redis row
 #   expiry-latency  --pending members, deadlines spread over --spread, one
 #                   watcher: received - deadline, lost
 #   drain           --drain members sharing one deadline
@@ -55,7 +58,8 @@
 #   --poll-intervals=LIST    classic poller periods (default 100ms,10ms)
 #   --redis-hz=N             Redis hz (default 100; the server's default is 10)
 #   --redis-server=PATH      Redis for the classic recipe (default: redis-server)
-#   --redis-hfe-server=PATH  a Redis >= 7.4 / Valkey >= 9 binary
+#   --redis-hfe-server=PATH  a Redis >= 7.4 / Valkey >= 9 binary (default
+#                            <repo>/../shared/bin/redis-server-hfe if present)
 #   --lapsed-preload=LIB     LD_PRELOAD for lapsed (e.g. libjemalloc.so.2)
 #   --durable=auto|yes|no    run lapse-durable and redis-aof (default auto)
 #   --only=PEERS             comma-separated subset of the peers above
@@ -296,6 +300,12 @@ run_lapse_peer() {  # PEER [lapsed flags...]
   stop_server
 
   run_lapsed "$@"
+  run_bench "$peer" lapse "$lapse_bench" put --addr="127.0.0.1:${server_port}" \
+    --peer="${peer}-client1" --client_library --batch=1 --concurrency="$concurrency" \
+    --members="$small_members"
+  stop_server
+
+  run_lapsed "$@"
   run_bench "$peer" lapse "$lapse_bench" expiry-latency --addr="127.0.0.1:${server_port}" \
     --peer="$peer" "${common[@]}" --members="$pending" --spread="$spread"
   stop_server
@@ -399,6 +409,9 @@ if [[ -n "$redis_hfe_server" ]]; then
     hfe_reason="--redis-hfe-server=${redis_hfe_server} is version $("$redis_hfe_server" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'): no hash-field expiration (needs Redis >= 7.4 or Valkey >= 9)"
     redis_hfe_server=
   fi
+elif [[ -x "${repo}/../shared/bin/redis-server-hfe" ]] &&
+  hfe_capable "${repo}/../shared/bin/redis-server-hfe"; then
+  redis_hfe_server="$(cd "${repo}/../shared/bin" && pwd)/redis-server-hfe"
 else
   for candidate in valkey-server redis-server; do
     if command -v "$candidate" >/dev/null && hfe_capable "$(command -v "$candidate")"; then
@@ -407,7 +420,7 @@ else
     fi
   done
   if [[ -z "$redis_hfe_server" ]]; then
-    hfe_reason="no Redis >= 7.4 or Valkey >= 9 on PATH ($("$redis_server" --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/redis-server is \1/p')); pass --redis-hfe-server=PATH"
+    hfe_reason="no Redis >= 7.4 or Valkey >= 9 at ${repo}/../shared/bin/redis-server-hfe or on PATH ($("$redis_server" --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/redis-server is \1/p')); pass --redis-hfe-server=PATH"
   fi
 fi
 
@@ -501,6 +514,7 @@ table() {  # BASE PEER_SPEC...  (PEER_SPEC = "column-name=peer-for-put=peer-for-
   row "put members/s (batch ${batch})" put members_per_s 1 "$base" "${puts[@]}"
   row "put p99 per RPC/batch (ms)" put rpc_p99_ms 0 "$base" "${puts[@]}"
   row "put members/s (batch 1)" put members_per_s 1 "${base}-batch1" "${batch1[@]}"
+  row "put members/s (batch 1, client lib)" put members_per_s 1 "${base}-client1" "${batch1[@]}"
   row "resident bytes per member" memory bytes_per_member 0 "$base" "${puts[@]}"
   row "expiry latency p50 (ms)" expiry-latency event_p50_ms 0 "$base" "${watches[@]}"
   row "expiry latency p99 (ms)" expiry-latency event_p99_ms 0 "$base" "${watches[@]}"

@@ -56,6 +56,12 @@ ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(30), "Deadline of each RPC"
 ABSL_FLAG(std::string, token_file, "",
           "File holding the bearer token for a lapsed with --auth_file (the run needs read, "
           "write and watch on --prefix)");
+ABSL_FLAG(bool, client_library, false,
+          "put: call PutMembers through the C++ client library from --concurrency threads "
+          "(which shares a write stream among calls in flight) instead of the stubs");
+ABSL_FLAG(bool, per_member_ttl, false,
+          "put: send the TTL in every member and take a result per member (the API before "
+          "PutMembersRequest.default_ttl and omit_created_results), to compare");
 
 namespace {
 
@@ -108,10 +114,12 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
   o->shape.value_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_value_bytes));
   o->shape.concurrency = absl::GetFlag(FLAGS_concurrency);
   o->shape.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
+  o->shape.per_member_ttl = absl::GetFlag(FLAGS_per_member_ttl);
   o->duration = absl::GetFlag(FLAGS_duration);
   o->members = lapse::load::MembersFor(
       scenario, static_cast<uint64_t>(absl::GetFlag(FLAGS_members)), o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
+  o->client_library = absl::GetFlag(FLAGS_client_library);
   o->timing = lapse::load::ExpiryTimingFromFlags();
   o->include_values = absl::GetFlag(FLAGS_include_values);
   o->rate = absl::GetFlag(FLAGS_rate);

@@ -99,13 +99,18 @@ class PutDriver {
     const int n = static_cast<int>(end - first);
     v1::PutMembersRequest& request = slot->request;
     request.set_collection(CollectionFor(shape_.prefix, batch, shape_.collections));
+    const bool shared_ttl = !plan_.deadline_ms && !shape_.per_member_ttl;
+    if (shared_ttl) {
+      SetDuration(plan_.ttl, request.mutable_default_ttl());
+      request.set_omit_created_results(true);
+    }
     auto* members = request.mutable_members();
     if (members->size() > n) members->DeleteSubrange(n, members->size() - n);
     while (members->size() < n) {
       v1::MemberWrite* write = members->Add();
       write->mutable_key()->assign(shape_.key_bytes, '0');
       write->mutable_value()->assign(shape_.value_bytes, '0');
-      if (!plan_.deadline_ms) {
+      if (!plan_.deadline_ms && !shared_ttl) {
         SetDuration(plan_.ttl, write->mutable_ttl());
       }
     }

@@ -84,6 +84,10 @@ struct Shape {
   size_t value_bytes = 16;
   int concurrency = 16;
   absl::Duration rpc_timeout = absl::Seconds(30);
+  // Members sharing a TTL: false sends it once per request (default_ttl) and
+  // asks for the results of members not created only (omit_created_results);
+  // true sends it in every member and takes every result.
+  bool per_member_ttl = false;
 };
 
 // Writes per `plan` (see load_plan.h), spreading RPCs over `stubs`

@@ -15,6 +15,7 @@
 #include "bench/common/report.h"
 #include "bench/common/scenario.h"
 #include "bench/common/stats.h"
+#include "bench/load/client_puts.h"
 #include "bench/load/lapse_scenario_parts.h"
 
 namespace lapse {
@@ -65,8 +66,9 @@ bool RunPut(const ScenarioOptions& o) {
   plan.members = o.members;
   plan.duration = o.duration;
   plan.ttl = o.ttl;
-  return ReportPut(o.peer, {"RPCs/s", "RPC latency"}, o.shape.batch, o.shape.concurrency,
-                   RunPuts(stubs, o.shape, plan));
+  return ReportPut(
+      o.peer, {"RPCs/s", "RPC latency"}, o.shape.batch, o.shape.concurrency,
+      o.client_library ? RunClientPuts(o.addr, o.shape, plan) : RunPuts(stubs, o.shape, plan));
 }
 
 bool RunExpiryLatency(const ScenarioOptions& o) {

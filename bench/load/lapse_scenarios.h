@@ -60,6 +60,8 @@ struct ScenarioOptions {
   absl::Duration duration = absl::ZeroDuration();
   // put and mixed: the TTL of every member written.
   absl::Duration ttl = absl::Hours(1);
+  // put: through the C++ client library (client_puts.h), not the stubs.
+  bool client_library = false;
   // expiry-latency and drain (mixed: its drain_timeout).
   ExpiryTiming timing;
   bool include_values = true;

@@ -17,7 +17,9 @@ start_lapsed "$work" "$lapsed" --log_level=error --shutdown_grace=500ms
 addr="127.0.0.1:$lapsed_port"
 
 "$bench" put --addr="$addr" --members=20000 --batch=100 --concurrency=4
+"$bench" put --addr="$addr" --members=2000 --batch=100 --concurrency=4 --per_member_ttl
 "$bench" put --addr="$addr" --duration=1s --batch=1 --concurrency=8
+"$bench" put --addr="$addr" --members=2000 --batch=1 --concurrency=8 --client_library
 "$bench" expiry-latency --addr="$addr" --members=2000 --spread=1s --lead=2s --drain-timeout=3s
 "$bench" expiry-latency --addr="$addr" --members=2000 --spread=2s --lead=2s \
   --reconnect-at=500ms --reconnect-pause=300ms --drain-timeout=3s

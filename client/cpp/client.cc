@@ -63,9 +63,8 @@ absl::StatusOr<std::vector<PutResult>> Client::PutMembers(const std::string& col
                                                           const std::vector<MemberWrite>& members,
                                                           const PutOptions& options,
                                                           const CallOptions& call) {
-  return connection_->Call<std::vector<PutResult>>(
-      &Stub::PutMembers, internal::PutMembersRequestToProto(collection, members, options),
-      Idempotency::kNotIdempotent, call);
+  return connection_->PutMembers(internal::PutMembersRequestToProto(collection, members, options),
+                                 call);
 }
 
 absl::StatusOr<std::vector<GetResult>> Client::GetMembers(const std::string& collection,

@@ -3,6 +3,7 @@
 #include "lapse/client.h"
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -251,6 +252,8 @@ TEST(ClientAuthTest, SendsItsBearerTokenWithEveryCallAndWatch) {
   absl::StatusOr<std::unique_ptr<EventStream>> stream = client.WatchStream([] {
     WatchOptions watch;
     watch.collection_prefix = "orders:";
+    // From the oldest event: the stream may open after the expiry below.
+    watch.start = StartPosition::kOldest;
     return watch;
   }());
   ASSERT_TRUE(stream.ok()) << stream.status();
@@ -288,6 +291,59 @@ TEST(ClientAuthTest, ReadsATokenFileAgainWhenItChanges) {
   const absl::Status missing = client.GetCollection("c").status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(missing.message(), ::testing::HasSubstr("cannot read the bearer token file"));
+}
+
+TEST_F(ClientTest, ConcurrentPutsEachGetTheirOwnResults) {
+  constexpr int kThreads = 8;
+  constexpr int kPutsEach = 50;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([this, t] {
+      for (int i = 0; i < kPutsEach; ++i) {
+        const std::string key = absl::StrCat("t", t, "-", i);
+        absl::StatusOr<std::vector<PutResult>> put =
+            client_.PutMembers("shared", {Write(key, "v", Expiration::Ttl(absl::Seconds(1 + t)))});
+        ASSERT_TRUE(put.ok()) << put.status();
+        ASSERT_EQ(put->size(), 1u);
+        EXPECT_EQ((*put)[0].key, key);
+        EXPECT_EQ((*put)[0].outcome, PutOutcome::kCreated);
+        EXPECT_THAT((*put)[0].expire_time, Optional(Eq(StartTime() + absl::Seconds(1 + t))));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  absl::StatusOr<CollectionInfo> info = client_.GetCollection("shared");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->member_count, static_cast<uint64_t>(kThreads * kPutsEach));
+}
+
+TEST(ClientWriteStreamTest, APutWhileAnotherIsInFlightTravelsOnTheWriteStream) {
+  auto server = std::make_unique<testing::FakeServer>();
+  server->service().HoldUnaryCalls();
+  Client client(server->address());
+  Mutex mu;
+  CondVar cv;
+  std::vector<absl::StatusCode> codes;
+  const auto put = [&](const std::string& key) {
+    const absl::StatusCode code = client.PutMembers("c", {Write(key, "v")}).status().code();
+    MutexLock lock(&mu);
+    codes.push_back(code);
+    cv.SignalAll();
+  };
+  std::thread first(put, "a");
+  std::thread second(put, "b");
+  {
+    // The first to start is a unary call, held by the fake; the other goes
+    // on the write stream, which the fake does not serve.
+    MutexLock lock(&mu);
+    EXPECT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return !codes.empty(); }));
+    if (!codes.empty()) {
+      EXPECT_EQ(codes[0], absl::StatusCode::kUnimplemented);
+    }
+  }
+  server.reset();  // Ends the held call.
+  first.join();
+  second.join();
 }
 
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {

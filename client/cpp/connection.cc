@@ -86,7 +86,25 @@ Connection::Connection(absl::StatusOr<std::shared_ptr<grpc::Channel>> channel,
     : options_(options),
       channel_status_(channel.status()),
       stub_(channel.ok() ? v1::LapseService::NewStub(*channel) : nullptr),
-      token_(options) {}
+      token_(options),
+      writes_(stub_.get(), &token_) {}
+
+absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembersRequest& request,
+                                                              const CallOptions& call) {
+  if (!channel_status_.ok()) return channel_status_;
+  const bool shared = puts_in_flight_.fetch_add(1, std::memory_order_relaxed) > 0;
+  absl::StatusOr<std::vector<PutResult>> result;
+  if (shared) {
+    const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
+    absl::StatusOr<v1::PutMembersResponse> response = writes_.Put(request, deadline);
+    result = response.ok() ? FromProto(*response) : response.status();
+  } else {
+    result = Call<std::vector<PutResult>>(&v1::LapseService::Stub::PutMembers, request,
+                                          Idempotency::kNotIdempotent, call);
+  }
+  puts_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  return result;
+}
 
 }  // namespace lapse::client::internal
 

@@ -1,7 +1,9 @@
 // Connection: the gRPC channel and stub behind a Client, and the one path of
 // its unary calls: deadline, credentials, retries, and the response as the
 // client's type. Channels are made here too (NewChannel in lapse/client.h,
-// ChannelWith).
+// ChannelWith). PutMembers calls take the channel's write stream
+// (write_stream.h) instead while another PutMembers is in flight: many
+// callers then share one stream.
 //
 //   absl::StatusOr<CollectionInfo> info = connection.Call<CollectionInfo>(
 //       &v1::LapseService::Stub::GetCollection,
@@ -12,6 +14,7 @@
 #ifndef LAPSE_CLIENT_CPP_CONNECTION_H_
 #define LAPSE_CLIENT_CPP_CONNECTION_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +26,7 @@
 #include "client/cpp/backoff.h"
 #include "client/cpp/bearer_token.h"
 #include "client/cpp/convert.h"
+#include "client/cpp/write_stream.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/status.h"
@@ -69,6 +73,11 @@ class Connection final {
   absl::StatusOr<Result> Call(StubMethod<Request, Response> method, const Request& request,
                               Idempotency idempotency, const CallOptions& call);
 
+  // A unary PutMembers, or, while another is in flight, an operation of the
+  // write stream. Never retried.
+  absl::StatusOr<std::vector<PutResult>> PutMembers(const v1::PutMembersRequest& request,
+                                                    const CallOptions& call);
+
  private:
   // Constant after construction.
   const ClientOptions options_;
@@ -76,6 +85,12 @@ class Connection final {
   // Null without a channel.
   const std::unique_ptr<v1::LapseService::Stub> stub_;
   BearerToken token_;
+
+  // PutMembers calls in progress.
+  std::atomic<int> puts_in_flight_{0};
+  // Declared after stub_ and token_, which it uses: destroyed (its stream
+  // ended) first.
+  WriteStream writes_;
 };
 
 template <typename Result, typename Request, typename Response>

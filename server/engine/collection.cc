@@ -27,7 +27,12 @@ const StoredMember* Collection::Find(absl::string_view key) const {
 }
 
 void Collection::Index(const StoredMember* member) {
-  if (member->has_deadline()) by_deadline_.insert({member->deadline_ms(), member});
+  // A deadline counted from now (a TTL) is usually the latest held, so the
+  // end is the likely place: the hint costs two comparisons when right, a
+  // normal search when wrong.
+  if (member->has_deadline()) {
+    by_deadline_.insert(by_deadline_.end(), {member->deadline_ms(), member});
+  }
 }
 
 void Collection::Unindex(const StoredMember* member) {

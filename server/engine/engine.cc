@@ -578,13 +578,17 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
     return s;
   }
   const absl::Time now = clock_->Now();
+  absl::StatusOr<int64_t> default_deadline =
+      DeadlineOf(options.default_expiration, "default_", now, PastDeadline::kRejected, limits);
+  if (!default_deadline.ok()) return default_deadline.status();
   absl::InlinedVector<int64_t, 4> deadlines(writes.size());
   for (size_t i = 0; i < writes.size(); ++i) {
     const MemberWrite& w = writes[i];
     absl::StatusOr<int64_t> d =
         ValidateMemberWrite(i, w.value, w.expiration, w.keep_expiration, now, limits);
     if (!d.ok()) return d.status();
-    deadlines[i] = *d;
+    const bool takes_default = w.expiration.kind == Expiration::Kind::kNone && !w.keep_expiration;
+    deadlines[i] = takes_default ? *default_deadline : *d;
   }
 
   ShardOp op(*this, collection, now, committed);

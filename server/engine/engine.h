@@ -72,6 +72,9 @@ struct PutOptions {
   // Non-zero: fail with FAILED_PRECONDITION, writing nothing, if the
   // collection would hold more live members than this after the write.
   uint32_t max_members = 0;
+  // The expiration of every write with none of its own and without
+  // keep_expiration. Errors name "default_ttl" / "default_expire_time".
+  Expiration default_expiration;
 };
 
 struct PutResult {

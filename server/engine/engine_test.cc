@@ -174,6 +174,38 @@ TEST_F(EngineTest, KeepExpirationWithTtlIsInvalid) {
   EXPECT_THAT(s.message(), HasSubstr("members[0].keep_expiration"));
 }
 
+TEST_F(EngineTest, DefaultExpirationAppliesOnlyToWritesWithoutTheirOwn) {
+  ASSERT_TRUE(PutTtl("c", "kept", "v", absl::Seconds(30)).ok());
+  MemberWrite writes[] = {
+      {"plain", "v", Expiration::None()},
+      {"own", "v", Expiration::Ttl(absl::Seconds(5))},
+      {"kept", "v2", Expiration::None()},
+  };
+  writes[2].keep_expiration = true;
+  PutOptions options;
+  options.default_expiration = Expiration::Ttl(absl::Microseconds(10'500));
+  auto r = engine_.Put("c", writes, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].expire_time, kStart + absl::Milliseconds(11));
+  EXPECT_EQ((*r)[1].expire_time, kStart + absl::Seconds(5));
+  EXPECT_EQ((*r)[2].expire_time, kStart + absl::Seconds(30));
+  EXPECT_EQ(GetOne("c", "plain").expire_time, kStart + absl::Milliseconds(11));
+}
+
+TEST_F(EngineTest, InvalidDefaultExpirationNamesItsFieldAndWritesNothing) {
+  MemberWrite w{"k", "v", Expiration::None()};
+  PutOptions options;
+  options.default_expiration = Expiration::Ttl(-absl::Seconds(1));
+  absl::Status s = engine_.Put("c", {w}, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("default_ttl"));
+  options.default_expiration = Expiration::At(kStart - absl::Seconds(1));
+  s = engine_.Put("c", {w}, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("default_expire_time"));
+  EXPECT_EQ(engine_.total_members(), 0u);
+}
+
 TEST_F(EngineTest, MaxMembersRejectsTheWholeBatchAndWritesNothing) {
   ASSERT_TRUE(PutPersistent("orders", "o1", "v").ok());
   ASSERT_TRUE(PutPersistent("orders", "o2", "v").ok());

@@ -7,7 +7,8 @@
 // each method's generated handler by gRPC's callback handler template for a
 // ByteBuffer request and the typed response (what the generated
 // WithRawCallbackMethod_ classes do, but for the request only), so responses
-// and watch streams stay typed.
+// and watch streams stay typed. A unary call's request bytes, parsed request
+// and response live on one protobuf arena, freed at once when the call ends.
 //
 // Each unary RPC converts its request to engine types, calls the Store
 // (server/storage/store.h) and converts the result back when the store
@@ -19,7 +20,8 @@
 // request needs (PERMISSION_DENIED; server/service/authorizer.h, and the
 // table in lapse_service.cc). WatchExpirations validates its request and hands the
 // stream to a WatchReactor, reading the store's events, served by the
-// WatchHub.
+// WatchHub. StreamWrites hands its stream to a WriteStreamReactor, which runs
+// each operation through the same handler as the unary RPC.
 //
 // Stores answer asynchronously (a write once it is durable, from the WAL's
 // flusher thread; a network store from its I/O thread): nothing blocks a gRPC
@@ -28,7 +30,8 @@
 //   lapse::LapseServiceImpl service(&store, &hub, auth_file.get());  // or nullptr: open
 //   builder.RegisterService(&service);
 //   ...
-//   service.StartDraining();  // every RPC now answers UNAVAILABLE
+//   service.StartDraining();  // every RPC now answers UNAVAILABLE; write
+//                             // streams end once their operations are answered
 //
 // Thread-safe: gRPC calls it from many threads at once. The store, the hub
 // and the auth file are not owned and must outlive the service.
@@ -44,7 +47,9 @@
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/auth/auth_file.h"
 #include "server/service/authorizer.h"
+#include "server/service/operation.h"
 #include "server/service/watch_hub.h"
+#include "server/service/write_stream_reactor.h"
 #include "server/storage/store.h"
 
 namespace lapse {
@@ -64,11 +69,15 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
       grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
 
+  // Serves a StreamWrites stream (write_stream_reactor.h).
+  grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>* StreamWrites(
+      grpc::CallbackServerContext* context) override;
+
  private:
   // A unary RPC's work: converts the request and calls the store, whose
   // answer finishes `reactor`; or returns the conversion error.
   template <typename Request, typename Response>
-  using Handler = absl::Status (*)(Store&, const Request&, Response*, grpc::ServerUnaryReactor*);
+  using Handler = absl::Status (*)(Store&, const Request&, Response*, OperationEnd*);
 
   // Serves the unary RPC `method` with `handler`, in place of the generated
   // handler, so that requests arrive as bytes and are parsed by Answer.
@@ -89,6 +98,8 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   Store* const store_;
   WatchHub* const hub_;
   const Authorizer authorizer_;
+
+  WriteStreams write_streams_;
 
   std::atomic<bool> draining_{false};
 };

@@ -72,7 +72,8 @@ class AuthTest : public ::testing::Test {
 };
 
 // Calls every method of lapse.v1.LapseService, from its descriptor (so a new
-// RPC is covered without being listed here), with an empty request, and
+// RPC is covered without being listed here), with an empty request (to
+// StreamWrites, one put operation, whose status stands for the call's), and
 // returns each one's status.
 std::vector<std::pair<std::string, grpc::Status>> CallEveryMethod(
     const std::shared_ptr<grpc::Channel>& channel, const std::string& token) {
@@ -85,8 +86,14 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryMethod(
         absl::StrCat("/", service->full_name(), "/", service->method(i)->name());
     grpc::ClientContext context;
     WithToken(&context, token);
-    grpc::Slice empty("");
-    grpc::ByteBuffer request(&empty, 1);
+    // A StreamWrites stream is refused per operation: send it one.
+    v1::StreamWritesRequest writes;
+    v1::PutMembersRequest* put = writes.add_operations()->mutable_put_members();
+    put->set_collection("orders:1");
+    put->add_members()->set_key("k");
+    grpc::Slice bytes(service->method(i)->name() == "StreamWrites" ? writes.SerializeAsString()
+                                                                   : std::string());
+    grpc::ByteBuffer request(&bytes, 1);
     grpc::ByteBuffer response;
     Mutex mu;
     CondVar cv;
@@ -100,6 +107,14 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryMethod(
     });
     MutexLock lock(&mu);
     EXPECT_TRUE(WaitWithPatience(mu, cv, [&] { return done; })) << method;
+    v1::StreamWritesResponse answered;
+    if (status.ok() && service->method(i)->name() == "StreamWrites" &&
+        grpc::SerializationTraits<v1::StreamWritesResponse>::Deserialize(&response, &answered)
+            .ok() &&
+        answered.results_size() == 1 && answered.results(0).code() != 0) {
+      status = grpc::Status(static_cast<grpc::StatusCode>(answered.results(0).code()),
+                            answered.results(0).message());
+    }
     results.emplace_back(method, status);
   }
   return results;
@@ -107,7 +122,7 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryMethod(
 
 TEST_F(AuthTest, EveryMethodRefusesACallerWithoutCredentials) {
   const auto results = CallEveryMethod(server_.NewChannel(), "");
-  ASSERT_EQ(results.size(), 10u);
+  ASSERT_EQ(results.size(), 11u);
   for (const auto& [method, status] : results) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method;
     EXPECT_THAT(status.error_message(), HasSubstr("no credentials")) << method;

@@ -88,6 +88,26 @@ TEST_F(BadInputTest, NegativeOrZeroTtl) {
   ExpectInvalid(Put(zero), "members[0].ttl");
 }
 
+TEST_F(BadInputTest, InvalidDefaultExpirationNamesItsFieldAndWritesNothing) {
+  v1::PutMembersRequest negative = GoodPut();
+  negative.mutable_members(0)->clear_ttl();
+  negative.mutable_default_ttl()->set_seconds(-5);
+  ExpectInvalid(Put(negative), "default_ttl");
+  v1::PutMembersRequest malformed = GoodPut();
+  malformed.mutable_default_ttl()->set_nanos(-1);
+  malformed.mutable_default_ttl()->set_seconds(1);
+  ExpectInvalid(Put(malformed), "default_ttl");
+  v1::PutMembersRequest past = GoodPut();
+  *past.mutable_default_expire_time() = *TimeToProto(StartTime() - absl::Seconds(1));
+  ExpectInvalid(Put(past), "default_expire_time");
+  auto get = KeysRequest<v1::GetMembersRequest>("c", {"k"});
+  v1::GetMembersResponse response;
+  ASSERT_TRUE(
+      lapse::testing::Call(server_.stub(), &v1::LapseService::Stub::GetMembers, get, &response)
+          .ok());
+  EXPECT_FALSE(response.results(0).found());
+}
+
 TEST_F(BadInputTest, MalformedTimestampAndDuration) {
   v1::PutMembersRequest request = GoodPut();
   v1::MemberWrite* second = request.add_members();

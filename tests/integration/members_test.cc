@@ -130,6 +130,50 @@ TEST_F(MembersTest, PutReportsOutcomesAndRoundsDeadlinesUpToTheMillisecond) {
             StartTime() + absl::Milliseconds(10'001));
 }
 
+TEST_F(MembersTest, PutWithADefaultTtlAndOmittedCreatedResultsListsOnlyWhatWasNotCreated) {
+  PutTtl(server_.stub(), "orders", {"old"}, absl::Seconds(60));
+  v1::PutMembersRequest request;
+  request.set_collection("orders");
+  *request.mutable_default_ttl() = Millis(1500);
+  request.set_omit_created_results(true);
+  for (const char* key : {"new1", "old", "new2"}) {
+    v1::MemberWrite* write = request.add_members();
+    write->set_key(key);
+    write->set_value("v");
+  }
+  v1::MemberWrite* own = request.add_members();
+  own->set_key("own");
+  *own->mutable_ttl() = Millis(9000);
+
+  v1::PutMembersResponse response;
+  ASSERT_TRUE(Put(request, &response).ok());
+  EXPECT_EQ(response.created_count(), 3u);
+  EXPECT_EQ(Time(response.default_expire_time()), StartTime() + absl::Milliseconds(1500));
+  ASSERT_EQ(response.results_size(), 1);
+  EXPECT_EQ(response.results(0).key(), "old");
+  EXPECT_EQ(response.results(0).outcome(), v1::PUT_OUTCOME_REPLACED);
+  EXPECT_EQ(Time(response.results(0).expire_time()), StartTime() + absl::Milliseconds(1500));
+
+  const v1::GetMembersResponse got =
+      Get(KeysRequest<v1::GetMembersRequest>("orders", {"new1", "new2", "own"}));
+  EXPECT_EQ(Time(got.results(0).member().expire_time()), StartTime() + absl::Milliseconds(1500));
+  EXPECT_EQ(Time(got.results(1).member().expire_time()), StartTime() + absl::Milliseconds(1500));
+  EXPECT_EQ(Time(got.results(2).member().expire_time()), StartTime() + absl::Milliseconds(9000));
+}
+
+TEST_F(MembersTest, PutWithoutTheNewFieldsStillAnswersEveryMember) {
+  v1::PutMembersRequest request;
+  request.set_collection("orders");
+  request.add_members()->set_key("a");
+  request.add_members()->set_key("b");
+  v1::PutMembersResponse response;
+  ASSERT_TRUE(Put(request, &response).ok());
+  ASSERT_EQ(response.results_size(), 2);
+  EXPECT_EQ(response.created_count(), 2u);
+  EXPECT_FALSE(response.has_default_expire_time());
+  EXPECT_FALSE(response.results(0).has_expire_time());
+}
+
 TEST_F(MembersTest, PutBeyondMaxMembersFailsAndWritesNothing) {
   PutTtl(server_.stub(), "capped", {"a", "b"}, absl::Seconds(60));
   v1::PutMembersRequest request;

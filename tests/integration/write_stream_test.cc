@@ -1,0 +1,149 @@
+// StreamWrites end to end: operations applied and answered in order, a bad
+// operation answered with its error while the stream goes on, more
+// operations in flight than the server reads ahead, and draining.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/test_server.h"
+
+namespace lapse::testing {
+namespace {
+
+using ::testing::StartsWith;
+using Stream = grpc::ClientReaderWriter<v1::StreamWritesRequest, v1::StreamWritesResponse>;
+
+// A one-member put with a TTL of `ttl_s` seconds, added to `request`.
+void AddPut(const std::string& collection, const std::string& key, int64_t ttl_s,
+            v1::StreamWritesRequest* request) {
+  v1::PutMembersRequest* put = request->add_operations()->mutable_put_members();
+  put->set_collection(collection);
+  v1::MemberWrite* write = put->add_members();
+  write->set_key(key);
+  write->set_value(absl::StrCat("v:", key));
+  write->mutable_ttl()->set_seconds(ttl_s);
+}
+
+v1::StreamWritesRequest Put(const std::string& collection, const std::string& key, int64_t ttl_s) {
+  v1::StreamWritesRequest request;
+  AddPut(collection, key, ttl_s, &request);
+  return request;
+}
+
+// The only result of a response to a one-operation request.
+v1::WriteOperationResult Only(const v1::StreamWritesResponse& response) {
+  EXPECT_EQ(response.results_size(), 1);
+  return response.results_size() == 1 ? response.results(0) : v1::WriteOperationResult();
+}
+
+class WriteStreamTest : public ::testing::Test {
+ protected:
+  WriteStreamTest() {
+    GuardDeadline(&context_);
+    stream_ = server_.stub().StreamWrites(&context_);
+  }
+
+  v1::StreamWritesResponse Read() {
+    v1::StreamWritesResponse response;
+    EXPECT_TRUE(stream_->Read(&response));
+    return response;
+  }
+
+  bool Found(const std::string& collection, const std::string& key) {
+    v1::GetMembersResponse got;
+    EXPECT_TRUE(Call(server_.stub(), &v1::LapseService::Stub::GetMembers,
+                     KeysRequest<v1::GetMembersRequest>(collection, {key}), &got)
+                    .ok());
+    return got.results_size() == 1 && got.results(0).found();
+  }
+
+  TestServer server_;
+  grpc::ClientContext context_;
+  std::unique_ptr<Stream> stream_;
+};
+
+TEST_F(WriteStreamTest, OperationsAreAnsweredInOrderAndABadOneWritesNothingWhileTheStreamGoesOn) {
+  ASSERT_TRUE(stream_->Write(Put("orders", "a", 10)));
+  ASSERT_TRUE(stream_->Write(Put("orders", "bad", -1)));
+  v1::StreamWritesRequest empty_operation;
+  empty_operation.add_operations();
+  ASSERT_TRUE(stream_->Write(empty_operation));
+  ASSERT_TRUE(stream_->Write(Put("orders", "a", 20)));
+  ASSERT_TRUE(stream_->WritesDone());
+
+  const v1::WriteOperationResult created = Only(Read());
+  EXPECT_EQ(created.code(), 0);
+  ASSERT_EQ(created.put_members().results_size(), 1);
+  EXPECT_EQ(created.put_members().results(0).outcome(), v1::PUT_OUTCOME_CREATED);
+
+  const v1::WriteOperationResult bad = Only(Read());
+  EXPECT_EQ(bad.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.message(), StartsWith("members[0].ttl: "));
+  EXPECT_FALSE(bad.has_put_members());
+
+  const v1::WriteOperationResult empty = Only(Read());
+  EXPECT_EQ(empty.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(empty.message(), StartsWith("operations[0]: "));
+
+  const v1::WriteOperationResult replaced = Only(Read());
+  EXPECT_EQ(replaced.code(), 0);
+  EXPECT_EQ(replaced.put_members().results(0).outcome(), v1::PUT_OUTCOME_REPLACED);
+  EXPECT_EQ(replaced.put_members().results(0).expire_time().seconds(),
+            absl::ToUnixSeconds(StartTime() + absl::Seconds(20)));
+
+  v1::StreamWritesResponse none;
+  EXPECT_FALSE(stream_->Read(&none));
+  EXPECT_TRUE(stream_->Finish().ok());
+  EXPECT_TRUE(Found("orders", "a"));
+  EXPECT_FALSE(Found("orders", "bad"));
+}
+
+TEST_F(WriteStreamTest, OperationsOfOneRequestAreAppliedInOrderWithOneResultEach) {
+  v1::StreamWritesRequest request;
+  AddPut("orders", "a", 10, &request);
+  AddPut("orders", "b", 0, &request);
+  AddPut("orders", "a", 30, &request);
+  ASSERT_TRUE(stream_->Write(request));
+  ASSERT_TRUE(stream_->Write(v1::StreamWritesRequest()));
+  ASSERT_TRUE(stream_->WritesDone());
+
+  const v1::StreamWritesResponse response = Read();
+  ASSERT_EQ(response.results_size(), 3);
+  EXPECT_EQ(response.results(0).put_members().results(0).outcome(), v1::PUT_OUTCOME_CREATED);
+  EXPECT_EQ(response.results(1).code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(response.results(1).message(), StartsWith("members[0].ttl: "));
+  EXPECT_EQ(response.results(2).put_members().results(0).outcome(), v1::PUT_OUTCOME_REPLACED);
+  EXPECT_EQ(response.results(2).put_members().results(0).expire_time().seconds(),
+            absl::ToUnixSeconds(StartTime() + absl::Seconds(30)));
+  EXPECT_EQ(Read().results_size(), 0);
+  EXPECT_TRUE(stream_->Finish().ok());
+  EXPECT_FALSE(Found("orders", "b"));
+}
+
+TEST_F(WriteStreamTest, ManyMoreOperationsThanTheServerReadsAheadAreAllAnsweredInOrder) {
+  constexpr int kOps = 1000;
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_TRUE(stream_->Write(Put(absl::StrCat("c", i % 7), absl::StrCat("k", i), 60)));
+  }
+  ASSERT_TRUE(stream_->WritesDone());
+  for (int i = 0; i < kOps; ++i) {
+    const v1::WriteOperationResult response = Only(Read());
+    ASSERT_EQ(response.code(), 0) << response.message();
+    ASSERT_EQ(response.put_members().results(0).key(), absl::StrCat("k", i));
+  }
+  EXPECT_TRUE(stream_->Finish().ok());
+}
+
+TEST_F(WriteStreamTest, ShutdownEndsAnOpenStreamUnavailable) {
+  ASSERT_TRUE(stream_->Write(Put("orders", "a", 10)));
+  EXPECT_EQ(Only(Read()).code(), 0);
+  server_.server().Shutdown(absl::Seconds(30));
+  v1::StreamWritesResponse none;
+  EXPECT_FALSE(stream_->Read(&none));
+  EXPECT_EQ(stream_->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace lapse::testing
