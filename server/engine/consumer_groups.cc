@@ -1,6 +1,7 @@
 #include "server/engine/consumer_groups.h"
 
 #include <algorithm>
+#include <cassert>
 #include <map>
 #include <utility>
 
@@ -8,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/base/coding.h"
 #include "server/base/deadline.h"
 #include "server/engine/validate.h"
 
@@ -24,6 +26,13 @@ struct ConsumerGroups::Pending {
   int64_t deadline_ms = kNoDeadlineMs;
 };
 
+// What a Poll found after a group's position.
+struct ConsumerGroups::FeedRead {
+  uint64_t position = 0;
+  std::optional<LostRange> lost;
+  std::vector<ExpiryEvent> events;
+};
+
 namespace {
 
 struct Consumer {
@@ -31,7 +40,7 @@ struct Consumer {
   absl::Time last_seen;
 };
 
-// Sequences a Poll reads past (in several Reads of the source, each bounded by
+// Reads of the source one Poll makes (each bounded by
 // ReadLimits::max_examined) looking for matching events.
 constexpr int kMaxReadsPerPoll = 4;
 
@@ -72,6 +81,83 @@ absl::Status ValidateOptions(const ConsumerGroupOptions& options, const Limits& 
   return absl::OkStatus();
 }
 
+// kGroupCreate's options: varint32 count | collection* | prefix |
+// include_values u8 | visibility_timeout_ns u64 | max_deliveries u32 |
+// max_unacked_per_consumer u32 (strings length-prefixed).
+std::string EncodeOptions(const ConsumerGroupOptions& options) {
+  std::string out;
+  PutVarint32(&out, static_cast<uint32_t>(options.filter.collections.size()));
+  for (const std::string& name : options.filter.collections) PutLengthPrefixed(&out, name);
+  PutLengthPrefixed(&out, options.filter.prefix);
+  out.push_back(options.filter.include_values ? 1 : 0);
+  PutFixed64(&out, static_cast<uint64_t>(absl::ToInt64Nanoseconds(options.visibility_timeout)));
+  PutFixed32(&out, options.max_deliveries);
+  PutFixed32(&out, options.max_unacked_per_consumer);
+  return out;
+}
+
+absl::StatusOr<ConsumerGroupOptions> DecodeOptions(absl::string_view in) {
+  ConsumerGroupOptions options;
+  uint32_t count = 0;
+  bool ok = GetVarint32(&in, &count);
+  for (uint32_t i = 0; ok && i < count; ++i) {
+    absl::string_view name;
+    ok = GetLengthPrefixed(&in, &name);
+    if (ok) options.filter.collections.emplace(name);
+  }
+  absl::string_view prefix;
+  uint8_t include_values = 0;
+  uint64_t visibility_ns = 0;
+  ok = ok && GetLengthPrefixed(&in, &prefix) && GetByte(&in, &include_values) &&
+       GetFixed64(&in, &visibility_ns) && GetFixed32(&in, &options.max_deliveries) &&
+       GetFixed32(&in, &options.max_unacked_per_consumer) && in.empty();
+  if (!ok) return absl::DataLossError("consumer group options do not decode");
+  options.filter.prefix = std::string(prefix);
+  options.filter.include_values = include_values != 0;
+  options.visibility_timeout = absl::Nanoseconds(static_cast<int64_t>(visibility_ns));
+  return options;
+}
+
+JournalRecord GroupRecord(RecordType type, absl::string_view group) {
+  JournalRecord r;
+  r.type = type;
+  r.group = group;
+  return r;
+}
+
+JournalRecord PositionRecord(absl::string_view group, uint64_t position) {
+  JournalRecord r = GroupRecord(RecordType::kGroupPosition, group);
+  r.position = position;
+  return r;
+}
+
+JournalRecord AckRecord(absl::string_view group, uint64_t sequence) {
+  JournalRecord r = GroupRecord(RecordType::kGroupAck, group);
+  r.sequence = sequence;
+  return r;
+}
+
+JournalRecord LeaseRecord(absl::string_view group, uint64_t sequence, uint32_t delivery_count,
+                          absl::string_view consumer, int64_t deadline_ms) {
+  JournalRecord r = GroupRecord(RecordType::kGroupLease, group);
+  r.sequence = sequence;
+  r.delivery_count = delivery_count;
+  r.consumer = consumer;
+  r.at_ms = deadline_ms;
+  return r;
+}
+
+// kGroupEvent or kGroupDeadLetter.
+JournalRecord EventRecord(RecordType type, absl::string_view group, const ExpiryEvent& event,
+                          uint32_t delivery_count, absl::string_view consumer, int64_t at_ms) {
+  JournalRecord r = GroupRecord(type, group);
+  SetEvent(event, &r);
+  r.delivery_count = delivery_count;
+  r.consumer = consumer;
+  r.at_ms = at_ms;
+  return r;
+}
+
 absl::Status LostLease(size_t index, const LeaseRef& ref, absl::string_view why) {
   return absl::FailedPreconditionError(absl::StrFormat(
       "leases[%d]: the lease on event %d (delivery %d) is not held: %s; the event may be "
@@ -84,6 +170,8 @@ absl::Status LostLease(size_t index, const LeaseRef& ref, absl::string_view why)
 struct ConsumerGroups::Group {
   std::string name;
   ConsumerGroupOptions options;
+  // `options` as kGroupCreate records them.
+  std::string encoded_options;
   uint64_t position = 0;
   // Leased or awaiting redelivery, by sequence. std::map: leases_ points into it.
   std::map<uint64_t, Pending> pending;
@@ -93,8 +181,6 @@ struct ConsumerGroups::Group {
   absl::flat_hash_map<std::string, Consumer> consumers;
   // MemoryFootprint of the events in `pending` and `dead_letters`.
   size_t bytes = 0;
-  // Lost and not yet told to a consumer.
-  std::optional<LostRange> unreported_loss;
   uint64_t delivered_total = 0;
   uint64_t acked_total = 0;
   uint64_t lost_sequences_total = 0;
@@ -118,7 +204,7 @@ absl::StatusOr<uint64_t> ConsumerGroups::StartPositionOf(const GroupStart& start
   return InvalidField("start_position", "unknown value");
 }
 
-absl::StatusOr<ConsumerGroups::Group*> ConsumerGroups::FindLocked(absl::string_view name) {
+absl::StatusOr<ConsumerGroups::Group*> ConsumerGroups::FindLocked(absl::string_view name) const {
   auto it = groups_.find(name);
   if (it == groups_.end()) {
     return absl::NotFoundError(absl::StrCat("consumer group \"", name, "\" does not exist"));
@@ -126,12 +212,18 @@ absl::StatusOr<ConsumerGroups::Group*> ConsumerGroups::FindLocked(absl::string_v
   return it->second.get();
 }
 
+absl::Status ConsumerGroups::WritableLocked() const {
+  return options_.journal == nullptr ? absl::OkStatus() : options_.journal->status();
+}
+
 absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Create(absl::string_view name,
                                                          const ConsumerGroupOptions& options,
-                                                         const GroupStart& start) {
+                                                         const GroupStart& start,
+                                                         CommitTicket* committed) {
   if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
   if (absl::Status s = ValidateOptions(options, options_.limits); !s.ok()) return s;
   MutexLock lock(&mu_);
+  if (absl::Status s = WritableLocked(); !s.ok()) return s;
   if (groups_.contains(name)) {
     return absl::AlreadyExistsError(absl::StrCat("consumer group \"", name,
                                                  "\" already exists; delete it first or pick "
@@ -144,13 +236,15 @@ absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Create(absl::string_view name,
   }
   absl::StatusOr<uint64_t> position = StartPositionOf(start);
   if (!position.ok()) return position.status();
-  auto group = std::make_unique<Group>();
-  group->name = std::string(name);
-  group->options = options;
-  group->position = *position;
-  Group& created = *group;
-  groups_.emplace(created.name, std::move(group));
-  return InfoLocked(created, 0);
+  const std::string encoded = EncodeOptions(options);
+  JournalRecord create = GroupRecord(RecordType::kGroupCreate, name);
+  create.options = encoded;
+  create.position = *position;
+  Change change;
+  UndoLocked(change, GroupRecord(RecordType::kGroupDelete, name));
+  RedoLocked(change, create);
+  CommitLocked(change, committed);
+  return InfoLocked(**FindLocked(name), 0);
 }
 
 absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Get(absl::string_view name, size_t max_leases) {
@@ -190,32 +284,50 @@ absl::StatusOr<ConsumerGroups::Page> ConsumerGroups::List(int page_size, absl::s
   return page;
 }
 
-absl::Status ConsumerGroups::Delete(absl::string_view name) {
+absl::Status ConsumerGroups::Delete(absl::string_view name, CommitTicket* committed) {
   MutexLock lock(&mu_);
+  if (absl::Status s = WritableLocked(); !s.ok()) return s;
   absl::StatusOr<Group*> group = FindLocked(name);
   if (!group.ok()) return group.status();
-  DropPendingLocked(**group);
-  groups_.erase(groups_.find(name));
+  Change change;
+  // An undo batch is applied last record first.
+  std::vector<JournalRecord> rebuild;
+  ForEachGroupRecordLocked(**group, /*pending_only=*/false,
+                           [&](const JournalRecord& r) { rebuild.push_back(r); });
+  for (auto it = rebuild.rbegin(); it != rebuild.rend(); ++it) UndoLocked(change, *it);
+  RedoLocked(change, GroupRecord(RecordType::kGroupDelete, name));
+  CommitLocked(change, committed);
   return absl::OkStatus();
 }
 
-absl::Status ConsumerGroups::Reset(absl::string_view name, const GroupStart& start) {
+absl::Status ConsumerGroups::Reset(absl::string_view name, const GroupStart& start,
+                                   CommitTicket* committed) {
   {
     MutexLock lock(&mu_);
-    absl::StatusOr<Group*> group = FindLocked(name);
-    if (!group.ok()) return group.status();
+    if (absl::Status s = WritableLocked(); !s.ok()) return s;
+    absl::StatusOr<Group*> found = FindLocked(name);
+    if (!found.ok()) return found.status();
     absl::StatusOr<uint64_t> position = StartPositionOf(start);
     if (!position.ok()) return position.status();
-    DropPendingLocked(**group);
-    (*group)->position = *position;
-    (*group)->unreported_loss.reset();
+    Group& group = **found;
+    Change change;
+    // Applied last record first: the position, then the pending events.
+    ForEachGroupRecordLocked(group, /*pending_only=*/true,
+                             [&](const JournalRecord& r)
+                                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { UndoLocked(change, r); });
+    UndoLocked(change, PositionRecord(group.name, group.position));
+    JournalRecord reset = GroupRecord(RecordType::kGroupReset, group.name);
+    reset.position = *position;
+    RedoLocked(change, reset);
+    CommitLocked(change, committed);
   }
   Announce({std::string(name)});
   return absl::OkStatus();
 }
 
 absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,
-                                                absl::string_view consumer, size_t max_events) {
+                                                absl::string_view consumer, size_t max_events,
+                                                CommitTicket* committed) {
   if (absl::Status s = ValidateName("consumer", consumer, options_.limits); !s.ok()) return s;
   if (max_events == 0) return InvalidField("max_events", "must be positive");
   max_events = std::min(max_events, options_.limits.max_poll_events);
@@ -229,22 +341,52 @@ absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,
     absl::StatusOr<Group*> found = FindLocked(group_name);
     if (!found.ok()) return found.status();
     Group& group = **found;
-    status = TouchConsumerLocked(group, consumer, now);
+    status = WritableLocked();
+    if (status.ok()) status = TouchConsumerLocked(group, consumer, now);
+    const size_t unacked = status.ok() ? group.consumers.at(consumer).unacked : 0;
+    const size_t allowed = group.options.max_unacked_per_consumer;
+    const size_t want = unacked >= allowed ? 0 : std::min(max_events, allowed - unacked);
+    const size_t redeliveries = std::min(want, group.ready.size());
+    // The source is read before anything changes, so a failed read changes
+    // nothing.
+    FeedRead read;
+    read.position = group.position;
+    if (status.ok() && want > redeliveries) {
+      status = ReadFeedLocked(group, want - redeliveries, &read);
+    }
     if (status.ok()) {
-      const size_t unacked = group.consumers[consumer].unacked;
-      const size_t allowed = group.options.max_unacked_per_consumer;
-      size_t want = unacked >= allowed ? 0 : std::min(max_events, allowed - unacked);
-      while (want > 0 && !group.ready.empty()) {
-        Pending& pending = group.pending.at(*group.ready.begin());
-        group.ready.erase(group.ready.begin());
-        LeaseLocked(group, pending, consumer, now);
+      const int64_t deadline_ms = CeilMillis(now + group.options.visibility_timeout);
+      Change change;
+      auto deliver = [&](const Pending& pending) {
         result.deliveries.push_back({.event = pending.event,
                                      .delivery_count = pending.delivery_count,
                                      .lease_deadline = TimeOfDeadline(pending.deadline_ms)});
-        --want;
+      };
+      for (size_t i = 0; i < redeliveries; ++i) {
+        const uint64_t sequence = *group.ready.begin();
+        const Pending& pending = group.pending.at(sequence);
+        UndoLocked(change,
+                   LeaseRecord(group.name, sequence, pending.delivery_count, "", kNoDeadlineMs));
+        RedoLocked(change, LeaseRecord(group.name, sequence, pending.delivery_count + 1, consumer,
+                                       deadline_ms));
+        deliver(pending);
       }
-      if (want > 0) status = ReadNewLocked(group, consumer, want, now, &result);
-      result.lost = std::exchange(group.unreported_loss, std::nullopt);
+      if (read.position != group.position) {
+        UndoLocked(change, PositionRecord(group.name, group.position));
+        RedoLocked(change, PositionRecord(group.name, read.position));
+      }
+      for (const ExpiryEvent& event : read.events) {
+        UndoLocked(change, AckRecord(group.name, event.sequence));
+        RedoLocked(change, EventRecord(RecordType::kGroupEvent, group.name, event, 1, consumer,
+                                       deadline_ms));
+        deliver(group.pending.at(event.sequence));
+      }
+      CommitLocked(change, committed);
+      group.delivered_total += result.deliveries.size();
+      if (read.lost.has_value()) {
+        group.lost_sequences_total += read.lost->last - read.lost->first + 1;
+        result.lost = read.lost;
+      }
     }
   }
   Announce(readable);
@@ -252,45 +394,36 @@ absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,
   return result;
 }
 
-absl::Status ConsumerGroups::ReadNewLocked(Group& group, absl::string_view consumer, size_t want,
-                                           absl::Time now, PollResult* result) {
+absl::Status ConsumerGroups::ReadFeedLocked(const Group& group, size_t want, FeedRead* read) const {
   const Limits& limits = options_.limits;
+  size_t pending = group.pending.size();
+  size_t bytes = group.bytes;
   for (int reads = 0; reads < kMaxReadsPerPoll && want > 0; ++reads) {
-    if (group.pending.size() >= limits.max_group_pending || group.bytes >= limits.max_group_bytes) {
-      return absl::OkStatus();
-    }
+    if (pending >= limits.max_group_pending || bytes >= limits.max_group_bytes) break;
     const ReadLimits read_limits = {
-        .max_events = std::min(want, limits.max_group_pending - group.pending.size()),
-        .max_bytes = limits.max_group_bytes - group.bytes};
+        .max_events = std::min(want, limits.max_group_pending - pending),
+        .max_bytes = limits.max_group_bytes - bytes};
     absl::StatusOr<EventBatch> batch =
-        source_->Read(group.position, group.options.filter, read_limits);
+        source_->Read(read->position, group.options.filter, read_limits);
     if (!batch.ok()) {
       const uint64_t oldest = source_->oldest_retained_sequence();
-      if (batch.status().code() != absl::StatusCode::kOutOfRange || group.position + 1 >= oldest) {
+      if (batch.status().code() != absl::StatusCode::kOutOfRange || read->position + 1 >= oldest) {
         return batch.status();
       }
-      // The source discarded events the group had not received: remember
-      // the range for the consumer this Poll answers, and go on after it.
-      const uint64_t first =
-          group.unreported_loss.has_value() ? group.unreported_loss->first : group.position + 1;
-      group.unreported_loss = LostRange{.first = first, .last = oldest - 1};
-      group.lost_sequences_total += oldest - 1 - group.position;
-      group.position = oldest - 1;
+      // The source discarded events the group had not received: tell the
+      // consumer this Poll answers, and go on after them.
+      const uint64_t first = read->lost.has_value() ? read->lost->first : read->position + 1;
+      read->lost = LostRange{.first = first, .last = oldest - 1};
+      read->position = oldest - 1;
       continue;
     }
-    if (batch->examined_sequence == group.position) return absl::OkStatus();
-    group.position = batch->examined_sequence;
+    if (batch->examined_sequence == read->position) break;
+    read->position = batch->examined_sequence;
     for (ExpiryEvent& event : batch->events) {
-      const uint64_t sequence = event.sequence;
-      group.bytes += MemoryFootprint(event);
-      Pending& pending =
-          group.pending.emplace(sequence, Pending{.group = &group, .event = std::move(event)})
-              .first->second;
-      LeaseLocked(group, pending, consumer, now);
-      result->deliveries.push_back({.event = pending.event,
-                                    .delivery_count = pending.delivery_count,
-                                    .lease_deadline = TimeOfDeadline(pending.deadline_ms)});
+      ++pending;
+      bytes += MemoryFootprint(event);
       --want;
+      read->events.push_back(std::move(event));
     }
   }
   return absl::OkStatus();
@@ -298,48 +431,60 @@ absl::Status ConsumerGroups::ReadNewLocked(Group& group, absl::string_view consu
 
 absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::Ack(absl::string_view group,
                                                               absl::string_view consumer,
-                                                              absl::Span<const LeaseRef> leases) {
-  return ForEachHeldLease(group, consumer, leases,
-                          [this](Group& g, Pending& pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                            ++g.acked_total;
-                            ErasePendingLocked(g, pending.event.sequence);
-                            return absl::OkStatus();
-                          });
+                                                              absl::Span<const LeaseRef> leases,
+                                                              CommitTicket* committed) {
+  return ForEachHeldLease(
+      group, consumer, leases, committed,
+      [this](Group& g, Pending& pending, Change& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        UndoLocked(change,
+                   EventRecord(RecordType::kGroupEvent, g.name, pending.event,
+                               pending.delivery_count, pending.consumer, pending.deadline_ms));
+        RedoLocked(change, AckRecord(g.name, pending.event.sequence));
+        ++g.acked_total;
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::Nack(absl::string_view group,
                                                                absl::string_view consumer,
-                                                               absl::Span<const LeaseRef> leases) {
+                                                               absl::Span<const LeaseRef> leases,
+                                                               CommitTicket* committed) {
   const absl::Time now = clock_->Now();
-  return ForEachHeldLease(group, consumer, leases,
-                          [this, now](Group& g, Pending& pending)
-                              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                                ReleaseLocked(g, pending, now);
-                                return absl::OkStatus();
-                              });
+  return ForEachHeldLease(
+      group, consumer, leases, committed,
+      [this, now](Group& g, Pending& pending, Change& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        UndoLocked(change,
+                   EventRecord(RecordType::kGroupEvent, g.name, pending.event,
+                               pending.delivery_count, pending.consumer, pending.deadline_ms));
+        RedoLocked(change, ReleaseRecordLocked(g, pending, now));
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ExtendLeases(
     absl::string_view group, absl::string_view consumer, absl::Span<const LeaseRef> leases,
-    absl::Duration extension) {
+    absl::Duration extension, CommitTicket* committed) {
   if (extension <= absl::ZeroDuration() || extension > options_.limits.max_visibility_timeout) {
     return InvalidField("extension",
                         absl::StrCat("must be positive and at most ",
                                      absl::FormatDuration(options_.limits.max_visibility_timeout)));
   }
-  const absl::Time now = clock_->Now();
-  return ForEachHeldLease(group, consumer, leases,
-                          [this, now, extension](Group&, Pending& pending)
-                              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                                leases_.Remove(pending.deadline_ms, &pending);
-                                QueueLeaseLocked(pending, CeilMillis(now + extension));
-                                return absl::OkStatus();
-                              });
+  const int64_t deadline_ms = CeilMillis(clock_->Now() + extension);
+  return ForEachHeldLease(group, consumer, leases, committed,
+                          [this, deadline_ms](Group& g, Pending& pending,
+                                              Change& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                            const uint64_t sequence = pending.event.sequence;
+                            UndoLocked(change, LeaseRecord(g.name, sequence, pending.delivery_count,
+                                                           pending.consumer, pending.deadline_ms));
+                            RedoLocked(change, LeaseRecord(g.name, sequence, pending.delivery_count,
+                                                           pending.consumer, deadline_ms));
+                            return absl::OkStatus();
+                          });
 }
 
 absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ForEachHeldLease(
     absl::string_view group_name, absl::string_view consumer, absl::Span<const LeaseRef> leases,
-    const PerLease& fn) {
+    CommitTicket* committed, const PerLease& fn) {
   if (absl::Status s = ValidateName("consumer", consumer, options_.limits); !s.ok()) return s;
   if (absl::Status s = ValidateCount("leases", leases.size(), options_.limits); !s.ok()) return s;
   std::vector<std::string> readable;
@@ -351,11 +496,13 @@ absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ForEachHeldLease(
     ExpireLeasesLocked(now, &readable);
     absl::StatusOr<Group*> found = FindLocked(group_name);
     if (!found.ok()) return found.status();
+    if (absl::Status s = WritableLocked(); !s.ok()) return s;
     Group& group = **found;
-    bool held = false;
     if (auto it = group.consumers.find(consumer); it != group.consumers.end()) {
       it->second.last_seen = now;
     }
+    Change change;
+    bool held = false;
     for (size_t i = 0; i < leases.size(); ++i) {
       const LeaseRef& ref = leases[i];
       auto it = group.pending.find(ref.sequence);
@@ -377,10 +524,11 @@ absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ForEachHeldLease(
                       absl::StrFormat("delivery %d of it is leased to consumer \"%s\"",
                                       it->second.delivery_count, it->second.consumer)));
       } else {
-        results.push_back(fn(group, it->second));
+        results.push_back(fn(group, it->second, change));
         held = true;
       }
     }
+    CommitLocked(change, committed);
     // A consumer that acked or released leases may take more.
     if (held) readable.push_back(group.name);
   }
@@ -416,7 +564,8 @@ absl::StatusOr<DeadLetterPage> ConsumerGroups::ListDeadLetters(absl::string_view
 }
 
 absl::StatusOr<size_t> ConsumerGroups::RedriveDeadLetters(absl::string_view group_name,
-                                                          absl::Span<const uint64_t> sequences) {
+                                                          absl::Span<const uint64_t> sequences,
+                                                          CommitTicket* committed) {
   if (sequences.size() > options_.limits.max_members_per_request) {
     return InvalidField("sequences",
                         absl::StrFormat("%d entries exceed the limit of %d", sequences.size(),
@@ -425,30 +574,31 @@ absl::StatusOr<size_t> ConsumerGroups::RedriveDeadLetters(absl::string_view grou
   size_t redriven = 0;
   {
     MutexLock lock(&mu_);
+    if (absl::Status s = WritableLocked(); !s.ok()) return s;
     absl::StatusOr<Group*> found = FindLocked(group_name);
     if (!found.ok()) return found.status();
     Group& group = **found;
-    auto redrive = [&](absl::btree_map<uint64_t, DeadLetter>::iterator it) {
-      const uint64_t sequence = it->first;
-      group.pending.emplace(sequence,
-                            Pending{.group = &group, .event = std::move(it->second.event)});
-      group.ready.insert(sequence);
+    Change change;
+    auto redrive = [&](const DeadLetter& letter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      UndoLocked(change, EventRecord(RecordType::kGroupDeadLetter, group.name, letter.event,
+                                     letter.delivery_count, letter.consumer,
+                                     FloorMillis(letter.dead_lettered_at)));
+      RedoLocked(change, EventRecord(RecordType::kGroupEvent, group.name, letter.event, 0, "",
+                                     kNoDeadlineMs));
       ++redriven;
-      return group.dead_letters.erase(it);
     };
     auto full = [&] { return group.pending.size() >= options_.limits.max_group_pending; };
     if (sequences.empty()) {
-      for (auto it = group.dead_letters.begin(); it != group.dead_letters.end() && !full();) {
-        it = redrive(it);
-      }
+      while (!group.dead_letters.empty() && !full()) redrive(group.dead_letters.begin()->second);
     } else {
       for (uint64_t sequence : sequences) {
         if (full()) break;
         if (auto it = group.dead_letters.find(sequence); it != group.dead_letters.end()) {
-          redrive(it);
+          redrive(it->second);
         }
       }
     }
+    CommitLocked(change, committed);
   }
   if (redriven > 0) Announce({std::string(group_name)});
   return redriven;
@@ -475,14 +625,182 @@ ExpiryWork ConsumerGroups::Work() {
           .next_deadline = [this] { return NextLeaseDeadline(); }};
 }
 
+absl::Status ConsumerGroups::Apply(const JournalRecord& record) {
+  MutexLock lock(&mu_);
+  return ApplyLocked(record);
+}
+
+void ConsumerGroups::RollBack(const std::function<std::vector<std::string>()>& refuse) {
+  MutexLock lock(&mu_);
+  const std::vector<std::string> undos = refuse();
+  std::vector<JournalRecord> records;
+  for (const std::string& undo : undos) {
+    records.clear();
+    [[maybe_unused]] const absl::Status decoded = DecodeBatch(undo, [&](const JournalRecord& r) {
+      if (IsGroupRecord(r.type)) records.push_back(r);
+      return absl::OkStatus();
+    });
+    assert(decoded.ok() && "an undo batch does not decode");
+    for (auto it = records.rbegin(); it != records.rend(); ++it) {
+      [[maybe_unused]] const absl::Status applied = ApplyLocked(*it);
+      assert(applied.ok() && "an undo record of the groups' own does not apply");
+    }
+  }
+}
+
+absl::Status ConsumerGroups::ForEachStateRecord(
+    const std::function<absl::Status(const JournalRecord&)>& fn) const {
+  MutexLock lock(&mu_);
+  absl::Status status;
+  for (const auto& [name, group] : groups_) {
+    ForEachGroupRecordLocked(*group, /*pending_only=*/false, [&](const JournalRecord& r) {
+      if (status.ok()) status = fn(r);
+    });
+    if (!status.ok()) break;
+  }
+  return status;
+}
+
+void ConsumerGroups::ForEachGroupRecordLocked(
+    const Group& group, bool pending_only,
+    const std::function<void(const JournalRecord&)>& fn) const {
+  if (!pending_only) {
+    JournalRecord create = GroupRecord(RecordType::kGroupCreate, group.name);
+    create.options = group.encoded_options;
+    create.position = group.position;
+    fn(create);
+  }
+  for (const auto& [sequence, pending] : group.pending) {
+    fn(EventRecord(RecordType::kGroupEvent, group.name, pending.event, pending.delivery_count,
+                   pending.consumer, pending.deadline_ms));
+  }
+  if (pending_only) return;
+  for (const auto& [sequence, letter] : group.dead_letters) {
+    fn(EventRecord(RecordType::kGroupDeadLetter, group.name, letter.event, letter.delivery_count,
+                   letter.consumer, FloorMillis(letter.dead_lettered_at)));
+  }
+}
+
+void ConsumerGroups::UndoLocked(Change& change, const JournalRecord& undo) const {
+  if (options_.journal != nullptr) change.undo.GroupRecord(undo);
+}
+
+void ConsumerGroups::RedoLocked(Change& change, const JournalRecord& redo) {
+  if (options_.journal != nullptr) change.redo.GroupRecord(redo);
+  [[maybe_unused]] const absl::Status applied = ApplyLocked(redo);
+  assert(applied.ok() && "a record of the groups' own does not apply");
+}
+
+void ConsumerGroups::CommitLocked(Change& change, CommitTicket* committed) {
+  if (options_.journal == nullptr || change.redo.empty()) return;
+  const CommitTicket ticket =
+      options_.journal->Commit(change.redo.Finish(0), change.undo.Finish(0), 0);
+  if (committed != nullptr) *committed = ticket;
+}
+
+absl::Status ConsumerGroups::ApplyLocked(const JournalRecord& r) {
+  if (!IsGroupRecord(r.type)) return absl::OkStatus();
+  if (r.type == RecordType::kGroupCreate) {
+    absl::StatusOr<ConsumerGroupOptions> options = DecodeOptions(r.options);
+    if (!options.ok()) return options.status();
+    std::unique_ptr<Group>& slot = groups_[r.group];
+    if (slot != nullptr) DropPendingLocked(*slot);
+    slot = std::make_unique<Group>();
+    slot->name = std::string(r.group);
+    slot->options = *std::move(options);
+    slot->encoded_options = std::string(r.options);
+    slot->position = r.position;
+    return absl::OkStatus();
+  }
+  auto found = groups_.find(r.group);
+  if (found == groups_.end()) return absl::OkStatus();
+  Group& group = *found->second;
+  auto pending = group.pending.find(r.sequence);
+  switch (r.type) {
+    case RecordType::kGroupDelete:
+      DropPendingLocked(group);
+      groups_.erase(found);
+      break;
+    case RecordType::kGroupReset:
+      DropPendingLocked(group);
+      group.position = r.position;
+      break;
+    case RecordType::kGroupPosition:
+      group.position = r.position;
+      break;
+    case RecordType::kGroupEvent: {
+      // Everything is copied out of `r` first: its views may point into the
+      // entries replaced below.
+      ExpiryEvent event = EventOf(r);
+      const std::string consumer(r.consumer);
+      if (auto letter = group.dead_letters.find(r.sequence); letter != group.dead_letters.end()) {
+        group.bytes -= MemoryFootprint(letter->second.event);
+        group.dead_letters.erase(letter);
+      }
+      if (pending != group.pending.end()) ErasePendingLocked(group, r.sequence);
+      group.bytes += MemoryFootprint(event);
+      Pending& added = group.pending
+                           .emplace(r.sequence, Pending{.group = &group,
+                                                        .event = std::move(event),
+                                                        .delivery_count = r.delivery_count})
+                           .first->second;
+      SetLeaseLocked(group, added, consumer, r.at_ms);
+      break;
+    }
+    case RecordType::kGroupLease: {
+      if (pending == group.pending.end()) break;
+      const std::string consumer(r.consumer);
+      if (pending->second.consumer.empty()) {
+        group.ready.erase(r.sequence);
+      } else {
+        DropLeaseLocked(group, pending->second);
+      }
+      pending->second.delivery_count = r.delivery_count;
+      SetLeaseLocked(group, pending->second, consumer, r.at_ms);
+      break;
+    }
+    case RecordType::kGroupAck:
+      if (pending != group.pending.end()) ErasePendingLocked(group, r.sequence);
+      break;
+    case RecordType::kGroupDeadLetter: {
+      DeadLetter letter{.event = EventOf(r),
+                        .delivery_count = r.delivery_count,
+                        .consumer = std::string(r.consumer),
+                        .dead_lettered_at = TimeOfDeadline(r.at_ms)};
+      if (pending != group.pending.end()) ErasePendingLocked(group, r.sequence);
+      if (auto old = group.dead_letters.find(r.sequence); old != group.dead_letters.end()) {
+        group.bytes -= MemoryFootprint(old->second.event);
+      }
+      group.bytes += MemoryFootprint(letter.event);
+      group.dead_letters.insert_or_assign(r.sequence, std::move(letter));
+      break;
+    }
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+JournalRecord ConsumerGroups::ReleaseRecordLocked(const Group& group, const Pending& pending,
+                                                  absl::Time now) const {
+  if (pending.delivery_count >= group.options.max_deliveries &&
+      group.dead_letters.size() < options_.limits.max_group_dead_letters) {
+    return EventRecord(RecordType::kGroupDeadLetter, group.name, pending.event,
+                       pending.delivery_count, pending.consumer, FloorMillis(now));
+  }
+  return LeaseRecord(group.name, pending.event.sequence, pending.delivery_count, "", kNoDeadlineMs);
+}
+
 size_t ConsumerGroups::ExpireLeasesLocked(absl::Time now, std::vector<std::string>* readable) {
   const int64_t now_ms = FloorMillis(now);
   size_t expired = 0;
   while (leases_.NextDeadline() <= now_ms) {
-    Pending& pending = *leases_.Front();
-    Group& group = *pending.group;
-    ReleaseLocked(group, pending, now);
+    const Pending& pending = *leases_.Front();
+    const Group& group = *pending.group;
     if (readable->empty() || readable->back() != group.name) readable->push_back(group.name);
+    [[maybe_unused]] const absl::Status applied =
+        ApplyLocked(ReleaseRecordLocked(group, pending, now));
+    assert(applied.ok() && "a record of the groups' own does not apply");
     ++expired;
   }
   return expired;
@@ -497,13 +815,15 @@ void ConsumerGroups::QueueLeaseLocked(Pending& pending, int64_t deadline_ms) {
   }
 }
 
-void ConsumerGroups::LeaseLocked(Group& group, Pending& pending, absl::string_view consumer,
-                                 absl::Time now) {
+void ConsumerGroups::SetLeaseLocked(Group& group, Pending& pending, absl::string_view consumer,
+                                    int64_t deadline_ms) {
+  if (consumer.empty()) {
+    group.ready.insert(pending.event.sequence);
+    return;
+  }
   pending.consumer = std::string(consumer);
-  ++pending.delivery_count;
-  QueueLeaseLocked(pending, CeilMillis(now + group.options.visibility_timeout));
   ++group.consumers[consumer].unacked;
-  ++group.delivered_total;
+  QueueLeaseLocked(pending, deadline_ms);
 }
 
 void ConsumerGroups::DropLeaseLocked(Group& group, Pending& pending) {
@@ -514,28 +834,14 @@ void ConsumerGroups::DropLeaseLocked(Group& group, Pending& pending) {
   pending.consumer.clear();
 }
 
-void ConsumerGroups::ReleaseLocked(Group& group, Pending& pending, absl::Time now) {
-  std::string consumer = pending.consumer;
-  DropLeaseLocked(group, pending);
-  if (pending.delivery_count < group.options.max_deliveries ||
-      group.dead_letters.size() >= options_.limits.max_group_dead_letters) {
-    group.ready.insert(pending.event.sequence);
-    return;
-  }
-  const uint64_t sequence = pending.event.sequence;
-  group.dead_letters.emplace(sequence, DeadLetter{.event = std::move(pending.event),
-                                                  .delivery_count = pending.delivery_count,
-                                                  .consumer = std::move(consumer),
-                                                  .dead_lettered_at = now});
-  // The event's bytes move to the dead letter.
-  group.pending.erase(sequence);
-}
-
 void ConsumerGroups::ErasePendingLocked(Group& group, uint64_t sequence) {
   auto it = group.pending.find(sequence);
   Pending& pending = it->second;
-  if (!pending.consumer.empty()) DropLeaseLocked(group, pending);
-  group.ready.erase(sequence);
+  if (pending.consumer.empty()) {
+    group.ready.erase(sequence);
+  } else {
+    DropLeaseLocked(group, pending);
+  }
   group.bytes -= MemoryFootprint(pending.event);
   group.pending.erase(it);
 }

@@ -23,12 +23,23 @@
 // them within its own retention bounds; events received and not acknowledged
 // are kept by the group (pending and dead letters, bounded by Limits). When
 // the source discards events a group had not received, the group is told,
-// once, which range of sequences it lost: the next Poll carries it in
-// PollResult::lost. Nothing is skipped silently.
+// once, which range of sequences it lost: the Poll that reaches the gap
+// carries it in PollResult::lost. Nothing is skipped silently.
 //
 // Time moves leases: an operation on the groups first expires the leases
 // that are due, and ExpireLeases does it for a thread that sleeps until
 // NextLeaseDeadline (an Expirer built with ConsumerGroups::Work()).
+//
+// Durability, as in the engine (journal.h): with a journal, every operation
+// that changes a group encodes its changes as records (kGroup*), with the
+// records that undo them, applies them through Apply — the code replay runs
+// — and commits them to the journal under the groups' lock, handing out the
+// CommitTicket for the store to wait on before it answers. While the journal
+// refuses changes, those operations fail with its status. What time alone
+// decides is not journaled: a lease whose deadline passed expires again, the
+// same way, once its records are replayed. Consumers holding no lease, and
+// the *_total counters, are not kept either.
+
 //
 //   lapse::ConsumerGroups groups({}, lapse::RealClock(), &feed);
 //   groups.Create("billing", {.filter = {.prefix = "orders:"}}, {});
@@ -63,6 +74,7 @@
 #include "server/engine/deadline_queue.h"
 #include "server/engine/event_source.h"
 #include "server/engine/expirer.h"
+#include "server/engine/journal.h"
 #include "server/engine/limits.h"
 
 namespace lapse {
@@ -183,6 +195,9 @@ class ConsumerGroups {
     // (ExpirerWakeup::Listener). Runs under the groups' lock: must be cheap
     // and must not call into the groups. None when empty.
     std::function<void(absl::Time)> earlier_deadline_listener = nullptr;
+    // Where changes are recorded for durability; none when null. Not owned;
+    // must outlive the groups.
+    Journal* journal = nullptr;
   };
 
   // `clock` and `source` are not owned and must outlive the groups.
@@ -194,9 +209,14 @@ class ConsumerGroups {
   // ALREADY_EXISTS if a group has the name; RESOURCE_EXHAUSTED past
   // Limits::max_consumer_groups; OUT_OF_RANGE for a start the source cannot
   // serve (EventSource::CheckPosition).
+  //
+  // The operations that change groups take `committed`: when not null, it
+  // receives the ticket of the batch the operation committed to the journal
+  // (left alone when it committed none).
   absl::StatusOr<ConsumerGroupInfo> Create(absl::string_view name,
                                            const ConsumerGroupOptions& options,
-                                           const GroupStart& start);
+                                           const GroupStart& start,
+                                           CommitTicket* committed = nullptr);
   // NOT_FOUND when there is no such group (as for every operation below).
   // At most `max_leases` leases are listed.
   absl::StatusOr<ConsumerGroupInfo> Get(absl::string_view name, size_t max_leases = 0);
@@ -209,32 +229,36 @@ class ConsumerGroups {
   };
   absl::StatusOr<Page> List(int page_size, absl::string_view after);
   // Deletes the group, its leases and its dead letters.
-  absl::Status Delete(absl::string_view name);
+  absl::Status Delete(absl::string_view name, CommitTicket* committed = nullptr);
   // Moves the group's position; its pending events are dropped (acks of
   // their leases are then refused). Dead letters stay.
-  absl::Status Reset(absl::string_view name, const GroupStart& start);
+  absl::Status Reset(absl::string_view name, const GroupStart& start,
+                     CommitTicket* committed = nullptr);
 
   // Leases up to `max_events` events to `consumer`, fewer if it would then
   // hold more than max_unacked_per_consumer, or if the group holds
   // Limits::max_group_pending events (or max_group_bytes). Never waits:
   // an empty result means nothing is deliverable now.
   absl::StatusOr<PollResult> Poll(absl::string_view group, absl::string_view consumer,
-                                  size_t max_events);
+                                  size_t max_events, CommitTicket* committed = nullptr);
   // Per lease: OK once acknowledged (the event is done), or
   // FAILED_PRECONDITION when `consumer` does not hold it.
   absl::StatusOr<std::vector<absl::Status>> Ack(absl::string_view group, absl::string_view consumer,
-                                                absl::Span<const LeaseRef> leases);
+                                                absl::Span<const LeaseRef> leases,
+                                                CommitTicket* committed = nullptr);
   // Per lease, as Ack: releases it at once for redelivery (or the dead-letter
   // list after max_deliveries).
   absl::StatusOr<std::vector<absl::Status>> Nack(absl::string_view group,
                                                  absl::string_view consumer,
-                                                 absl::Span<const LeaseRef> leases);
+                                                 absl::Span<const LeaseRef> leases,
+                                                 CommitTicket* committed = nullptr);
   // Per lease, as Ack: its deadline becomes now + `extension` (at most
   // Limits::max_visibility_timeout).
   absl::StatusOr<std::vector<absl::Status>> ExtendLeases(absl::string_view group,
                                                          absl::string_view consumer,
                                                          absl::Span<const LeaseRef> leases,
-                                                         absl::Duration extension);
+                                                         absl::Duration extension,
+                                                         CommitTicket* committed = nullptr);
 
   // Dead letters after sequence `after`, in sequence order.
   absl::StatusOr<DeadLetterPage> ListDeadLetters(absl::string_view group, uint64_t after,
@@ -244,7 +268,8 @@ class ConsumerGroups {
   // Limits::max_group_pending allows. Returns how many were re-driven;
   // sequences that are not dead letters are skipped.
   absl::StatusOr<size_t> RedriveDeadLetters(absl::string_view group,
-                                            absl::Span<const uint64_t> sequences);
+                                            absl::Span<const uint64_t> sequences,
+                                            CommitTicket* committed = nullptr);
 
   // Releases every lease whose deadline has passed. Returns how many.
   size_t ExpireLeases();
@@ -253,40 +278,88 @@ class ConsumerGroups {
   // What an Expirer drives to expire leases on time.
   ExpiryWork Work();
 
+  // ---- Durability: used by the store in storage/. ----
+
+  // Applies one replayed record as it was recorded, through the code the
+  // live operations change state with; records that are not a group's
+  // (IsGroupRecord) are ignored. DATA_LOSS when a kGroupCreate's options do
+  // not decode.
+  absl::Status Apply(const JournalRecord& record);
+  // Undoes changes whose batches could not be made durable: under the
+  // groups' lock, calls `refuse` (as Engine::RollBack does; the store passes
+  // one that also rolls the engine back) and applies the group records of
+  // the undo batches it returns, newest first, each batch's in reverse.
+  void RollBack(const std::function<std::vector<std::string>()>& refuse);
+  // Calls `fn` with records that rebuild every group as it is now (each
+  // group's kGroupCreate, then its pending events and dead letters), under
+  // the groups' lock, for a snapshot; stops at the first error `fn` returns.
+  absl::Status ForEachStateRecord(
+      const std::function<absl::Status(const JournalRecord&)>& fn) const;
+
  private:
   struct Group;
   struct Pending;
+  struct FeedRead;
+  // One operation's changes and what undoes them, for the journal.
+  struct Change {
+    BatchEncoder redo;
+    BatchEncoder undo;
+  };
+  using PerLease = std::function<absl::Status(Group& group, Pending& pending, Change& change)>;
 
-  using PerLease = std::function<absl::Status(Group& group, Pending& pending)>;
-
-  absl::StatusOr<Group*> FindLocked(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Group*> FindLocked(absl::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK while changes can be recorded; the journal's status otherwise.
+  absl::Status WritableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> StartPositionOf(const GroupStart& start) const;
   ConsumerGroupInfo InfoLocked(const Group& group, size_t max_leases) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<absl::Status>> ForEachHeldLease(absl::string_view group,
                                                              absl::string_view consumer,
                                                              absl::Span<const LeaseRef> leases,
+                                                             CommitTicket* committed,
                                                              const PerLease& fn);
-  // Removes an event from pending, e.g. once acked; frees its lease.
-  void ErasePendingLocked(Group& group, uint64_t sequence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LeaseLocked(Group& group, Pending& pending, absl::string_view consumer, absl::Time now)
+  // Reads events after the group's position without changing anything.
+  absl::Status ReadFeedLocked(const Group& group, size_t want, FeedRead* read) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Changes: `undo` is recorded before, and `redo` applied as soon as,
+  // each is called.
+  void UndoLocked(Change& change, const JournalRecord& undo) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RedoLocked(Change& change, const JournalRecord& redo) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands the change to the journal, if there is one and it changed anything.
+  void CommitLocked(Change& change, CommitTicket* committed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records that rebuild `group`: its kGroupCreate (unless `pending_only`),
+  // its pending events, its dead letters (unless `pending_only`). Their views
+  // point into the group.
+  void ForEachGroupRecordLocked(const Group& group, bool pending_only,
+                                const std::function<void(const JournalRecord&)>& fn) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ApplyLocked(const JournalRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The state changes ApplyLocked makes.
+  void ErasePendingLocked(Group& group, uint64_t sequence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases `pending` to `consumer` until `deadline_ms`; with no consumer,
+  // the event awaits redelivery.
+  void SetLeaseLocked(Group& group, Pending& pending, absl::string_view consumer,
+                      int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the lease under `deadline_ms`, telling the listener when it is the
   // earliest.
   void QueueLeaseLocked(Pending& pending, int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the lease: the event becomes due for redelivery, or a dead letter.
-  void ReleaseLocked(Group& group, Pending& pending, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLeaseLocked(Group& group, Pending& pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reads new events into `group`'s pending set and leases them.
-  absl::Status ReadNewLocked(Group& group, absl::string_view consumer, size_t want, absl::Time now,
-                             PollResult* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Releases due leases; appends the groups that became readable.
+  void DropPendingLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The record that ends `pending`'s lease at `now`: due for redelivery, or
+  // dead-lettered after max_deliveries while the dead-letter list has room.
+  JournalRecord ReleaseRecordLocked(const Group& group, const Pending& pending,
+                                    absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases due leases (not journaled: replay expires them the same way);
+  // appends the groups that became readable.
   size_t ExpireLeasesLocked(absl::Time now, std::vector<std::string>* readable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status TouchConsumerLocked(Group& group, absl::string_view consumer, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropPendingLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Announce(const std::vector<std::string>& readable) const;
 
   // Constant after construction.

@@ -4,10 +4,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/engine/event_feed.h"
 #include "server/engine/expirer.h"
+#include "server/engine/journal.h"
 #include "testing/test_util.h"
 
 namespace lapse {
@@ -579,6 +581,184 @@ TEST_F(BoundsTest, AnEventStaysPendingWhileTheDeadLetterListIsFull) {
   PollResult again = Poll("g", "a");
   EXPECT_THAT(KeysOf(again), ElementsAre("k2"));
   EXPECT_EQ(again.deliveries[0].delivery_count, 2u);
+}
+
+// Keeps every committed batch and its undo, and refuses changes when told.
+class RecordingJournal final : public Journal {
+ public:
+  struct Committed {
+    std::string batch;
+    std::string undo;
+  };
+
+  CommitTicket Commit(std::string batch, std::string undo, uint64_t) override {
+    committed_.push_back({std::move(batch), std::move(undo)});
+    return committed_.size();
+  }
+  absl::Status status() const override { return status_; }
+
+  void Refuse(absl::Status status) { status_ = std::move(status); }
+  const std::vector<Committed>& committed() const { return committed_; }
+  // The undo batches from the `first`th commit on, newest first, as a store
+  // hands them to RollBack.
+  std::vector<std::string> UndosFrom(size_t first) const {
+    std::vector<std::string> undos;
+    for (size_t i = committed_.size(); i > first; --i) undos.push_back(committed_[i - 1].undo);
+    return undos;
+  }
+
+ private:
+  std::vector<Committed> committed_;
+  absl::Status status_;
+};
+
+// Every group's state, as ForEachStateRecord tells it, one line per record.
+std::string Dump(const ConsumerGroups& groups) {
+  std::string out;
+  absl::Status s = groups.ForEachStateRecord([&](const JournalRecord& r) {
+    absl::StrAppendFormat(&out, "%d %s pos=%d seq=%d %s/%s=%s count=%d consumer=%s at=%d\n",
+                          static_cast<int>(r.type), r.group, r.position, r.sequence, r.collection,
+                          r.key, r.value, r.delivery_count, r.consumer, r.at_ms);
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+void Replay(const std::string& batch, ConsumerGroups& groups) {
+  absl::Status s = DecodeBatch(batch, [&](const JournalRecord& r) { return groups.Apply(r); });
+  ASSERT_TRUE(s.ok()) << s;
+}
+
+class JournaledGroupsTest : public ::testing::Test {
+ protected:
+  JournaledGroupsTest() : groups_({.journal = &journal_}, &clock_, &feed_) {}
+
+  void Expire(int first, int last) {
+    std::vector<ExpiryEvent> events;
+    for (int i = first; i <= last; ++i) events.push_back(Event("c", absl::StrCat("k", i)));
+    feed_.Append(std::move(events));
+  }
+  std::vector<LeaseRef> PollRefs(absl::string_view group, absl::string_view consumer,
+                                 size_t max = 100) {
+    absl::StatusOr<PollResult> got = groups_.Poll(group, consumer, max);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? RefsOf(*got) : std::vector<LeaseRef>{};
+  }
+
+  // A bit of everything: two groups with leases, acks, a dead letter, a
+  // redelivery, an extension, and a third group created and deleted.
+  void Exercise() {
+    ASSERT_TRUE(groups_.Create("a", WithValues({.max_deliveries = 1}), {}).ok());
+    ASSERT_TRUE(groups_.Create("b", {}, {}).ok());
+    ASSERT_TRUE(groups_.Create("gone", {}, {}).ok());
+    Expire(1, 6);
+    std::vector<LeaseRef> a = PollRefs("a", "w1", 3);
+    ASSERT_TRUE(groups_.Ack("a", "w1", {a[0]}).ok());
+    ASSERT_TRUE(groups_.Nack("a", "w1", {a[1]}).ok());  // Dead-lettered.
+    ASSERT_TRUE(groups_.ExtendLeases("a", "w1", {a[2]}, absl::Minutes(10)).ok());
+    PollRefs("a", "w2", 2);
+    std::vector<LeaseRef> b = PollRefs("b", "w1");
+    ASSERT_TRUE(groups_.Nack("b", "w1", {b[0]}).ok());  // Awaits redelivery.
+    PollRefs("b", "w2", 1);
+    PollRefs("gone", "w1");
+    ASSERT_TRUE(groups_.Delete("gone").ok());
+  }
+
+  FakeClock clock_{kStart};
+  EventFeed feed_{{}};
+  RecordingJournal journal_;
+  ConsumerGroups groups_;
+};
+
+TEST_F(JournaledGroupsTest, ReplayingTheJournalRebuildsEveryGroup) {
+  Exercise();
+  const std::string before = Dump(groups_);
+  EXPECT_THAT(before, HasSubstr("consumer=w2"));
+  ConsumerGroups replayed({}, &clock_, &feed_);
+  for (const RecordingJournal::Committed& c : journal_.committed()) Replay(c.batch, replayed);
+  EXPECT_EQ(Dump(replayed), before);
+  absl::StatusOr<ConsumerGroupInfo> a = replayed.Get("a", 100);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->dead_lettered, 1u);
+  EXPECT_EQ(a->position, feed_.last_sequence() - 1);  // k1..k5 received.
+  EXPECT_EQ(replayed.Get("b")->awaiting_redelivery, 0u);
+  EXPECT_EQ(replayed.Get("gone").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JournaledGroupsTest, TheStateRecordsOfASnapshotRebuildEveryGroup) {
+  Exercise();
+  ConsumerGroups restored({}, &clock_, &feed_);
+  ASSERT_TRUE(
+      groups_.ForEachStateRecord([&](const JournalRecord& r) { return restored.Apply(r); }).ok());
+  EXPECT_EQ(Dump(restored), Dump(groups_));
+}
+
+TEST_F(JournaledGroupsTest, RollBackUndoesEveryChangeThatWasNotDurable) {
+  ASSERT_TRUE(groups_.Create("kept", {}, {}).ok());
+  Expire(1, 2);
+  PollRefs("kept", "w1", 1);
+  const std::string durable = Dump(groups_);
+  const size_t first_lost = journal_.committed().size();
+  Exercise();
+  ASSERT_TRUE(groups_.Reset("kept", {.kind = GroupStart::Kind::kOldest}).ok());
+  ASSERT_NE(Dump(groups_), durable);
+  groups_.RollBack([&] {
+    journal_.Refuse(absl::UnavailableError("disk on fire"));
+    return journal_.UndosFrom(first_lost);
+  });
+  EXPECT_EQ(Dump(groups_), durable);
+  EXPECT_EQ(groups_.NextLeaseDeadline(), kStart + absl::Seconds(30));
+}
+
+TEST_F(JournaledGroupsTest, WhileTheJournalRefusesChangesOperationsFailAndChangeNothing) {
+  ASSERT_TRUE(groups_.Create("g", {}, {}).ok());
+  Expire(1, 2);
+  std::vector<LeaseRef> leased = PollRefs("g", "w1", 1);
+  journal_.Refuse(absl::ResourceExhaustedError("disk full"));
+  const std::string before = Dump(groups_);
+  const size_t commits = journal_.committed().size();
+  EXPECT_EQ(groups_.Poll("g", "w1", 1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(groups_.Ack("g", "w1", leased).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(groups_.Create("h", {}, {}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(groups_.Delete("g").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(groups_.Get("g").ok());
+  EXPECT_EQ(Dump(groups_), before);
+  EXPECT_EQ(journal_.committed().size(), commits);
+}
+
+TEST_F(JournaledGroupsTest, AnOperationHandsOutTheTicketOfItsBatch) {
+  ASSERT_TRUE(groups_.Create("g", {}, {}).ok());
+  Expire(1, 1);
+  CommitTicket polled = 0;
+  absl::StatusOr<PollResult> got = groups_.Poll("g", "w1", 1, &polled);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(polled, journal_.committed().size());
+  CommitTicket acked = 0;
+  ASSERT_TRUE(groups_.Ack("g", "w1", RefsOf(*got), &acked).ok());
+  EXPECT_EQ(acked, polled + 1);
+  // A Poll that finds nothing changes nothing and commits nothing.
+  CommitTicket idle = 0;
+  ASSERT_TRUE(groups_.Poll("g", "w1", 1, &idle).ok());
+  EXPECT_EQ(idle, 0u);
+  EXPECT_EQ(journal_.committed().size(), acked);
+}
+
+TEST_F(JournaledGroupsTest, AnExpiredLeaseIsNotJournaledAndExpiresTheSameWayAfterReplay) {
+  ASSERT_TRUE(groups_.Create("g", {.max_deliveries = 2}, {}).ok());
+  Expire(1, 1);
+  PollRefs("g", "w1");
+  const size_t commits = journal_.committed().size();
+  clock_.Advance(absl::Seconds(30));
+  EXPECT_EQ(groups_.ExpireLeases(), 1u);
+  EXPECT_EQ(journal_.committed().size(), commits);
+
+  ConsumerGroups replayed({}, &clock_, &feed_);
+  for (const RecordingJournal::Committed& c : journal_.committed()) Replay(c.batch, replayed);
+  absl::StatusOr<PollResult> again = replayed.Poll("g", "w2", 1);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->deliveries.size(), 1u);
+  EXPECT_EQ(again->deliveries[0].delivery_count, 2u);
 }
 
 }  // namespace

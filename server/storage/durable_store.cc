@@ -17,17 +17,6 @@ namespace {
 // starting there holds the whole history.
 constexpr uint64_t kFirstLsn = 1;
 
-ExpiryEvent EventOf(const JournalRecord& r) {
-  ExpiryEvent e;
-  e.sequence = r.sequence;
-  e.collection = std::string(r.collection);
-  e.key = std::string(r.key);
-  e.value = std::string(r.value);
-  e.expire_time = TimeOfDeadline(r.deadline_ms);
-  e.expired_at = absl::FromUnixNanos(r.expired_at_ns);
-  return e;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const Options& options) {
