@@ -284,11 +284,13 @@ absl::StatusOr<ConsumerGroups::Page> ConsumerGroups::List(int page_size, absl::s
   return page;
 }
 
-absl::Status ConsumerGroups::Delete(absl::string_view name, CommitTicket* committed) {
+absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Delete(absl::string_view name,
+                                                         CommitTicket* committed) {
   MutexLock lock(&mu_);
   if (absl::Status s = WritableLocked(); !s.ok()) return s;
   absl::StatusOr<Group*> group = FindLocked(name);
   if (!group.ok()) return group.status();
+  ConsumerGroupInfo deleted = InfoLocked(**group, 0);
   Change change;
   // An undo batch is applied last record first.
   std::vector<JournalRecord> rebuild;
@@ -297,11 +299,13 @@ absl::Status ConsumerGroups::Delete(absl::string_view name, CommitTicket* commit
   for (auto it = rebuild.rbegin(); it != rebuild.rend(); ++it) UndoLocked(change, *it);
   RedoLocked(change, GroupRecord(RecordType::kGroupDelete, name));
   CommitLocked(change, committed);
-  return absl::OkStatus();
+  return deleted;
 }
 
-absl::Status ConsumerGroups::Reset(absl::string_view name, const GroupStart& start,
-                                   CommitTicket* committed) {
+absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Reset(absl::string_view name,
+                                                        const GroupStart& start,
+                                                        CommitTicket* committed) {
+  ConsumerGroupInfo info;
   {
     MutexLock lock(&mu_);
     if (absl::Status s = WritableLocked(); !s.ok()) return s;
@@ -320,9 +324,10 @@ absl::Status ConsumerGroups::Reset(absl::string_view name, const GroupStart& sta
     reset.position = *position;
     RedoLocked(change, reset);
     CommitLocked(change, committed);
+    info = InfoLocked(group, 0);
   }
   Announce({std::string(name)});
-  return absl::OkStatus();
+  return info;
 }
 
 absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,

@@ -228,12 +228,15 @@ class ConsumerGroups {
     std::optional<std::string> next_after;
   };
   absl::StatusOr<Page> List(int page_size, absl::string_view after);
-  // Deletes the group, its leases and its dead letters.
-  absl::Status Delete(absl::string_view name, CommitTicket* committed = nullptr);
+  // Deletes the group, its leases and its dead letters. Returns the group as
+  // it was.
+  absl::StatusOr<ConsumerGroupInfo> Delete(absl::string_view name,
+                                           CommitTicket* committed = nullptr);
   // Moves the group's position; its pending events are dropped (acks of
-  // their leases are then refused). Dead letters stay.
-  absl::Status Reset(absl::string_view name, const GroupStart& start,
-                     CommitTicket* committed = nullptr);
+  // their leases are then refused). Dead letters stay. Returns the group as
+  // it is then.
+  absl::StatusOr<ConsumerGroupInfo> Reset(absl::string_view name, const GroupStart& start,
+                                          CommitTicket* committed = nullptr);
 
   // Leases up to `max_events` events to `consumer`, fewer if it would then
   // hold more than max_unacked_per_consumer, or if the group holds

@@ -388,7 +388,7 @@ TEST_F(ConsumerGroupsTest, DeleteForgetsTheGroupAndItsLeases) {
   EXPECT_EQ(groups_.NextLeaseDeadline(), NoDeadline());
   EXPECT_EQ(groups_.Get("g").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(groups_.Poll("g", "a", 1).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(groups_.Delete("g").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(groups_.Delete("g").status().code(), absl::StatusCode::kNotFound);
   CreateGroup("g");
 }
 
@@ -721,7 +721,7 @@ TEST_F(JournaledGroupsTest, WhileTheJournalRefusesChangesOperationsFailAndChange
   EXPECT_EQ(groups_.Poll("g", "w1", 1).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(groups_.Ack("g", "w1", leased).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(groups_.Create("h", {}, {}).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(groups_.Delete("g").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(groups_.Delete("g").status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(groups_.Get("g").ok());
   EXPECT_EQ(Dump(groups_), before);
   EXPECT_EQ(journal_.committed().size(), commits);
