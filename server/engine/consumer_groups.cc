@@ -158,6 +158,16 @@ JournalRecord EventRecord(RecordType type, absl::string_view group, const Expiry
   return r;
 }
 
+// What a delivered event adds to a Poll's answer (Limits::max_response_bytes).
+size_t ResponseBytesOf(const ExpiryEvent& e) {
+  return e.collection.size() + e.key.size() + e.value.size() + kResponseEntryOverhead;
+}
+
+size_t MaxResponseBytesOfAnEvent(const Limits& limits) {
+  return limits.max_collection_name_bytes + limits.max_key_bytes + limits.max_value_bytes +
+         kResponseEntryOverhead;
+}
+
 absl::Status LostLease(size_t index, const LeaseRef& ref, absl::string_view why) {
   return absl::FailedPreconditionError(absl::StrFormat(
       "leases[%d]: the lease on event %d (delivery %d) is not held: %s; the event may be "
@@ -351,13 +361,29 @@ absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,
     const size_t unacked = status.ok() ? group.consumers.at(consumer).unacked : 0;
     const size_t allowed = group.options.max_unacked_per_consumer;
     const size_t want = unacked >= allowed ? 0 : std::min(max_events, allowed - unacked);
-    const size_t redeliveries = std::min(want, group.ready.size());
+    // The answer fits in one response, like a ListMembers page: it holds at
+    // least one event, and stops before one that would not fit.
+    size_t bytes = 0;
+    size_t redeliveries = 0;
+    for (auto it = group.ready.begin(); it != group.ready.end() && redeliveries < want; ++it) {
+      const size_t size = ResponseBytesOf(group.pending.at(*it).event);
+      if (redeliveries > 0 && bytes + size > options_.limits.max_response_bytes) break;
+      bytes += size;
+      ++redeliveries;
+    }
+    // A Read returns at least one event, whatever its size: read only with
+    // room for the largest.
+    const bool room_left =
+        redeliveries == 0 ||
+        (redeliveries < want && redeliveries == group.ready.size() &&
+         bytes + MaxResponseBytesOfAnEvent(options_.limits) <= options_.limits.max_response_bytes);
     // The source is read before anything changes, so a failed read changes
     // nothing.
     FeedRead read;
     read.position = group.position;
-    if (status.ok() && want > redeliveries) {
-      status = ReadFeedLocked(group, want - redeliveries, &read);
+    if (status.ok() && room_left && want > redeliveries) {
+      status = ReadFeedLocked(group, want - redeliveries,
+                              options_.limits.max_response_bytes - bytes, &read);
     }
     if (status.ok()) {
       const int64_t deadline_ms = CeilMillis(now + group.options.visibility_timeout);
@@ -399,15 +425,20 @@ absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,
   return result;
 }
 
-absl::Status ConsumerGroups::ReadFeedLocked(const Group& group, size_t want, FeedRead* read) const {
+absl::Status ConsumerGroups::ReadFeedLocked(const Group& group, size_t want, size_t response_bytes,
+                                            FeedRead* read) const {
   const Limits& limits = options_.limits;
   size_t pending = group.pending.size();
   size_t bytes = group.bytes;
   for (int reads = 0; reads < kMaxReadsPerPoll && want > 0; ++reads) {
     if (pending >= limits.max_group_pending || bytes >= limits.max_group_bytes) break;
+    // A Read counts an event's strings only; the entry overhead is set
+    // aside for the events it may return.
+    const size_t overhead = want * kResponseEntryOverhead;
     const ReadLimits read_limits = {
         .max_events = std::min(want, limits.max_group_pending - pending),
-        .max_bytes = limits.max_group_bytes - bytes};
+        .max_bytes = std::min(limits.max_group_bytes - bytes,
+                              response_bytes > overhead ? response_bytes - overhead : 1)};
     absl::StatusOr<EventBatch> batch =
         source_->Read(read->position, group.options.filter, read_limits);
     if (!batch.ok()) {
@@ -428,8 +459,11 @@ absl::Status ConsumerGroups::ReadFeedLocked(const Group& group, size_t want, Fee
       ++pending;
       bytes += MemoryFootprint(event);
       --want;
+      const size_t size = ResponseBytesOf(event);
+      response_bytes = size < response_bytes ? response_bytes - size : 0;
       read->events.push_back(std::move(event));
     }
+    if (response_bytes < MaxResponseBytesOfAnEvent(limits)) break;
   }
   return absl::OkStatus();
 }

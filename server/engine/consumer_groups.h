@@ -239,9 +239,12 @@ class ConsumerGroups {
                                           CommitTicket* committed = nullptr);
 
   // Leases up to `max_events` events to `consumer`, fewer if it would then
-  // hold more than max_unacked_per_consumer, or if the group holds
-  // Limits::max_group_pending events (or max_group_bytes). Never waits:
-  // an empty result means nothing is deliverable now.
+  // hold more than max_unacked_per_consumer, if the group holds
+  // Limits::max_group_pending events (or max_group_bytes), or if the answer
+  // would pass Limits::max_response_bytes (counted as in ListMembers; it
+  // holds at least one event; new events are read only while there is room
+  // for the largest one). Never waits: an empty result means nothing is
+  // deliverable now.
   absl::StatusOr<PollResult> Poll(absl::string_view group, absl::string_view consumer,
                                   size_t max_events, CommitTicket* committed = nullptr);
   // Per lease: OK once acknowledged (the event is done), or
@@ -322,9 +325,10 @@ class ConsumerGroups {
                                                              absl::Span<const LeaseRef> leases,
                                                              CommitTicket* committed,
                                                              const PerLease& fn);
-  // Reads events after the group's position without changing anything.
-  absl::Status ReadFeedLocked(const Group& group, size_t want, FeedRead* read) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads up to `want` events after the group's position, about
+  // `response_bytes` of answer at most, without changing anything.
+  absl::Status ReadFeedLocked(const Group& group, size_t want, size_t response_bytes,
+                              FeedRead* read) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Changes: `undo` is recorded before, and `redo` applied as soon as,
   // each is called.

@@ -537,6 +537,31 @@ class BoundsTest : public ConsumerGroupsTest {
   BoundsTest() : ConsumerGroupsTest(Small()) {}
 };
 
+class ResponseBytesTest : public ConsumerGroupsTest {
+ protected:
+  static Limits Small() {
+    Limits limits;
+    limits.max_collection_name_bytes = 1;
+    limits.max_key_bytes = 2;
+    limits.max_value_bytes = 11;
+    // Two events of collection "c", key "kN" and value "value of kN".
+    limits.max_response_bytes = 2 * (1 + 2 + 11 + kResponseEntryOverhead);
+    return limits;
+  }
+  ResponseBytesTest() : ConsumerGroupsTest(Small()) {}
+};
+
+TEST_F(ResponseBytesTest, APollAnswerFitsInOneResponse) {
+  CreateGroup("g", WithValues());
+  Expire("c", 1, 5);
+  PollResult first = Poll("g", "a", 100);
+  EXPECT_THAT(KeysOf(first), ElementsAre("k1", "k2"));
+  ASSERT_TRUE(groups_.Nack("g", "a", RefsOf(first)).ok());
+  // Redeliveries are cut the same way.
+  EXPECT_THAT(KeysOf(Poll("g", "b", 100)), ElementsAre("k1", "k2"));
+  EXPECT_THAT(KeysOf(Poll("g", "b", 100)), ElementsAre("k3", "k4"));
+}
+
 TEST_F(BoundsTest, GroupsPastTheLimitAreRefused) {
   CreateGroup("a");
   CreateGroup("b");

@@ -13,7 +13,9 @@
 #include "google/protobuf/repeated_ptr_field.h"
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "server/base/log.h"
+#include "server/service/consumer_group_handlers.h"
 #include "server/service/proto_convert.h"
+#include "server/service/reply.h"
 #include "server/service/request_parser.h"
 #include "server/service/watch_reactor.h"
 
@@ -60,16 +62,6 @@ void LogMalformed(const grpc::CallbackServerContext& context, const absl::Status
   static RateLimitedLog* const log = new RateLimitedLog(10, absl::Minutes(1));
   log->Log(LogLevel::kWarning, "refused a malformed request from %s: %s", context.peer(),
            status.message());
-}
-
-// The store's answer to a unary RPC: `fill` writes a successful result into
-// the response, then the reactor finishes.
-template <typename T, typename Fill>
-StoreDone<T> Reply(grpc::ServerUnaryReactor* reactor, Fill fill) {
-  return [reactor, fill = std::move(fill)](absl::StatusOr<T> result) mutable {
-    if (result.ok()) fill(*std::move(result));
-    reactor->Finish(ToGrpcStatus(result.status()));
-  };
 }
 
 std::vector<absl::string_view> KeyViews(const KeyList& keys) {
@@ -371,6 +363,17 @@ LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub) : store_(store),
   ServeUnary("ListCollections", &HandleListCollections);
   ServeUnary("DeleteCollection", &HandleDeleteCollection);
   ServeWatch();
+  ServeUnary("CreateConsumerGroup", &HandleCreateConsumerGroup);
+  ServeUnary("GetConsumerGroup", &HandleGetConsumerGroup);
+  ServeUnary("ListConsumerGroups", &HandleListConsumerGroups);
+  ServeUnary("DeleteConsumerGroup", &HandleDeleteConsumerGroup);
+  ServeUnary("ResetConsumerGroup", &HandleResetConsumerGroup);
+  ServeUnary("Poll", &HandlePoll);
+  ServeUnary("Ack", &HandleAck);
+  ServeUnary("Nack", &HandleNack);
+  ServeUnary("ExtendLeases", &HandleExtendLeases);
+  ServeUnary("ListDeadLetters", &HandleListDeadLetters);
+  ServeUnary("RedriveDeadLetters", &HandleRedriveDeadLetters);
 }
 
 void LapseServiceImpl::StartDraining() { draining_.store(true); }

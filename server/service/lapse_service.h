@@ -14,7 +14,8 @@
 // answers; grpc::Status appears only here, at the edge. The store validates
 // names, keys, sizes and limits and names the field at fault; this layer adds
 // only conversion errors (Timestamps, Durations, unknown enum values, page
-// tokens, page_size). WatchExpirations validates its request and hands the
+// tokens, page_size); the consumer-group RPCs' handlers are in
+// consumer_group_handlers.h. WatchExpirations validates its request and hands the
 // stream to a WatchReactor, reading the store's events, served by the
 // WatchHub.
 //
