@@ -258,11 +258,11 @@ absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Create(absl::string_view name,
 }
 
 absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Get(absl::string_view name, size_t max_leases) {
-  std::vector<std::string> readable;
+  Announcer readable(this);
   absl::StatusOr<ConsumerGroupInfo> info;
   {
     MutexLock lock(&mu_);
-    ExpireLeasesLocked(clock_->Now(), &readable);
+    ExpireLeasesLocked(clock_->Now(), &readable.groups);
     absl::StatusOr<Group*> group = FindLocked(name);
     if (group.ok()) {
       info = InfoLocked(**group, max_leases);
@@ -270,18 +270,17 @@ absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Get(absl::string_view name, si
       info = group.status();
     }
   }
-  Announce(readable);
   return info;
 }
 
 absl::StatusOr<ConsumerGroups::Page> ConsumerGroups::List(int page_size, absl::string_view after) {
   if (absl::Status s = ValidatePageSize(page_size); !s.ok()) return s;
   const size_t size = EffectivePageSize(page_size, options_.limits);
-  std::vector<std::string> readable;
+  Announcer readable(this);
   Page page;
   {
     MutexLock lock(&mu_);
-    ExpireLeasesLocked(clock_->Now(), &readable);
+    ExpireLeasesLocked(clock_->Now(), &readable.groups);
     for (auto it = groups_.upper_bound(after); it != groups_.end(); ++it) {
       if (page.groups.size() == size) {
         page.next_after = page.groups.back().name;
@@ -290,7 +289,6 @@ absl::StatusOr<ConsumerGroups::Page> ConsumerGroups::List(int page_size, absl::s
       page.groups.push_back(InfoLocked(*it->second, 0));
     }
   }
-  Announce(readable);
   return page;
 }
 
@@ -346,13 +344,13 @@ absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,
   if (absl::Status s = ValidateName("consumer", consumer, options_.limits); !s.ok()) return s;
   if (max_events == 0) return InvalidField("max_events", "must be positive");
   max_events = std::min(max_events, options_.limits.max_poll_events);
-  std::vector<std::string> readable;
+  Announcer readable(this);
   PollResult result;
   absl::Status status;
   {
     MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    ExpireLeasesLocked(now, &readable);
+    ExpireLeasesLocked(now, &readable.groups);
     absl::StatusOr<Group*> found = FindLocked(group_name);
     if (!found.ok()) return found.status();
     Group& group = **found;
@@ -420,7 +418,6 @@ absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,
       }
     }
   }
-  Announce(readable);
   if (!status.ok()) return status;
   return result;
 }
@@ -526,13 +523,13 @@ absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ForEachHeldLease(
     CommitTicket* committed, const PerLease& fn) {
   if (absl::Status s = ValidateName("consumer", consumer, options_.limits); !s.ok()) return s;
   if (absl::Status s = ValidateCount("leases", leases.size(), options_.limits); !s.ok()) return s;
-  std::vector<std::string> readable;
+  Announcer readable(this);
   std::vector<absl::Status> results;
   results.reserve(leases.size());
   {
     MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    ExpireLeasesLocked(now, &readable);
+    ExpireLeasesLocked(now, &readable.groups);
     absl::StatusOr<Group*> found = FindLocked(group_name);
     if (!found.ok()) return found.status();
     if (absl::Status s = WritableLocked(); !s.ok()) return s;
@@ -569,9 +566,8 @@ absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ForEachHeldLease(
     }
     CommitLocked(change, committed);
     // A consumer that acked or released leases may take more.
-    if (held) readable.push_back(group.name);
+    if (held) readable.groups.push_back(group.name);
   }
-  Announce(readable);
   return results;
 }
 
@@ -644,13 +640,12 @@ absl::StatusOr<size_t> ConsumerGroups::RedriveDeadLetters(absl::string_view grou
 }
 
 size_t ConsumerGroups::ExpireLeases() {
-  std::vector<std::string> readable;
+  Announcer readable(this);
   size_t expired;
   {
     MutexLock lock(&mu_);
-    expired = ExpireLeasesLocked(clock_->Now(), &readable);
+    expired = ExpireLeasesLocked(clock_->Now(), &readable.groups);
   }
-  Announce(readable);
   return expired;
 }
 

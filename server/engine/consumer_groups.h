@@ -368,6 +368,20 @@ class ConsumerGroups {
   absl::Status TouchConsumerLocked(Group& group, absl::string_view consumer, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Announce(const std::vector<std::string>& readable) const;
+  // Announces `groups` when it goes out of scope, which is after the lock
+  // taken in a narrower scope is released, however the scope is left.
+  class Announcer {
+   public:
+    explicit Announcer(const ConsumerGroups* owner) : owner_(owner) {}
+    ~Announcer() { owner_->Announce(groups); }
+    Announcer(const Announcer&) = delete;
+    Announcer& operator=(const Announcer&) = delete;
+
+    std::vector<std::string> groups;
+
+   private:
+    const ConsumerGroups* const owner_;
+  };
 
   // Constant after construction.
   const Options options_;

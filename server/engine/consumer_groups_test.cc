@@ -168,6 +168,16 @@ TEST_F(ConsumerGroupsTest, AnExpiredLeaseIsRedeliveredWithTheNextDeliveryCount) 
   EXPECT_EQ(second.deliveries[2].delivery_count, 1u);
 }
 
+TEST_F(ConsumerGroupsTest, ALeaseThatAFailingOperationExpiredIsStillAnnounced) {
+  CreateGroup("g");
+  Expire("c", 1, 1);
+  Poll("g", "a");
+  announcements_.Take();
+  clock_.Advance(kVisibility);
+  EXPECT_EQ(groups_.Poll("missing", "a", 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(announcements_.Take(), ElementsAre("g"));
+}
+
 TEST_F(ConsumerGroupsTest, AnAckOfALostLeaseIsRefusedWithFailedPrecondition) {
   CreateGroup("g");
   Expire("c", 1, 1);

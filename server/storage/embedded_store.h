@@ -7,14 +7,13 @@
 //       lapse::EmbeddedStore::Open({.data_dir = "/var/lib/lapse"}, on_readable);
 //   (*store)->PutMembers("orders:42", writes, {}, done);
 //
-// Operations run on the caller's thread under one shard lock and never wait
-// for I/O: a write's `done` runs at once when memory-only, and on the WAL's
-// flusher thread once the write is durable otherwise. Reads answer at once.
-// Open recovers what a previous run left in the data directory and starts the
-// expirer, which at once expires what came due while the server was down.
-// While the write-ahead log refuses writes (a full disk: durable_store.h),
-// writes fail with its status, nothing expires, and a write whose batch
-// failed is undone before its `done` hears of the failure.
+// Operations run on the caller's thread under one shard lock (consumer-group
+// operations under the groups' lock) and never wait for I/O: a write's `done` runs at once when
+// memory-only, and on the WAL's flusher thread once the write is durable otherwise. Reads answer at
+// once. Open recovers what a previous run left in the data directory and starts the expirer, which
+// at once expires what came due while the server was down. While the write-ahead log refuses writes
+// (a full disk: durable_store.h), writes fail with its status, nothing expires, and a write whose
+// batch failed is undone before its `done` hears of the failure.
 //
 // Without a data directory the event feed's first sequence is the clock's now
 // in nanoseconds since the Unix epoch, so a restarted server never reuses a
