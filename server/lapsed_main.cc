@@ -89,6 +89,29 @@ ABSL_FLAG(int64_t, max_total_members,
 ABSL_FLAG(int64_t, max_watch_collections,
           static_cast<int64_t>(Defaults().store.limits.max_watch_collections),
           "Collections named in one WatchExpirations request");
+ABSL_FLAG(int64_t, max_consumer_groups,
+          static_cast<int64_t>(Defaults().store.limits.max_consumer_groups),
+          "Consumer groups that may exist at once");
+ABSL_FLAG(int64_t, max_consumers_per_group,
+          static_cast<int64_t>(Defaults().store.limits.max_consumers_per_group),
+          "Consumers one group remembers; an idle one makes room for a new one");
+ABSL_FLAG(int64_t, max_group_pending,
+          static_cast<int64_t>(Defaults().store.limits.max_group_pending),
+          "Events one consumer group holds leased or awaiting redelivery");
+ABSL_FLAG(int64_t, max_group_dead_letters,
+          static_cast<int64_t>(Defaults().store.limits.max_group_dead_letters),
+          "Dead letters one consumer group keeps");
+ABSL_FLAG(int64_t, max_group_bytes, static_cast<int64_t>(Defaults().store.limits.max_group_bytes),
+          "Bytes of the events one consumer group keeps, pending and dead-lettered");
+ABSL_FLAG(int64_t, max_unacked_per_consumer,
+          static_cast<int64_t>(Defaults().store.limits.max_unacked_per_consumer),
+          "Largest max_unacked_per_consumer a consumer group may ask for");
+ABSL_FLAG(int64_t, max_deliveries, static_cast<int64_t>(Defaults().store.limits.max_deliveries),
+          "Largest max_deliveries a consumer group may ask for");
+ABSL_FLAG(absl::Duration, max_visibility_timeout, Defaults().store.limits.max_visibility_timeout,
+          "Longest visibility timeout, or lease extension, of a consumer group");
+ABSL_FLAG(int64_t, max_poll_events, static_cast<int64_t>(Defaults().store.limits.max_poll_events),
+          "Events one Poll leases at most; more are coerced down");
 ABSL_FLAG(absl::Duration, heartbeat_interval, Defaults().heartbeat_interval,
           "An idle watch stream gets an empty batch this often");
 ABSL_FLAG(int64_t, watch_batch_max_events, static_cast<int64_t>(Defaults().watch_batch_max_events),
@@ -224,6 +247,39 @@ absl::Status TlsFromFlags(lapse::ServerOptions* options) {
   return absl::OkStatus();
 }
 
+// The bounds on consumer groups, from their flags.
+absl::Status GroupLimitsFromFlags(lapse::Limits* limits) {
+  std::string error;
+  const bool ok =
+      InRange("max_consumer_groups", absl::GetFlag(FLAGS_max_consumer_groups), 1, 1'000'000,
+              &error) &&
+      InRange("max_consumers_per_group", absl::GetFlag(FLAGS_max_consumers_per_group), 1, 1'000'000,
+              &error) &&
+      InRange("max_group_pending", absl::GetFlag(FLAGS_max_group_pending), 1, INT32_MAX, &error) &&
+      InRange("max_group_dead_letters", absl::GetFlag(FLAGS_max_group_dead_letters), 0, INT32_MAX,
+              &error) &&
+      InRange("max_group_bytes", absl::GetFlag(FLAGS_max_group_bytes), 1, INT64_MAX, &error) &&
+      InRange("max_unacked_per_consumer", absl::GetFlag(FLAGS_max_unacked_per_consumer), 1,
+              INT32_MAX, &error) &&
+      InRange("max_deliveries", absl::GetFlag(FLAGS_max_deliveries), 1, INT32_MAX, &error) &&
+      InRange("max_visibility_timeout", absl::GetFlag(FLAGS_max_visibility_timeout),
+              absl::Milliseconds(1), absl::Hours(24 * 365), &error) &&
+      InRange("max_poll_events", absl::GetFlag(FLAGS_max_poll_events), 1, 1'000'000, &error);
+  if (!ok) return absl::InvalidArgumentError(error);
+  limits->max_consumer_groups = static_cast<size_t>(absl::GetFlag(FLAGS_max_consumer_groups));
+  limits->max_consumers_per_group =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_consumers_per_group));
+  limits->max_group_pending = static_cast<size_t>(absl::GetFlag(FLAGS_max_group_pending));
+  limits->max_group_dead_letters = static_cast<size_t>(absl::GetFlag(FLAGS_max_group_dead_letters));
+  limits->max_group_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_group_bytes));
+  limits->max_unacked_per_consumer =
+      static_cast<uint32_t>(absl::GetFlag(FLAGS_max_unacked_per_consumer));
+  limits->max_deliveries = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_deliveries));
+  limits->max_visibility_timeout = absl::GetFlag(FLAGS_max_visibility_timeout);
+  limits->max_poll_events = static_cast<size_t>(absl::GetFlag(FLAGS_max_poll_events));
+  return absl::OkStatus();
+}
+
 // Builds the server's options from the flags, or explains what is wrong.
 absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   constexpr int64_t kMax = INT64_MAX;
@@ -312,6 +368,9 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.auth_file = absl::GetFlag(FLAGS_auth_file);
   if (absl::Status watch = WatchBoundsFromFlags(&options); !watch.ok()) return watch;
   if (absl::Status tls = TlsFromFlags(&options); !tls.ok()) return tls;
+  if (absl::Status groups = GroupLimitsFromFlags(&options.store.limits); !groups.ok()) {
+    return groups;
+  }
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a

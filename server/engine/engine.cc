@@ -889,7 +889,10 @@ size_t Engine::ExpireDue() {
 }
 
 void Engine::Apply(const JournalRecord& r) {
-  if (r.type == RecordType::kEvent || r.type == RecordType::kNextSequence) return;
+  if (r.type == RecordType::kEvent || r.type == RecordType::kNextSequence ||
+      IsGroupRecord(r.type)) {
+    return;
+  }
   ShardOp op(*this, r.collection, ShardOp::kReplay);
   const StoredMember* m = op.Find(r.key);
   switch (r.type) {
@@ -908,8 +911,7 @@ void Engine::Apply(const JournalRecord& r) {
     case RecordType::kDeleteCollection:
       if (op.collection() != nullptr) op.DropCollection();
       break;
-    case RecordType::kEvent:
-    case RecordType::kNextSequence:
+    default:  // Not the engine's (above).
       break;
   }
 }

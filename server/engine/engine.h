@@ -229,7 +229,8 @@ class Engine {
   // kDeleteCollection, kExpiry) as it was recorded: no validation, no
   // events, no journaling, nothing expired on the way. The state changes
   // through the same code as in the live operations. Records of kEvent and
-  // kNextSequence type are not the engine's and are ignored.
+  // kNextSequence type, and the consumer groups' (IsGroupRecord), are not
+  // the engine's and are ignored.
   void Apply(const JournalRecord& record);
 
   // Undoes changes whose batches could not be made durable. Takes every

@@ -9,14 +9,6 @@
 #include "absl/strings/str_format.h"
 
 namespace lapse {
-namespace {
-
-// What an event costs the log: its strings plus the fixed part.
-size_t FootprintOf(const ExpiryEvent& e) {
-  return sizeof(ExpiryEvent) + e.collection.size() + e.key.size() + e.value.size();
-}
-
-}  // namespace
 
 bool EventFilter::Matches(absl::string_view collection) const {
   if (!collections.empty()) return collections.contains(collection);
@@ -43,7 +35,7 @@ uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
     uint64_t next = front_sequence_ + events_.size();
     for (ExpiryEvent& e : events) {
       e.sequence = next++;
-      bytes_ += FootprintOf(e);
+      bytes_ += MemoryFootprint(e);
       events_.push_back(std::move(e));
     }
     last = next - 1;
@@ -74,7 +66,7 @@ void EventFeed::MakeVisibleThrough(uint64_t sequence) {
 void EventFeed::DropInvisible() {
   MutexLock lock(&mu_);
   while (!events_.empty() && front_sequence_ + events_.size() - 1 > visible_sequence_) {
-    bytes_ -= FootprintOf(events_.back());
+    bytes_ -= MemoryFootprint(events_.back());
     events_.pop_back();
   }
 }
@@ -98,7 +90,7 @@ void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence)
   }
   front_sequence_ = next_sequence - (events.size() - first);
   for (size_t i = first; i < events.size(); ++i) {
-    bytes_ += FootprintOf(events[i]);
+    bytes_ += MemoryFootprint(events[i]);
     events_.push_back(std::move(events[i]));
   }
   visible_sequence_ = next_sequence - 1;
@@ -111,7 +103,7 @@ void EventFeed::TrimLocked() {
   // visible stay, or a reader could never see them.
   while (events_.size() > 1 && front_sequence_ <= visible_sequence_ &&
          (events_.size() > options_.max_events || bytes_ > options_.max_bytes)) {
-    bytes_ -= FootprintOf(events_.front());
+    bytes_ -= MemoryFootprint(events_.front());
     events_.pop_front();
     ++front_sequence_;
   }

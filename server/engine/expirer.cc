@@ -1,6 +1,7 @@
 #include "server/engine/expirer.h"
 
 #include <cassert>
+#include <utility>
 
 namespace lapse {
 
@@ -54,8 +55,25 @@ void ExpirerWakeup::Stop() {
   cv_.Signal();
 }
 
+namespace {
+
+ExpiryWork WorkOf(Engine* engine) {
+  return {.expire_due = [engine] { engine->ExpireDue(); },
+          // While the journal refuses changes nothing can expire: sleep until
+          // woken, which the store does when writes resume.
+          .next_deadline =
+              [engine] {
+                return engine->Writable().ok() ? engine->NextDeadline() : absl::InfiniteFuture();
+              }};
+}
+
+}  // namespace
+
 Expirer::Expirer(Engine* engine, Clock* clock, ExpirerWakeup* wakeup)
-    : engine_(engine), clock_(clock), wakeup_(wakeup) {
+    : Expirer(WorkOf(engine), clock, wakeup) {}
+
+Expirer::Expirer(ExpiryWork work, Clock* clock, ExpirerWakeup* wakeup)
+    : work_(std::move(work)), clock_(clock), wakeup_(wakeup) {
   wakeup_->Start();
   thread_ = std::thread([this] { Run(); });
 }
@@ -67,11 +85,8 @@ Expirer::~Expirer() {
 
 void Expirer::Run() {
   while (wakeup_->BeginPass()) {
-    engine_->ExpireDue();
-    // While the journal refuses changes nothing can expire: sleep until
-    // woken, which the store does when writes resume.
-    wakeup_->SleepUntil(engine_->Writable().ok() ? engine_->NextDeadline() : absl::InfiniteFuture(),
-                        *clock_);
+    work_.expire_due();
+    wakeup_->SleepUntil(work_.next_deadline(), *clock_);
   }
 }
 

@@ -1,7 +1,9 @@
 // Expirer: the deadline-queue thread. It sleeps until the engine's earliest
 // deadline (no polling tick), expires what is due, and sleeps again. A write
 // that brings the earliest deadline forward wakes it early, through an
-// ExpirerWakeup that the engine is built with. While the engine's journal
+// ExpirerWakeup that the engine is built with. The same thread can drive any
+// other work due at deadlines (ExpiryWork), e.g. the leases of
+// ConsumerGroups. While the engine's journal
 // refuses changes (Engine::Writable), nothing can expire and the thread
 // sleeps until woken: whoever learns that writes resume calls Wake().
 //
@@ -70,12 +72,22 @@ class ExpirerWakeup {
   absl::Time sleeping_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
+// What an Expirer's thread does on each pass: `expire_due` handles what is
+// due at the clock's now, then the thread sleeps towards `next_deadline()`
+// (absl::InfiniteFuture() to sleep until woken).
+struct ExpiryWork {
+  std::function<void()> expire_due;
+  std::function<absl::Time()> next_deadline;
+};
+
 class Expirer {
  public:
   // Starts the thread. `engine` must have been built with
   // `wakeup->Listener()` as its earlier-deadline listener; `engine`, `clock`
   // and `wakeup` must outlive the Expirer.
   Expirer(Engine* engine, Clock* clock, ExpirerWakeup* wakeup);
+  // The same for other work, whose deadlines `wakeup->Listener()` hears of.
+  Expirer(ExpiryWork work, Clock* clock, ExpirerWakeup* wakeup);
   // Stops and joins the thread.
   ~Expirer();
   Expirer(const Expirer&) = delete;
@@ -88,7 +100,7 @@ class Expirer {
   void Run();
 
   // Constant after construction.
-  Engine* const engine_;
+  const ExpiryWork work_;
   Clock* const clock_;
   ExpirerWakeup* const wakeup_;
   std::thread thread_;

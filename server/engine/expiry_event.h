@@ -2,6 +2,7 @@
 #ifndef LAPSE_SERVER_ENGINE_EXPIRY_EVENT_H_
 #define LAPSE_SERVER_ENGINE_EXPIRY_EVENT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,11 @@ struct ExpiryEvent {
   // When the engine expired it (>= expire_time).
   absl::Time expired_at;
 };
+
+// What keeping `e` in memory costs: its strings plus the fixed part.
+inline size_t MemoryFootprint(const ExpiryEvent& e) {
+  return sizeof(ExpiryEvent) + e.collection.size() + e.key.size() + e.value.size();
+}
 
 }  // namespace lapse
 

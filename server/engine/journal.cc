@@ -17,6 +17,26 @@ bool GetSigned64(absl::string_view* in, int64_t* v) {
 
 }  // namespace
 
+ExpiryEvent EventOf(const JournalRecord& r) {
+  ExpiryEvent e;
+  e.sequence = r.sequence;
+  e.collection = std::string(r.collection);
+  e.key = std::string(r.key);
+  e.value = std::string(r.value);
+  e.expire_time = TimeOfDeadline(r.deadline_ms);
+  e.expired_at = absl::FromUnixNanos(r.expired_at_ns);
+  return e;
+}
+
+void SetEvent(const ExpiryEvent& e, JournalRecord* r) {
+  r->sequence = e.sequence;
+  r->collection = e.collection;
+  r->key = e.key;
+  r->value = e.value;
+  r->deadline_ms = FloorMillis(e.expire_time);
+  r->expired_at_ns = absl::ToUnixNanos(e.expired_at);
+}
+
 BatchEncoder::BatchEncoder() : buffer_(kHeaderSize, '\0') {}
 
 void BatchEncoder::Put(absl::string_view collection, absl::string_view key, absl::string_view value,
@@ -79,6 +99,45 @@ void BatchEncoder::NextSequence(uint64_t sequence) {
   ++count_;
 }
 
+void BatchEncoder::GroupRecord(const JournalRecord& r) {
+  buffer_.push_back(static_cast<char>(r.type));
+  PutLengthPrefixed(&buffer_, r.group);
+  switch (r.type) {
+    case RecordType::kGroupCreate:
+      PutLengthPrefixed(&buffer_, r.options);
+      PutFixed64(&buffer_, r.position);
+      break;
+    case RecordType::kGroupReset:
+    case RecordType::kGroupPosition:
+      PutFixed64(&buffer_, r.position);
+      break;
+    case RecordType::kGroupEvent:
+    case RecordType::kGroupDeadLetter:
+      PutFixed64(&buffer_, r.sequence);
+      PutLengthPrefixed(&buffer_, r.collection);
+      PutLengthPrefixed(&buffer_, r.key);
+      PutLengthPrefixed(&buffer_, r.value);
+      PutFixed64(&buffer_, static_cast<uint64_t>(r.deadline_ms));
+      PutFixed64(&buffer_, static_cast<uint64_t>(r.expired_at_ns));
+      PutFixed32(&buffer_, r.delivery_count);
+      PutLengthPrefixed(&buffer_, r.consumer);
+      PutFixed64(&buffer_, static_cast<uint64_t>(r.at_ms));
+      break;
+    case RecordType::kGroupLease:
+      PutFixed64(&buffer_, r.sequence);
+      PutFixed32(&buffer_, r.delivery_count);
+      PutLengthPrefixed(&buffer_, r.consumer);
+      PutFixed64(&buffer_, static_cast<uint64_t>(r.at_ms));
+      break;
+    case RecordType::kGroupAck:
+      PutFixed64(&buffer_, r.sequence);
+      break;
+    default:  // kGroupDelete: the name alone.
+      break;
+  }
+  ++count_;
+}
+
 std::string BatchEncoder::Finish(uint64_t first_event_sequence) {
   EncodeFixed64(&buffer_[0], first_event_sequence);
   EncodeFixed32(&buffer_[8], count_);
@@ -128,6 +187,33 @@ absl::Status DecodeBatch(absl::string_view batch,
           break;
         case RecordType::kNextSequence:
           ok = GetFixed64(&in, &r.sequence);
+          break;
+        case RecordType::kGroupCreate:
+          ok = GetLengthPrefixed(&in, &r.group) && GetLengthPrefixed(&in, &r.options) &&
+               GetFixed64(&in, &r.position);
+          break;
+        case RecordType::kGroupDelete:
+          ok = GetLengthPrefixed(&in, &r.group);
+          break;
+        case RecordType::kGroupReset:
+        case RecordType::kGroupPosition:
+          ok = GetLengthPrefixed(&in, &r.group) && GetFixed64(&in, &r.position);
+          break;
+        case RecordType::kGroupEvent:
+        case RecordType::kGroupDeadLetter:
+          ok = GetLengthPrefixed(&in, &r.group) && GetFixed64(&in, &r.sequence) &&
+               GetLengthPrefixed(&in, &r.collection) && GetLengthPrefixed(&in, &r.key) &&
+               GetLengthPrefixed(&in, &r.value) && GetSigned64(&in, &r.deadline_ms) &&
+               GetSigned64(&in, &r.expired_at_ns) && GetFixed32(&in, &r.delivery_count) &&
+               GetLengthPrefixed(&in, &r.consumer) && GetSigned64(&in, &r.at_ms);
+          break;
+        case RecordType::kGroupLease:
+          ok = GetLengthPrefixed(&in, &r.group) && GetFixed64(&in, &r.sequence) &&
+               GetFixed32(&in, &r.delivery_count) && GetLengthPrefixed(&in, &r.consumer) &&
+               GetSigned64(&in, &r.at_ms);
+          break;
+        case RecordType::kGroupAck:
+          ok = GetLengthPrefixed(&in, &r.group) && GetFixed64(&in, &r.sequence);
           break;
         default:
           return absl::DataLossError(absl::StrCat("unknown record type ", type));

@@ -37,7 +37,21 @@ enum class RecordType : uint8_t {
   kExpiry = 5,            // collection, key, value, deadline_ms, expired_at_ns
   kEvent = 6,             // sequence, collection, key, value, deadline_ms, expired_at_ns
   kNextSequence = 7,      // sequence: the next event sequence when a run started
+  // Consumer groups (consumer_groups.h); an event is written as in kEvent.
+  kGroupCreate = 8,       // group, options, position
+  kGroupDelete = 9,       // group
+  kGroupReset = 10,       // group, position: pending events dropped
+  kGroupPosition = 11,    // group, position
+  kGroupEvent = 12,       // group, event, delivery_count, consumer, at_ms: a pending event
+  kGroupLease = 13,       // group, sequence, delivery_count, consumer, at_ms
+  kGroupAck = 14,         // group, sequence: no longer pending
+  kGroupDeadLetter = 15,  // group, event, delivery_count, consumer, at_ms
 };
+
+// Whether records of `type` are a consumer group's, not the engine's.
+inline bool IsGroupRecord(RecordType type) {
+  return type >= RecordType::kGroupCreate && type <= RecordType::kGroupDeadLetter;
+}
 
 // One decoded record. The views point into the batch being decoded.
 struct JournalRecord {
@@ -51,7 +65,25 @@ struct JournalRecord {
   // kExpiry, kEvent; kNextSequence: the next sequence.
   uint64_t sequence = 0;
   int64_t expired_at_ns = 0;
+
+  // Consumer-group records; kGroupEvent and kGroupDeadLetter carry their
+  // event in the fields above, as kEvent does.
+  absl::string_view group;
+  absl::string_view consumer;
+  // kGroupCreate: ConsumerGroupOptions as ConsumerGroups encodes them.
+  absl::string_view options;
+  uint64_t position = 0;
+  uint32_t delivery_count = 0;
+  // kGroupEvent, kGroupLease: the lease deadline, kNoDeadlineMs while the
+  // event awaits redelivery. kGroupDeadLetter: when it was dead-lettered.
+  int64_t at_ms = 0;
 };
+
+// The event a kEvent, kGroupEvent or kGroupDeadLetter record carries.
+ExpiryEvent EventOf(const JournalRecord& record);
+// Sets the event fields of `record` to `event`'s; the views point into
+// `event`.
+void SetEvent(const ExpiryEvent& event, JournalRecord* record);
 
 class BatchEncoder {
  public:
@@ -70,6 +102,9 @@ class BatchEncoder {
   // Records where the sequence counter stands, so that a restart continues
   // from it even when no event has been appended yet.
   void NextSequence(uint64_t sequence);
+  // A consumer-group record (IsGroupRecord(record.type)), with the fields
+  // its type lists.
+  void GroupRecord(const JournalRecord& record);
 
   bool empty() const { return count_ == 0; }
   uint32_t count() const { return count_; }
@@ -101,16 +136,18 @@ class Journal {
   // back what the batch changed, to be applied in reverse order (the engine's
   // RollBack does) if the batch cannot be made durable. `last_event_sequence`
   // is the sequence of the batch's last kExpiry record, 0 when it has none.
-  // Called under a shard lock, in the order the operations happened on that
-  // shard, only while status() is OK. Must not block on I/O.
+  // Called under a shard lock (ConsumerGroups: under the groups' lock), in
+  // the order the operations happened on that shard, only while status() is
+  // OK. Must not block on I/O.
   virtual CommitTicket Commit(std::string batch, std::string undo,
                               uint64_t last_event_sequence) = 0;
 
   // OK while changes can be recorded; otherwise why not, e.g.
   // RESOURCE_EXHAUSTED while the disk is full (the engine then refuses
   // writes, and reads that would have to expire members). It turns from OK to
-  // an error only inside Engine::RollBack, while every shard lock is held, so
-  // it cannot change while an operation holds its shard lock. It may turn OK
+  // an error only inside Engine::RollBack, while every shard lock is held
+  // (and, with consumer groups, inside ConsumerGroups::RollBack, under the
+  // groups' lock), so it cannot change while an operation holds its lock. It may turn OK
   // again at any time.
   virtual absl::Status status() const = 0;
 };

@@ -31,6 +31,23 @@ struct Limits {
   // answer would pass it is RESOURCE_EXHAUSTED. A LapseServer sets it from
   // its largest message (ResponseBytesFor in lapse_server.h).
   size_t max_response_bytes = size_t{15} << 20;
+
+  // Consumer groups (consumer_groups.h); group and consumer names are bound
+  // like collection names. Past a count, Create and a new consumer are
+  // RESOURCE_EXHAUSTED; past max_group_pending or max_group_bytes a group
+  // takes no new events from the feed until it has acknowledged some.
+  size_t max_consumer_groups = 1000;
+  size_t max_consumers_per_group = 1000;
+  // Events a group holds leased or awaiting redelivery.
+  size_t max_group_pending = 100'000;
+  size_t max_group_dead_letters = 100'000;
+  // Bytes of the events one group keeps, pending and dead-lettered.
+  size_t max_group_bytes = size_t{64} << 20;
+  uint32_t max_unacked_per_consumer = 10'000;
+  uint32_t max_deliveries = 1000;
+  absl::Duration max_visibility_timeout = absl::Hours(12);
+  // Events one Poll may ask for.
+  size_t max_poll_events = 1000;
 };
 
 // An upper bound on what encoding adds to each entry of an answer: field

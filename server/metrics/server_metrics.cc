@@ -53,6 +53,59 @@ MetricFamily Gauge(std::string name, std::string help, double value) {
   return OneValue(std::move(name), std::move(help), MetricType::Gauge, value);
 }
 
+// One value per consumer group, labelled group="NAME".
+struct PerGroup {
+  MetricFamily family;
+
+  PerGroup(std::string name, std::string help, MetricType type) {
+    family.name = std::move(name);
+    family.help = std::move(help);
+    family.type = type;
+  }
+  void Add(const std::string& group, double value) {
+    prometheus::ClientMetric metric;
+    metric.label.push_back({"group", group});
+    if (family.type == MetricType::Counter) {
+      metric.counter.value = value;
+    } else {
+      metric.gauge.value = value;
+    }
+    family.metric.push_back(std::move(metric));
+  }
+};
+
+// The consumer groups' gauges: as many series as groups, which
+// --max_consumer_groups bounds.
+void AddConsumerGroups(ConsumerGroups& groups, std::vector<MetricFamily>* families) {
+  PerGroup lag("lapse_consumer_group_lag",
+               "Event sequences after the group's position: an upper bound on the matching "
+               "events it has not received",
+               MetricType::Gauge);
+  PerGroup pending("lapse_consumer_group_pending",
+                   "Events of the group leased or awaiting redelivery", MetricType::Gauge);
+  PerGroup dead("lapse_consumer_group_dead_lettered", "Events in the group's dead-letter list",
+                MetricType::Gauge);
+  PerGroup lost("lapse_consumer_group_lost_sequences_total",
+                "Sequences retention discarded before the group received them",
+                MetricType::Counter);
+  std::string after;
+  while (true) {
+    absl::StatusOr<ConsumerGroups::Page> page = groups.List(1000, after);
+    if (!page.ok()) break;
+    for (const ConsumerGroupInfo& info : page->groups) {
+      lag.Add(info.name, static_cast<double>(info.lag));
+      pending.Add(info.name, static_cast<double>(info.pending));
+      dead.Add(info.name, static_cast<double>(info.dead_lettered));
+      lost.Add(info.name, static_cast<double>(info.lost_sequences_total));
+    }
+    if (!page->next_after.has_value()) break;
+    after = *page->next_after;
+  }
+  for (PerGroup* metric : {&lag, &pending, &dead, &lost}) {
+    families->push_back(std::move(metric->family));
+  }
+}
+
 // The store's state, read on each scrape.
 class StoreGauges final : public prometheus::Collectable {
  public:
@@ -81,6 +134,7 @@ class StoreGauges final : public prometheus::Collectable {
     families.push_back(Gauge("lapse_event_log_last_sequence",
                              "Newest expiry event sequence visible to watchers",
                              static_cast<double>(feed.last_sequence())));
+    AddConsumerGroups(store_->consumer_groups(), &families);
     if (DurableStore* durable = store_->durable(); durable != nullptr) {
       AddDurable(*durable, &families);
     }

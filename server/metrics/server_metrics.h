@@ -11,7 +11,8 @@
 //   every write and fsync of the write-ahead log (OnWalIo).
 // - The store's state, read on each scrape through its accessors: members,
 //   collections, pending deadlines, the event log's retained events, bytes
-//   and oldest sequence, WAL totals, the last snapshot, the recovery.
+//   and oldest sequence, each consumer group's lag, pending events, dead
+//   letters and lost sequences, WAL totals, the last snapshot, the recovery.
 //
 //   lapse::ServerMetrics metrics;
 //   options.on_event = [&metrics](const ExpiryEvent& e) { metrics.OnExpiryEvent(e); };

@@ -139,6 +139,41 @@ TEST(ServerMetricsTest, ExpiryLagIsExpiredAtMinusDeadlineAndEventsAreCounted) {
             static_cast<double>(events.back().sequence()));
 }
 
+TEST(ServerMetricsTest, EachConsumerGroupReportsItsLagPendingAndDeadLetters) {
+  TestServer server(WithMetrics());
+  v1::CreateConsumerGroupRequest create;
+  create.set_name("billing");
+  create.set_max_deliveries(1);
+  v1::CreateConsumerGroupResponse created;
+  ASSERT_TRUE(
+      testing::Call(server.stub(), &v1::LapseService::Stub::CreateConsumerGroup, create, &created)
+          .ok());
+  testing::PutTtl(server.stub(), "orders", {"a", "b", "c"}, absl::Seconds(1));
+  testing::Watcher watcher(server.stub(), testing::AllEvents());
+  server.ExpireAfter(absl::Seconds(2));
+  ASSERT_TRUE(watcher.WaitForEvents(3));
+  v1::PollRequest poll;
+  poll.set_group("billing");
+  poll.set_consumer("w");
+  poll.set_max_events(2);
+  v1::PollResponse polled;
+  ASSERT_TRUE(testing::Call(server.stub(), &v1::LapseService::Stub::Poll, poll, &polled).ok());
+  v1::NackRequest nack;
+  nack.set_group("billing");
+  nack.set_consumer("w");
+  v1::LeaseRef* lease = nack.add_leases();
+  lease->set_sequence(polled.deliveries(0).event().sequence());
+  lease->set_delivery_count(1);
+  v1::NackResponse nacked;
+  ASSERT_TRUE(testing::Call(server.stub(), &v1::LapseService::Stub::Nack, nack, &nacked).ok());
+
+  const Samples samples = Scrape(server.server().metrics_port());
+  EXPECT_EQ(samples.at("lapse_consumer_group_lag{group=\"billing\"}"), 1);
+  EXPECT_EQ(samples.at("lapse_consumer_group_pending{group=\"billing\"}"), 1);
+  EXPECT_EQ(samples.at("lapse_consumer_group_dead_lettered{group=\"billing\"}"), 1);
+  EXPECT_EQ(samples.at("lapse_consumer_group_lost_sequences_total{group=\"billing\"}"), 0);
+}
+
 TEST(ServerMetricsTest, DurableStoreReportsWalSnapshotAndRecovery) {
   testing::TempDir dir;
   ServerOptions options = WithMetrics();

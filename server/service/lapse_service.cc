@@ -16,8 +16,10 @@
 #include "grpcpp/support/message_allocator.h"
 #include "server/base/log.h"
 #include "server/service/authorizer.h"
+#include "server/service/consumer_group_handlers.h"
 #include "server/service/operation.h"
 #include "server/service/proto_convert.h"
+#include "server/service/reply.h"
 #include "server/service/request_parser.h"
 #include "server/service/watch_reactor.h"
 #include "server/service/write_stream_reactor.h"
@@ -102,16 +104,6 @@ void LogMalformed(const grpc::CallbackServerContext& context, const absl::Status
   static RateLimitedLog* const log = new RateLimitedLog(10, absl::Minutes(1));
   log->Log(LogLevel::kWarning, "refused a malformed request from %s: %s", context.peer(),
            status.message());
-}
-
-// The store's answer to an operation: `fill` writes a successful result into
-// the response, then the operation ends.
-template <typename T, typename Fill>
-StoreDone<T> Reply(OperationEnd* end, Fill fill) {
-  return [end, fill = std::move(fill)](absl::StatusOr<T> result) mutable {
-    if (result.ok()) fill(*std::move(result));
-    end->End(result.status());
-  };
 }
 
 std::vector<absl::string_view> KeyViews(const KeyList& keys) {
@@ -487,6 +479,51 @@ std::vector<Access> Required(const v1::WatchExpirationsRequest& r) {
   return needs;
 }
 
+// Consumer groups: a group is reached by its name, checked against the
+// caller's grants as a collection's name is; creating one also needs consume
+// on what it reads, by the watch rule above. Deleting or resetting one (which
+// drops its pending events) needs admin.
+std::vector<Access> Required(const v1::CreateConsumerGroupRequest& r) {
+  std::vector<Access> needs = {{Permission::kConsume, r.name(), Access::kCollection}};
+  for (const std::string& name : r.collections()) {
+    needs.push_back({Permission::kConsume, name, Access::kCollection});
+  }
+  if (r.collections().empty()) {
+    needs.push_back({Permission::kConsume, r.collection_prefix(), Access::kPrefix});
+  }
+  return needs;
+}
+std::vector<Access> Required(const v1::GetConsumerGroupRequest& r) {
+  return {{Permission::kConsume, r.name(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::ListConsumerGroupsRequest&) {
+  return {{Permission::kConsume, "", Access::kPrefix}};
+}
+std::vector<Access> Required(const v1::DeleteConsumerGroupRequest& r) {
+  return {{Permission::kAdmin, r.name(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::ResetConsumerGroupRequest& r) {
+  return {{Permission::kAdmin, r.name(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::PollRequest& r) {
+  return {{Permission::kConsume, r.group(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::AckRequest& r) {
+  return {{Permission::kConsume, r.group(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::NackRequest& r) {
+  return {{Permission::kConsume, r.group(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::ExtendLeasesRequest& r) {
+  return {{Permission::kConsume, r.group(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::ListDeadLettersRequest& r) {
+  return {{Permission::kConsume, r.group(), Access::kCollection}};
+}
+std::vector<Access> Required(const v1::RedriveDeadLettersRequest& r) {
+  return {{Permission::kConsume, r.group(), Access::kCollection}};
+}
+
 }  // namespace
 
 LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub, const AuthFile* auth)
@@ -502,6 +539,17 @@ LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub, const AuthFile* 
   ServeUnary("ListCollections", &HandleListCollections);
   ServeUnary("DeleteCollection", &HandleDeleteCollection);
   ServeWatch();
+  ServeUnary("CreateConsumerGroup", &HandleCreateConsumerGroup);
+  ServeUnary("GetConsumerGroup", &HandleGetConsumerGroup);
+  ServeUnary("ListConsumerGroups", &HandleListConsumerGroups);
+  ServeUnary("DeleteConsumerGroup", &HandleDeleteConsumerGroup);
+  ServeUnary("ResetConsumerGroup", &HandleResetConsumerGroup);
+  ServeUnary("Poll", &HandlePoll);
+  ServeUnary("Ack", &HandleAck);
+  ServeUnary("Nack", &HandleNack);
+  ServeUnary("ExtendLeases", &HandleExtendLeases);
+  ServeUnary("ListDeadLetters", &HandleListDeadLetters);
+  ServeUnary("RedriveDeadLetters", &HandleRedriveDeadLetters);
 }
 
 void LapseServiceImpl::StartDraining() {

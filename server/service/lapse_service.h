@@ -15,8 +15,9 @@
 // answers; grpc::Status appears only here, at the edge. The store validates
 // names, keys, sizes and limits and names the field at fault; this layer adds
 // only conversion errors (Timestamps, Durations, unknown enum values, page
-// tokens, page_size). With an auth file, every RPC first authenticates its
-// caller (UNAUTHENTICATED), then, once parsed, checks the permissions its
+// tokens, page_size); the consumer-group RPCs' handlers are in
+// consumer_group_handlers.h. With an auth file, every RPC first authenticates
+// its caller (UNAUTHENTICATED), then, once parsed, checks the permissions its
 // request needs (PERMISSION_DENIED; server/service/authorizer.h, and the
 // table in lapse_service.cc). WatchExpirations validates its request and hands the
 // stream to a WatchReactor, reading the store's events, served by the

@@ -17,17 +17,6 @@ namespace {
 // starting there holds the whole history.
 constexpr uint64_t kFirstLsn = 1;
 
-ExpiryEvent EventOf(const JournalRecord& r) {
-  ExpiryEvent e;
-  e.sequence = r.sequence;
-  e.collection = std::string(r.collection);
-  e.key = std::string(r.key);
-  e.value = std::string(r.value);
-  e.expire_time = TimeOfDeadline(r.deadline_ms);
-  e.expired_at = absl::FromUnixNanos(r.expired_at_ns);
-  return e;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const Options& options) {
@@ -54,11 +43,21 @@ DurableStore::~DurableStore() {
   wal_.reset();
 }
 
-absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* log) {
+absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* log,
+                                                    ConsumerGroups* groups) {
   const absl::Time start = absl::Now();
   engine_ = engine;
   log_ = log;
+  groups_ = groups;
   RecoveryStats stats;
+  // A record applies to the engine or, when it is a group's, to the groups.
+  auto apply = [engine, groups](const JournalRecord& r) {
+    if (!IsGroupRecord(r.type)) {
+      engine->Apply(r);
+      return absl::OkStatus();
+    }
+    return groups == nullptr ? absl::OkStatus() : groups->Apply(r);
+  };
 
   absl::StatusOr<std::vector<std::string>> names = files::List(options_.dir);
   if (!names.ok()) return names.status();
@@ -87,14 +86,18 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   // file before it applies any of it, so a damaged one leaves no trace.
   std::vector<std::string> damaged;
   for (const auto& [lsn, name] : snapshots) {
+    absl::Status applied;
     absl::StatusOr<SnapshotContents> contents =
         LoadSnapshot(PathOf(name), [&](const JournalRecord& r) {
           if (r.type == RecordType::kEvent) {
             events.push_back(EventOf(r));
-          } else {
-            engine->Apply(r);
+          } else if (applied.ok()) {
+            applied = apply(r);
           }
         });
+    if (contents.ok() && !applied.ok()) {
+      return absl::DataLossError(absl::StrCat("snapshot ", PathOf(name), ": ", applied.message()));
+    }
     if (!contents.ok()) {
       if (contents.status().code() != absl::StatusCode::kDataLoss) return contents.status();
       damaged.push_back(std::string(contents.status().message()));
@@ -102,11 +105,15 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
     }
     stats.snapshot = name;
     stats.snapshot_members = contents->members;
+    stats.snapshot_group_records = contents->group_records;
     replay_from = contents->replay_from_lsn;
     next_event_sequence = contents->next_event_sequence;
     MutexLock serial(&snapshot_mu_);
-    newest_snapshot_ = VerifiedSnapshot{
-        lsn, {.members = contents->members, .events = contents->events, .bytes = contents->bytes}};
+    newest_snapshot_ = VerifiedSnapshot{lsn,
+                                        {.members = contents->members,
+                                         .events = contents->events,
+                                         .group_records = contents->group_records,
+                                         .bytes = contents->bytes}};
     break;
   }
   stats.damaged_snapshots = absl::StrJoin(damaged, "; ");
@@ -123,12 +130,11 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
       ReplayWal(options_.dir, replay_from, options_.truncate_damaged_wal,
                 [&](uint64_t, absl::string_view batch) {
                   return DecodeBatch(batch, [&](const JournalRecord& r) {
-                    engine->Apply(r);
                     if (r.type == RecordType::kExpiry) events.push_back(EventOf(r));
                     if (r.type == RecordType::kNextSequence) {
                       next_event_sequence = std::max(next_event_sequence, r.sequence);
                     }
-                    return absl::OkStatus();
+                    return apply(r);
                   });
                 });
   if (!replayed.ok()) return replayed.status();
@@ -164,8 +170,22 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   wal_options.retry_interval = options_.retry_interval;
   wal_options.on_durable = options_.on_durable;
   wal_options.on_io = options_.on_wal_io;
-  wal_options.roll_back = [engine](const std::function<std::vector<std::string>()>& refuse) {
-    engine->RollBack(refuse);
+  wal_options.roll_back = [engine,
+                           groups](const std::function<std::vector<std::string>()>& refuse) {
+    if (groups == nullptr) {
+      engine->RollBack(refuse);
+      return;
+    }
+    // Under the groups' lock, then every shard lock, nothing is between its
+    // change and its commit; each applies its own records of the undos.
+    groups->RollBack([&] {
+      std::vector<std::string> undos;
+      engine->RollBack([&] {
+        undos = refuse();
+        return undos;
+      });
+      return undos;
+    });
   };
   wal_options.on_writable_changed = options_.on_writable_changed;
   wal_options.disk_fault_for_testing = options_.disk_fault_for_testing;
@@ -233,7 +253,7 @@ absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
   // a snapshot is refused before it takes its name. Once they are durable,
   // nothing can undo them.
   absl::StatusOr<SnapshotStats> stats =
-      WriteSnapshot(options_.dir, *from, engine_, *log_, [&]() -> absl::Status {
+      WriteSnapshot(options_.dir, *from, engine_, *log_, groups_, [&]() -> absl::Status {
         absl::Status settled = wal_->AwaitDurable();
         if (settled.ok() && wal_->stats().write_failures != failures_before) {
           settled = wal_->status().ok() ? absl::AbortedError("a write failed") : wal_->status();

@@ -9,7 +9,8 @@
 //       .store_id = (*store)->identity().id,
 //       .first_sequence = (*store)->identity().first_sequence, .visible_on_append = false});
 //   lapse::Engine engine({.journal = store->get()}, clock, log.get());
-//   auto recovered = (*store)->Recover(&engine, log.get());  // before serving
+//   lapse::ConsumerGroups groups({.journal = store->get()}, clock, log.get());
+//   auto recovered = (*store)->Recover(&engine, log.get(), &groups);  // before serving
 //   lapse::CommitTicket ticket = 0;
 //   ... engine.Put(..., &ticket); (*store)->WhenDurable(ticket, answer_the_rpc);
 //
@@ -19,8 +20,9 @@
 // is new; the event feed given to Recover must be built with it.
 //
 // Recovery loads the newest snapshot that reads back whole, replays the log
-// after it, restores the retained event feed and the sequence counter, and
-// cuts off a torn tail. A damaged snapshot is passed over, named in
+// after it, restores the retained event feed, the sequence counter and the
+// consumer groups (their positions, pending events, leases and dead
+// letters), and cuts off a torn tail. A damaged snapshot is passed over, named in
 // RecoveryStats::damaged_snapshots, for the one before it (or, when there is
 // none, the whole log); with neither left, DATA_LOSS names the files. A
 // snapshot's temporary file left by a crash is deleted; nothing else is.
@@ -38,8 +40,9 @@
 // snapshots are kept, with every log segment from the older one on, so that
 // either can start the store.
 //
-// When the log cannot write (wal.h), the store rolls the engine back
-// (Engine::RollBack) to what is durable before any failed writer is told, and
+// When the log cannot write (wal.h), the store rolls the engine and the
+// consumer groups back (Engine::RollBack inside ConsumerGroups::RollBack) to
+// what is durable before any failed writer is told, and
 // refuses writes until the log can write again; Options::on_writable_changed
 // hears both. No snapshot is taken meanwhile.
 //
@@ -57,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/base/mutex.h"
+#include "server/engine/consumer_groups.h"
 #include "server/engine/engine.h"
 #include "server/engine/event_feed.h"
 #include "server/engine/journal.h"
@@ -73,6 +77,8 @@ struct RecoveryStats {
   uint64_t batches_replayed = 0;
   uint64_t members = 0;
   uint64_t events = 0;
+  // Records that rebuilt the consumer groups from the snapshot.
+  uint64_t snapshot_group_records = 0;
   // A torn tail cut off, as "N bytes at the end of FILE"; empty when none.
   std::string torn_tail;
   // What --wal_truncate_damaged discarded; empty when nothing.
@@ -131,10 +137,12 @@ class DurableStore final : public Journal {
   DurableStore(const DurableStore&) = delete;
   DurableStore& operator=(const DurableStore&) = delete;
 
-  // Loads the state into `engine` and `log` (both fresh, `engine` built with
-  // this store as its journal), then opens the log for writing and starts
-  // snapshotting. Call once, before the engine serves anything.
-  absl::StatusOr<RecoveryStats> Recover(Engine* engine, EventFeed* log);
+  // Loads the state into `engine`, `log` and `groups` (all fresh, `engine`
+  // and `groups` built with this store as their journal; no groups when
+  // null), then opens the log for writing and starts snapshotting. Call once,
+  // before the engine serves anything.
+  absl::StatusOr<RecoveryStats> Recover(Engine* engine, EventFeed* log,
+                                        ConsumerGroups* groups = nullptr);
 
   // Journal.
   CommitTicket Commit(std::string batch, std::string undo, uint64_t last_event_sequence) override;
@@ -187,6 +195,7 @@ class DurableStore final : public Journal {
   // Set by Recover, constant after.
   Engine* engine_ = nullptr;
   EventFeed* log_ = nullptr;
+  ConsumerGroups* groups_ = nullptr;
   std::unique_ptr<Wal> wal_;
 
   // Serialises snapshots (the background thread and TakeSnapshot).

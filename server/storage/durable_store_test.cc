@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/disk_fault.h"
 #include "testing/temp_dir.h"
 #include "testing/test_util.h"
 
@@ -85,9 +86,12 @@ struct Server {
     engine_options.shards = 4;
     engine_options.journal = store.get();
     engine = std::make_unique<Engine>(engine_options, clock, log.get());
-    recovered = store->Recover(engine.get(), log.get());
+    groups = std::make_unique<ConsumerGroups>(ConsumerGroups::Options{.journal = store.get()},
+                                              clock, log.get());
+    recovered = store->Recover(engine.get(), log.get(), groups.get());
   }
   ~Server() {
+    groups.reset();
     engine.reset();
     store.reset();
   }
@@ -97,6 +101,7 @@ struct Server {
   std::unique_ptr<DurableStore> store;
   std::unique_ptr<EventFeed> log;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<ConsumerGroups> groups;
   absl::StatusOr<RecoveryStats> recovered;
 };
 
@@ -591,6 +596,142 @@ TEST_F(DurableStoreTest, AutomaticSnapshotsKeepTheLogShort) {
   Server again(dir_, &clock_);
   ASSERT_TRUE(again.recovered.ok());
   EXPECT_EQ(Dump(*again.engine, *again.log), before);
+}
+
+// Expires `n` members of collection "c" (keys k<first>...), durably, so
+// that their events are visible.
+void ExpireDurably(Server& s, FakeClock& clock, int first, int n) {
+  for (int i = first; i < first + n; ++i) {
+    ASSERT_TRUE(Put(*s.engine, "c", absl::StrCat("k", i), "v", absl::Seconds(1)).ok());
+  }
+  clock.Advance(absl::Seconds(1));
+  ASSERT_EQ(s.engine->ExpireDue(), static_cast<size_t>(n));
+  ASSERT_TRUE(s.Durable().ok());
+}
+
+std::vector<LeaseRef> Leased(Server& s, absl::string_view consumer, size_t max) {
+  absl::StatusOr<PollResult> got = s.groups->Poll("g", consumer, max);
+  EXPECT_TRUE(got.ok()) << got.status();
+  std::vector<LeaseRef> refs;
+  if (got.ok()) {
+    for (const Delivery& d : got->deliveries) refs.push_back({d.event.sequence, d.delivery_count});
+  }
+  return refs;
+}
+
+// Group "g" (dead letters after two deliveries) over five events: one
+// acked, one dead-lettered, three leased (one to w1, two to w2). Returns w1's
+// lease.
+LeaseRef MakeGroupHistory(Server& s, FakeClock& clock) {
+  EXPECT_TRUE(s.groups->Create("g", {.max_deliveries = 2}, {}).ok());
+  ExpireDurably(s, clock, 0, 5);
+  std::vector<LeaseRef> w1 = Leased(s, "w1", 3);
+  EXPECT_EQ(w1.size(), 3u);
+  EXPECT_TRUE(s.groups->Ack("g", "w1", {w1[0]}).ok());
+  EXPECT_TRUE(s.groups->Nack("g", "w1", {w1[1]}).ok());
+  std::vector<LeaseRef> second = Leased(s, "w1", 1);
+  EXPECT_EQ(second.size(), 1u);
+  EXPECT_TRUE(s.groups->Nack("g", "w1", second).ok());
+  EXPECT_EQ(Leased(s, "w2", 2).size(), 2u);
+  EXPECT_TRUE(s.Durable().ok());
+  return w1[2];
+}
+
+// After MakeGroupHistory and a restart: nothing acked comes back, nothing
+// unacknowledged is lost, and the consumers keep their leases.
+void ExpectGroupHistoryRestored(Server& s, FakeClock& clock, LeaseRef w1_lease) {
+  absl::StatusOr<ConsumerGroupInfo> info = s.groups->Get("g", 10);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->position, s.log->last_sequence());
+  EXPECT_EQ(info->pending, 3u);
+  EXPECT_EQ(info->dead_lettered, 1u);
+  ASSERT_EQ(info->leases.size(), 3u);
+  EXPECT_EQ(info->leases[0].consumer, "w1");
+  EXPECT_EQ(info->leases[1].consumer, "w2");
+  absl::StatusOr<std::vector<absl::Status>> acked = s.groups->Ack("g", "w1", {w1_lease});
+  ASSERT_TRUE(acked.ok());
+  EXPECT_TRUE((*acked)[0].ok()) << (*acked)[0];
+  EXPECT_TRUE(Leased(s, "w3", 10).empty());
+  clock.Advance(absl::Seconds(30));
+  std::vector<LeaseRef> redelivered = Leased(s, "w3", 10);
+  ASSERT_EQ(redelivered.size(), 2u);
+  EXPECT_EQ(redelivered[0].delivery_count, 2u);
+}
+
+TEST_F(DurableStoreTest, ConsumerGroupsTheirPositionsLeasesAndDeadLettersSurviveARestart) {
+  LeaseRef w1_lease;
+  {
+    Server s(dir_, &clock_);
+    ASSERT_TRUE(s.recovered.ok()) << s.recovered.status();
+    w1_lease = MakeGroupHistory(s, clock_);
+  }
+  Server again(dir_, &clock_);
+  ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
+  ExpectGroupHistoryRestored(again, clock_, w1_lease);
+}
+
+TEST_F(DurableStoreTest, ConsumerGroupsAreRestoredFromASnapshotAndTheLogAfterIt) {
+  LeaseRef w1_lease;
+  {
+    Server s(dir_, &clock_, WithoutAutomaticSnapshots());
+    ASSERT_TRUE(s.recovered.ok());
+    ASSERT_TRUE(s.groups->Create("deleted-after-the-snapshot", {}, {}).ok());
+    ASSERT_TRUE(s.groups->Create("g", {}, {}).ok());
+    ExpireDurably(s, clock_, 100, 2);
+    std::vector<LeaseRef> before = Leased(s, "w0", 2);
+    ASSERT_TRUE(s.groups->Delete("g").ok());
+    absl::StatusOr<SnapshotStats> snap = s.store->TakeSnapshot();
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    EXPECT_EQ(snap->group_records, 1u);
+    ASSERT_TRUE(s.groups->Delete("deleted-after-the-snapshot").ok());
+    w1_lease = MakeGroupHistory(s, clock_);
+    ASSERT_TRUE(s.store->TakeSnapshot().ok());
+    // After the second snapshot: replayed from the log.
+    ExpireDurably(s, clock_, 200, 1);
+    ASSERT_EQ(Leased(s, "w4", 1).size(), 1u);
+    ASSERT_TRUE(s.Durable().ok());
+  }
+  Server again(dir_, &clock_, WithoutAutomaticSnapshots());
+  ASSERT_TRUE(again.recovered.ok()) << again.recovered.status();
+  EXPECT_GT(again.recovered->snapshot_group_records, 0u);
+  EXPECT_EQ(again.groups->Get("deleted-after-the-snapshot").status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<ConsumerGroupInfo> info = again.groups->Get("g", 10);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->pending, 4u);
+  ASSERT_TRUE(again.groups->Ack("g", "w4", {{info->leases.back().sequence, 1}}).ok());
+  ExpectGroupHistoryRestored(again, clock_, w1_lease);
+}
+
+TEST_F(DurableStoreTest, AGroupChangeWhoseLogWriteFailedIsUndoneBeforeItsClientIsTold) {
+  lapse::testing::DiskFault disk;
+  DurableStore::Options options;
+  options.disk_fault_for_testing = disk.Hook();
+  Server s(dir_, &clock_, options);
+  ASSERT_TRUE(s.recovered.ok());
+  ASSERT_TRUE(s.groups->Create("g", {}, {}).ok());
+  ExpireDurably(s, clock_, 0, 1);
+  std::vector<LeaseRef> leased = Leased(s, "w1", 1);
+  ASSERT_TRUE(s.Durable().ok());
+  disk.Fail(EIO, {DiskOp::kWrite});
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<absl::Status>> acked = s.groups->Ack("g", "w1", leased, &ticket);
+  ASSERT_TRUE(acked.ok());
+  ASSERT_NE(ticket, 0u);
+  Mutex mu;
+  CondVar cv;
+  std::optional<absl::Status> told;
+  s.store->WhenDurable(ticket, [&](absl::Status status) {
+    MutexLock lock(&mu);
+    // The ack was undone before this runs: the event is leased again.
+    absl::StatusOr<ConsumerGroupInfo> info = s.groups->Get("g", 10);
+    EXPECT_TRUE(info.ok() && info->pending == 1 && info->leases.size() == 1);
+    told = status;
+    cv.SignalAll();
+  });
+  MutexLock lock(&mu);
+  ASSERT_TRUE(lapse::testing::WaitWithPatience(mu, cv, [&] { return told.has_value(); }));
+  EXPECT_FALSE(told->ok());
 }
 
 }  // namespace

@@ -94,23 +94,40 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
   store->engine_ = std::make_unique<Engine>(
       EngineOptions(options, store->durable_.get(), store->expirer_wakeup_), options.clock,
       store->event_feed_.get());
+  store->groups_ = std::make_unique<ConsumerGroups>(
+      ConsumerGroups::Options{.limits = options.limits,
+                              .on_readable = options.on_group_readable,
+                              .earlier_deadline_listener = store->lease_wakeup_.Listener(),
+                              .journal = store->durable_.get()},
+      options.clock, store->event_feed_.get());
   if (store->durable_ != nullptr) {
-    absl::StatusOr<RecoveryStats> recovered =
-        store->durable_->Recover(store->engine_.get(), store->event_feed_.get());
+    absl::StatusOr<RecoveryStats> recovered = store->durable_->Recover(
+        store->engine_.get(), store->event_feed_.get(), store->groups_.get());
     if (!recovered.ok()) return recovered.status();
     store->recovery_ = *std::move(recovered);
   }
   // Members that came due while the server was down expire now, with events.
   store->expirer_ =
       std::make_unique<Expirer>(store->engine_.get(), options.clock, &store->expirer_wakeup_);
+  // Leases whose deadline passed while the server was down end now.
+  store->lease_expirer_ =
+      std::make_unique<Expirer>(store->groups_->Work(), options.clock, &store->lease_wakeup_);
   return store;
 }
 
-void EmbeddedStore::StopExpiring() { expirer_.reset(); }
+void EmbeddedStore::StopExpiring() {
+  lease_expirer_.reset();
+  expirer_.reset();
+}
 
 Expirer& EmbeddedStore::expirer() {
   assert(expirer_ != nullptr);
   return *expirer_;
+}
+
+Expirer& EmbeddedStore::lease_expirer() {
+  assert(lease_expirer_ != nullptr);
+  return *lease_expirer_;
 }
 
 const Limits& EmbeddedStore::limits() const { return engine_->limits(); }
@@ -197,6 +214,83 @@ void EmbeddedStore::DeleteCollection(absl::string_view name, StoreDone<uint64_t>
   CommitTicket ticket = 0;
   absl::StatusOr<uint64_t> removed = engine_->DeleteCollection(name, &ticket);
   AnswerWhenDurable(std::move(removed), ticket, std::move(done));
+}
+
+void EmbeddedStore::CreateConsumerGroup(absl::string_view name, const ConsumerGroupOptions& options,
+                                        const GroupStart& start,
+                                        StoreDone<ConsumerGroupInfo> done) {
+  CommitTicket ticket = 0;
+  absl::StatusOr<ConsumerGroupInfo> info = groups_->Create(name, options, start, &ticket);
+  AnswerWhenDurable(std::move(info), ticket, std::move(done));
+}
+
+void EmbeddedStore::GetConsumerGroup(absl::string_view name, size_t max_leases,
+                                     StoreDone<ConsumerGroupInfo> done) {
+  std::move(done)(groups_->Get(name, max_leases));
+}
+
+void EmbeddedStore::ListConsumerGroups(int page_size, absl::string_view after,
+                                       StoreDone<ConsumerGroups::Page> done) {
+  std::move(done)(groups_->List(page_size, after));
+}
+
+void EmbeddedStore::DeleteConsumerGroup(absl::string_view name, StoreDone<ConsumerGroupInfo> done) {
+  CommitTicket ticket = 0;
+  absl::StatusOr<ConsumerGroupInfo> deleted = groups_->Delete(name, &ticket);
+  AnswerWhenDurable(std::move(deleted), ticket, std::move(done));
+}
+
+void EmbeddedStore::ResetConsumerGroup(absl::string_view name, const GroupStart& start,
+                                       StoreDone<ConsumerGroupInfo> done) {
+  CommitTicket ticket = 0;
+  absl::StatusOr<ConsumerGroupInfo> info = groups_->Reset(name, start, &ticket);
+  AnswerWhenDurable(std::move(info), ticket, std::move(done));
+}
+
+void EmbeddedStore::Poll(absl::string_view group, absl::string_view consumer, size_t max_events,
+                         StoreDone<PollResult> done) {
+  CommitTicket ticket = 0;
+  absl::StatusOr<PollResult> polled = groups_->Poll(group, consumer, max_events, &ticket);
+  AnswerWhenDurable(std::move(polled), ticket, std::move(done));
+}
+
+void EmbeddedStore::Ack(absl::string_view group, absl::string_view consumer,
+                        absl::Span<const LeaseRef> leases,
+                        StoreDone<std::vector<absl::Status>> done) {
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<absl::Status>> acked = groups_->Ack(group, consumer, leases, &ticket);
+  AnswerWhenDurable(std::move(acked), ticket, std::move(done));
+}
+
+void EmbeddedStore::Nack(absl::string_view group, absl::string_view consumer,
+                         absl::Span<const LeaseRef> leases,
+                         StoreDone<std::vector<absl::Status>> done) {
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<absl::Status>> released =
+      groups_->Nack(group, consumer, leases, &ticket);
+  AnswerWhenDurable(std::move(released), ticket, std::move(done));
+}
+
+void EmbeddedStore::ExtendLeases(absl::string_view group, absl::string_view consumer,
+                                 absl::Span<const LeaseRef> leases, absl::Duration extension,
+                                 StoreDone<std::vector<absl::Status>> done) {
+  CommitTicket ticket = 0;
+  absl::StatusOr<std::vector<absl::Status>> extended =
+      groups_->ExtendLeases(group, consumer, leases, extension, &ticket);
+  AnswerWhenDurable(std::move(extended), ticket, std::move(done));
+}
+
+void EmbeddedStore::ListDeadLetters(absl::string_view group, uint64_t after, int page_size,
+                                    StoreDone<DeadLetterPage> done) {
+  std::move(done)(groups_->ListDeadLetters(group, after, page_size));
+}
+
+void EmbeddedStore::RedriveDeadLetters(absl::string_view group,
+                                       absl::Span<const uint64_t> sequences,
+                                       StoreDone<size_t> done) {
+  CommitTicket ticket = 0;
+  absl::StatusOr<size_t> redriven = groups_->RedriveDeadLetters(group, sequences, &ticket);
+  AnswerWhenDurable(std::move(redriven), ticket, std::move(done));
 }
 
 }  // namespace lapse

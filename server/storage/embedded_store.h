@@ -1,19 +1,19 @@
 // EmbeddedStore: the Store (store.h) that keeps everything in this process —
-// the sharded Engine, its EventFeed and Expirer and, with a data directory, the
-// DurableStore (write-ahead log + snapshots) behind them.
+// the sharded Engine, its EventFeed and Expirer, the ConsumerGroups over that
+// feed with an Expirer of their own for leases and, with a data directory,
+// the DurableStore (write-ahead log + snapshots) behind them.
 //
 //   absl::StatusOr<std::unique_ptr<lapse::EmbeddedStore>> store =
 //       lapse::EmbeddedStore::Open({.data_dir = "/var/lib/lapse"}, on_readable);
 //   (*store)->PutMembers("orders:42", writes, {}, done);
 //
-// Operations run on the caller's thread under one shard lock and never wait
-// for I/O: a write's `done` runs at once when memory-only, and on the WAL's
-// flusher thread once the write is durable otherwise. Reads answer at once.
-// Open recovers what a previous run left in the data directory and starts the
-// expirer, which at once expires what came due while the server was down.
-// While the write-ahead log refuses writes (a full disk: durable_store.h),
-// writes fail with its status, nothing expires, and a write whose batch
-// failed is undone before its `done` hears of the failure.
+// Operations run on the caller's thread under one shard lock (consumer-group
+// operations under the groups' lock) and never wait for I/O: a write's `done` runs at once when
+// memory-only, and on the WAL's flusher thread once the write is durable otherwise. Reads answer at
+// once. Open recovers what a previous run left in the data directory and starts the expirer, which
+// at once expires what came due while the server was down. While the write-ahead log refuses writes
+// (a full disk: durable_store.h), writes fail with its status, nothing expires, and a write whose
+// batch failed is undone before its `done` hears of the failure.
 //
 // Without a data directory the event feed's first sequence is the clock's now
 // in nanoseconds since the Unix epoch, so a restarted server never reuses a
@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/base/clock.h"
+#include "server/engine/consumer_groups.h"
 #include "server/engine/engine.h"
 #include "server/engine/event_feed.h"
 #include "server/engine/expirer.h"
@@ -71,6 +72,9 @@ class EmbeddedStore final : public Store {
     // write and fsync times (Wal::Options::on_io).
     std::function<void(const ExpiryEvent&)> on_event = nullptr;
     WalIoListener on_wal_io = nullptr;
+    // Told of a consumer group that can deliver something other than new
+    // events (ConsumerGroups::Options::on_readable). May be empty.
+    std::function<void(absl::string_view group)> on_group_readable = nullptr;
   };
 
   // Recovers the data directory (if any) and starts expiring. `on_readable`
@@ -107,15 +111,41 @@ class EmbeddedStore final : public Store {
                        StoreDone<CollectionPage> done) override;
   void DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) override;
   const EventSource& events() const override { return *event_feed_; }
+  void CreateConsumerGroup(absl::string_view name, const ConsumerGroupOptions& options,
+                           const GroupStart& start, StoreDone<ConsumerGroupInfo> done) override;
+  void GetConsumerGroup(absl::string_view name, size_t max_leases,
+                        StoreDone<ConsumerGroupInfo> done) override;
+  void ListConsumerGroups(int page_size, absl::string_view after,
+                          StoreDone<ConsumerGroups::Page> done) override;
+  void DeleteConsumerGroup(absl::string_view name, StoreDone<ConsumerGroupInfo> done) override;
+  void ResetConsumerGroup(absl::string_view name, const GroupStart& start,
+                          StoreDone<ConsumerGroupInfo> done) override;
+  void Poll(absl::string_view group, absl::string_view consumer, size_t max_events,
+            StoreDone<PollResult> done) override;
+  void Ack(absl::string_view group, absl::string_view consumer, absl::Span<const LeaseRef> leases,
+           StoreDone<std::vector<absl::Status>> done) override;
+  void Nack(absl::string_view group, absl::string_view consumer, absl::Span<const LeaseRef> leases,
+            StoreDone<std::vector<absl::Status>> done) override;
+  void ExtendLeases(absl::string_view group, absl::string_view consumer,
+                    absl::Span<const LeaseRef> leases, absl::Duration extension,
+                    StoreDone<std::vector<absl::Status>> done) override;
+  void ListDeadLetters(absl::string_view group, uint64_t after, int page_size,
+                       StoreDone<DeadLetterPage> done) override;
+  void RedriveDeadLetters(absl::string_view group, absl::Span<const uint64_t> sequences,
+                          StoreDone<size_t> done) override;
 
-  // Stops the expirer; nothing expires by itself afterwards. Idempotent.
-  // Operations keep working (and still expire what they touch).
+  // Stops the expirers (of members and of leases); nothing expires by itself
+  // afterwards. Idempotent. Operations keep working (and still expire what
+  // they touch).
   void StopExpiring();
 
   Engine& engine() { return *engine_; }
+  ConsumerGroups& consumer_groups() { return *groups_; }
   EventFeed& event_feed() { return *event_feed_; }
   // REQUIRES: StopExpiring() has not been called.
   Expirer& expirer();
+  // The expirer of the consumer groups' leases. REQUIRES: as expirer().
+  Expirer& lease_expirer();
   // Null when memory-only.
   DurableStore* durable() { return durable_.get(); }
   // What Open recovered; empty when memory-only.
@@ -133,8 +163,10 @@ class EmbeddedStore final : public Store {
   // Constant after construction.
   const Options options_;
 
-  // How the engine wakes the expirer: built before and destroyed after both.
+  // How the engine wakes the expirer, and the groups theirs: built before
+  // and destroyed after both.
   ExpirerWakeup expirer_wakeup_;
+  ExpirerWakeup lease_wakeup_;
 
   // Built by Open: the durable store (it knows the feed's identity), the
   // event feed, the engine, the expirer. The destructor closes the durable
@@ -143,8 +175,10 @@ class EmbeddedStore final : public Store {
   std::unique_ptr<EventFeed> event_feed_;
   std::unique_ptr<DurableStore> durable_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ConsumerGroups> groups_;
   std::optional<RecoveryStats> recovery_;
   std::unique_ptr<Expirer> expirer_;
+  std::unique_ptr<Expirer> lease_expirer_;
 };
 
 }  // namespace lapse

@@ -149,5 +149,70 @@ TEST(EmbeddedStoreTest, TheListenerHearsOfEventsOnlyOnceTheyAreReadable) {
   EXPECT_EQ(batch->events[0].key, "k");
 }
 
+// Expires member "k" of collection "c" through an operation, durably.
+void ExpireOne(EmbeddedStore& store, FakeClock& clock) {
+  Answer<std::vector<PutResult>> put;
+  store.PutMembers("c", {Write("k", absl::Seconds(1))}, {}, put.Callback());
+  ASSERT_TRUE(put.Await().ok());
+  clock.Advance(absl::Seconds(1));
+  Answer<std::vector<bool>> removed;
+  const absl::string_view keys[] = {"k"};
+  store.RemoveMembers("c", keys, removed.Callback());
+  ASSERT_TRUE(removed.Await().ok());
+}
+
+TEST(EmbeddedStoreTest, AConsumerGroupAndItsLeasesSurviveAReopen) {
+  FakeClock clock(kStart);
+  ::lapse::testing::TempDir dir;
+  const EmbeddedStore::Options options = {
+      .clock = &clock, .data_dir = dir.path(), .fsync = FsyncPolicy::kAlways};
+  {
+    std::unique_ptr<EmbeddedStore> store = Open(options);
+    ASSERT_NE(store, nullptr);
+    Answer<ConsumerGroupInfo> created;
+    store->CreateConsumerGroup("g", {}, {}, created.Callback());
+    ASSERT_TRUE(created.Await().ok()) << created.Await().status();
+    ExpireOne(*store, clock);
+    Answer<PollResult> polled;
+    store->Poll("g", "w1", 10, polled.Callback());
+    ASSERT_TRUE(polled.Await().ok()) << polled.Await().status();
+    ASSERT_EQ(polled.Await()->deliveries.size(), 1u);
+  }
+  std::unique_ptr<EmbeddedStore> reopened = Open(options);
+  ASSERT_NE(reopened, nullptr);
+  Answer<ConsumerGroupInfo> info;
+  reopened->GetConsumerGroup("g", 10, info.Callback());
+  ASSERT_TRUE(info.Await().ok()) << info.Await().status();
+  ASSERT_EQ(info.Await()->leases.size(), 1u);
+  EXPECT_EQ(info.Await()->leases[0].consumer, "w1");
+}
+
+TEST(EmbeddedStoreTest, AnExpiredLeaseEndsOnItsOwnAndTheGroupIsAnnounced) {
+  FakeClock clock(kStart);
+  Mutex mu;
+  CondVar cv;
+  std::vector<std::string> announced;
+  std::unique_ptr<EmbeddedStore> store =
+      Open({.clock = &clock, .on_group_readable = [&](absl::string_view group) {
+              MutexLock lock(&mu);
+              announced.emplace_back(group);
+              cv.SignalAll();
+            }});
+  ASSERT_NE(store, nullptr);
+  Answer<ConsumerGroupInfo> created;
+  store->CreateConsumerGroup("g", {.visibility_timeout = absl::Seconds(5)}, {}, created.Callback());
+  ASSERT_TRUE(created.Await().ok());
+  ExpireOne(*store, clock);
+  Answer<PollResult> polled;
+  store->Poll("g", "w1", 10, polled.Callback());
+  ASSERT_EQ(polled.Await()->deliveries.size(), 1u);
+  clock.Advance(absl::Seconds(5));
+  store->lease_expirer().Wake();
+  MutexLock lock(&mu);
+  ASSERT_TRUE(::lapse::testing::WaitWithPatience(
+      mu, cv, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !announced.empty(); }));
+  EXPECT_EQ(announced[0], "g");
+}
+
 }  // namespace
 }  // namespace lapse

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,7 @@ constexpr absl::string_view kHeaderMagic = "lapse-snapshot-1";
 constexpr absl::string_view kFooterMagic = "end";
 constexpr size_t kMembersPerChunk = 256;
 constexpr size_t kEventsPerChunk = 4096;
+constexpr size_t kGroupRecordBatchBytes = 1 << 20;
 constexpr size_t kWriteBufferBytes = 1 << 20;
 constexpr size_t kReadBytes = 1 << 20;
 
@@ -47,7 +50,8 @@ class FrameWriter {
 };
 
 absl::Status WriteContents(FrameWriter& out, uint64_t replay_from_lsn, Engine* engine,
-                           const EventFeed& log, SnapshotStats* stats) {
+                           const EventFeed& log, const ConsumerGroups* groups,
+                           SnapshotStats* stats) {
   std::string header(kHeaderMagic);
   PutFixed64(&header, replay_from_lsn);
   if (absl::Status s = out.Add(header); !s.ok()) return s;
@@ -90,10 +94,27 @@ absl::Status WriteContents(FrameWriter& out, uint64_t replay_from_lsn, Engine* e
     after = batch->examined_sequence;
   }
 
+  std::vector<std::string> group_batches;
+  if (groups != nullptr) {
+    BatchEncoder records;
+    absl::Status copied = groups->ForEachStateRecord([&](const JournalRecord& r) {
+      records.GroupRecord(r);
+      ++stats->group_records;
+      if (records.size() >= kGroupRecordBatchBytes) group_batches.push_back(records.Finish(0));
+      return absl::OkStatus();
+    });
+    if (!copied.ok()) return copied;
+    if (!records.empty()) group_batches.push_back(records.Finish(0));
+  }
+  for (const std::string& batch : group_batches) {
+    if (absl::Status s = out.Add(batch); !s.ok()) return s;
+  }
+
   std::string footer(kFooterMagic);
   PutFixed64(&footer, stats->members);
   PutFixed64(&footer, stats->events);
   PutFixed64(&footer, std::max(after, log.last_sequence()) + 1);
+  PutFixed64(&footer, stats->group_records);
   if (absl::Status s = out.Add(footer); !s.ok()) return s;
   return out.Flush();
 }
@@ -148,6 +169,7 @@ absl::StatusOr<SnapshotContents> Walk(const std::string& path,
   bool footer_seen = false;
   uint64_t members = 0;
   uint64_t events = 0;
+  uint64_t group_records = 0;
   while (!footer_seen) {
     Frame frame;
     const FrameStatus fs = ParseFrame(buffer, pos, &frame);
@@ -163,10 +185,12 @@ absl::StatusOr<SnapshotContents> Walk(const std::string& path,
           !GetFixed64(&payload, &contents.replay_from_lsn)) {
         return damaged("not a lapse snapshot");
       }
-    } else if (absl::ConsumePrefix(&payload, kFooterMagic) && payload.size() == 24) {
+    } else if (absl::ConsumePrefix(&payload, kFooterMagic) &&
+               (payload.size() == 24 || payload.size() == 32)) {
       GetFixed64(&payload, &contents.members);
       GetFixed64(&payload, &contents.events);
       GetFixed64(&payload, &contents.next_event_sequence);
+      GetFixed64(&payload, &contents.group_records);  // Leaves 0 in an older footer.
       footer_seen = true;
     } else {
       absl::Status s = DecodeBatch(frame.payload, [&](const JournalRecord& r) {
@@ -174,6 +198,8 @@ absl::StatusOr<SnapshotContents> Walk(const std::string& path,
           ++members;
         } else if (r.type == RecordType::kEvent) {
           ++events;
+        } else if (IsGroupRecord(r.type)) {
+          ++group_records;
         } else {
           return absl::DataLossError("unexpected record type");
         }
@@ -190,7 +216,8 @@ absl::StatusOr<SnapshotContents> Walk(const std::string& path,
     if (absl::Status s = read_more(); !s.ok()) return s;
   }
   if (pos != buffer.size()) return damaged("bytes after the footer");
-  if (members != contents.members || events != contents.events) {
+  if (members != contents.members || events != contents.events ||
+      group_records != contents.group_records) {
     return damaged("the footer's counts do not match the contents");
   }
   contents.bytes = offset;
@@ -201,6 +228,7 @@ absl::StatusOr<SnapshotContents> Walk(const std::string& path,
 
 absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t replay_from_lsn,
                                             Engine* engine, const EventFeed& log,
+                                            const ConsumerGroups* groups,
                                             const std::function<absl::Status()>& before_publish) {
   const absl::Time start = absl::Now();
   absl::StatusOr<files::AtomicFile> file =
@@ -208,7 +236,8 @@ absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& dir, uint64_t rep
   if (!file.ok()) return file.status();
   SnapshotStats stats;
   FrameWriter out(&*file);
-  if (absl::Status s = WriteContents(out, replay_from_lsn, engine, log, &stats); !s.ok()) return s;
+  if (absl::Status s = WriteContents(out, replay_from_lsn, engine, log, groups, &stats); !s.ok())
+    return s;
   if (before_publish) {
     if (absl::Status s = before_publish(); !s.ok()) return s;
   }

@@ -11,8 +11,13 @@
 //
 // File layout: frames (frame.h) numbered from 0.
 //   0:      "lapse-snapshot-1" | replay_from_lsn u64
-//   1..n-1: batches (journal.h) of kPut records, then of kEvent records
+//   1..n-1: batches (journal.h) of kPut records, then of kEvent records,
+//           then of the consumer groups' records (ConsumerGroups::
+//           ForEachStateRecord)
 //   n:      "end" | members u64 | events u64 | next_event_sequence u64
+//           [| group_records u64: absent in snapshots from before consumer
+//           groups, which have none]
+// The groups' state is copied under their lock, then written.
 // Written as a files::AtomicFile (under snapshot-<LSN>.snap.tmp until
 // complete), then read back whole before it counts as taken.
 #ifndef LAPSE_SERVER_STORAGE_SNAPSHOT_H_
@@ -25,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/engine/consumer_groups.h"
 #include "server/engine/engine.h"
 #include "server/engine/event_feed.h"
 #include "server/engine/journal.h"
@@ -34,6 +40,7 @@ namespace lapse {
 struct SnapshotStats {
   uint64_t members = 0;
   uint64_t events = 0;
+  uint64_t group_records = 0;
   uint64_t bytes = 0;
   absl::Duration took;
   // The longest a shard lock was held for the scan: the longest any write
@@ -46,6 +53,7 @@ struct SnapshotContents {
   uint64_t next_event_sequence = 0;
   uint64_t members = 0;
   uint64_t events = 0;
+  uint64_t group_records = 0;
   uint64_t bytes = 0;
 };
 
@@ -55,7 +63,8 @@ bool ParseSnapshotName(absl::string_view name, uint64_t* replay_from_lsn);
 // what a snapshot cut short by a crash leaves.
 bool ParseSnapshotTempName(absl::string_view name, uint64_t* replay_from_lsn);
 
-// Writes DIR/snapshot-<replay_from_lsn>.snap from `engine` and `log`, then
+// Writes DIR/snapshot-<replay_from_lsn>.snap from `engine`, `log` and
+// `groups` (none when null), then
 // reads it back whole (every frame's checksum, every record, the footer's
 // counts); a file that does not read back is deleted and its DATA_LOSS
 // returned. A failed write leaves no temporary file. Every event of a batch
@@ -67,10 +76,11 @@ bool ParseSnapshotTempName(absl::string_view name, uint64_t* replay_from_lsn);
 // failed).
 absl::StatusOr<SnapshotStats> WriteSnapshot(
     const std::string& dir, uint64_t replay_from_lsn, Engine* engine, const EventFeed& log,
-    const std::function<absl::Status()>& before_publish = nullptr);
+    const ConsumerGroups* groups, const std::function<absl::Status()>& before_publish = nullptr);
 
 // Reads a snapshot, a piece at a time. The whole file is checked first;
-// only then is `fn`, when not empty, called for each kPut and kEvent record,
+// only then is `fn`, when not empty, called for each kPut, kEvent and group
+// record,
 // so a damaged snapshot reaches `fn` not at all. DATA_LOSS naming the file
 // and offset when it is damaged, incomplete or unreadable; INTERNAL when it
 // fails the second reading, after `fn` has seen part of it.

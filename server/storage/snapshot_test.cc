@@ -7,7 +7,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/base/clock.h"
+#include "server/base/coding.h"
 #include "server/storage/files.h"
+#include "server/storage/frame.h"
 #include "testing/temp_dir.h"
 
 namespace lapse {
@@ -51,7 +53,7 @@ class SnapshotTest : public ::testing::Test {
 };
 
 TEST_F(SnapshotTest, ASnapshotReadsBackWithEveryMemberAndEvent) {
-  absl::StatusOr<SnapshotStats> written = WriteSnapshot(dir_, kLsn, &engine_, log_);
+  absl::StatusOr<SnapshotStats> written = WriteSnapshot(dir_, kLsn, &engine_, log_, nullptr);
   ASSERT_TRUE(written.ok()) << written.status();
   EXPECT_EQ(written->members, 2500u);
   EXPECT_EQ(written->events, 500u);
@@ -72,7 +74,7 @@ TEST_F(SnapshotTest, ASnapshotReadsBackWithEveryMemberAndEvent) {
 TEST_F(SnapshotTest, ASnapshotRefusedBeforeItIsPublishedLeavesNoFile) {
   bool asked = false;
   absl::StatusOr<SnapshotStats> written =
-      WriteSnapshot(dir_, kLsn, &engine_, log_, [&asked]() -> absl::Status {
+      WriteSnapshot(dir_, kLsn, &engine_, log_, nullptr, [&asked]() -> absl::Status {
         asked = true;
         return absl::AbortedError("a write failed");
       });
@@ -83,7 +85,7 @@ TEST_F(SnapshotTest, ASnapshotRefusedBeforeItIsPublishedLeavesNoFile) {
 }
 
 TEST_F(SnapshotTest, DamageAnywhereIsDataLossAndNothingOfItIsLoaded) {
-  ASSERT_TRUE(WriteSnapshot(dir_, kLsn, &engine_, log_).ok());
+  ASSERT_TRUE(WriteSnapshot(dir_, kLsn, &engine_, log_, nullptr).ok());
   const std::string original = *files::ReadAll(path_);
   std::vector<std::pair<std::string, std::string>> damaged;  // What, contents.
   for (const size_t at :
@@ -102,6 +104,39 @@ TEST_F(SnapshotTest, DamageAnywhereIsDataLossAndNothingOfItIsLoaded) {
     EXPECT_THAT(loaded.status().message(), HasSubstr(path_)) << what;
     EXPECT_EQ(records_seen_, 0u) << what << ": records of a damaged snapshot were handed out";
   }
+}
+
+TEST_F(SnapshotTest, ASnapshotWithConsumerGroupsReadsBackWithTheirRecords) {
+  ConsumerGroups groups({}, &clock_, &log_);
+  ASSERT_TRUE(groups.Create("g", {}, {.kind = GroupStart::Kind::kOldest}).ok());
+  ASSERT_TRUE(groups.Poll("g", "w", 3).ok());
+  absl::StatusOr<SnapshotStats> written = WriteSnapshot(dir_, kLsn, &engine_, log_, &groups);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->group_records, 4u);  // The group and its three pending events.
+  ConsumerGroups loaded({}, &clock_, &log_);
+  absl::StatusOr<SnapshotContents> contents =
+      LoadSnapshot(path(), [&](const JournalRecord& r) { EXPECT_TRUE(loaded.Apply(r).ok()); });
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  EXPECT_EQ(contents->group_records, 4u);
+  EXPECT_EQ(loaded.Get("g")->pending, 3u);
+}
+
+TEST_F(SnapshotTest, ASnapshotFromBeforeConsumerGroupsStillLoads) {
+  // Its footer ends after next_event_sequence.
+  std::string file;
+  std::string header = "lapse-snapshot-1";
+  PutFixed64(&header, kLsn);
+  AppendFrame(&file, 0, header);
+  std::string footer = "end";
+  PutFixed64(&footer, 0);
+  PutFixed64(&footer, 0);
+  PutFixed64(&footer, 42);
+  AppendFrame(&file, 1, footer);
+  ASSERT_TRUE(files::WriteAtomically(dir_, SnapshotName(kLsn), file).ok());
+  absl::StatusOr<SnapshotContents> contents = Load();
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  EXPECT_EQ(contents->next_event_sequence, 42u);
+  EXPECT_EQ(contents->group_records, 0u);
 }
 
 }  // namespace

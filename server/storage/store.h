@@ -25,9 +25,14 @@
 // - Semantics. Those of Engine (server/engine/engine.h), which states them
 //   per operation: validation against Limits with errors naming the API
 //   field, a due member never returned, counted or listed, exactly one event
-//   per expiry, a failing request writes nothing.
+//   per expiry, a failing request writes nothing. Consumer groups: those of
+//   ConsumerGroups (server/engine/consumer_groups.h); a group that can
+//   deliver something other than new events is announced to the store's
+//   group listener, cheaply and without blocking (new events are announced
+//   by the events listener).
 // - Durability. A mutating operation (put, get with a refresh, remove,
-//   expire, persist, delete collection) calls `done` with OK only once its
+//   expire, persist, delete collection; for consumer groups create, delete,
+//   reset, poll, ack, nack, extend, re-drive) calls `done` with OK only once its
 //   changes are as durable as the store promises (for EmbeddedStore: the
 //   --fsync policy; memory-only: at once). If that fails, `done` gets the
 //   error. Reads answer as soon as they have read.
@@ -58,6 +63,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "server/engine/consumer_groups.h"
 #include "server/engine/engine.h"
 #include "server/engine/event_source.h"
 #include "server/engine/limits.h"
@@ -101,6 +107,37 @@ class Store {
 
   // The expiry events, for watchers.
   virtual const EventSource& events() const = 0;
+
+  // Consumer groups.
+  virtual void CreateConsumerGroup(absl::string_view name, const ConsumerGroupOptions& options,
+                                   const GroupStart& start, StoreDone<ConsumerGroupInfo> done) = 0;
+  // At most `max_leases` leases are listed.
+  virtual void GetConsumerGroup(absl::string_view name, size_t max_leases,
+                                StoreDone<ConsumerGroupInfo> done) = 0;
+  virtual void ListConsumerGroups(int page_size, absl::string_view after,
+                                  StoreDone<ConsumerGroups::Page> done) = 0;
+  // Answers the group as it was.
+  virtual void DeleteConsumerGroup(absl::string_view name, StoreDone<ConsumerGroupInfo> done) = 0;
+  virtual void ResetConsumerGroup(absl::string_view name, const GroupStart& start,
+                                  StoreDone<ConsumerGroupInfo> done) = 0;
+  // Never waits for events: an empty result means none is deliverable now.
+  virtual void Poll(absl::string_view group, absl::string_view consumer, size_t max_events,
+                    StoreDone<PollResult> done) = 0;
+  // Per lease: OK, or FAILED_PRECONDITION when the consumer does not hold it.
+  virtual void Ack(absl::string_view group, absl::string_view consumer,
+                   absl::Span<const LeaseRef> leases,
+                   StoreDone<std::vector<absl::Status>> done) = 0;
+  virtual void Nack(absl::string_view group, absl::string_view consumer,
+                    absl::Span<const LeaseRef> leases,
+                    StoreDone<std::vector<absl::Status>> done) = 0;
+  virtual void ExtendLeases(absl::string_view group, absl::string_view consumer,
+                            absl::Span<const LeaseRef> leases, absl::Duration extension,
+                            StoreDone<std::vector<absl::Status>> done) = 0;
+  virtual void ListDeadLetters(absl::string_view group, uint64_t after, int page_size,
+                               StoreDone<DeadLetterPage> done) = 0;
+  // How many were re-driven.
+  virtual void RedriveDeadLetters(absl::string_view group, absl::Span<const uint64_t> sequences,
+                                  StoreDone<size_t> done) = 0;
 };
 
 }  // namespace lapse

@@ -122,7 +122,7 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryMethod(
 
 TEST_F(AuthTest, EveryMethodRefusesACallerWithoutCredentials) {
   const auto results = CallEveryMethod(server_.NewChannel(), "");
-  ASSERT_EQ(results.size(), 11u);
+  ASSERT_EQ(results.size(), 22u);
   for (const auto& [method, status] : results) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method;
     EXPECT_THAT(status.error_message(), HasSubstr("no credentials")) << method;

@@ -1,0 +1,204 @@
+// Consumer groups end to end: several consumers sharing a group's events,
+// several groups and a plain watcher reading the same events, redelivery to
+// the others when a consumer dies, and polling from a client that
+// reconnects between calls.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/test_server.h"
+
+namespace lapse::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kVisibility = absl::Seconds(30);
+
+void CreateGroup(v1::LapseService::Stub& stub, const std::string& name) {
+  v1::CreateConsumerGroupRequest request;
+  request.set_name(name);
+  request.mutable_visibility_timeout()->set_seconds(absl::ToInt64Seconds(kVisibility));
+  request.set_max_unacked_per_consumer(1000);
+  v1::CreateConsumerGroupResponse response;
+  grpc::Status status =
+      Call(stub, &v1::LapseService::Stub::CreateConsumerGroup, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.group().name(), name);
+}
+
+v1::PollResponse Poll(v1::LapseService::Stub& stub, const std::string& group,
+                      const std::string& consumer, uint32_t max_events) {
+  v1::PollRequest request;
+  request.set_group(group);
+  request.set_consumer(consumer);
+  request.set_max_events(max_events);
+  v1::PollResponse response;
+  grpc::Status status = Call(stub, &v1::LapseService::Stub::Poll, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
+}
+
+v1::AckResponse Ack(v1::LapseService::Stub& stub, const std::string& group,
+                    const std::string& consumer, const v1::PollResponse& polled) {
+  v1::AckRequest request;
+  request.set_group(group);
+  request.set_consumer(consumer);
+  for (const v1::Delivery& d : polled.deliveries()) {
+    v1::LeaseRef* lease = request.add_leases();
+    lease->set_sequence(d.event().sequence());
+    lease->set_delivery_count(d.delivery_count());
+  }
+  v1::AckResponse response;
+  grpc::Status status = Call(stub, &v1::LapseService::Stub::Ack, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
+}
+
+std::vector<std::string> ExpireMany(TestServer& server, int n) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat("order-", i));
+  for (size_t first = 0; first < keys.size(); first += 1000) {
+    const size_t last = std::min(keys.size(), first + 1000);
+    PutTtl(server.stub(), "orders",
+           std::vector<std::string>(keys.begin() + static_cast<long>(first),
+                                    keys.begin() + static_cast<long>(last)),
+           absl::Seconds(1));
+  }
+  return keys;
+}
+
+TEST(ConsumerGroupsTest, EachGroupAcksEveryEventOnceAndAPlainWatcherSeesThemAll) {
+  constexpr int kEvents = 5000;
+  TestServer server;
+  CreateGroup(server.stub(), "billing");
+  CreateGroup(server.stub(), "audit");
+  Watcher watcher(server.stub(), AllEvents());
+  const std::vector<std::string> keys = ExpireMany(server, kEvents);
+  server.ExpireAfter(absl::Seconds(2));
+  ASSERT_TRUE(watcher.WaitForEvents(kEvents));
+
+  // Three consumers take turns on "billing", one consumes "audit" alone.
+  std::map<std::string, int> billing_acks;
+  std::map<std::string, std::string> handled_by;
+  const std::string consumers[] = {"c1", "c2", "c3"};
+  for (int turn = 0; billing_acks.size() < keys.size(); ++turn) {
+    ASSERT_LT(turn, 3 * kEvents) << "the group stopped delivering";
+    const std::string& consumer = consumers[turn % 3];
+    v1::PollResponse polled = Poll(server.stub(), "billing", consumer, 97);
+    for (const v1::Delivery& d : polled.deliveries()) {
+      EXPECT_EQ(d.delivery_count(), 1u);
+      ++billing_acks[d.event().key()];
+      handled_by[d.event().key()] = consumer;
+    }
+    const v1::AckResponse acked = Ack(server.stub(), "billing", consumer, polled);
+    for (const v1::LeaseResult& r : acked.results()) EXPECT_EQ(r.code(), 0) << r.message();
+  }
+  std::map<std::string, int> audit_acks;
+  while (audit_acks.size() < keys.size()) {
+    v1::PollResponse polled = Poll(server.stub(), "audit", "solo", 1000);
+    ASSERT_GT(polled.deliveries_size(), 0) << "the group stopped delivering";
+    for (const v1::Delivery& d : polled.deliveries()) ++audit_acks[d.event().key()];
+    Ack(server.stub(), "audit", "solo", polled);
+  }
+  for (const std::string& key : keys) {
+    EXPECT_EQ(billing_acks[key], 1) << key;
+    EXPECT_EQ(audit_acks[key], 1) << key;
+  }
+  std::map<std::string, int> per_consumer;
+  for (const auto& [key, consumer] : handled_by) ++per_consumer[consumer];
+  EXPECT_EQ(per_consumer.size(), 3u) << "every consumer got a share";
+  EXPECT_EQ(Poll(server.stub(), "billing", "c1", 100).deliveries_size(), 0);
+
+  v1::GetConsumerGroupRequest get;
+  get.set_name("billing");
+  v1::GetConsumerGroupResponse info;
+  ASSERT_TRUE(Call(server.stub(), &v1::LapseService::Stub::GetConsumerGroup, get, &info).ok());
+  EXPECT_EQ(info.group().pending(), 0u);
+  EXPECT_EQ(info.group().acked_total(), static_cast<uint64_t>(kEvents));
+  EXPECT_EQ(info.group().lag(), 0u);
+}
+
+TEST(ConsumerGroupsTest, TheEventsOfAConsumerThatDiedGoToTheOthersAfterTheVisibilityTimeout) {
+  TestServer server;
+  CreateGroup(server.stub(), "g");
+  Watcher watcher(server.stub(), AllEvents());
+  ExpireMany(server, 20);
+  server.ExpireAfter(absl::Seconds(2));
+  ASSERT_TRUE(watcher.WaitForEvents(20));
+
+  v1::PollResponse dead = Poll(server.stub(), "g", "dies-mid-batch", 10);
+  ASSERT_EQ(dead.deliveries_size(), 10);
+  v1::PollResponse alive = Poll(server.stub(), "g", "survivor", 100);
+  ASSERT_EQ(alive.deliveries_size(), 10) << "the leased half is not handed out again";
+  Ack(server.stub(), "g", "survivor", alive);
+  EXPECT_EQ(Poll(server.stub(), "g", "survivor", 100).deliveries_size(), 0);
+
+  server.clock().Advance(kVisibility);
+  v1::PollResponse redelivered = Poll(server.stub(), "g", "survivor", 100);
+  ASSERT_EQ(redelivered.deliveries_size(), 10);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(redelivered.deliveries(i).event().sequence(), dead.deliveries(i).event().sequence());
+    EXPECT_EQ(redelivered.deliveries(i).delivery_count(), 2u);
+  }
+  // The dead consumer's late ack is refused: the event was handled again.
+  v1::AckResponse late = Ack(server.stub(), "g", "dies-mid-batch", dead);
+  ASSERT_EQ(late.results_size(), 10);
+  EXPECT_EQ(late.results(0).code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_THAT(late.results(0).message(), HasSubstr("handled more than once"));
+}
+
+TEST(ConsumerGroupsTest, AConsumerThatReconnectsBetweenCallsKeepsItsLeases) {
+  TestServer server;
+  CreateGroup(server.stub(), "g");
+  Watcher watcher(server.stub(), AllEvents());
+  ExpireMany(server, 3);
+  server.ExpireAfter(absl::Seconds(2));
+  ASSERT_TRUE(watcher.WaitForEvents(3));
+
+  v1::PollResponse polled;
+  {
+    std::unique_ptr<v1::LapseService::Stub> first = v1::LapseService::NewStub(server.NewChannel());
+    polled = Poll(*first, "g", "worker-7", 10);
+    ASSERT_EQ(polled.deliveries_size(), 3);
+  }
+  std::unique_ptr<v1::LapseService::Stub> second = v1::LapseService::NewStub(server.NewChannel());
+  const v1::AckResponse acked = Ack(*second, "g", "worker-7", polled);
+  ASSERT_EQ(acked.results_size(), 3);
+  for (const v1::LeaseResult& r : acked.results()) EXPECT_EQ(r.code(), 0) << r.message();
+  server.clock().Advance(kVisibility);
+  EXPECT_EQ(Poll(*second, "g", "worker-7", 10).deliveries_size(), 0);
+}
+
+TEST(ConsumerGroupsTest, BadRequestsAreInvalidArgumentNamingTheField) {
+  TestServer server;
+  v1::CreateConsumerGroupRequest create;
+  create.set_name("g");
+  create.mutable_visibility_timeout()->set_seconds(-1);
+  v1::CreateConsumerGroupResponse created;
+  grpc::Status status =
+      Call(server.stub(), &v1::LapseService::Stub::CreateConsumerGroup, create, &created);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("visibility_timeout"));
+  create.clear_visibility_timeout();
+  create.set_after_sequence(5);
+  status = Call(server.stub(), &v1::LapseService::Stub::CreateConsumerGroup, create, &created);
+  EXPECT_THAT(status.error_message(), HasSubstr("after_sequence"));
+
+  v1::PollRequest poll;
+  poll.set_group("missing");
+  poll.set_consumer("c");
+  v1::PollResponse polled;
+  status = Call(server.stub(), &v1::LapseService::Stub::Poll, poll, &polled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  poll.set_consumer("");
+  status = Call(server.stub(), &v1::LapseService::Stub::Poll, poll, &polled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("consumer"));
+}
+
+}  // namespace
+}  // namespace lapse::testing
