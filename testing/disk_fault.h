@@ -8,6 +8,8 @@
 //   disk.Fail(EIO, {DiskOp::kSync});     // only fsyncs fail
 //   disk.Heal();
 //   ASSERT_TRUE(disk.WaitForCalls(DiskOp::kReserve, 3));  // the log retried
+//   disk.Hold({DiskOp::kWrite});         // the log's next write waits...
+//   disk.Release();                      // ...until now (kPatience at most)
 //
 // Header-only, so that it needs no more than the storage library its users
 // link already. Thread-safe; must outlive whatever holds its Hook().
@@ -50,6 +52,21 @@ class DiskFault final {
     err_ = 0;
   }
 
+  // From now on, the operations `ops` wait until Release, holding up the
+  // log's flusher: what is committed meanwhile is not durable. A hold that is
+  // never released ends after kPatience.
+  void Hold(std::initializer_list<DiskOp> ops) {
+    MutexLock lock(&mu_);
+    held_ = ops;
+  }
+
+  // Lets the held operations go on.
+  void Release() {
+    MutexLock lock(&mu_);
+    held_.clear();
+    cv_.SignalAll();
+  }
+
   // Operations failed so far.
   int failed() const {
     MutexLock lock(&mu_);
@@ -74,6 +91,8 @@ class DiskFault final {
     MutexLock lock(&mu_);
     ++calls_[op];
     cv_.SignalAll();
+    WaitWithPatience(mu_, cv_,
+                     [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return held_.count(op) == 0; });
     if (err_ == 0 || ops_.count(op) == 0) return 0;
     ++failed_;
     return err_;
@@ -84,6 +103,7 @@ class DiskFault final {
   int err_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<DiskOp, int> calls_ ABSL_GUARDED_BY(mu_);
   std::set<DiskOp> ops_ ABSL_GUARDED_BY(mu_);
+  std::set<DiskOp> held_ ABSL_GUARDED_BY(mu_);
   int failed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
