@@ -50,7 +50,8 @@ class AuthFileOnDisk {
 const std::string kGrants =
     absl::StrCat(TokenGrant("reader", "read orders:"), TokenGrant("writer", "read,write orders:"),
                  TokenGrant("deleter", "admin orders:"), TokenGrant("watcher", "watch orders:"),
-                 TokenGrant("root", "all *"), TokenGrant("nobody", "read nothing-here:"));
+                 TokenGrant("worker", "consume orders:"), TokenGrant("root", "all *"),
+                 TokenGrant("nobody", "read nothing-here:"));
 
 ServerOptions AuthOptions(const std::string& path) {
   ServerOptions options = TestOptions();
@@ -280,6 +281,55 @@ TEST_F(AuthTest, EachRpcIsAllowedOnlyWithItsPermissionWithinAGrantedPrefix) {
       }
     }
   }
+}
+
+// A consumer group is reached by its name and reads what its filter says:
+// both must be within the caller's consume grants, and a filter wider than
+// them is refused, as a watch's is.
+TEST_F(AuthTest, ConsumerGroupsNeedConsumeOnTheirNameAndOnWhatTheyRead) {
+  auto create = [&](const std::string& token, const std::string& name, const std::string& prefix) {
+    grpc::ClientContext context;
+    WithToken(&context, token);
+    v1::CreateConsumerGroupRequest request;
+    request.set_name(name);
+    request.set_collection_prefix(prefix);
+    request.mutable_visibility_timeout()->set_seconds(30);
+    v1::CreateConsumerGroupResponse response;
+    return server_.stub().CreateConsumerGroup(&context, request, &response);
+  };
+  EXPECT_EQ(create("worker", "orders:cancel", "orders:").error_code(), grpc::StatusCode::OK);
+  EXPECT_EQ(create("worker", "orders:everything", "").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(create("worker", "users:cancel", "orders:").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(create("watcher", "orders:watched", "orders:").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  auto poll = [&](const std::string& token) {
+    grpc::ClientContext context;
+    WithToken(&context, token);
+    v1::PollRequest request;
+    request.set_group("orders:cancel");
+    request.set_consumer("c1");
+    request.set_max_events(10);
+    v1::PollResponse response;
+    return server_.stub().Poll(&context, request, &response);
+  };
+  EXPECT_EQ(poll("worker").error_code(), grpc::StatusCode::OK);
+  const grpc::Status refused = poll("watcher");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("lacks permission \"consume\""));
+
+  auto remove = [&](const std::string& token) {
+    grpc::ClientContext context;
+    WithToken(&context, token);
+    v1::DeleteConsumerGroupRequest request;
+    request.set_name("orders:cancel");
+    v1::DeleteConsumerGroupResponse response;
+    return server_.stub().DeleteConsumerGroup(&context, request, &response);
+  };
+  EXPECT_EQ(remove("worker").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(remove("deleter").error_code(), grpc::StatusCode::OK);
 }
 
 TEST_F(AuthTest, ARefusedWriteWritesNothing) {
