@@ -87,13 +87,13 @@ RedisCall RedisCall::Eval(const RedisScript& script, std::vector<std::string> ke
   return call;
 }
 
-RedisCall&& RedisCall::WaitForReplicas(int replicas, absl::Duration timeout) && {
+RedisCall RedisCall::WaitForReplicas(int replicas, absl::Duration timeout) && {
   wait_replicas_ = replicas;
   wait_timeout_ = timeout;
   return std::move(*this);
 }
 
-RedisCall&& RedisCall::Idempotent() && {
+RedisCall RedisCall::Idempotent() && {
   idempotent_ = true;
   return std::move(*this);
 }

@@ -84,9 +84,9 @@ class RedisCall final {
   static RedisCall Eval(const RedisScript& script, std::vector<std::string> keys,
                         std::vector<std::string> args);
 
-  RedisCall&& WaitForReplicas(int replicas, absl::Duration timeout) &&;
+  RedisCall WaitForReplicas(int replicas, absl::Duration timeout) &&;
   // Sent again after a lost connection: running it twice does no harm.
-  RedisCall&& Idempotent() &&;
+  RedisCall Idempotent() &&;
 
  private:
   friend class ClusterRouter;
