@@ -1,5 +1,6 @@
 #include "server/storage/redis/cluster_router.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,35 +19,42 @@ namespace {
 using ::lapse::testing::RedisCluster;
 using ::lapse::testing::WaitWithPatience;
 
-// Calls answered by a router, collected for the test thread.
+// Calls answered by a router, collected for the test thread. The answers
+// live as long as the last callback that may write one, so a test that gave
+// up waiting does not leave a router writing into freed memory.
 class Replies final {
  public:
   ClusterRouter::Done Expect() {
-    MutexLock lock(&mu_);
-    const size_t index = results_.size();
-    results_.emplace_back();
-    return [this, index](absl::StatusOr<RedisReply> reply) {
-      MutexLock lock(&mu_);
-      results_[index] = std::move(reply);
-      cv_.SignalAll();
+    MutexLock lock(&state_->mu);
+    const size_t index = state_->results.size();
+    state_->results.emplace_back();
+    return [state = state_, index](absl::StatusOr<RedisReply> reply) {
+      MutexLock lock(&state->mu);
+      state->results[index] = std::move(reply);
+      state->cv.SignalAll();
     };
   }
 
   // The answer to the index-th call, once it has come.
   absl::StatusOr<RedisReply> Get(size_t index) {
-    MutexLock lock(&mu_);
-    auto answered = [&]()
-                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return results_[index].has_value(); };
-    if (!WaitWithPatience(mu_, cv_, answered)) {
+    State& s = *state_;
+    MutexLock lock(&s.mu);
+    auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+      return s.results[index].has_value();
+    };
+    if (!WaitWithPatience(s.mu, s.cv, answered)) {
       return absl::DeadlineExceededError("no answer");
     }
-    return *results_[index];
+    return *s.results[index];
   }
 
  private:
-  Mutex mu_;
-  CondVar cv_;
-  std::vector<std::optional<absl::StatusOr<RedisReply>>> results_ ABSL_GUARDED_BY(mu_);
+  struct State {
+    Mutex mu;
+    CondVar cv;
+    std::vector<std::optional<absl::StatusOr<RedisReply>>> results ABSL_GUARDED_BY(mu);
+  };
+  const std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 absl::StatusOr<RedisReply> Call(ClusterRouter& router, RedisCall call) {

@@ -1,5 +1,6 @@
 #include "server/storage/redis/redis_cluster_store.h"
 
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,21 +24,26 @@ namespace {
 using ::lapse::testing::RedisCluster;
 using ::lapse::testing::WaitWithPatience;
 
-// Runs `op` with a `done` and waits for its answer.
+// Runs `op` with a `done` and waits for its answer. The answer's home lives
+// as long as `done`, so a test that gave up waiting leaves nothing dangling.
 template <typename T, typename Op>
 absl::StatusOr<T> Await(Op op) {
-  Mutex mu;
-  CondVar cv;
-  std::optional<absl::StatusOr<T>> result;
-  op([&](absl::StatusOr<T> r) {
-    MutexLock lock(&mu);
-    result = std::move(r);
-    cv.Signal();
+  struct State {
+    Mutex mu;
+    CondVar cv;
+    std::optional<absl::StatusOr<T>> result ABSL_GUARDED_BY(mu);
+  };
+  auto state = std::make_shared<State>();
+  op([state](absl::StatusOr<T> r) {
+    MutexLock lock(&state->mu);
+    state->result = std::move(r);
+    state->cv.Signal();
   });
-  MutexLock lock(&mu);
-  auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return result.has_value(); };
-  if (!WaitWithPatience(mu, cv, answered)) return absl::DeadlineExceededError("no answer");
-  return *result;
+  State& s = *state;
+  MutexLock lock(&s.mu);
+  auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { return s.result.has_value(); };
+  if (!WaitWithPatience(s.mu, s.cv, answered)) return absl::DeadlineExceededError("no answer");
+  return *s.result;
 }
 
 class RedisClusterStoreTest : public ::testing::Test {
