@@ -13,8 +13,8 @@
 //   connection per master, opened on first use and again after it breaks.
 // - Redirections. MOVED: the slot's owner is updated at once, the whole map
 //   refreshed, and the call sent to the named node. ASK: ASKING + the call on
-//   the named node. TRYAGAIN, CLUSTERDOWN, LOADING and a node that cannot be
-//   reached: the call is retried after a backoff (doubling from
+//   the named node. TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, READONLY and a
+//   node that cannot be reached: the call is retried after a backoff (doubling from
 //   min_backoff to max_backoff) with a fresh slot map, for at most
 //   retry_budget, then fails UNAVAILABLE with the last error. After
 //   max_redirects redirections it fails UNAVAILABLE.
