@@ -1,0 +1,514 @@
+#include "server/storage/redis/cluster_router.h"
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "server/storage/redis/key_slot.h"
+
+namespace lapse::redis {
+namespace {
+
+// hiredis 0.14 reads at most this much per read event.
+constexpr size_t kReadChunk = 16 * 1024;
+
+RedisReply Copy(const redisReply& r) {
+  RedisReply out;
+  switch (r.type) {
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r.integer;
+      break;
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(r.str, r.len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(r.str, r.len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::kError;
+      out.str.assign(r.str, r.len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      out.elements.reserve(r.elements);
+      for (size_t i = 0; i < r.elements; ++i) out.elements.push_back(Copy(*r.element[i]));
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+// Error replies after which the call is sent again later.
+bool IsTransient(absl::string_view error) {
+  for (absl::string_view prefix :
+       {"TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY"}) {
+    if (absl::StartsWith(error, prefix)) return true;
+  }
+  return false;
+}
+
+// "MOVED 3999 127.0.0.1:6381" → slot and address.
+bool ParseRedirect(absl::string_view error, int& slot, std::string& address) {
+  std::vector<absl::string_view> parts = absl::StrSplit(error, ' ');
+  return parts.size() == 3 && absl::SimpleAtoi(parts[1], &slot) && slot >= 0 &&
+         slot < kClusterSlots && (address = std::string(parts[2]), true);
+}
+
+}  // namespace
+
+RedisCall RedisCall::Command(std::string key, std::vector<std::string> args) {
+  RedisCall call;
+  call.key_ = std::move(key);
+  call.args_ = std::move(args);
+  return call;
+}
+
+RedisCall RedisCall::Eval(const RedisScript& script, std::vector<std::string> keys,
+                          std::vector<std::string> args) {
+  RedisCall call;
+  call.script_ = &script;
+  call.key_ = keys.empty() ? "" : keys.front();
+  call.args_ = {"EVALSHA", script.sha1(), absl::StrCat(keys.size())};
+  for (std::string& k : keys) call.args_.push_back(std::move(k));
+  for (std::string& a : args) call.args_.push_back(std::move(a));
+  return call;
+}
+
+RedisCall RedisCall::WaitForReplicas(int replicas, absl::Duration timeout) && {
+  wait_replicas_ = replicas;
+  wait_timeout_ = timeout;
+  return std::move(*this);
+}
+
+RedisCall RedisCall::Idempotent() && {
+  idempotent_ = true;
+  return std::move(*this);
+}
+
+struct ClusterRouter::Node final : EventLoop::Handler {
+  int fd() const override { return context == nullptr ? -1 : context->c.fd; }
+  short events() const override {
+    return static_cast<short>((want_read ? POLLIN : 0) | (want_write ? POLLOUT : 0));
+  }
+  void OnEvents(short revents) override {
+    if (context != nullptr && (revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      int available = 0;
+      ioctl(context->c.fd, FIONREAD, &available);
+      bytes_since_reply += std::min(static_cast<size_t>(std::max(available, 0)), kReadChunk);
+      redisAsyncHandleRead(context);
+      if (context != nullptr && bytes_since_reply > router->options_.max_reply_bytes) {
+        reply_too_big = true;
+        redisAsyncFree(context);
+      }
+    }
+    if (context != nullptr && want_write && (revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+      redisAsyncHandleWrite(context);
+    }
+  }
+
+  ClusterRouter* router = nullptr;
+  std::string address;
+  std::string host;
+  int port = 0;
+  redisAsyncContext* context = nullptr;
+  // Whether `context` ever connected: a call on a connection that never did
+  // was never written.
+  bool connected = false;
+  bool want_read = false;
+  bool want_write = false;
+  size_t in_flight = 0;
+  size_t bytes_since_reply = 0;
+  // The next call to fail on the closed connection is the one whose reply was
+  // too big.
+  bool reply_too_big = false;
+};
+
+struct ClusterRouter::Request {
+  enum class Next { kFinish, kRetry };
+
+  RedisCall call;
+  Done done;
+  absl::Time deadline;
+  int backoffs = 0;
+  int redirects = 0;
+  // Send ASKING first, to this node.
+  Node* ask = nullptr;
+  // Send SCRIPT LOAD first; set once, after a NOSCRIPT.
+  bool load_script = false;
+  bool script_loaded = false;
+  absl::Status last_error = absl::UnavailableError("no attempt yet");
+
+  // While written: where, how many hiredis callbacks are still to come, and
+  // what to do once they have.
+  Node* node = nullptr;
+  int callbacks = 0;
+  Next next = Next::kFinish;
+  absl::Time retry_at;
+  absl::StatusOr<RedisReply> outcome;
+};
+
+ClusterRouter::ClusterRouter(RouterOptions options)
+    : options_(std::move(options)), slots_(kClusterSlots, nullptr) {
+  loop_.Post([this] {
+    for (const std::string& seed : options_.seeds) NodeAt(seed);
+    RefreshSlots();
+  });
+}
+
+ClusterRouter::~ClusterRouter() {
+  loop_.Post([this] { Shutdown(); });
+}
+
+void ClusterRouter::Send(RedisCall call, Done done) {
+  if (pending_.fetch_add(1) >= options_.max_calls) {
+    pending_.fetch_sub(1);
+    loop_.Post([done = std::move(done), limit = options_.max_calls]() mutable {
+      std::move(done)(absl::ResourceExhaustedError(
+          absl::StrCat(limit, " Redis calls are pending, the limit (max_calls): retry later")));
+    });
+    return;
+  }
+  auto request = std::make_unique<Request>();
+  request->call = std::move(call);
+  request->done = std::move(done);
+  request->deadline = absl::Now() + options_.retry_budget;
+  loop_.Post([this, request = std::move(request)]() mutable { Dispatch(std::move(request)); });
+}
+
+ClusterRouter::Node& ClusterRouter::NodeAt(const std::string& address) {
+  std::unique_ptr<Node>& node = nodes_[address];
+  if (node == nullptr) {
+    node = std::make_unique<Node>();
+    node->router = this;
+    node->address = address;
+    const size_t colon = address.rfind(':');
+    node->host = address.substr(0, colon);
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &node->port)) {
+      node->port = 0;
+    }
+    loop_.Watch(node.get());
+  }
+  return *node;
+}
+
+bool ClusterRouter::Connect(Node& node) {
+  if (node.context != nullptr) return true;
+  if (node.port <= 0) return false;
+  redisAsyncContext* context = redisAsyncConnect(node.host.c_str(), node.port);
+  if (context == nullptr) return false;
+  if (context->err != 0) {
+    redisAsyncFree(context);
+    return false;
+  }
+  node.context = context;
+  node.connected = false;
+  node.bytes_since_reply = 0;
+  node.reply_too_big = false;
+  context->data = &node;
+  context->ev.data = &node;
+  context->ev.addRead = [](void* n) { static_cast<Node*>(n)->want_read = true; };
+  context->ev.delRead = [](void* n) { static_cast<Node*>(n)->want_read = false; };
+  context->ev.addWrite = [](void* n) { static_cast<Node*>(n)->want_write = true; };
+  context->ev.delWrite = [](void* n) { static_cast<Node*>(n)->want_write = false; };
+  context->ev.cleanup = [](void* n) {
+    Node* node = static_cast<Node*>(n);
+    node->want_read = node->want_write = false;
+    node->context = nullptr;
+    node->connected = false;
+  };
+  redisAsyncSetConnectCallback(context, [](const redisAsyncContext* c, int status) {
+    if (status == REDIS_OK) static_cast<Node*>(c->data)->connected = true;
+  });
+  return true;
+}
+
+void ClusterRouter::Dispatch(std::unique_ptr<Request> request) {
+  if (shutting_down_) {
+    Finish(std::move(request), absl::UnavailableError("the Redis router is shutting down"));
+    return;
+  }
+  Node* node = request->ask;
+  if (node == nullptr) node = slots_[KeySlot(request->call.key_)];
+  const absl::Time now = absl::Now();
+  if (node == nullptr) {
+    request->last_error = absl::UnavailableError("no Redis node is known to serve the slot");
+    RefreshSlots();
+    const absl::Time when = BackoffFrom(now, *request);
+    Retry(std::move(request), when);
+    return;
+  }
+  if (node->in_flight >= options_.max_in_flight_per_node) {
+    Finish(std::move(request),
+           absl::ResourceExhaustedError(
+               absl::StrCat(node->in_flight, " calls are in flight to Redis node ", node->address,
+                            ", the limit (max_in_flight_per_node): retry later")));
+    return;
+  }
+  if (!Connect(*node)) {
+    request->last_error =
+        absl::UnavailableError(absl::StrCat("cannot connect to Redis node ", node->address));
+    RefreshSlots();
+    const absl::Time when = BackoffFrom(now, *request);
+    Retry(std::move(request), when);
+    return;
+  }
+  redisAsyncContext* context = node->context;
+  if (request->ask != nullptr) redisAsyncCommand(context, nullptr, nullptr, "ASKING");
+  if (request->load_script) {
+    const std::string& body = request->call.script_->body();
+    redisAsyncCommand(context, nullptr, nullptr, "SCRIPT LOAD %b", body.data(), body.size());
+  }
+  request->ask = nullptr;
+  request->load_script = false;
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  for (const std::string& a : request->call.args_) {
+    argv.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  Request* raw = request.get();
+  if (redisAsyncCommandArgv(context, &Callback<&ClusterRouter::OnReply>, raw,
+                            static_cast<int>(argv.size()), argv.data(),
+                            lengths.data()) != REDIS_OK) {
+    request->last_error = absl::UnavailableError(
+        absl::StrCat("the connection to Redis node ", node->address, " is closing"));
+    const absl::Time when = now + options_.min_backoff;
+    Retry(std::move(request), when);
+    return;
+  }
+  raw->callbacks = 1;
+  if (raw->call.wait_replicas_ > 0) {
+    const std::string replicas = absl::StrCat(raw->call.wait_replicas_);
+    const std::string timeout_ms =
+        absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(raw->call.wait_timeout_)));
+    redisAsyncCommand(context, &Callback<&ClusterRouter::OnWaitReply>, raw, "WAIT %s %s",
+                      replicas.c_str(), timeout_ms.c_str());
+    raw->callbacks = 2;
+  }
+  raw->node = node;
+  raw->next = Request::Next::kFinish;
+  ++node->in_flight;
+  in_flight_[raw] = std::move(request);
+}
+
+void ClusterRouter::Retry(std::unique_ptr<Request> request, absl::Time when) {
+  if (when > request->deadline) {
+    const absl::Status last = request->last_error;
+    Finish(std::move(request),
+           absl::UnavailableError(absl::StrCat("Redis did not answer within the retry budget (",
+                                               absl::FormatDuration(options_.retry_budget),
+                                               "): ", last.message())));
+    return;
+  }
+  parked_.emplace_back(when, std::move(request));
+  loop_.RunAt(when, [this] { DispatchParked(); });
+}
+
+void ClusterRouter::DispatchParked() {
+  const absl::Time now = absl::Now();
+  std::vector<std::unique_ptr<Request>> due;
+  auto kept = parked_.begin();
+  for (auto& [when, request] : parked_) {
+    if (when <= now || shutting_down_) {
+      due.push_back(std::move(request));
+    } else {
+      *kept++ = {when, std::move(request)};
+    }
+  }
+  parked_.erase(kept, parked_.end());
+  for (std::unique_ptr<Request>& request : due) Dispatch(std::move(request));
+}
+
+void ClusterRouter::Finish(std::unique_ptr<Request> request, absl::StatusOr<RedisReply> result) {
+  pending_.fetch_sub(1);
+  std::move(request->done)(std::move(result));
+}
+
+void ClusterRouter::RefreshSlots() {
+  if (refreshing_ || shutting_down_ || nodes_.empty()) return;
+  const absl::Time now = absl::Now();
+  const absl::Time earliest = last_refresh_ + options_.min_backoff;
+  if (now < earliest) {
+    refreshing_ = true;
+    loop_.RunAt(earliest, [this] {
+      refreshing_ = false;
+      last_refresh_ = absl::InfinitePast();
+      RefreshSlots();
+    });
+    return;
+  }
+  last_refresh_ = now;
+  // Ask the nodes in turn, so a dead one is not asked twice in a row.
+  auto it = nodes_.begin();
+  std::advance(it, next_refresh_node_++ % nodes_.size());
+  Node& node = *it->second;
+  if (!Connect(node) || redisAsyncCommand(node.context, &Callback<&ClusterRouter::OnSlots>, nullptr,
+                                          "CLUSTER SLOTS") != REDIS_OK) {
+    OnSlots(node, nullptr, nullptr);
+    return;
+  }
+  refreshing_ = true;
+}
+
+void ClusterRouter::OnSlots(Node& node, Request*, const RedisReply* reply) {
+  refreshing_ = false;
+  if (shutting_down_) return;
+  if (reply == nullptr || reply->type != RedisReply::Type::kArray) {
+    // Another node is asked next, soon, while calls are waiting.
+    if (!parked_.empty()) {
+      loop_.RunAt(absl::Now() + options_.min_backoff, [this] { RefreshSlots(); });
+    }
+    return;
+  }
+  std::vector<Node*> slots(kClusterSlots, nullptr);
+  for (const RedisReply& range : reply->elements) {
+    if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
+    const RedisReply& master = range.elements[2];
+    const std::string host = master.elements[0].str.empty() ? node.host : master.elements[0].str;
+    Node* owner = &NodeAt(absl::StrCat(host, ":", master.elements[1].integer));
+    const int64_t first = std::max<int64_t>(0, range.elements[0].integer);
+    const int64_t last = std::min<int64_t>(kClusterSlots - 1, range.elements[1].integer);
+    for (int64_t slot = first; slot <= last; ++slot) slots[slot] = owner;
+  }
+  slots_ = std::move(slots);
+}
+
+void ClusterRouter::OnReply(Node& node, Request* request, const RedisReply* reply) {
+  --request->callbacks;
+  const absl::Time now = absl::Now();
+  if (reply == nullptr) {
+    if (shutting_down_) {
+      request->outcome = absl::UnavailableError("the Redis router is shutting down");
+    } else if (node.reply_too_big) {
+      node.reply_too_big = false;
+      request->outcome = absl::ResourceExhaustedError(absl::StrCat(
+          "a reply from Redis node ", node.address, " exceeded ", options_.max_reply_bytes,
+          " bytes (max_reply_bytes): ask for less per call"));
+    } else if (!node.connected || request->call.idempotent_) {
+      request->last_error = absl::UnavailableError(
+          absl::StrCat("Redis node ", node.address, " cannot be reached: ",
+                       node.context != nullptr ? node.context->errstr : "connection closed"));
+      request->next = Request::Next::kRetry;
+      request->retry_at = BackoffFrom(now, *request);
+      RefreshSlots();
+    } else {
+      request->outcome = absl::UnavailableError(
+          absl::StrCat("the connection to Redis node ", node.address,
+                       " was lost after the command was sent: its outcome is unknown"));
+    }
+  } else if (reply->type == RedisReply::Type::kError) {
+    int slot = 0;
+    std::string address;
+    if ((absl::StartsWith(reply->str, "MOVED ") || absl::StartsWith(reply->str, "ASK ")) &&
+        ParseRedirect(reply->str, slot, address)) {
+      request->last_error = absl::UnavailableError(reply->str);
+      if (++request->redirects > options_.max_redirects) {
+        request->outcome = absl::UnavailableError(absl::StrCat(
+            "more than ", options_.max_redirects, " Redis redirections; the last: ", reply->str));
+      } else {
+        Node& target = NodeAt(address);
+        if (absl::StartsWith(reply->str, "ASK ")) {
+          request->ask = &target;
+        } else {
+          slots_[slot] = &target;
+          RefreshSlots();
+        }
+        request->next = Request::Next::kRetry;
+        request->retry_at = now;
+      }
+    } else if (absl::StartsWith(reply->str, "NOSCRIPT") && request->call.script_ != nullptr &&
+               !request->script_loaded) {
+      request->load_script = request->script_loaded = true;
+      request->next = Request::Next::kRetry;
+      request->retry_at = now;
+    } else if (IsTransient(reply->str)) {
+      request->last_error = absl::UnavailableError(reply->str);
+      request->next = Request::Next::kRetry;
+      request->retry_at = BackoffFrom(now, *request);
+      RefreshSlots();
+    } else {
+      request->outcome = *reply;
+    }
+  } else {
+    request->outcome = *reply;
+  }
+  if (request->callbacks == 0) Complete(request);
+}
+
+void ClusterRouter::OnWaitReply(Node& node, Request* request, const RedisReply* reply) {
+  --request->callbacks;
+  if (request->next == Request::Next::kFinish && request->outcome.ok()) {
+    const int wanted = request->call.wait_replicas_;
+    if (reply == nullptr) {
+      request->outcome = absl::UnavailableError(
+          absl::StrCat("the connection to Redis node ", node.address,
+                       " was lost before WAIT confirmed the write: its outcome is unknown"));
+    } else if (reply->type != RedisReply::Type::kInteger || reply->integer < wanted) {
+      request->outcome = absl::UnavailableError(absl::StrCat(
+          "WAIT on Redis node ", node.address, " confirmed the write on ",
+          reply->type == RedisReply::Type::kInteger ? reply->integer : 0, " of ", wanted,
+          " replicas within ", absl::FormatDuration(request->call.wait_timeout_),
+          ": its outcome is unknown (a failover may lose it)"));
+    }
+  }
+  if (request->callbacks == 0) Complete(request);
+}
+
+void ClusterRouter::Complete(Request* raw) {
+  auto it = in_flight_.find(raw);
+  std::unique_ptr<Request> request = std::move(it->second);
+  in_flight_.erase(it);
+  --request->node->in_flight;
+  request->node = nullptr;
+  if (request->next == Request::Next::kRetry) {
+    const absl::Time when = request->retry_at;
+    Retry(std::move(request), when);
+  } else {
+    absl::StatusOr<RedisReply> outcome = std::move(request->outcome);
+    Finish(std::move(request), std::move(outcome));
+  }
+}
+
+absl::Time ClusterRouter::BackoffFrom(absl::Time now, Request& request) const {
+  const int doublings = std::min(request.backoffs++, 16);
+  return now + std::min(options_.max_backoff, options_.min_backoff * (1 << doublings));
+}
+
+void ClusterRouter::Shutdown() {
+  shutting_down_ = true;
+  for (auto& [address, node] : nodes_) {
+    if (node->context != nullptr) redisAsyncFree(node->context);
+    loop_.Unwatch(node.get());
+  }
+  DispatchParked();
+}
+
+template <void (ClusterRouter::*kHandle)(ClusterRouter::Node&, ClusterRouter::Request*,
+                                         const RedisReply*)>
+void ClusterRouter::Callback(redisAsyncContext* context, void* reply, void* privdata) {
+  Node& node = *static_cast<Node*>(context->data);
+  auto* request = static_cast<Request*>(privdata);
+  if (reply == nullptr) {
+    (node.router->*kHandle)(node, request, nullptr);
+    return;
+  }
+  node.bytes_since_reply = 0;
+  const RedisReply copy = Copy(*static_cast<redisReply*>(reply));
+  (node.router->*kHandle)(node, request, &copy);
+}
+
+}  // namespace lapse::redis

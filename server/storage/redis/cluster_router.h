@@ -1,0 +1,173 @@
+// ClusterRouter: sends commands to the master of a Redis Cluster that owns
+// their key's slot, asynchronously, over hiredis — the small cluster client
+// Debian lacks (its hiredis 0.14 has no cluster support).
+//
+//   ClusterRouter router({.seeds = {"10.0.0.1:7000", "10.0.0.2:7000"}});
+//   router.Send(RedisCall::Eval(kPutScript, {values_key, deadlines_key}, {args...})
+//                   .WaitForReplicas(1, absl::Seconds(1)),
+//               [](absl::StatusOr<RedisReply> reply) { ... });
+//
+// What it does for a call:
+// - Routing. The slot map comes from CLUSTER SLOTS (asked of any known node);
+//   a call goes to the master of KeySlot(call.key), on one pipelined
+//   connection per master, opened on first use and again after it breaks.
+// - Redirections. MOVED: the slot's owner is updated at once, the whole map
+//   refreshed, and the call sent to the named node. ASK: ASKING + the call on
+//   the named node. TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, READONLY and a
+//   node that cannot be reached: the call is retried after a backoff (doubling from
+//   min_backoff to max_backoff) with a fresh slot map, for at most
+//   retry_budget, then fails UNAVAILABLE with the last error. After
+//   max_redirects redirections it fails UNAVAILABLE.
+// - Scripts. A script call is EVALSHA; a node that answers NOSCRIPT gets
+//   SCRIPT LOAD and the EVALSHA again, pipelined on one connection.
+// - Durability. WaitForReplicas(n, timeout) sends WAIT n timeout right after
+//   the call on the connection that wrote it; the call succeeds only if WAIT
+//   counts n replicas, else it fails UNAVAILABLE saying the outcome is
+//   unknown (the write was made on the master but may be lost in a
+//   failover).
+// - A connection lost after the call was written: the call may or may not
+//   have run, so it fails UNAVAILABLE ("outcome unknown") unless it is
+//   Idempotent(), which is sent again. A call never written (the node
+//   refused the connection) is always sent again.
+// - Bounds. At most max_calls calls are pending in the router and at most
+//   max_in_flight_per_node written to one node and unanswered; past either,
+//   a call fails RESOURCE_EXHAUSTED. A reply larger than max_reply_bytes
+//   fails its call RESOURCE_EXHAUSTED (the connection is closed and the other
+//   calls on it are treated as above).
+// - Completion. `done` is called exactly once, on the router's I/O thread,
+//   with the reply (an error reply of the script or command is a reply, not
+//   an error status) or a status. It must not block. The destructor fails
+//   every pending call with UNAVAILABLE.
+//
+// Thread safety: Send may be called from any thread; the destructor must not
+// run concurrently with Send.
+#ifndef LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_
+#define LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/storage/redis/event_loop.h"
+#include "server/storage/redis/redis_reply.h"
+#include "server/storage/redis/redis_script.h"
+
+struct redisAsyncContext;
+
+namespace lapse::redis {
+
+struct RouterOptions {
+  // "host:port" of some nodes of the cluster; the rest are learned.
+  std::vector<std::string> seeds;
+  size_t max_calls = 100000;
+  size_t max_in_flight_per_node = 10000;
+  size_t max_reply_bytes = size_t{64} << 20;
+  int max_redirects = 16;
+  absl::Duration retry_budget = absl::Seconds(15);
+  absl::Duration min_backoff = absl::Milliseconds(5);
+  absl::Duration max_backoff = absl::Milliseconds(500);
+};
+
+// One command for the router, and how to run it.
+class RedisCall final {
+ public:
+  // `args` is the whole command ("GET", key); `key` decides the slot.
+  static RedisCall Command(std::string key, std::vector<std::string> args);
+  // EVALSHA of `script` (which must outlive the call) with `keys`, which
+  // must share one slot, and `args`.
+  static RedisCall Eval(const RedisScript& script, std::vector<std::string> keys,
+                        std::vector<std::string> args);
+
+  RedisCall WaitForReplicas(int replicas, absl::Duration timeout) &&;
+  // Sent again after a lost connection: running it twice does no harm.
+  RedisCall Idempotent() &&;
+
+ private:
+  friend class ClusterRouter;
+  RedisCall() = default;
+
+  std::string key_;
+  std::vector<std::string> args_;
+  const RedisScript* script_ = nullptr;
+  int wait_replicas_ = 0;
+  absl::Duration wait_timeout_;
+  bool idempotent_ = false;
+};
+
+class ClusterRouter final {
+ public:
+  using Done = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
+
+  // Starts the I/O thread; connects on first use.
+  explicit ClusterRouter(RouterOptions options);
+  ~ClusterRouter();
+  ClusterRouter(const ClusterRouter&) = delete;
+  ClusterRouter& operator=(const ClusterRouter&) = delete;
+
+  void Send(RedisCall call, Done done);
+
+ private:
+  struct Node;
+  struct Request;
+
+  // Loop thread only, below.
+  void Dispatch(std::unique_ptr<Request> request);
+  // Parks `request` to be dispatched at `when`, or fails it when that is past
+  // its retry budget.
+  void Retry(std::unique_ptr<Request> request, absl::Time when);
+  void DispatchParked();
+  void Finish(std::unique_ptr<Request> request, absl::StatusOr<RedisReply> result);
+  Node& NodeAt(const std::string& address);
+  // Connects `node` if it has no connection; false if hiredis cannot even
+  // start connecting.
+  bool Connect(Node& node);
+  void RefreshSlots();
+  // The answer to CLUSTER SLOTS; `request` is null.
+  void OnSlots(Node& node, Request* request, const RedisReply* reply);
+  void OnReply(Node& node, Request* request, const RedisReply* reply);
+  void OnWaitReply(Node& node, Request* request, const RedisReply* reply);
+  // Once every callback of a written request has come: finishes or retries it.
+  void Complete(Request* request);
+  // When to try `request` again after a transient failure: a backoff doubling
+  // with each.
+  absl::Time BackoffFrom(absl::Time now, Request& request) const;
+  void Shutdown();
+
+  // A hiredis reply callback: the reply copied out of hiredis (null when the
+  // connection closed first) handed to `kHandle` on the loop thread.
+  template <void (ClusterRouter::*kHandle)(Node&, Request*, const RedisReply*)>
+  static void Callback(redisAsyncContext* context, void* reply, void* privdata);
+
+  // Constant after construction.
+  const RouterOptions options_;
+
+  // Calls accepted and not finished, for the max_calls bound.
+  std::atomic<size_t> pending_{0};
+
+  // Loop thread only.
+  absl::flat_hash_map<std::string, std::unique_ptr<Node>> nodes_;
+  // The master of each slot; null when unknown.
+  std::vector<Node*> slots_;
+  // Requests written and not yet answered, owned here while hiredis holds
+  // pointers to them.
+  absl::flat_hash_map<Request*, std::unique_ptr<Request>> in_flight_;
+  // Requests waiting for a retry or for the slot map, with when to send them.
+  std::vector<std::pair<absl::Time, std::unique_ptr<Request>>> parked_;
+  bool refreshing_ = false;
+  absl::Time last_refresh_ = absl::InfinitePast();
+  size_t next_refresh_node_ = 0;
+  bool shutting_down_ = false;
+
+  // Last: its thread runs the members above, so it stops first.
+  EventLoop loop_;
+};
+
+}  // namespace lapse::redis
+
+#endif  // LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_

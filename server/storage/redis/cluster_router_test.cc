@@ -1,0 +1,218 @@
+#include "server/storage/redis/cluster_router.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/base/mutex.h"
+#include "server/storage/redis/key_slot.h"
+#include "testing/redis_cluster.h"
+#include "testing/test_util.h"
+
+namespace lapse::redis {
+namespace {
+
+using ::lapse::testing::RedisCluster;
+using ::lapse::testing::WaitWithPatience;
+
+// Calls answered by a router, collected for the test thread. The answers
+// live as long as the last callback that may write one, so a test that gave
+// up waiting does not leave a router writing into freed memory.
+class Replies final {
+ public:
+  ClusterRouter::Done Expect() {
+    MutexLock lock(&state_->mu);
+    const size_t index = state_->results.size();
+    state_->results.emplace_back();
+    return [state = state_, index](absl::StatusOr<RedisReply> reply) {
+      MutexLock lock(&state->mu);
+      state->results[index] = std::move(reply);
+      state->cv.SignalAll();
+    };
+  }
+
+  // The answer to the index-th call, once it has come.
+  absl::StatusOr<RedisReply> Get(size_t index) {
+    State& s = *state_;
+    MutexLock lock(&s.mu);
+    auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+      return s.results[index].has_value();
+    };
+    if (!WaitWithPatience(s.mu, s.cv, answered)) {
+      return absl::DeadlineExceededError("no answer");
+    }
+    return *s.results[index];
+  }
+
+ private:
+  struct State {
+    Mutex mu;
+    CondVar cv;
+    std::vector<std::optional<absl::StatusOr<RedisReply>>> results ABSL_GUARDED_BY(mu);
+  };
+  const std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+absl::StatusOr<RedisReply> Call(ClusterRouter& router, RedisCall call) {
+  Replies replies;
+  router.Send(std::move(call), replies.Expect());
+  return replies.Get(0);
+}
+
+std::string Text(const absl::StatusOr<RedisReply>& reply) {
+  if (!reply.ok()) return reply.status().ToString();
+  return reply->type == RedisReply::Type::kInteger ? absl::StrCat(reply->integer) : reply->str;
+}
+
+// The port of the master that serves `key`: the one that does not redirect.
+int OwnerOf(const RedisCluster& cluster, const std::string& key) {
+  for (int port : cluster.MasterPorts()) {
+    absl::StatusOr<std::string> reply = cluster.Command(port, {"EXISTS", key});
+    if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return port;
+  }
+  return 0;
+}
+
+class ClusterRouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(cluster_.status().ok()) << cluster_.status(); }
+
+  RouterOptions Options() const {
+    RouterOptions options;
+    options.seeds = {cluster_.seeds()[0]};
+    return options;
+  }
+
+  RedisCluster cluster_;
+};
+
+TEST_F(ClusterRouterTest, RoutesEveryKeyToTheMasterOfItsSlot) {
+  ClusterRouter router(Options());
+  std::vector<int> owners;
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = absl::StrCat("key", i);
+    EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, absl::StrCat(i)}))), "OK");
+    const int owner = OwnerOf(cluster_, key);
+    absl::StatusOr<std::string> stored = cluster_.Command(owner, {"GET", key});
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(*stored, absl::StrCat(i));
+    if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+  }
+  EXPECT_EQ(owners.size(), RedisCluster::kMasters);
+}
+
+TEST_F(ClusterRouterTest, FollowsAskAndMovedWhileASlotMigrates) {
+  ClusterRouter router(Options());
+  const std::string key = "migrating";
+  ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "v"}))), "OK");
+  const int source = OwnerOf(cluster_, key);
+  int target = 0;
+  for (int port : cluster_.MasterPorts()) {
+    if (port != source) target = port;
+  }
+  const std::string slot = absl::StrCat(KeySlot(key));
+  const std::string source_id = *cluster_.Command(source, {"CLUSTER", "MYID"});
+  const std::string target_id = *cluster_.Command(target, {"CLUSTER", "MYID"});
+  ASSERT_EQ(*cluster_.Command(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), "OK");
+  ASSERT_EQ(*cluster_.Command(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK");
+  ASSERT_EQ(*cluster_.Command(source, {"MIGRATE", "127.0.0.1", absl::StrCat(target), "", "0",
+                                       "5000", "KEYS", key}),
+            "OK");
+  // The source no longer has the key and the slot is migrating: ASK.
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"GET", key}))), "v");
+
+  for (int port : cluster_.MasterPorts()) {
+    ASSERT_EQ(*cluster_.Command(port, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK");
+  }
+  // The router still sends the key to the source, which answers MOVED.
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "w"}))), "OK");
+  EXPECT_EQ(*cluster_.Command(target, {"GET", key}), "w");
+}
+
+TEST_F(ClusterRouterTest, LoadsAScriptAgainAfterScriptFlush) {
+  ClusterRouter router(Options());
+  const RedisScript script("return ARGV[1]");
+  EXPECT_EQ(Text(Call(router, RedisCall::Eval(script, {"k"}, {"first"}))), "first");
+  for (int port : cluster_.MasterPorts()) {
+    ASSERT_EQ(*cluster_.Command(port, {"SCRIPT", "FLUSH"}), "OK");
+  }
+  EXPECT_EQ(Text(Call(router, RedisCall::Eval(script, {"k"}, {"second"}))), "second");
+}
+
+TEST_F(ClusterRouterTest, AScriptErrorIsAReply) {
+  ClusterRouter router(Options());
+  const RedisScript script("return redis.error_reply('BAD thing')");
+  absl::StatusOr<RedisReply> reply = Call(router, RedisCall::Eval(script, {"k"}, {}));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->type, RedisReply::Type::kError);
+  EXPECT_EQ(reply->str, "BAD thing");
+}
+
+TEST_F(ClusterRouterTest, ResumesOnThePromotedReplicaAfterItsMasterIsKilled) {
+  ClusterRouter router(Options());
+  const std::string key = "survivor";
+  ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "kept"})
+                                  .WaitForReplicas(1, absl::Seconds(5)))),
+            "OK");
+  cluster_.Kill(OwnerOf(cluster_, key));
+
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"GET", key}).Idempotent())), "kept");
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "new"}))), "OK");
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"GET", key}))), "new");
+}
+
+TEST_F(ClusterRouterTest, AWriteNotConfirmedByEnoughReplicasIsUnavailable) {
+  ClusterRouter router(Options());
+  absl::StatusOr<RedisReply> reply =
+      Call(router,
+           RedisCall::Command("k", {"SET", "k", "v"}).WaitForReplicas(2, absl::Milliseconds(50)));
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(reply.status().message(), "outcome is unknown")) << reply.status();
+}
+
+TEST_F(ClusterRouterTest, AReplyLargerThanTheBoundFailsResourceExhausted) {
+  RouterOptions options = Options();
+  options.max_reply_bytes = 100000;
+  ClusterRouter router(options);
+  const std::string big(300000, 'x');
+  ASSERT_EQ(Text(Call(router, RedisCall::Command("big", {"SET", "big", big}))), "OK");
+  EXPECT_EQ(Call(router, RedisCall::Command("big", {"GET", "big"})).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // The connection is opened again for the next call.
+  EXPECT_EQ(Text(Call(router, RedisCall::Command("big", {"STRLEN", "big"}))), "300000");
+}
+
+TEST_F(ClusterRouterTest, CallsPastTheBoundsFailResourceExhausted) {
+  RouterOptions options = Options();
+  options.max_in_flight_per_node = 1;
+  options.max_calls = 2;
+  ClusterRouter router(options);
+  Replies replies;
+  // Blocks its node until the list gets an element.
+  router.Send(RedisCall::Command("list", {"BLPOP", "list", "0"}), replies.Expect());
+  router.Send(RedisCall::Command("list", {"GET", "list"}), replies.Expect());
+  router.Send(RedisCall::Command("other", {"GET", "other"}), replies.Expect());
+  EXPECT_EQ(replies.Get(1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(replies.Get(2).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(cluster_.Command(OwnerOf(cluster_, "list"), {"LPUSH", "list", "x"}).ok());
+  absl::StatusOr<RedisReply> popped = replies.Get(0);
+  ASSERT_TRUE(popped.ok()) << popped.status();
+  ASSERT_EQ(popped->elements.size(), 2u);
+  EXPECT_EQ(popped->elements[1].str, "x");
+}
+
+TEST_F(ClusterRouterTest, DestroyingTheRouterFailsPendingCallsUnavailable) {
+  Replies replies;
+  {
+    ClusterRouter router(Options());
+    router.Send(RedisCall::Command("list", {"BLPOP", "list", "0"}), replies.Expect());
+  }
+  EXPECT_EQ(replies.Get(0).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace lapse::redis

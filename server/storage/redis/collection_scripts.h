@@ -1,0 +1,70 @@
+// The Lua scripts of the Redis Cluster store that work on one collection,
+// and the keys they work on (docs/redis-cluster.md, "Data model").
+//
+// Every script takes the keys of CollectionKeys, in that order, and starts
+// with ARGV[1] = the collection's name, ARGV[2] = the partition stream's
+// retention (MAXLEN ~). It reads the time once, from the master's TIME (the
+// one clock of a partition), and first expires the collection's due members,
+// each with its event in the partition's stream (sequence = INCR of the
+// partition's counter, stream ID "<sequence>-0"), then does its own work and
+// brings the partition's due index and collection list up to date. A script
+// checks everything before it writes (a failing request writes nothing but
+// the expiries it found due), and fails with an error reply whose first
+// word is the canonical status code ("FAILED_PRECONDITION collection ...").
+//
+//   router.Send(RedisCall::Eval(PutScript(), keys.All(), {...}), done);
+//
+// Constant scripts; thread-safe.
+#ifndef LAPSE_SERVER_STORAGE_REDIS_COLLECTION_SCRIPTS_H_
+#define LAPSE_SERVER_STORAGE_REDIS_COLLECTION_SCRIPTS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "server/storage/redis/redis_script.h"
+
+namespace lapse::redis {
+
+// The keys of one collection and of its partition; all share the partition's
+// hash tag, so one script sees them atomically on one master.
+struct CollectionKeys {
+  // `tag` is the partition's hash tag, without braces.
+  CollectionKeys(absl::string_view tag, absl::string_view collection);
+
+  // Member key → value (a hash).
+  std::string values;
+  // Member key → deadline in Unix ms (a sorted set; persistent members are
+  // not in it).
+  std::string deadlines;
+  // The partition's due index: collection → its earliest deadline.
+  std::string due;
+  // The partition's expiry events (a stream) and its sequence counter.
+  std::string events;
+  std::string sequence;
+  // The partition's collections with members (a sorted set, score 0).
+  std::string collections;
+
+  std::vector<std::string> All() const;
+};
+
+// ARGV[3] = max_members (0: none), then per member five arguments: key,
+// value, condition ("always", "absent", "present"), deadline kind ("none",
+// "ttl" with milliseconds, "at" with Unix milliseconds, "keep") and its
+// number ("0" when it has none). Answers one [outcome, deadline] per member:
+// outcome 0 created, 1 replaced, 2 skipped; deadline in Unix ms, -1 for none.
+const RedisScript& PutScript();
+
+// ARGV[3], ARGV[4] = the refresh deadline's kind and number (as in
+// PutScript; "none" reads only), ARGV[5] = Limits::max_response_bytes,
+// ARGV[6] = kResponseEntryOverhead, then the keys. Answers per key [0] when
+// not found, else [1, value, deadline]. RESOURCE_EXHAUSTED, refreshing
+// nothing, when the answer would pass ARGV[5].
+const RedisScript& GetScript();
+
+// ARGV[3...] = the keys. Answers per key 1 if a live member was removed.
+const RedisScript& RemoveScript();
+
+}  // namespace lapse::redis
+
+#endif  // LAPSE_SERVER_STORAGE_REDIS_COLLECTION_SCRIPTS_H_

@@ -1,0 +1,133 @@
+// RedisClusterStore: the Store (server/storage/store.h) whose state lives in
+// a Redis Cluster, so that any number of stateless lapsed replicas can serve
+// it (issue #11; the data model is in docs/redis-cluster.md).
+//
+//   absl::StatusOr<std::unique_ptr<RedisClusterStore>> store =
+//       RedisClusterStore::Open({.router = {.seeds = {"10.0.0.1:7000"}}});
+//   (*store)->PutMembers("orders:42", writes, {}, done);
+//
+// A collection lives in one of P partitions (P recorded in the cluster when
+// the store is first opened), and each of its operations is one Lua script
+// (collection_scripts.h) run atomically on the master of its partition's
+// slot, timed by that master's clock. Requests are validated here first, with
+// the errors the embedded store gives (an expire_time is checked against this
+// machine's clock; the deadline itself is computed by the master). A mutating
+// operation is acknowledged once WAIT counts `wait_replicas` replicas; else it
+// fails UNAVAILABLE, its outcome unknown.
+//
+// Done so far: PutMembers, GetMembers (with refresh), RemoveMembers. Every
+// other operation answers UNIMPLEMENTED ("... is not yet supported by
+// --store=redis-cluster"), and events() has no events yet: reading it is
+// UNIMPLEMENTED too. Limits::max_total_members is not enforced (the cluster's
+// memory is the bound).
+//
+// Thread safety: every method may be called from many threads at once; `done`
+// is called on the router's I/O thread.
+#ifndef LAPSE_SERVER_STORAGE_REDIS_REDIS_CLUSTER_STORE_H_
+#define LAPSE_SERVER_STORAGE_REDIS_REDIS_CLUSTER_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/base/clock.h"
+#include "server/storage/redis/cluster_router.h"
+#include "server/storage/store.h"
+
+namespace lapse::redis {
+
+struct RedisClusterStoreOptions {
+  RouterOptions router;
+  Limits limits;
+  // The partition count of a store opened for the first time (1..16384); a
+  // store already recorded in the cluster keeps its own.
+  int partitions = 64;
+  // Replicas WAIT must count before a write is acknowledged; 0 acknowledges
+  // once the master has it.
+  int wait_replicas = 1;
+  absl::Duration wait_timeout = absl::Seconds(1);
+  // Events each partition's stream keeps (MAXLEN ~).
+  size_t event_retention = 1'000'000;
+  // For validating expire_time; not owned.
+  Clock* clock = RealClock();
+};
+
+class RedisClusterStore final : public Store {
+ public:
+  // Connects and reads (on first use, records) the partition count and the
+  // store's identity. Blocks for up to the router's retry budget: call it at
+  // start-up, not from a gRPC reactor.
+  static absl::StatusOr<std::unique_ptr<RedisClusterStore>> Open(RedisClusterStoreOptions options);
+  ~RedisClusterStore() override;
+
+  int partitions() const { return static_cast<int>(tags_.size()); }
+  // The partition of `collection`: CRC32C of its name modulo partitions().
+  int PartitionOf(absl::string_view collection) const;
+  // The hash tag of a partition's keys; the tags of the partitions are spread
+  // evenly over the cluster's slots.
+  const std::string& TagOf(int partition) const { return tags_[partition]; }
+
+  const Limits& limits() const override { return options_.limits; }
+  void PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
+                  const PutOptions& options, StoreDone<std::vector<PutResult>> done) override;
+  void GetMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                  const Expiration& refresh, StoreDone<std::vector<GetResult>> done) override;
+  void RemoveMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                     StoreDone<std::vector<bool>> done) override;
+  void ExpireMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                     const Expiration& expiration, ExpireCondition condition,
+                     StoreDone<std::vector<ExpireResult>> done) override;
+  void PersistMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,
+                      StoreDone<std::vector<PersistOutcome>> done) override;
+  void ListMembers(absl::string_view collection, const ListMembersOptions& options,
+                   StoreDone<MemberPage> done) override;
+  void GetCollection(absl::string_view name, StoreDone<CollectionInfo> done) override;
+  void ListCollections(absl::string_view prefix, int page_size, absl::string_view after,
+                       StoreDone<CollectionPage> done) override;
+  void DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) override;
+  const EventSource& events() const override;
+  void CreateConsumerGroup(absl::string_view name, const ConsumerGroupOptions& options,
+                           const GroupStart& start, StoreDone<ConsumerGroupInfo> done) override;
+  void GetConsumerGroup(absl::string_view name, size_t max_leases,
+                        StoreDone<ConsumerGroupInfo> done) override;
+  void ListConsumerGroups(int page_size, absl::string_view after,
+                          StoreDone<ConsumerGroups::Page> done) override;
+  void DeleteConsumerGroup(absl::string_view name, StoreDone<ConsumerGroupInfo> done) override;
+  void ResetConsumerGroup(absl::string_view name, const GroupStart& start,
+                          StoreDone<ConsumerGroupInfo> done) override;
+  void Poll(absl::string_view group, absl::string_view consumer, size_t max_events,
+            StoreDone<PollResult> done) override;
+  void Ack(absl::string_view group, absl::string_view consumer, absl::Span<const LeaseRef> leases,
+           StoreDone<std::vector<absl::Status>> done) override;
+  void Nack(absl::string_view group, absl::string_view consumer, absl::Span<const LeaseRef> leases,
+            StoreDone<std::vector<absl::Status>> done) override;
+  void ExtendLeases(absl::string_view group, absl::string_view consumer,
+                    absl::Span<const LeaseRef> leases, absl::Duration extension,
+                    StoreDone<std::vector<absl::Status>> done) override;
+  void ListDeadLetters(absl::string_view group, uint64_t after, int page_size,
+                       StoreDone<DeadLetterPage> done) override;
+  void RedriveDeadLetters(absl::string_view group, absl::Span<const uint64_t> sequences,
+                          StoreDone<size_t> done) override;
+
+ private:
+  class PendingEvents;
+
+  RedisClusterStore(RedisClusterStoreOptions options, std::unique_ptr<ClusterRouter> router,
+                    int partitions, StoreId id);
+  // A script call on `collection`'s keys: the collection and the retention,
+  // then `args`.
+  RedisCall CollectionCall(const RedisScript& script, absl::string_view collection,
+                           std::vector<std::string> args) const;
+
+  // Constant after construction.
+  const RedisClusterStoreOptions options_;
+  const std::unique_ptr<ClusterRouter> router_;
+  const std::vector<std::string> tags_;
+  const std::unique_ptr<PendingEvents> events_;
+};
+
+}  // namespace lapse::redis
+
+#endif  // LAPSE_SERVER_STORAGE_REDIS_REDIS_CLUSTER_STORE_H_

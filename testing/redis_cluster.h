@@ -1,0 +1,86 @@
+// RedisCluster: a Redis Cluster of Debian's redis-server on loopback, for
+// tests of the Redis Cluster store — 3 masters and 3 replicas, AOF on, a
+// short cluster-node-timeout so a failover takes about two seconds.
+//
+//   lapse::testing::RedisCluster cluster;
+//   ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+//   RouterOptions options{.seeds = cluster.seeds()};
+//   ...
+//   cluster.Kill(cluster.MasterPorts()[0]);  // SIGKILL; a replica takes over
+//   ASSERT_TRUE(cluster.WaitForClusterOk());
+//
+// Redis cannot bind port 0 and report the port it got, so each node gets a
+// random port below the kernel's ephemeral range (its cluster bus port, port +
+// 10000, too: both stay clear of the range where client sockets and port-0
+// servers live), and a node that finds its ports taken is started again on
+// others. Readiness is polled, with patience: the node's log says it accepts
+// connections, then CLUSTER INFO says cluster_state:ok on every node and
+// every replica's link to its master is up. The destructor stops every node
+// by its PID and removes the nodes' directory.
+//
+// Thread-compatible; the nodes are child processes of the test.
+#ifndef LAPSE_TESTING_REDIS_CLUSTER_H_
+#define LAPSE_TESTING_REDIS_CLUSTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "testing/child_process.h"
+#include "testing/temp_dir.h"
+
+namespace lapse::testing {
+
+class RedisCluster final {
+ public:
+  static constexpr int kMasters = 3;
+  static constexpr int kNodes = 2 * kMasters;
+  static constexpr int kNodeTimeoutMs = 1000;
+
+  // Starts the nodes and creates the cluster; status() says whether it worked.
+  RedisCluster();
+  ~RedisCluster();
+  RedisCluster(const RedisCluster&) = delete;
+  RedisCluster& operator=(const RedisCluster&) = delete;
+
+  const absl::Status& status() const { return status_; }
+
+  // "127.0.0.1:PORT" of every node, killed ones included.
+  std::vector<std::string> seeds() const;
+  // The ports of the nodes that serve slots now, as CLUSTER SLOTS on a live
+  // node says, in slot order.
+  std::vector<int> MasterPorts() const;
+
+  // Runs one command on the node at `port` (a fresh connection) and returns
+  // its reply as text: a string, an integer in decimal, an error as
+  // "ERR ...", an array as its elements joined by '\n'.
+  absl::StatusOr<std::string> Command(int port, const std::vector<std::string>& args) const;
+
+  // SIGKILLs the node at `port`.
+  void Kill(int port);
+  // Waits until every live node says cluster_state:ok and sees as many
+  // masters serving slots as there were at the start; false after patience.
+  bool WaitForClusterOk() const;
+
+ private:
+  struct Node {
+    int port = 0;
+    std::string dir;
+    std::unique_ptr<ChildProcess> process;
+  };
+
+  // Starts one node on a free pair of ports.
+  absl::Status StartNode(Node& node, int index);
+  absl::Status CreateCluster();
+  bool WaitForReplicasLinked() const;
+
+  TempDir dir_;
+  std::vector<Node> nodes_;
+  absl::Status status_;
+};
+
+}  // namespace lapse::testing
+
+#endif  // LAPSE_TESTING_REDIS_CLUSTER_H_
