@@ -11,13 +11,33 @@ void StoredMember::Deleter::operator()(StoredMember* m) const {
   ::operator delete(m);
 }
 
+uint64_t StoredMember::EncodeDeadline(int64_t deadline_ms) {
+  if (deadline_ms == kNoDeadlineMs) return kDeadlineMask;
+  assert(deadline_ms >= kEarliestDeadlineMs && deadline_ms <= kLatestDeadlineMs &&
+         "a deadline outside the range a member stores");
+  return static_cast<uint64_t>(deadline_ms - kEarliestDeadlineMs);
+}
+
 StoredMember::Ptr StoredMember::Create(absl::string_view key, absl::string_view value,
                                        int64_t deadline_ms) {
-  void* raw = ::operator new(sizeof(StoredMember) + key.size() + value.size());
-  Ptr m(new (raw) StoredMember(deadline_ms, static_cast<uint32_t>(key.size()),
-                               static_cast<uint32_t>(value.size())));
-  if (!key.empty()) std::memcpy(m->data(), key.data(), key.size());
-  if (!value.empty()) std::memcpy(m->data() + key.size(), value.data(), value.size());
+  const uint32_t key_code = key.size() < kSizeEscape ? key.size() : kSizeEscape;
+  const uint32_t value_code = value.size() < kSizeEscape ? value.size() : kSizeEscape;
+  const uint64_t header = EncodeDeadline(deadline_ms) | (uint64_t{key_code} << kKeySizeShift) |
+                          (uint64_t{value_code} << kValueSizeShift);
+  const size_t sizes = (key_code == kSizeEscape ? 4 : 0) + (value_code == kSizeEscape ? 4 : 0);
+  void* raw = ::operator new(sizeof(StoredMember) + sizes + key.size() + value.size());
+  Ptr m(new (raw) StoredMember(header));
+  char* out = m->data();
+  if (key_code == kSizeEscape) {
+    EncodeFixed32(out, static_cast<uint32_t>(key.size()));
+    out += 4;
+  }
+  if (value_code == kSizeEscape) {
+    EncodeFixed32(out, static_cast<uint32_t>(value.size()));
+    out += 4;
+  }
+  if (!key.empty()) std::memcpy(out, key.data(), key.size());
+  if (!value.empty()) std::memcpy(out + key.size(), value.data(), value.size());
   return m;
 }
 
@@ -30,14 +50,16 @@ void Collection::Index(const StoredMember* member) {
   // A deadline counted from now (a TTL) is usually the latest held, so the
   // end is the likely place: the hint costs two comparisons when right, a
   // normal search when wrong.
-  if (member->has_deadline()) {
-    by_deadline_.insert(by_deadline_.end(), {member->deadline_ms(), member});
-  }
+  if (member->has_deadline()) by_deadline_.insert(by_deadline_.end(), member);
 }
 
 void Collection::Unindex(const StoredMember* member) {
-  if (member->has_deadline()) {
-    by_deadline_.erase(DeadlinePosition{member->deadline_ms(), member->key()});
+  if (!member->has_deadline()) return;
+  // The drain erases the earliest member: no search.
+  if (*by_deadline_.begin() == member) {
+    by_deadline_.erase(by_deadline_.begin());
+  } else {
+    by_deadline_.erase(member);
   }
 }
 
@@ -49,10 +71,12 @@ void Collection::Insert(absl::string_view key, absl::string_view value, int64_t 
 
 void Collection::Replace(const StoredMember* member, absl::string_view value, int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
-  if (member->value_size_ == value.size()) {
+  if (member->value_size() == value.size()) {
     // Same size: overwrite in place and keep the member's allocation.
     StoredMember* m = const_cast<StoredMember*>(member);
-    if (!value.empty()) std::memcpy(m->data() + m->key_size_, value.data(), value.size());
+    if (!value.empty()) {
+      std::memcpy(m->data() + m->sizes_bytes() + m->key_size(), value.data(), value.size());
+    }
     SetDeadline(member, deadline_ms);
     return;
   }
@@ -66,9 +90,9 @@ void Collection::Replace(const StoredMember* member, absl::string_view value, in
 
 void Collection::SetDeadline(const StoredMember* member, int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
-  if (member->deadline_ms_ == deadline_ms) return;
+  if (member->deadline_ms() == deadline_ms) return;
   Unindex(member);
-  const_cast<StoredMember*>(member)->deadline_ms_ = deadline_ms;
+  const_cast<StoredMember*>(member)->set_deadline_ms(deadline_ms);
   Index(member);
 }
 
@@ -96,7 +120,7 @@ std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePositi
   if (after == nullptr || after->deadline_ms != kNoDeadlineMs) {
     auto it = after == nullptr ? by_deadline_.begin() : by_deadline_.upper_bound(*after);
     for (; it != by_deadline_.end() && page.size() < limit; ++it) {
-      page.push_back(it->member);
+      page.push_back(*it);
     }
     if (it != by_deadline_.end()) {
       *more = true;
