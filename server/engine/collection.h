@@ -8,6 +8,13 @@
 // each index: the collection owns its members, the key index and the deadline
 // index hold pointers to them and compare through them.
 //
+// A collection starts small: up to kSmallMax members are kept in one vector in
+// key order, with no deadline index (the earliest is found by a scan of the
+// vector after each change), which saves the two indexes' nodes of a
+// collection of a few members. The collection that grows past kSmallMax
+// moves its members into the two indexes and keeps them until it is empty, as
+// a Redis hash keeps its hash table once it outgrew its listpack.
+//
 // Not thread-safe: the owning engine shard's lock protects it.
 #ifndef LAPSE_SERVER_ENGINE_COLLECTION_H_
 #define LAPSE_SERVER_ENGINE_COLLECTION_H_
@@ -93,10 +100,13 @@ class Collection {
   Collection(const Collection&) = delete;
   Collection& operator=(const Collection&) = delete;
 
+  // Members a collection keeps in its small form (above).
+  static constexpr size_t kSmallMax = 16;
+
   const std::string& name() const { return name_; }
-  size_t size() const { return by_key_.size(); }
-  bool empty() const { return by_key_.empty(); }
-  size_t expiring_count() const { return by_deadline_.size(); }
+  size_t size() const { return indexed_ ? indexed_->by_key.size() : small_.size(); }
+  bool empty() const { return size() == 0; }
+  size_t expiring_count() const;
   // The deadline under which the shard's DeadlineQueue holds this collection,
   // or kNoDeadlineMs when it is not queued. Maintained by the engine.
   int64_t queued_deadline_ms() const { return queued_deadline_ms_; }
@@ -104,7 +114,8 @@ class Collection {
 
   // The earliest member deadline, or kNoDeadlineMs.
   int64_t next_deadline_ms() const {
-    return by_deadline_.empty() ? kNoDeadlineMs : (*by_deadline_.begin())->deadline_ms();
+    const StoredMember* m = EarliestExpiring();
+    return m == nullptr ? kNoDeadlineMs : m->deadline_ms();
   }
 
   // nullptr when absent. The pointer is valid until the member is changed or
@@ -120,7 +131,8 @@ class Collection {
 
   // The member with the earliest deadline, or nullptr when none has one.
   const StoredMember* EarliestExpiring() const {
-    return by_deadline_.empty() ? nullptr : *by_deadline_.begin();
+    if (!indexed_) return small_earliest_;
+    return indexed_->by_deadline.empty() ? nullptr : *indexed_->by_deadline.begin();
   }
 
   // Up to `limit` members after `after_key` (from the start when null), in
@@ -159,14 +171,33 @@ class Collection {
     }
   };
 
+  // The large form's indexes.
+  struct Indexed {
+    absl::btree_set<StoredMember::Ptr, KeyLess> by_key;
+    // Only members with a deadline.
+    absl::btree_set<const StoredMember*, DeadlineLess> by_deadline;
+  };
+  using SmallMembers = std::vector<StoredMember::Ptr>;
+
   void Index(const StoredMember* member);
   void Unindex(const StoredMember* member);
+  // The small form's position of `key`, or where it would go.
+  SmallMembers::iterator SmallLowerBound(absl::string_view key);
+  SmallMembers::const_iterator SmallLowerBound(absl::string_view key) const;
+  // Sets small_earliest_ after a change of the small form.
+  void FindSmallEarliest();
+  // Moves the members of the small form into the indexes.
+  void MakeIndexed();
 
   const std::string name_;
   int64_t queued_deadline_ms_ = kNoDeadlineMs;
-  absl::btree_set<StoredMember::Ptr, KeyLess> by_key_;
-  // Only members with a deadline.
-  absl::btree_set<const StoredMember*, DeadlineLess> by_deadline_;
+  // The small form, in key order, while indexed_ is null.
+  SmallMembers small_;
+  // The small form's member with the earliest (deadline, key); nullptr when
+  // none has a deadline.
+  const StoredMember* small_earliest_ = nullptr;
+  // The large form; null while the collection is small.
+  std::unique_ptr<Indexed> indexed_;
 };
 
 }  // namespace lapse

@@ -1,9 +1,12 @@
 #include "server/engine/collection.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/base/deadline.h"
@@ -44,8 +47,26 @@ TEST(StoredMemberTest, KeepsKeysValuesAndDeadlinesOfEverySize) {
   }
 }
 
-TEST(CollectionTest, ReplaceKeepsTheKeyAndMovesTheDeadlineOfEverySize) {
-  Collection c("c");
+// Runs each test on a small collection and on one in the indexed form: one
+// that grew past kSmallMax and was emptied keeps its indexes.
+class CollectionTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!GetParam()) return;
+    for (size_t i = 0; i <= Collection::kSmallMax; ++i) c.Insert(Filler(i), "", kNoDeadlineMs);
+    for (size_t i = 0; i <= Collection::kSmallMax; ++i) c.Erase(c.Find(Filler(i)));
+  }
+  static std::string Filler(size_t i) { return "~" + std::to_string(i); }
+
+  Collection c{"c"};
+};
+
+INSTANTIATE_TEST_SUITE_P(SmallAndIndexed, CollectionTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Indexed" : "Small";
+                         });
+
+TEST_P(CollectionTest, ReplaceKeepsTheKeyAndMovesTheDeadlineOfEverySize) {
   c.Insert(std::string(300, 'k'), "small", 10);
   const StoredMember* m = c.Find(std::string(300, 'k'));
   ASSERT_NE(m, nullptr);
@@ -61,8 +82,7 @@ TEST(CollectionTest, ReplaceKeepsTheKeyAndMovesTheDeadlineOfEverySize) {
   EXPECT_EQ(c.expiring_count(), 0u);
 }
 
-TEST(CollectionTest, DeadlineOrderFollowsEveryChange) {
-  Collection c("c");
+TEST_P(CollectionTest, DeadlineOrderFollowsEveryChange) {
   c.Insert("a", "1", 30);
   c.Insert("b", "2", 10);
   c.Insert("c", "3", 20);
@@ -85,6 +105,39 @@ TEST(CollectionTest, DeadlineOrderFollowsEveryChange) {
   EXPECT_THAT(KeysOf(c.PageByDeadline(&after, 10, &more)), ElementsAre("b", "a"));
   EXPECT_EQ(c.expiring_count(), 2u);
   EXPECT_EQ(c.next_deadline_ms(), 10);
+}
+
+TEST_P(CollectionTest, KeepsBothOrdersAsItGrowsPastTheSmallForm) {
+  // Deadlines fall as keys rise; every third member is persistent.
+  std::vector<std::string> by_key;
+  std::vector<std::string> by_deadline;
+  std::vector<std::string> persistent;
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = absl::StrFormat("k%02d", i);
+    const bool expires = i % 3 != 0;
+    c.Insert(key, "v", expires ? 1000 - i : kNoDeadlineMs);
+    by_key.push_back(key);
+    (expires ? by_deadline : persistent).push_back(key);
+    EXPECT_EQ(c.size(), by_key.size());
+    EXPECT_EQ(c.Find(key)->key(), key);
+    const StoredMember* earliest = c.EarliestExpiring();
+    ASSERT_EQ(earliest == nullptr, by_deadline.empty());
+    if (earliest != nullptr) EXPECT_EQ(earliest->key(), by_deadline.back());
+  }
+  std::reverse(by_deadline.begin(), by_deadline.end());
+  by_deadline.insert(by_deadline.end(), persistent.begin(), persistent.end());
+  bool more = true;
+  EXPECT_EQ(KeysOf(c.PageByKey(nullptr, 100, &more)), by_key);
+  EXPECT_FALSE(more);
+  EXPECT_EQ(KeysOf(c.PageByDeadline(nullptr, 100, &more)), by_deadline);
+  EXPECT_FALSE(more);
+  EXPECT_EQ(c.expiring_count(), 26u);
+  const absl::string_view after_key = "k09";
+  EXPECT_THAT(KeysOf(c.PageByKey(&after_key, 2, &more)), ElementsAre("k10", "k11"));
+  EXPECT_TRUE(more);
+  const DeadlinePosition after{kNoDeadlineMs, "k03"};
+  EXPECT_THAT(KeysOf(c.PageByDeadline(&after, 2, &more)), ElementsAre("k06", "k09"));
+  EXPECT_TRUE(more);
 }
 
 }  // namespace
