@@ -42,6 +42,18 @@ StoredMember::Ptr StoredMember::Create(absl::string_view key, absl::string_view 
   return m;
 }
 
+void Collection::Deleter::operator()(Collection* c) const {
+  c->~Collection();
+  ::operator delete(c);
+}
+
+Collection::Ptr Collection::Create(absl::string_view name) {
+  void* raw = ::operator new(sizeof(Collection) + name.size());
+  Ptr c(new (raw) Collection(static_cast<uint32_t>(name.size())));
+  if (!name.empty()) std::memcpy(c.get() + 1, name.data(), name.size());
+  return c;
+}
+
 size_t Collection::expiring_count() const {
   if (indexed_) return indexed_->by_deadline.size();
   size_t n = 0;
@@ -114,6 +126,10 @@ void Collection::Insert(absl::string_view key, absl::string_view value, int64_t 
     Index(it->get());
     return;
   }
+  // Grown one slot at a time, not doubled: a pointer array of a few members
+  // is cheap to move, and doubling would leave a collection of 9 to 15
+  // members up to 7 empty slots.
+  if (small_.size() == small_.capacity()) small_.reserve(small_.size() + 1);
   small_.insert(SmallLowerBound(key), std::move(m));
   FindSmallEarliest();
 }

@@ -6,14 +6,15 @@
 // 255) followed by the key and the value, so a member with a 16-byte key and a
 // 16-byte value takes 40 bytes. It costs that allocation plus one pointer in
 // each index: the collection owns its members, the key index and the deadline
-// index hold pointers to them and compare through them.
+// index hold pointers to them and compare through them. A Collection is
+// likewise one allocation with its name after it.
 //
-// A collection starts small: up to kSmallMax members are kept in one vector in
-// key order, with no deadline index (the earliest is found by a scan of the
-// vector after each change), which saves the two indexes' nodes of a
-// collection of a few members. The collection that grows past kSmallMax
-// moves its members into the two indexes and keeps them until it is empty, as
-// a Redis hash keeps its hash table once it outgrew its listpack.
+// A collection starts small: up to kSmallMax members are kept in one vector of
+// member pointers in key order, one slot per member, with no deadline index
+// (the earliest is found by a scan of the vector after each change), which
+// saves the two indexes' nodes of a collection of a few members. The collection that grows past
+// kSmallMax moves its members into the two indexes and keeps them until it is empty, as a Redis
+// hash keeps its hash table once it outgrew its listpack.
 //
 // Not thread-safe: the owning engine shard's lock protects it.
 #ifndef LAPSE_SERVER_ENGINE_COLLECTION_H_
@@ -22,7 +23,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,14 +96,19 @@ struct DeadlinePosition {
 
 class Collection {
  public:
-  explicit Collection(std::string name) : name_(std::move(name)) {}
+  struct Deleter {
+    void operator()(Collection* c) const;
+  };
+  using Ptr = std::unique_ptr<Collection, Deleter>;
+
+  static Ptr Create(absl::string_view name);
   Collection(const Collection&) = delete;
   Collection& operator=(const Collection&) = delete;
 
   // Members a collection keeps in its small form (above).
   static constexpr size_t kSmallMax = 16;
 
-  const std::string& name() const { return name_; }
+  absl::string_view name() const { return {reinterpret_cast<const char*>(this + 1), name_size_}; }
   size_t size() const { return indexed_ ? indexed_->by_key.size() : small_.size(); }
   bool empty() const { return size() == 0; }
   size_t expiring_count() const;
@@ -189,7 +194,9 @@ class Collection {
   // Moves the members of the small form into the indexes.
   void MakeIndexed();
 
-  const std::string name_;
+  explicit Collection(uint32_t name_size) : name_size_(name_size) {}
+
+  const uint32_t name_size_;
   int64_t queued_deadline_ms_ = kNoDeadlineMs;
   // The small form, in key order, while indexed_ is null.
   SmallMembers small_;

@@ -58,7 +58,8 @@ class CollectionTest : public ::testing::TestWithParam<bool> {
   }
   static std::string Filler(size_t i) { return "~" + std::to_string(i); }
 
-  Collection c{"c"};
+  Collection::Ptr collection = Collection::Create("c");
+  Collection& c = *collection;
 };
 
 INSTANTIATE_TEST_SUITE_P(SmallAndIndexed, CollectionTest, ::testing::Bool(),
