@@ -50,7 +50,7 @@ void Collection::Deleter::operator()(Collection* c) const {
 Collection::Ptr Collection::Create(absl::string_view name) {
   void* raw = ::operator new(sizeof(Collection) + name.size());
   Ptr c(new (raw) Collection(static_cast<uint32_t>(name.size())));
-  if (!name.empty()) std::memcpy(c.get() + 1, name.data(), name.size());
+  if (!name.empty()) std::memcpy(reinterpret_cast<char*>(c.get() + 1), name.data(), name.size());
   return c;
 }
 

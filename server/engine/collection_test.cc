@@ -123,7 +123,9 @@ TEST_P(CollectionTest, KeepsBothOrdersAsItGrowsPastTheSmallForm) {
     EXPECT_EQ(c.Find(key)->key(), key);
     const StoredMember* earliest = c.EarliestExpiring();
     ASSERT_EQ(earliest == nullptr, by_deadline.empty());
-    if (earliest != nullptr) EXPECT_EQ(earliest->key(), by_deadline.back());
+    if (earliest != nullptr) {
+      EXPECT_EQ(earliest->key(), by_deadline.back());
+    }
   }
   std::reverse(by_deadline.begin(), by_deadline.end());
   by_deadline.insert(by_deadline.end(), persistent.begin(), persistent.end());
