@@ -23,6 +23,12 @@ namespace lapse {
 // than every real deadline, so "earliest deadline" needs no special case.
 inline constexpr int64_t kNoDeadlineMs = std::numeric_limits<int64_t>::max();
 
+// The range of deadlines the engine stores: a member keeps its deadline in 48
+// bits (server/engine/collection.h). From about the year -2489 to the year
+// 6429; requests for later deadlines are refused (validate.h).
+inline constexpr int64_t kEarliestDeadlineMs = -(int64_t{1} << 47);
+inline constexpr int64_t kLatestDeadlineMs = (int64_t{1} << 47) - 2;
+
 // The deadline of a member that never expires, as a time.
 inline absl::Time NoDeadline() { return absl::InfiniteFuture(); }
 

@@ -69,7 +69,8 @@ class PageBytes {
 };
 
 CollectionInfo InfoOf(const Collection& c) {
-  return {c.name(), c.size(), c.expiring_count(), TimeOfDeadline(c.next_deadline_ms())};
+  return {std::string(c.name()), c.size(), c.expiring_count(),
+          TimeOfDeadline(c.next_deadline_ms())};
 }
 
 }  // namespace
@@ -110,7 +111,7 @@ class Engine::Shard {
       for (const StoredMember* m : page) fn(c->name(), m->key(), m->value(), m->deadline_ms());
       n += page.size();
       cursor->started = true;
-      cursor->collection = c->name();
+      cursor->collection = std::string(c->name());
       cursor->key = more ? std::string(page.back()->key()) : std::string();
     }
     return n;
@@ -132,12 +133,12 @@ class Engine::Shard {
     size_t operator()(absl::string_view name) const {
       return absl::Hash<absl::string_view>{}(name);
     }
-    size_t operator()(const std::unique_ptr<Collection>& c) const { return (*this)(c->name()); }
+    size_t operator()(const Collection::Ptr& c) const { return (*this)(c->name()); }
   };
   struct NameEq {
     using is_transparent = void;
     static absl::string_view NameOf(absl::string_view name) { return name; }
-    static absl::string_view NameOf(const std::unique_ptr<Collection>& c) { return c->name(); }
+    static absl::string_view NameOf(const Collection::Ptr& c) { return c->name(); }
     template <typename A, typename B>
     bool operator()(const A& a, const B& b) const {
       return NameOf(a) == NameOf(b);
@@ -152,8 +153,7 @@ class Engine::Shard {
   }
 
   // Keyed by the collection's own name, so the name is stored once.
-  absl::flat_hash_set<std::unique_ptr<Collection>, NameHash, NameEq> collections_
-      ABSL_GUARDED_BY(mu);
+  absl::flat_hash_set<Collection::Ptr, NameHash, NameEq> collections_ ABSL_GUARDED_BY(mu);
   // Views of the names of collections_, for ordered listing.
   absl::btree_set<absl::string_view> names_ ABSL_GUARDED_BY(mu);
   // Every collection with a member that has a deadline, by its earliest one.
@@ -397,8 +397,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   Collection* Create(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-    auto [it, inserted] =
-        shard_.collections_.insert(std::make_unique<Collection>(std::string(name)));
+    auto [it, inserted] = shard_.collections_.insert(Collection::Create(name));
     shard_.names_.insert((*it)->name());
     return it->get();
   }
@@ -428,7 +427,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     }
     if (live_) {
       ExpiryEvent& e = events_.emplace_back();
-      e.collection = c->name();
+      e.collection = std::string(c->name());
       e.key = std::string(m->key());
       e.value = std::string(m->value());
       e.expire_time = TimeOfDeadline(deadline_ms);

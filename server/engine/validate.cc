@@ -9,6 +9,9 @@
 namespace lapse {
 namespace {
 
+constexpr absl::string_view kAfterLatestDeadline =
+    "ends after the latest deadline lapse keeps (the year 6429)";
+
 // DeadlineOf, with the field prefix formatted by `prefix()` only for an error.
 template <typename Prefix>
 absl::StatusOr<int64_t> DeadlineOfImpl(const Expiration& e, const Prefix& prefix, absl::Time now,
@@ -25,7 +28,8 @@ absl::StatusOr<int64_t> DeadlineOfImpl(const Expiration& e, const Prefix& prefix
             absl::StrCat(prefix(), "ttl"),
             absl::StrCat("exceeds the maximum of ", absl::FormatDuration(limits.max_ttl)));
       }
-      return CeilMillis(now + e.ttl);
+      if (const int64_t ms = CeilMillis(now + e.ttl); ms <= kLatestDeadlineMs) return ms;
+      return InvalidField(absl::StrCat(prefix(), "ttl"), kAfterLatestDeadline);
     case Expiration::Kind::kTime: {
       if (e.time == absl::InfiniteFuture() || e.time == absl::InfinitePast()) {
         return InvalidField(absl::StrCat(prefix(), "expire_time"), "must be a finite time");
@@ -36,6 +40,9 @@ absl::StatusOr<int64_t> DeadlineOfImpl(const Expiration& e, const Prefix& prefix
             absl::StrCat("is more than ", absl::FormatDuration(limits.max_ttl), " in the future"));
       }
       const int64_t ms = CeilMillis(e.time);
+      if (ms > kLatestDeadlineMs) {
+        return InvalidField(absl::StrCat(prefix(), "expire_time"), kAfterLatestDeadline);
+      }
       if (past == PastDeadline::kRejected && ms <= FloorMillis(now)) {
         return InvalidField(absl::StrCat(prefix(), "expire_time"), "must be in the future");
       }

@@ -92,7 +92,7 @@ enum class PastDeadline { kRejected, kAllowed };
 
 // The deadline `e` sets at `now`, in whole milliseconds rounded up
 // (kNoDeadlineMs for none). Fields are named `prefix` + "ttl" or
-// "expire_time".
+// "expire_time". A deadline after kLatestDeadlineMs is refused.
 absl::StatusOr<int64_t> DeadlineOf(const Expiration& e, absl::string_view prefix, absl::Time now,
                                    PastDeadline past, const Limits& limits);
 

@@ -204,6 +204,21 @@ TEST(DeadlineOfTest, TtlMustBePositiveAndAtMostTheMaximum) {
               IsInvalid("ttl: exceeds the maximum of 1h"));
 }
 
+TEST(DeadlineOfTest, RefusesDeadlinesAfterTheLatestAMemberKeeps) {
+  Limits limits = SmallLimits();
+  limits.max_ttl = absl::Hours(24 * 365 * 10'000);
+  const absl::Time latest = absl::FromUnixMillis(kLatestDeadlineMs);
+  EXPECT_EQ(*DeadlineOf(Expiration::At(latest), "", kNow, PastDeadline::kRejected, limits),
+            kLatestDeadlineMs);
+  EXPECT_THAT(StatusOf(DeadlineOf(Expiration::At(latest + absl::Milliseconds(1)), "default_", kNow,
+                                  PastDeadline::kRejected, limits)),
+              IsInvalid("default_expire_time: ends after the latest deadline lapse keeps (the "
+                        "year 6429)"));
+  EXPECT_THAT(StatusOf(DeadlineOf(Expiration::Ttl(latest - kNow + absl::Milliseconds(1)), "", kNow,
+                                  PastDeadline::kRejected, limits)),
+              IsInvalid("ttl: ends after the latest deadline lapse keeps (the year 6429)"));
+}
+
 TEST(DeadlineOfTest, ExpireTimeMustBeFiniteAndWithinTheMaximum) {
   const Limits limits = SmallLimits();
   EXPECT_THAT(StatusOf(DeadlineOf(Expiration::At(absl::InfiniteFuture()), "", kNow,
