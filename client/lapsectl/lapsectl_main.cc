@@ -3,8 +3,10 @@
 //   lapsectl put unpaid:user-42 order-17 '{"total":12}' --ttl=30m
 //   lapsectl ttl unpaid:user-42 order-17
 //   lapsectl watch --prefix=unpaid: --json
+//   lapsectl consume --group=cancellers --consumer=worker-1
 //
-// One subcommand per RPC (plus ttl, watch and health), each with --help.
+// One subcommand per RPC (plus ttl, watch, health and consume; the consumer
+// group commands are "group create", "group ls", ...), each with --help.
 // Output is a table for people or, with --json, one JSON object per line.
 // Exit status: 0 ok; 1 not found, condition not met or skipped; 2 error (bad
 // usage, RPC failure). The server is --addr, else $LAPSE_ADDR, else
