@@ -15,6 +15,17 @@ using internal::Connection;
 using internal::Idempotency;
 using Stub = v1::LapseService::Stub;
 
+// An Ack, Nack or ExtendLeases request.
+template <typename Request>
+Request LeaseRequest(const std::string& group, const std::string& consumer,
+                     const std::vector<LeaseRef>& leases) {
+  Request request;
+  request.set_group(group);
+  request.set_consumer(consumer);
+  internal::LeasesToProto(leases, request.mutable_leases());
+  return request;
+}
+
 }  // namespace
 
 // ---- Subscription and EventStream --------------------------------------------
@@ -131,6 +142,110 @@ absl::StatusOr<uint64_t> Client::DeleteCollection(const std::string& name,
   return connection_->Call<uint64_t>(&Stub::DeleteCollection,
                                      internal::DeleteCollectionRequestToProto(name),
                                      Idempotency::kIdempotent, call);
+}
+
+absl::StatusOr<ConsumerGroupInfo> Client::CreateConsumerGroup(const ConsumerGroupOptions& options,
+                                                              const CallOptions& call) {
+  return connection_->Call<ConsumerGroupInfo>(&Stub::CreateConsumerGroup,
+                                              internal::CreateConsumerGroupRequestToProto(options),
+                                              Idempotency::kNotIdempotent, call);
+}
+
+absl::StatusOr<ConsumerGroupInfo> Client::GetConsumerGroup(const std::string& name,
+                                                           uint32_t max_leases,
+                                                           const CallOptions& call) {
+  v1::GetConsumerGroupRequest request;
+  request.set_name(name);
+  request.set_max_leases(max_leases);
+  return connection_->Call<ConsumerGroupInfo>(&Stub::GetConsumerGroup, request,
+                                              Idempotency::kIdempotent, call);
+}
+
+absl::StatusOr<ConsumerGroupPage> Client::ListConsumerGroups(
+    const ListConsumerGroupsOptions& options, const CallOptions& call) {
+  v1::ListConsumerGroupsRequest request;
+  request.set_page_size(options.page_size);
+  request.set_page_token(options.page_token);
+  return connection_->Call<ConsumerGroupPage>(&Stub::ListConsumerGroups, request,
+                                              Idempotency::kIdempotent, call);
+}
+
+absl::StatusOr<ConsumerGroupInfo> Client::DeleteConsumerGroup(const std::string& name,
+                                                              const CallOptions& call) {
+  v1::DeleteConsumerGroupRequest request;
+  request.set_name(name);
+  return connection_->Call<ConsumerGroupInfo>(&Stub::DeleteConsumerGroup, request,
+                                              Idempotency::kNotIdempotent, call);
+}
+
+absl::StatusOr<ConsumerGroupInfo> Client::ResetConsumerGroup(const std::string& name,
+                                                             StartPosition start,
+                                                             uint64_t after_sequence,
+                                                             const CallOptions& call) {
+  return connection_->Call<ConsumerGroupInfo>(
+      &Stub::ResetConsumerGroup,
+      internal::ResetConsumerGroupRequestToProto(name, start, after_sequence),
+      Idempotency::kNotIdempotent, call);
+}
+
+absl::StatusOr<PollResult> Client::Poll(const std::string& group, const std::string& consumer,
+                                        const PollOptions& options, const CallOptions& call) {
+  // The server may hold the call for the whole wait before it answers.
+  CallOptions waiting = call;
+  waiting.timeout = call.timeout.value_or(options_.default_timeout) + options.wait;
+  return connection_->Call<PollResult>(&Stub::Poll,
+                                       internal::PollRequestToProto(group, consumer, options),
+                                       Idempotency::kNotIdempotent, waiting);
+}
+
+absl::StatusOr<std::vector<LeaseResult>> Client::Ack(const std::string& group,
+                                                     const std::string& consumer,
+                                                     const std::vector<LeaseRef>& leases,
+                                                     const CallOptions& call) {
+  return connection_->Call<std::vector<LeaseResult>>(
+      &Stub::Ack, LeaseRequest<v1::AckRequest>(group, consumer, leases),
+      Idempotency::kNotIdempotent, call);
+}
+
+absl::StatusOr<std::vector<LeaseResult>> Client::Nack(const std::string& group,
+                                                      const std::string& consumer,
+                                                      const std::vector<LeaseRef>& leases,
+                                                      const CallOptions& call) {
+  return connection_->Call<std::vector<LeaseResult>>(
+      &Stub::Nack, LeaseRequest<v1::NackRequest>(group, consumer, leases),
+      Idempotency::kNotIdempotent, call);
+}
+
+absl::StatusOr<std::vector<LeaseResult>> Client::ExtendLeases(const std::string& group,
+                                                              const std::string& consumer,
+                                                              const std::vector<LeaseRef>& leases,
+                                                              absl::Duration extension,
+                                                              const CallOptions& call) {
+  v1::ExtendLeasesRequest request = LeaseRequest<v1::ExtendLeasesRequest>(group, consumer, leases);
+  internal::DurationToProto(extension, request.mutable_extension());
+  return connection_->Call<std::vector<LeaseResult>>(&Stub::ExtendLeases, request,
+                                                     Idempotency::kNotIdempotent, call);
+}
+
+absl::StatusOr<DeadLetterPage> Client::ListDeadLetters(const std::string& group, int page_size,
+                                                       const std::string& page_token,
+                                                       const CallOptions& call) {
+  v1::ListDeadLettersRequest request;
+  request.set_group(group);
+  request.set_page_size(page_size);
+  request.set_page_token(page_token);
+  return connection_->Call<DeadLetterPage>(&Stub::ListDeadLetters, request,
+                                           Idempotency::kIdempotent, call);
+}
+
+absl::StatusOr<uint64_t> Client::RedriveDeadLetters(const std::string& group,
+                                                    const std::vector<uint64_t>& sequences,
+                                                    const CallOptions& call) {
+  v1::RedriveDeadLettersRequest request;
+  request.set_group(group);
+  for (uint64_t sequence : sequences) request.add_sequences(sequence);
+  return connection_->Call<uint64_t>(&Stub::RedriveDeadLetters, request,
+                                     Idempotency::kNotIdempotent, call);
 }
 
 absl::StatusOr<std::unique_ptr<Subscription>> Client::Watch(const WatchOptions& options,

@@ -53,6 +53,14 @@ class ClientTest : public ::testing::Test {
     ASSERT_TRUE(client_.PutMembers(collection, writes).ok());
   }
 
+  // Moves the clock by `d` and expires what came due in `collection` at once
+  // (a read expires a collection's due members before it answers), so the
+  // events are in the feed when this returns.
+  void ExpireDue(const std::string& collection, absl::Duration d) {
+    server_.ExpireAfter(d);
+    client_.GetCollection(collection).IgnoreError();
+  }
+
   TestServer server_;
   Client client_;
 };
@@ -230,6 +238,148 @@ TEST_F(ClientTest, DeleteCollectionReturnsHowManyMembersItHad) {
   absl::StatusOr<uint64_t> again = client_.DeleteCollection("c");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, 0u);
+}
+
+// A group over collection "orders" from new events, with a 30 s visibility
+// timeout and at most 2 deliveries.
+ConsumerGroupOptions OrdersGroup(const std::string& name) {
+  ConsumerGroupOptions options;
+  options.name = name;
+  options.collections = {"orders"};
+  options.include_values = true;
+  options.visibility_timeout = absl::Seconds(30);
+  options.max_deliveries = 2;
+  return options;
+}
+
+TEST_F(ClientTest, ConsumerGroupsAreCreatedListedShownResetAndDeleted) {
+  absl::StatusOr<ConsumerGroupInfo> created = client_.CreateConsumerGroup(OrdersGroup("g1"));
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->name, "g1");
+  EXPECT_THAT(created->collections, ElementsAre("orders"));
+  EXPECT_TRUE(created->include_values);
+  EXPECT_EQ(created->visibility_timeout, absl::Seconds(30));
+  EXPECT_EQ(created->max_deliveries, 2u);
+  EXPECT_EQ(client_.CreateConsumerGroup(OrdersGroup("g1")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  ConsumerGroupOptions everything;
+  everything.name = "g2";
+  ASSERT_TRUE(client_.CreateConsumerGroup(everything).ok());
+
+  absl::StatusOr<ConsumerGroupPage> page = client_.ListConsumerGroups();
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->groups.size(), 2u);
+  EXPECT_EQ(page->groups[0].name, "g1");
+  EXPECT_EQ(page->groups[1].name, "g2");
+  EXPECT_TRUE(page->next_page_token.empty());
+
+  PutTtl("orders", {"a"}, absl::Seconds(1));
+  ExpireDue("orders", absl::Seconds(2));
+  ASSERT_TRUE(client_.Poll("g1", "c1").ok());
+  absl::StatusOr<ConsumerGroupInfo> shown = client_.GetConsumerGroup("g1", 10);
+  ASSERT_TRUE(shown.ok()) << shown.status();
+  EXPECT_EQ(shown->pending, 1u);
+  ASSERT_EQ(shown->consumers.size(), 1u);
+  EXPECT_EQ(shown->consumers[0].name, "c1");
+  EXPECT_EQ(shown->consumers[0].unacked, 1u);
+  ASSERT_EQ(shown->leases.size(), 1u);
+  EXPECT_EQ(shown->leases[0].consumer, "c1");
+  EXPECT_EQ(shown->leases[0].delivery_count, 1u);
+  EXPECT_EQ(shown->leases[0].deadline, StartTime() + absl::Seconds(32));
+
+  absl::StatusOr<ConsumerGroupInfo> reset = client_.ResetConsumerGroup("g1", StartPosition::kNew);
+  ASSERT_TRUE(reset.ok()) << reset.status();
+  EXPECT_EQ(reset->pending, 0u);
+  absl::StatusOr<ConsumerGroupInfo> deleted = client_.DeleteConsumerGroup("g1");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(deleted->name, "g1");
+  EXPECT_EQ(client_.GetConsumerGroup("g1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_.DeleteConsumerGroup("g1").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, PolledEventsAreAckedOnceAndALostLeaseIsRefused) {
+  ASSERT_TRUE(client_.CreateConsumerGroup(OrdersGroup("g")).ok());
+  PutTtl("orders", {"a", "b"}, absl::Seconds(1));
+  ExpireDue("orders", absl::Seconds(2));
+
+  PollOptions two;
+  two.max_events = 2;
+  absl::StatusOr<PollResult> polled = client_.Poll("g", "c1", two);
+  ASSERT_TRUE(polled.ok()) << polled.status();
+  ASSERT_EQ(polled->deliveries.size(), 2u);
+  const Delivery& a = polled->deliveries[0];
+  const Delivery& b = polled->deliveries[1];
+  EXPECT_EQ(a.event.key, "a");
+  EXPECT_EQ(a.event.value, "v:a");
+  EXPECT_EQ(a.delivery_count, 1u);
+  EXPECT_EQ(a.lease_deadline, StartTime() + absl::Seconds(32));
+
+  absl::StatusOr<std::vector<LeaseResult>> acked =
+      client_.Ack("g", "c1", {{a.event.sequence, a.delivery_count}});
+  ASSERT_TRUE(acked.ok()) << acked.status();
+  ASSERT_EQ(acked->size(), 1u);
+  EXPECT_TRUE((*acked)[0].status.ok()) << (*acked)[0].status;
+  absl::StatusOr<std::vector<LeaseResult>> again =
+      client_.Ack("g", "c1", {{a.event.sequence, a.delivery_count}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].sequence, a.event.sequence);
+  EXPECT_EQ((*again)[0].status.code(), absl::StatusCode::kFailedPrecondition);
+
+  // b's lease expires: it goes to c2 with its second delivery, and c1's ack
+  // of the lost lease is refused.
+  server_.ExpireAfter(absl::Seconds(31));
+  absl::StatusOr<PollResult> redelivered = client_.Poll("g", "c2");
+  ASSERT_TRUE(redelivered.ok()) << redelivered.status();
+  ASSERT_EQ(redelivered->deliveries.size(), 1u);
+  EXPECT_EQ(redelivered->deliveries[0].event.sequence, b.event.sequence);
+  EXPECT_EQ(redelivered->deliveries[0].delivery_count, 2u);
+  absl::StatusOr<std::vector<LeaseResult>> lost =
+      client_.Ack("g", "c1", {{b.event.sequence, b.delivery_count}});
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ((*lost)[0].status.code(), absl::StatusCode::kFailedPrecondition);
+
+  absl::StatusOr<std::vector<LeaseResult>> extended =
+      client_.ExtendLeases("g", "c2", {{b.event.sequence, 2}}, absl::Minutes(5));
+  ASSERT_TRUE(extended.ok()) << extended.status();
+  EXPECT_TRUE((*extended)[0].status.ok()) << (*extended)[0].status;
+  absl::StatusOr<ConsumerGroupInfo> group = client_.GetConsumerGroup("g", 1);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_EQ(group->leases.size(), 1u);
+  EXPECT_EQ(group->leases[0].deadline, StartTime() + absl::Seconds(33) + absl::Minutes(5));
+}
+
+TEST_F(ClientTest, NackedEventsUseUpTheirDeliveriesIntoDeadLettersAndAreRedriven) {
+  ASSERT_TRUE(client_.CreateConsumerGroup(OrdersGroup("g")).ok());
+  PutTtl("orders", {"a"}, absl::Seconds(1));
+  ExpireDue("orders", absl::Seconds(2));
+  for (uint32_t delivery = 1; delivery <= 2; ++delivery) {
+    absl::StatusOr<PollResult> polled = client_.Poll("g", "c1");
+    ASSERT_TRUE(polled.ok()) << polled.status();
+    ASSERT_EQ(polled->deliveries.size(), 1u) << "delivery " << delivery;
+    EXPECT_EQ(polled->deliveries[0].delivery_count, delivery);
+    absl::StatusOr<std::vector<LeaseResult>> nacked =
+        client_.Nack("g", "c1", {{polled->deliveries[0].event.sequence, delivery}});
+    ASSERT_TRUE(nacked.ok()) << nacked.status();
+    EXPECT_TRUE((*nacked)[0].status.ok()) << (*nacked)[0].status;
+  }
+  absl::StatusOr<PollResult> none = client_.Poll("g", "c1");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->deliveries.empty());
+
+  absl::StatusOr<DeadLetterPage> letters = client_.ListDeadLetters("g");
+  ASSERT_TRUE(letters.ok()) << letters.status();
+  ASSERT_EQ(letters->dead_letters.size(), 1u);
+  EXPECT_EQ(letters->dead_letters[0].event.key, "a");
+  EXPECT_EQ(letters->dead_letters[0].delivery_count, 2u);
+  EXPECT_EQ(letters->dead_letters[0].consumer, "c1");
+
+  absl::StatusOr<uint64_t> redriven = client_.RedriveDeadLetters("g");
+  ASSERT_TRUE(redriven.ok()) << redriven.status();
+  EXPECT_EQ(*redriven, 1u);
+  absl::StatusOr<PollResult> back = client_.Poll("g", "c2");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->deliveries.size(), 1u);
+  EXPECT_EQ(back->deliveries[0].event.key, "a");
 }
 
 TEST(ClientAuthTest, SendsItsBearerTokenWithEveryCallAndWatch) {

@@ -122,6 +122,38 @@ CollectionInfo CollectionFromProto(const v1::CollectionInfo& info) {
   return out;
 }
 
+absl::Duration DurationFromProto(const google::protobuf::Duration& duration) {
+  return absl::Seconds(duration.seconds()) + absl::Nanoseconds(duration.nanos());
+}
+
+ConsumerGroupInfo GroupFromProto(const v1::ConsumerGroup& group) {
+  ConsumerGroupInfo out;
+  out.name = group.name();
+  out.collections.assign(group.collections().begin(), group.collections().end());
+  out.collection_prefix = group.collection_prefix();
+  out.include_values = group.include_values();
+  out.visibility_timeout = DurationFromProto(group.visibility_timeout());
+  out.max_deliveries = group.max_deliveries();
+  out.max_unacked_per_consumer = group.max_unacked_per_consumer();
+  out.position = group.position();
+  out.lag = group.lag();
+  out.pending = group.pending();
+  out.awaiting_redelivery = group.awaiting_redelivery();
+  out.dead_lettered = group.dead_lettered();
+  out.delivered_total = group.delivered_total();
+  out.acked_total = group.acked_total();
+  out.lost_sequences_total = group.lost_sequences_total();
+  out.consumers = EachFromProto<
+      GroupConsumer>(group.consumers(), [](const v1::ConsumerGroupConsumer& consumer) {
+    return GroupConsumer{consumer.name(), consumer.unacked(), TimeFromProto(consumer.last_seen())};
+  });
+  out.leases = EachFromProto<GroupLease>(group.leases(), [](const v1::ConsumerGroupLease& lease) {
+    return GroupLease{lease.sequence(), lease.consumer(), lease.delivery_count(),
+                      TimeFromProto(lease.deadline())};
+  });
+  return out;
+}
+
 }  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -255,23 +287,74 @@ v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
     request.set_after_sequence(*resume_after);
     return request;
   }
-  switch (options.start) {
-    case StartPosition::kNew:
-      request.set_start_position(v1::START_POSITION_NEW);
-      break;
-    case StartPosition::kOldest:
-      request.set_start_position(v1::START_POSITION_OLDEST);
-      break;
-    case StartPosition::kAfterSequence:
-      request.set_start_position(v1::START_POSITION_AFTER_SEQUENCE);
-      request.set_after_sequence(options.after_sequence);
-      break;
-    case StartPosition::kAfterToken:
-      request.set_start_position(v1::START_POSITION_AFTER_TOKEN);
-      request.set_resume_token(options.resume_token);
-      break;
+  request.set_start_position(StartPositionToProto(options.start));
+  if (options.start == StartPosition::kAfterSequence) {
+    request.set_after_sequence(options.after_sequence);
+  } else if (options.start == StartPosition::kAfterToken) {
+    request.set_resume_token(options.resume_token);
   }
   return request;
+}
+
+v1::StartPosition StartPositionToProto(StartPosition start) {
+  switch (start) {
+    case StartPosition::kNew:
+      return v1::START_POSITION_NEW;
+    case StartPosition::kOldest:
+      return v1::START_POSITION_OLDEST;
+    case StartPosition::kAfterSequence:
+      return v1::START_POSITION_AFTER_SEQUENCE;
+    case StartPosition::kAfterToken:
+      return v1::START_POSITION_AFTER_TOKEN;
+  }
+  return v1::START_POSITION_UNSPECIFIED;
+}
+
+v1::CreateConsumerGroupRequest CreateConsumerGroupRequestToProto(
+    const ConsumerGroupOptions& options) {
+  v1::CreateConsumerGroupRequest request;
+  request.set_name(options.name);
+  for (const std::string& collection : options.collections) request.add_collections(collection);
+  request.set_collection_prefix(options.collection_prefix);
+  request.set_include_values(options.include_values);
+  request.set_start_position(StartPositionToProto(options.start));
+  request.set_after_sequence(options.after_sequence);
+  if (options.visibility_timeout.has_value()) {
+    DurationToProto(*options.visibility_timeout, request.mutable_visibility_timeout());
+  }
+  request.set_max_deliveries(options.max_deliveries);
+  request.set_max_unacked_per_consumer(options.max_unacked_per_consumer);
+  return request;
+}
+
+v1::ResetConsumerGroupRequest ResetConsumerGroupRequestToProto(const std::string& name,
+                                                               StartPosition start,
+                                                               uint64_t after_sequence) {
+  v1::ResetConsumerGroupRequest request;
+  request.set_name(name);
+  request.set_start_position(StartPositionToProto(start));
+  request.set_after_sequence(after_sequence);
+  return request;
+}
+
+v1::PollRequest PollRequestToProto(const std::string& group, const std::string& consumer,
+                                   const PollOptions& options) {
+  v1::PollRequest request;
+  request.set_group(group);
+  request.set_consumer(consumer);
+  request.set_max_events(options.max_events);
+  if (options.wait > absl::ZeroDuration()) DurationToProto(options.wait, request.mutable_wait());
+  return request;
+}
+
+void LeasesToProto(const std::vector<LeaseRef>& leases,
+                   google::protobuf::RepeatedPtrField<v1::LeaseRef>* out) {
+  out->Reserve(static_cast<int>(leases.size()));
+  for (const LeaseRef& lease : leases) {
+    v1::LeaseRef* ref = out->Add();
+    ref->set_sequence(lease.sequence);
+    ref->set_delivery_count(lease.delivery_count);
+  }
 }
 
 // ---- Responses --------------------------------------------------------------
@@ -349,6 +432,74 @@ CollectionPage FromProto(const v1::ListCollectionsResponse& response) {
 
 uint64_t FromProto(const v1::DeleteCollectionResponse& response) {
   return response.removed_count();
+}
+
+ConsumerGroupInfo FromProto(const v1::CreateConsumerGroupResponse& response) {
+  return GroupFromProto(response.group());
+}
+
+ConsumerGroupInfo FromProto(const v1::GetConsumerGroupResponse& response) {
+  return GroupFromProto(response.group());
+}
+
+ConsumerGroupPage FromProto(const v1::ListConsumerGroupsResponse& response) {
+  ConsumerGroupPage page;
+  page.groups = EachFromProto<ConsumerGroupInfo>(response.groups(), &GroupFromProto);
+  page.next_page_token = response.next_page_token();
+  return page;
+}
+
+ConsumerGroupInfo FromProto(const v1::DeleteConsumerGroupResponse& response) {
+  return GroupFromProto(response.group());
+}
+
+ConsumerGroupInfo FromProto(const v1::ResetConsumerGroupResponse& response) {
+  return GroupFromProto(response.group());
+}
+
+PollResult FromProto(const v1::PollResponse& response) {
+  PollResult result;
+  result.deliveries = EachFromProto<Delivery>(response.deliveries(), &DeliveryFromProto);
+  result.lost_first_sequence = response.lost_first_sequence();
+  result.lost_last_sequence = response.lost_last_sequence();
+  return result;
+}
+
+std::vector<LeaseResult> FromProto(const v1::AckResponse& response) {
+  return EachFromProto<LeaseResult>(response.results(), &LeaseResultFromProto);
+}
+
+std::vector<LeaseResult> FromProto(const v1::NackResponse& response) {
+  return EachFromProto<LeaseResult>(response.results(), &LeaseResultFromProto);
+}
+
+std::vector<LeaseResult> FromProto(const v1::ExtendLeasesResponse& response) {
+  return EachFromProto<LeaseResult>(response.results(), &LeaseResultFromProto);
+}
+
+DeadLetterPage FromProto(const v1::ListDeadLettersResponse& response) {
+  DeadLetterPage page;
+  page.dead_letters =
+      EachFromProto<DeadLetter>(response.dead_letters(), [](const v1::DeadLetter& letter) {
+        return DeadLetter{EventFromProto(letter.event()), letter.delivery_count(),
+                          letter.consumer(), TimeFromProto(letter.dead_lettered_at())};
+      });
+  page.next_page_token = response.next_page_token();
+  return page;
+}
+
+uint64_t FromProto(const v1::RedriveDeadLettersResponse& response) {
+  return response.redriven_count();
+}
+
+Delivery DeliveryFromProto(const v1::Delivery& delivery) {
+  return Delivery{EventFromProto(delivery.event()), delivery.delivery_count(),
+                  TimeFromProto(delivery.lease_deadline())};
+}
+
+LeaseResult LeaseResultFromProto(const v1::LeaseResult& result) {
+  return LeaseResult{result.sequence(),
+                     absl::Status(static_cast<absl::StatusCode>(result.code()), result.message())};
 }
 
 ExpiryEvent EventFromProto(const v1::ExpiryEvent& event) {

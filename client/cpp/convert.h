@@ -73,6 +73,19 @@ v1::WatchExpirationsRequest WatchRequest(const WatchOptions& options,
                                          std::optional<uint64_t> resume_after,
                                          const std::string& resume_token);
 
+// Consumer groups.
+v1::StartPosition StartPositionToProto(StartPosition start);
+v1::CreateConsumerGroupRequest CreateConsumerGroupRequestToProto(
+    const ConsumerGroupOptions& options);
+v1::ResetConsumerGroupRequest ResetConsumerGroupRequestToProto(const std::string& name,
+                                                               StartPosition start,
+                                                               uint64_t after_sequence);
+v1::PollRequest PollRequestToProto(const std::string& group, const std::string& consumer,
+                                   const PollOptions& options);
+// The leases of an Ack, Nack or ExtendLeases request, or of a ConsumeRequest.
+void LeasesToProto(const std::vector<LeaseRef>& leases,
+                   google::protobuf::RepeatedPtrField<v1::LeaseRef>* out);
+
 // ---- Responses --------------------------------------------------------------
 //
 // What each Client method returns for its RPC's response.
@@ -88,7 +101,23 @@ CollectionPage FromProto(const v1::ListCollectionsResponse& response);
 // How many live members the collection had.
 uint64_t FromProto(const v1::DeleteCollectionResponse& response);
 
+ConsumerGroupInfo FromProto(const v1::CreateConsumerGroupResponse& response);
+ConsumerGroupInfo FromProto(const v1::GetConsumerGroupResponse& response);
+ConsumerGroupPage FromProto(const v1::ListConsumerGroupsResponse& response);
+ConsumerGroupInfo FromProto(const v1::DeleteConsumerGroupResponse& response);
+ConsumerGroupInfo FromProto(const v1::ResetConsumerGroupResponse& response);
+PollResult FromProto(const v1::PollResponse& response);
+std::vector<LeaseResult> FromProto(const v1::AckResponse& response);
+std::vector<LeaseResult> FromProto(const v1::NackResponse& response);
+std::vector<LeaseResult> FromProto(const v1::ExtendLeasesResponse& response);
+DeadLetterPage FromProto(const v1::ListDeadLettersResponse& response);
+// How many dead letters were made pending again.
+uint64_t FromProto(const v1::RedriveDeadLettersResponse& response);
+
 ExpiryEvent EventFromProto(const v1::ExpiryEvent& event);
+Delivery DeliveryFromProto(const v1::Delivery& delivery);
+// The status of one lease's ack, nack or extension.
+LeaseResult LeaseResultFromProto(const v1::LeaseResult& result);
 
 }  // namespace lapse::client::internal
 

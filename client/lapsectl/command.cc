@@ -3,6 +3,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace lapse::cli {
 
@@ -24,6 +30,43 @@ int Fail(absl::string_view command, const absl::Status& status) {
 }
 
 void WriteStdout(absl::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+absl::Status FilterFlags(const ParsedArgs& args, std::vector<std::string>* collections,
+                         std::string* prefix) {
+  if (args.Has("collections") && args.Has("prefix")) {
+    return absl::InvalidArgumentError("--collections and --prefix cannot be used together");
+  }
+  if (const std::optional<std::string> names = args.Value("collections")) {
+    *collections = absl::StrSplit(*names, ',', absl::SkipEmpty());
+    if (collections->empty()) {
+      return absl::InvalidArgumentError("--collections: give at least one name");
+    }
+  }
+  *prefix = args.Value("prefix").value_or("");
+  return absl::OkStatus();
+}
+
+std::string EventHeader(bool values) {
+  return absl::StrCat("SEQUENCE  COLLECTION  KEY  EXPIRE_TIME  EXPIRED_AT", values ? "  VALUE" : "",
+                      "\n");
+}
+
+std::string EventLine(const client::ExpiryEvent& event, bool json, bool values) {
+  if (json) {
+    JsonObject object;
+    object.Add("sequence", absl::StrCat(event.sequence))
+        .AddBytes("collection", event.collection)
+        .AddBytes("key", event.key);
+    if (values) object.AddBytes("value", event.value);
+    object.AddTime("expire_time", event.expire_time).AddTime("expired_at", event.expired_at);
+    return object.str() + "\n";
+  }
+  std::vector<std::string> cells = {absl::StrCat(event.sequence), DisplayValue(event.collection),
+                                    DisplayValue(event.key), FormatTimestamp(event.expire_time),
+                                    FormatTimestamp(event.expired_at)};
+  if (values) cells.push_back(DisplayValue(event.value));
+  return absl::StrJoin(cells, "  ") + "\n";
+}
 
 absl::StatusOr<Paging> PagingFlags(const ParsedArgs& args) {
   Paging paging;

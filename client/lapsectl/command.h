@@ -76,6 +76,8 @@ struct Command {
 std::vector<Command> MemberCommands();
 std::vector<Command> CollectionCommands();
 Command WatchCommand();
+std::vector<Command> GroupCommands();
+Command ConsumeCommand();
 Command HealthCommand();
 
 // Reports bad usage of `command` on stderr; returns kError.
@@ -86,6 +88,17 @@ int UsageError(absl::string_view command, absl::string_view message);
 int Fail(absl::string_view command, const absl::Status& status);
 
 void WriteStdout(absl::string_view text);
+
+// --collections=A,B and --prefix=P, at most one of them, as `collections`
+// and `prefix`; INVALID_ARGUMENT for the user otherwise.
+absl::Status FilterFlags(const ParsedArgs& args, std::vector<std::string>* collections,
+                         std::string* prefix);
+
+// An event as watch and consume print it: a line of the table whose header
+// is EventHeader(values), or with `json` one JSON object (the sequence as a
+// string, as in protobuf's JSON: sequences exceed 2^53).
+std::string EventHeader(bool values);
+std::string EventLine(const client::ExpiryEvent& event, bool json, bool values);
 
 // The flags of a listing command.
 struct Paging {

@@ -3,8 +3,10 @@
 //   lapsectl put unpaid:user-42 order-17 '{"total":12}' --ttl=30m
 //   lapsectl ttl unpaid:user-42 order-17
 //   lapsectl watch --prefix=unpaid: --json
+//   lapsectl consume --group=cancellers --consumer=worker-1
 //
-// One subcommand per RPC (plus ttl, watch and health), each with --help.
+// One subcommand per RPC (plus ttl, watch, health and consume; the consumer
+// group commands are "group create", "group ls", ...), each with --help.
 // Output is a table for people or, with --json, one JSON object per line.
 // Exit status: 0 ok; 1 not found, condition not met or skipped; 2 error (bad
 // usage, RPC failure). The server is --addr, else $LAPSE_ADDR, else
@@ -20,6 +22,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -62,6 +65,8 @@ const std::vector<Command>& Commands() {
     auto* all = new std::vector<Command>(MemberCommands());
     for (Command& command : CollectionCommands()) all->push_back(std::move(command));
     all->push_back(WatchCommand());
+    for (Command& command : GroupCommands()) all->push_back(std::move(command));
+    all->push_back(ConsumeCommand());
     all->push_back(HealthCommand());
     return all;
   }();
@@ -114,16 +119,29 @@ const Command* FindCommand(absl::string_view name) {
   return nullptr;
 }
 
+// "group" and its subcommand name one command ("group create"); global flags
+// may come before either.
+void JoinSubcommand(std::string* name, std::vector<std::string>* rest) {
+  if (*name != "group") return;
+  auto [subcommand, after] = SplitCommand(GlobalFlags(), *rest);
+  if (subcommand.empty()) return;
+  absl::StrAppend(name, " ", subcommand);
+  *rest = std::move(after);
+}
+
 int Main(const std::vector<std::string>& argv) {
   auto [name, rest] = SplitCommand(GlobalFlags(), argv);
+  JoinSubcommand(&name, &rest);
   if (name == "help") {
-    if (rest.empty()) {
+    auto [topic, topic_rest] = SplitCommand(GlobalFlags(), rest);
+    JoinSubcommand(&topic, &topic_rest);
+    if (topic.empty()) {
       WriteStdout(ToolHelp());
       return kOk;
     }
-    const Command* command = FindCommand(rest[0]);
+    const Command* command = FindCommand(topic);
     if (command == nullptr) {
-      return UsageError("help", absl::StrCat("unknown command '", rest[0], "'"));
+      return UsageError("help", absl::StrCat("unknown command '", topic, "'"));
     }
     WriteStdout(CommandHelp(kProgram, command->spec, GlobalFlags()));
     return kOk;

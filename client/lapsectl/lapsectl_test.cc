@@ -331,6 +331,103 @@ TEST_F(LapsectlTest, WatchPrintsAnExpiryAndStopsOnSigintWithACount) {
   EXPECT_THAT(result.err, HasSubstr(absl::StrCat(" (or --from=", sequence, ")")));
 }
 
+TEST_F(LapsectlTest, GroupCommandsCreateListShowResetAndRemoveAGroup) {
+  Result created = Ok({"group", "create", "workers", "--prefix=orders:", "--visibility-timeout=1m",
+                       "--max-deliveries=3", "--max-unacked=10"});
+  EXPECT_THAT(created.out, HasSubstr("NAME"));
+  EXPECT_THAT(created.out, ContainsRegex("workers +orders:\\* +1m +3 +10 +"));
+  Ok({"group", "create", "audit", "--collections=a,b", "--oldest", "--values"});
+  Result taken = Ctl({"group", "create", "workers"});
+  EXPECT_EQ(taken.exit_code, 2);
+  EXPECT_THAT(taken.err, HasSubstr("ALREADY_EXISTS"));
+
+  Result listed = Ok({"group", "ls"});
+  EXPECT_THAT(listed.out, ContainsRegex("audit +a,b +30s +5 +100 "));
+  EXPECT_THAT(listed.out, ContainsRegex("workers +orders:\\* "));
+  Result json = Ok({"group", "ls", "--json"});
+  ExpectJsonLines(json.out, 2);
+  EXPECT_THAT(json.out, HasSubstr("\"name\":\"audit\",\"collections\":\"a,b\""));
+  EXPECT_THAT(json.out, HasSubstr("\"include_values\":true,\"visibility_timeout_ms\":30000"));
+  ExpectJsonLines(Ok({"group", "ls", "--limit=1", "--json"}).out, 1);
+
+  EXPECT_THAT(Ok({"group", "info", "workers"}).out, ContainsRegex("workers +orders:\\* "));
+  EXPECT_THAT(Ok({"group", "reset", "audit", "--from=0"}).out, ContainsRegex("audit +a,b "));
+  EXPECT_THAT(Ok({"group", "rm", "workers"}).out, ContainsRegex("workers +orders:\\* "));
+  Result gone = Ctl({"group", "info", "workers"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(Ctl({"group", "rm", "workers"}).exit_code, 1);
+  EXPECT_EQ(Ctl({"group", "reset", "workers"}).exit_code, 1);
+}
+
+TEST_F(LapsectlTest, GroupCommandsRefuseBadUsageWith2) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"group", "create"},
+           {"group", "create", "g", "--collections=a", "--prefix=b"},
+           {"group", "create", "g", "--max-deliveries=0"},
+           {"group", "create", "g", "--visibility-timeout=soon"},
+           {"group", "reset", "g", "--from=1", "--oldest"},
+           {"group", "info", "g", "--leases=x"},
+           {"group", "frobnicate"},
+           {"consume", "--group=g"},
+       }) {
+    Result result = Ctl(args);
+    EXPECT_EQ(result.exit_code, 2) << absl::StrJoin(args, " ") << "\n" << result.out;
+    EXPECT_THAT(result.err, Not(IsEmpty())) << absl::StrJoin(args, " ");
+  }
+  EXPECT_THAT(Ctl({"group", "create", "g", "--collections=a", "--prefix=b"}).err,
+              HasSubstr("--collections and --prefix cannot be used together"));
+  EXPECT_THAT(Ok({"help", "group", "create"}).out,
+              AllOf(HasSubstr("Usage: lapsectl group create [FLAGS] NAME"),
+                    HasSubstr("--visibility-timeout")));
+  EXPECT_THAT(Ok({"group", "reset", "--help"}).out, HasSubstr("--oldest"));
+  EXPECT_THAT(Ok({"--help"}).out, AllOf(HasSubstr("group info"), HasSubstr("consume")));
+}
+
+TEST_F(LapsectlTest, ConsumePrintsTheGroupsEventsAndAcksEachOnce) {
+  Ok({"group", "create", "workers", "--collections=orders", "--values"});
+  for (const std::string key : {"o-1", "o-2", "o-3"}) {
+    Ok({"put", "orders", key, "v-" + key});
+    Ok({"expire", "orders", key, "--at=2000-01-01T00:00:00Z"});
+  }
+  Result consumed =
+      Ok({"consume", "--group=workers", "--consumer=w1", "--max=3", "--json", "--values"});
+  ExpectJsonLines(consumed.out, 3);
+  EXPECT_THAT(consumed.out, HasSubstr("\"collection\":\"orders\",\"key\":\"o-1\","
+                                      "\"value\":\"v-o-1\",\"expire_time\":\""));
+  EXPECT_THAT(consumed.out, HasSubstr("\"key\":\"o-3\""));
+  EXPECT_THAT(consumed.err, HasSubstr("received 3 events, acknowledged 3"));
+
+  Result info = Ok({"group", "info", "workers", "--json"});
+  EXPECT_THAT(info.out, HasSubstr("\"pending\":0,"));
+  EXPECT_THAT(info.out, HasSubstr("\"acked_total\":3,"));
+  EXPECT_THAT(info.out, HasSubstr("\"consumer\":\"w1\",\"unacked\":0"));
+}
+
+TEST_F(LapsectlTest, ConsumeWithNoAckLeavesTheEventsLeasedToTheConsumer) {
+  Ok({"group", "create", "workers", "--collections=orders"});
+  for (const std::string key : {"o-1", "o-2"}) {
+    Ok({"put", "orders", key});
+    Ok({"expire", "orders", key, "--at=2000-01-01T00:00:00Z"});
+  }
+  Result consumed = Ok({"consume", "--group=workers", "--consumer=w1", "--max=2", "--no-ack"});
+  EXPECT_THAT(consumed.out, HasSubstr("SEQUENCE  COLLECTION  KEY"));
+  EXPECT_THAT(consumed.out, ContainsRegex("[0-9]+  orders  o-1  "));
+  EXPECT_THAT(consumed.out, ContainsRegex("[0-9]+  orders  o-2  "));
+  EXPECT_THAT(consumed.err, HasSubstr("received 2 events\n"));
+
+  Result info = Ok({"group", "info", "workers", "--leases=10"});
+  EXPECT_THAT(info.out, ContainsRegex("w1 +2 +20"));
+  EXPECT_THAT(info.out, HasSubstr("LEASE_SEQUENCE"));
+  EXPECT_EQ(Lines(info.out).size(), 2u + 2u + 3u) << info.out;
+}
+
+TEST_F(LapsectlTest, ConsumeFromAGroupThatDoesNotExistExitsWith1) {
+  Result missing = Ctl({"consume", "--group=nope", "--consumer=w1"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+}
+
 // The token a stopped watch printed on stderr.
 std::string PrintedToken(const std::string& err) {
   const std::string marker = "--resume-token=";

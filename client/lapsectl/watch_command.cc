@@ -41,37 +41,13 @@ void OnStopSignal(int) {
   }
 }
 
-std::string EventLine(const client::ExpiryEvent& event, bool json, bool values) {
-  if (json) {
-    // Sequences exceed 2^53, so they are strings, as in protobuf's JSON.
-    JsonObject object;
-    object.Add("sequence", absl::StrCat(event.sequence))
-        .AddBytes("collection", event.collection)
-        .AddBytes("key", event.key);
-    if (values) object.AddBytes("value", event.value);
-    object.AddTime("expire_time", event.expire_time).AddTime("expired_at", event.expired_at);
-    return object.str() + "\n";
-  }
-  std::vector<std::string> cells = {absl::StrCat(event.sequence), DisplayValue(event.collection),
-                                    DisplayValue(event.key), FormatTimestamp(event.expire_time),
-                                    FormatTimestamp(event.expired_at)};
-  if (values) cells.push_back(DisplayValue(event.value));
-  return absl::StrJoin(cells, "  ") + "\n";
-}
-
 int RunWatch(const Invocation& in) {
   const ParsedArgs& args = in.args;
   client::WatchOptions options;
-  if (args.Has("collections") && args.Has("prefix")) {
-    return UsageError("watch", "--collections and --prefix cannot be used together");
+  if (absl::Status filter = FilterFlags(args, &options.collections, &options.collection_prefix);
+      !filter.ok()) {
+    return UsageError("watch", filter.message());
   }
-  if (const std::optional<std::string> names = args.Value("collections")) {
-    options.collections = absl::StrSplit(*names, ',', absl::SkipEmpty());
-    if (options.collections.empty()) {
-      return UsageError("watch", "--collections: give at least one name");
-    }
-  }
-  options.collection_prefix = args.Value("prefix").value_or("");
   options.include_values = args.Has("values");
   if (args.Has("from") + args.Has("oldest") + args.Has("resume-token") > 1) {
     return UsageError("watch", "use at most one of --from, --oldest and --resume-token");
@@ -137,8 +113,7 @@ int RunWatch(const Invocation& in) {
   };
 
   if (!json) {
-    WriteStdout(absl::StrCat("SEQUENCE  COLLECTION  KEY  EXPIRE_TIME  EXPIRED_AT",
-                             values ? "  VALUE" : "", "\n"));
+    WriteStdout(EventHeader(values));
     std::fflush(stdout);
   }
   std::unique_ptr<Client> client = in.NewClient();

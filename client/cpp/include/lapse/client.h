@@ -342,6 +342,128 @@ class EventStream final {
   std::unique_ptr<Subscription> subscription_;
 };
 
+// ---- Consumer groups --------------------------------------------------------
+//
+// Every event matching a group's filter is leased to one consumer of the
+// group at a time and redelivered when not acknowledged within the group's
+// visibility timeout (README.md, "Consumer groups").
+
+struct ConsumerGroupOptions {
+  // Printable ASCII without spaces, like a collection name.
+  std::string name;
+  // The filter, as WatchOptions': at most one of the two.
+  std::vector<std::string> collections;
+  std::string collection_prefix;
+  bool include_values = false;
+  // kNew, kOldest or kAfterSequence (with after_sequence).
+  StartPosition start = StartPosition::kNew;
+  uint64_t after_sequence = 0;
+  // Unset or 0: the server's defaults (30 s, 5, 100).
+  std::optional<absl::Duration> visibility_timeout;
+  uint32_t max_deliveries = 0;
+  uint32_t max_unacked_per_consumer = 0;
+};
+
+struct GroupLease {
+  uint64_t sequence = 0;
+  std::string consumer;
+  // 1 for the first delivery.
+  uint32_t delivery_count = 0;
+  absl::Time deadline;
+};
+
+struct GroupConsumer {
+  std::string name;
+  // Events leased to it and not yet acknowledged.
+  uint64_t unacked = 0;
+  absl::Time last_seen;
+};
+
+struct ConsumerGroupInfo {
+  std::string name;
+  std::vector<std::string> collections;
+  std::string collection_prefix;
+  bool include_values = false;
+  absl::Duration visibility_timeout;
+  uint32_t max_deliveries = 0;
+  uint32_t max_unacked_per_consumer = 0;
+  // Every event up to this sequence has been received by the group.
+  uint64_t position = 0;
+  // Sequences after `position` in the server's feed (an upper bound).
+  uint64_t lag = 0;
+  // Leased, or awaiting redelivery.
+  uint64_t pending = 0;
+  uint64_t awaiting_redelivery = 0;
+  uint64_t dead_lettered = 0;
+  uint64_t delivered_total = 0;
+  uint64_t acked_total = 0;
+  uint64_t lost_sequences_total = 0;
+  std::vector<GroupConsumer> consumers;
+  // GetConsumerGroup with max_leases only.
+  std::vector<GroupLease> leases;
+};
+
+struct ListConsumerGroupsOptions {
+  int page_size = 0;
+  std::string page_token;
+};
+
+struct ConsumerGroupPage {
+  std::vector<ConsumerGroupInfo> groups;
+  std::string next_page_token;
+};
+
+// An event leased to a consumer until lease_deadline.
+struct Delivery {
+  ExpiryEvent event;
+  uint32_t delivery_count = 0;
+  absl::Time lease_deadline;
+};
+
+// A lease as Ack, Nack and ExtendLeases name it.
+struct LeaseRef {
+  uint64_t sequence = 0;
+  uint32_t delivery_count = 0;
+};
+
+struct LeaseResult {
+  uint64_t sequence = 0;
+  // OK, or FAILED_PRECONDITION: the lease is no longer held (it expired,
+  // went to another consumer, or was acked already), so the event may be
+  // handled twice.
+  absl::Status status;
+};
+
+struct PollOptions {
+  // Events to lease at most (the server's default is 1, its maximum 1000).
+  uint32_t max_events = 1;
+  // How long to wait for an event when none is deliverable (at most 60 s).
+  // The call's deadline is this plus the call's timeout.
+  absl::Duration wait = absl::ZeroDuration();
+};
+
+struct PollResult {
+  // Redeliveries first, then new events; empty when nothing is deliverable.
+  std::vector<Delivery> deliveries;
+  // Set (non-zero) when retention discarded events the group had not
+  // received: the sequences lost, told once.
+  uint64_t lost_first_sequence = 0;
+  uint64_t lost_last_sequence = 0;
+};
+
+struct DeadLetter {
+  ExpiryEvent event;
+  uint32_t delivery_count = 0;
+  // The consumer of the last delivery.
+  std::string consumer;
+  absl::Time dead_lettered_at;
+};
+
+struct DeadLetterPage {
+  std::vector<DeadLetter> dead_letters;
+  std::string next_page_token;
+};
+
 // ---- The client -------------------------------------------------------------
 
 // Exponential backoff: delays grow from `initial` by `multiplier` up to `max`;
@@ -489,6 +611,61 @@ class Client final {
   // The same subscription, read with EventStream::Next().
   absl::StatusOr<std::unique_ptr<EventStream>> WatchStream(const WatchOptions& options,
                                                            size_t queue_capacity = 1024);
+
+  // ---- Consumer groups. Calls that change a group (create, delete, reset,
+  // poll, ack, nack, extend, redrive) are never retried: a repeat after an
+  // applied attempt would answer differently (ALREADY_EXISTS, NOT_FOUND, a
+  // lease no longer held) or lease other events.
+
+  // ALREADY_EXISTS when the name is taken.
+  absl::StatusOr<ConsumerGroupInfo> CreateConsumerGroup(const ConsumerGroupOptions& options,
+                                                        const CallOptions& call = CallOptions());
+  // With up to `max_leases` of its leases (at most 1000). Retried.
+  absl::StatusOr<ConsumerGroupInfo> GetConsumerGroup(const std::string& name,
+                                                     uint32_t max_leases = 0,
+                                                     const CallOptions& call = CallOptions());
+  // One page of groups, by name. Retried.
+  absl::StatusOr<ConsumerGroupPage> ListConsumerGroups(
+      const ListConsumerGroupsOptions& options = ListConsumerGroupsOptions(),
+      const CallOptions& call = CallOptions());
+  // The group as it was.
+  absl::StatusOr<ConsumerGroupInfo> DeleteConsumerGroup(const std::string& name,
+                                                        const CallOptions& call = CallOptions());
+  // Moves the group's position (kNew, kOldest, kAfterSequence); its pending
+  // events are dropped.
+  absl::StatusOr<ConsumerGroupInfo> ResetConsumerGroup(const std::string& name, StartPosition start,
+                                                       uint64_t after_sequence = 0,
+                                                       const CallOptions& call = CallOptions());
+  // Leases events to `consumer` (named, so that it keeps its leases when it
+  // reconnects) until the group's visibility timeout.
+  absl::StatusOr<PollResult> Poll(const std::string& group, const std::string& consumer,
+                                  const PollOptions& options = PollOptions(),
+                                  const CallOptions& call = CallOptions());
+  // One result per lease, in order.
+  absl::StatusOr<std::vector<LeaseResult>> Ack(const std::string& group,
+                                               const std::string& consumer,
+                                               const std::vector<LeaseRef>& leases,
+                                               const CallOptions& call = CallOptions());
+  // Releases leases at once, for redelivery.
+  absl::StatusOr<std::vector<LeaseResult>> Nack(const std::string& group,
+                                                const std::string& consumer,
+                                                const std::vector<LeaseRef>& leases,
+                                                const CallOptions& call = CallOptions());
+  // Each lease then ends `extension` after now (at most 12 h).
+  absl::StatusOr<std::vector<LeaseResult>> ExtendLeases(const std::string& group,
+                                                        const std::string& consumer,
+                                                        const std::vector<LeaseRef>& leases,
+                                                        absl::Duration extension,
+                                                        const CallOptions& call = CallOptions());
+  // One page of the events that used up their deliveries. Retried.
+  absl::StatusOr<DeadLetterPage> ListDeadLetters(const std::string& group, int page_size = 0,
+                                                 const std::string& page_token = "",
+                                                 const CallOptions& call = CallOptions());
+  // Makes the dead letters with these sequences (all when empty) pending
+  // again; returns how many.
+  absl::StatusOr<uint64_t> RedriveDeadLetters(const std::string& group,
+                                              const std::vector<uint64_t>& sequences = {},
+                                              const CallOptions& call = CallOptions());
 
  private:
   // Constant after construction.
