@@ -137,7 +137,9 @@ class LapseServer {
   absl::StatusOr<int> Start();
 
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch
-  // streams end with UNAVAILABLE naming their last delivered sequence, then
+  // streams end with UNAVAILABLE naming their last delivered sequence,
+  // waiting polls answer with what is deliverable, Consume streams end
+  // UNAVAILABLE once the requests they read are answered, then
   // in-flight RPCs get `grace` to finish before they are cancelled, and the
   // expirer and /metrics stop. When the grace ends, the calls left are
   // cancelled; if they have not ended 500 ms later, the connections this
