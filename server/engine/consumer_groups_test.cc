@@ -178,6 +178,15 @@ TEST_F(ConsumerGroupsTest, ALeaseThatAFailingOperationExpiredIsStillAnnounced) {
   EXPECT_THAT(announcements_.Take(), ElementsAre("g"));
 }
 
+TEST_F(ConsumerGroupsTest, DeletingAGroupIsAnnouncedSoItsWaitersLearnItIsGone) {
+  CreateGroup("g");
+  announcements_.Take();
+  ASSERT_TRUE(groups_.Delete("g").ok());
+  EXPECT_THAT(announcements_.Take(), ElementsAre("g"));
+  EXPECT_EQ(groups_.Delete("g").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(announcements_.Take(), ::testing::IsEmpty());
+}
+
 TEST_F(ConsumerGroupsTest, AnAckOfALostLeaseIsRefusedWithFailedPrecondition) {
   CreateGroup("g");
   Expire("c", 1, 1);

@@ -27,8 +27,8 @@
 //   field, a due member never returned, counted or listed, exactly one event
 //   per expiry, a failing request writes nothing. Consumer groups: those of
 //   ConsumerGroups (server/engine/consumer_groups.h); a group that can
-//   deliver something other than new events is announced to the store's
-//   group listener, cheaply and without blocking (new events are announced
+//   deliver something other than new events (or was deleted) is announced to
+//   the store's group listener, cheaply and without blocking (new events are announced
 //   by the events listener).
 // - Durability. A mutating operation (put, get with a refresh, remove,
 //   expire, persist, delete collection; for consumer groups create, delete,
