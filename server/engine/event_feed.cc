@@ -207,6 +207,7 @@ absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& fi
   size_t bytes = 0;
   size_t examined = 0;
   const size_t end = visible_sequence_ + 1 - front_sequence_;
+  batch.events.reserve(std::min(limits.max_events, end - (from + 1 - front_sequence_)));
   for (size_t i = from + 1 - front_sequence_; i < end; ++i) {
     if (examined == limits.max_examined || batch.events.size() == limits.max_events) break;
     const ExpiryEvent& e = events_[i];
