@@ -208,8 +208,14 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   // A live operation at `now` on a whole shard (ExpireDue, ListCollections).
-  ShardOp(Engine& engine, Shard& shard, absl::Time now) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
-      : ShardOp(engine, shard, absl::string_view(), now, /*live=*/true) {}
+  // With EventFeed::Notify::kLater its events wake no reader: the caller
+  // calls EventFeed::NotifyReadable once it released the lock.
+  ShardOp(Engine& engine, Shard& shard, absl::Time now,
+          EventFeed::Notify notify = EventFeed::Notify::kNow)
+      ABSL_EXCLUSIVE_LOCK_FUNCTION(shard_.mu)
+      : ShardOp(engine, shard, absl::string_view(), now, /*live=*/true) {
+    notify_ = notify;
+  }
 
   ~ShardOp() ABSL_UNLOCK_FUNCTION() {
     Finish();
@@ -493,7 +499,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       // Committed under the feed's lock: batches reach the journal in the
       // order of their events' sequences, which is what lets a durable
       // batch make every earlier event visible (EventFeed::Append).
-      engine_.log_->Append(std::move(events_), commit);
+      engine_.log_->Append(std::move(events_), commit, notify_);
     }
   }
 
@@ -522,6 +528,8 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   BatchEncoder undo_;
   // Where the committed batch's ticket goes; may be null.
   CommitTicket* committed_ = nullptr;
+  // Whether appending the events tells the feed's readers.
+  EventFeed::Notify notify_ = EventFeed::Notify::kNow;
   // The journal's status, once asked (see Writable()).
   bool journal_checked_ = false;
   absl::Status journal_status_;
@@ -876,14 +884,30 @@ absl::StatusOr<uint64_t> Engine::DeleteCollection(absl::string_view name, Commit
 size_t Engine::ExpireDue() {
   const absl::Time now = clock_->Now();
   size_t expired = 0;
+  // Readers are told once per expire_batch events, and once at the end, never
+  // under a shard lock: each time a reader is woken, it may take the CPU from
+  // this thread, and the rest of the pass (other shards' due members) would
+  // wait for it. Spread deadlines make a pass of a few events every
+  // millisecond; a backlog still reaches readers while it drains.
+  size_t untold = 0;
   for (const auto& shard : shards_) {
     bool more = true;
     while (more) {
-      ShardOp op(*this, *shard, now);
-      expired += op.ReapFront(options_.expire_batch);
-      more = op.status().ok() && op.HasDue();
+      size_t n;
+      {
+        ShardOp op(*this, *shard, now, EventFeed::Notify::kLater);
+        n = op.ReapFront(options_.expire_batch);
+        more = op.status().ok() && op.HasDue();
+      }
+      expired += n;
+      untold += n;
+      if (untold >= options_.expire_batch) {
+        log_->NotifyReadable();
+        untold = 0;
+      }
     }
   }
+  if (untold > 0) log_->NotifyReadable();
   return expired;
 }
 

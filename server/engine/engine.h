@@ -214,8 +214,10 @@ class Engine {
 
   // Expires every member whose deadline is at or before the clock's now,
   // appending their events. Returns how many expired; none while the journal
-  // refuses changes. Called by the Expirer; tests call it directly after
-  // moving a FakeClock.
+  // refuses changes. The event feed's readers are told (on_readable) once
+  // per Options::expire_batch events and once at the end, never under a
+  // shard lock. Called by the Expirer; tests call it directly after moving a
+  // FakeClock.
   size_t ExpireDue();
   // OK while changes can be recorded (always without a journal); otherwise
   // the journal's status, why writes are refused.

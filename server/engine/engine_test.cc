@@ -1072,6 +1072,62 @@ TEST(EngineJournalTest, BatchesReachTheJournalInTheOrderOfTheirEventsAcrossShard
   }
 }
 
+// An event feed that records each sequence its readers are told of.
+struct ToldFeed {
+  ToldFeed() : feed({.on_readable = [this](uint64_t last) { told.push_back(last); }}) {}
+  std::vector<uint64_t> told;
+  EventFeed feed;
+};
+
+TEST(EngineReadableTest, ExpireDueTellsReadersOnceForAllTheShardsItExpiredIn) {
+  FakeClock clock(kStart);
+  ToldFeed log;
+  Engine engine({.shards = 4}, &clock, &log.feed);
+  // One due member in each of three collections under three shard locks.
+  std::vector<std::string> names;
+  std::vector<size_t> shards;
+  for (int i = 0; names.size() < 3; ++i) {
+    const std::string name = absl::StrCat("c", i);
+    const size_t shard = engine.ShardIndexForTesting(name);
+    if (std::find(shards.begin(), shards.end(), shard) != shards.end()) continue;
+    shards.push_back(shard);
+    names.push_back(name);
+  }
+  for (const std::string& name : names) {
+    ASSERT_TRUE(
+        engine
+            .Put(name,
+                 {{.key = "k", .value = "v", .expiration = Expiration::Ttl(absl::Seconds(1))}}, {})
+            .ok());
+  }
+  clock.Advance(absl::Seconds(1));
+  ASSERT_EQ(engine.ExpireDue(), 3u);
+  // Once, after the pass, for all three: a reader woken per shard could take
+  // the CPU from the expirer before it reached the next shard.
+  EXPECT_THAT(log.told, ElementsAre(log.feed.last_sequence()));
+}
+
+TEST(EngineReadableTest, ExpireDueTellsReadersOfALargeBacklogWhileItDrains) {
+  FakeClock clock(kStart);
+  ToldFeed log;
+  Engine engine({.shards = 1, .expire_batch = 2}, &clock, &log.feed);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(engine
+                    .Put("c",
+                         {{.key = absl::StrCat("k", i),
+                           .value = "v",
+                           .expiration = Expiration::Ttl(absl::Seconds(1))}},
+                         {})
+                    .ok());
+  }
+  clock.Advance(absl::Seconds(1));
+  ASSERT_EQ(engine.ExpireDue(), 5u);
+  // After each expire_batch of events, then the rest: readers start on a
+  // backlog before it has drained.
+  const uint64_t last = log.feed.last_sequence();
+  EXPECT_THAT(log.told, ElementsAre(last - 3, last - 1, last));
+}
+
 // Every member as Scan sees it, due or not, and the member count.
 std::string DumpState(Engine& engine) {
   std::string out;

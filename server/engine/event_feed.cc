@@ -26,6 +26,12 @@ uint64_t EventFeed::Append(std::vector<ExpiryEvent> events) {
 
 uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
                            absl::FunctionRef<void(uint64_t first, uint64_t last)> then) {
+  return Append(std::move(events), then, Notify::kNow);
+}
+
+uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
+                           absl::FunctionRef<void(uint64_t first, uint64_t last)> then,
+                           Notify notify) {
   if (options_.on_append) {
     for (const ExpiryEvent& e : events) options_.on_append(e);
   }
@@ -43,10 +49,16 @@ uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
     if (options_.visible_on_append) visible_sequence_ = last;
     TrimLocked();
   }
-  if (!events.empty() && options_.visible_on_append && options_.on_readable) {
+  if (!events.empty() && notify == Notify::kNow && options_.visible_on_append &&
+      options_.on_readable) {
     options_.on_readable(last);
   }
   return last;
+}
+
+void EventFeed::NotifyReadable() {
+  if (!options_.visible_on_append || !options_.on_readable) return;
+  options_.on_readable(last_sequence());
 }
 
 void EventFeed::MakeVisibleThrough(uint64_t sequence) {
@@ -195,6 +207,7 @@ absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& fi
   size_t bytes = 0;
   size_t examined = 0;
   const size_t end = visible_sequence_ + 1 - front_sequence_;
+  batch.events.reserve(std::min(limits.max_events, end - (from + 1 - front_sequence_)));
   for (size_t i = from + 1 - front_sequence_; i < end; ++i) {
     if (examined == limits.max_examined || batch.events.size() == limits.max_events) break;
     const ExpiryEvent& e = events_[i];

@@ -85,6 +85,21 @@ class EventFeed final : public EventSource {
   uint64_t Append(std::vector<ExpiryEvent> events,
                   absl::FunctionRef<void(uint64_t first, uint64_t last)> then);
 
+  // When Append tells Options::on_readable of the events it made visible.
+  enum class Notify {
+    kNow,
+    // Not at all: the caller calls NotifyReadable() once it has appended
+    // what it has to, so that a burst of appends wakes readers once and the
+    // appending thread is not preempted by them half-way (the Expirer's pass).
+    kLater,
+  };
+  uint64_t Append(std::vector<ExpiryEvent> events,
+                  absl::FunctionRef<void(uint64_t first, uint64_t last)> then, Notify notify);
+  // Tells Options::on_readable of the newest visible sequence, for appends
+  // made with Notify::kLater. Does nothing when events become visible only
+  // through MakeVisibleThrough (which tells it itself).
+  void NotifyReadable();
+
   // Makes events up to `sequence` visible to readers (see
   // Options::visible_on_append).
   void MakeVisibleThrough(uint64_t sequence);

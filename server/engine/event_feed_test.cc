@@ -10,6 +10,7 @@
 namespace lapse {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 ExpiryEvent Event(absl::string_view collection, absl::string_view key,
@@ -38,6 +39,19 @@ TEST(EventFeedTest, AssignsConsecutiveSequencesFromTheFirstSequence) {
   EXPECT_EQ(batch->events[0].sequence, 100u);
   EXPECT_EQ(batch->events[2].sequence, 102u);
   EXPECT_EQ(batch->examined_sequence, 102u);
+}
+
+TEST(EventFeedTest, AppendWithNotifyLaterTellsReadersOnlyAtNotifyReadable) {
+  std::vector<uint64_t> told;
+  EventFeed log({.on_readable = [&told](uint64_t last) { told.push_back(last); }});
+  auto nothing = [](uint64_t, uint64_t) {};
+  log.Append({Event("c", "a"), Event("c", "b")}, nothing, EventFeed::Notify::kLater);
+  const uint64_t last = log.Append({Event("c", "c")}, nothing, EventFeed::Notify::kLater);
+  EXPECT_TRUE(told.empty());
+  log.NotifyReadable();
+  EXPECT_THAT(told, ElementsAre(last));
+  log.Append({Event("c", "d")});
+  EXPECT_THAT(told, ElementsAre(last, last + 1));
 }
 
 TEST(EventFeedTest, ReadAfterAPositionReturnsOnlyLaterEvents) {

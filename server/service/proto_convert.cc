@@ -212,17 +212,32 @@ void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out) 
   }
 }
 
-void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::ExpiryEvent* out) {
+namespace {
+
+// Both ExpiryEventToProto: `Event` is const ExpiryEvent& (copies the
+// strings) or ExpiryEvent (moves them).
+template <typename Event>
+void EventToProto(Event&& event, bool include_value, v1::ExpiryEvent* out) {
   out->set_sequence(event.sequence);
-  out->set_collection(event.collection);
-  out->set_key(event.key);
-  if (include_value) out->set_value(event.value);
+  out->set_collection(std::forward<Event>(event).collection);
+  out->set_key(std::forward<Event>(event).key);
+  if (include_value) out->set_value(std::forward<Event>(event).value);
   if (std::optional<google::protobuf::Timestamp> ts = TimeToProto(event.expire_time)) {
     *out->mutable_expire_time() = *std::move(ts);
   }
   if (std::optional<google::protobuf::Timestamp> ts = TimeToProto(event.expired_at)) {
     *out->mutable_expired_at() = *std::move(ts);
   }
+}
+
+}  // namespace
+
+void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::ExpiryEvent* out) {
+  EventToProto(event, include_value, out);
+}
+
+void ExpiryEventToProto(ExpiryEvent&& event, bool include_value, v1::ExpiryEvent* out) {
+  EventToProto(std::move(event), include_value, out);
 }
 
 std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder order,

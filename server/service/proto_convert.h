@@ -69,6 +69,8 @@ void MemberToProto(const ListedMember& member, v1::Member* out);
 void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out);
 // The value is copied only when `include_value`.
 void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::ExpiryEvent* out);
+// The same, moving the strings out of `event` instead of copying them.
+void ExpiryEventToProto(ExpiryEvent&& event, bool include_value, v1::ExpiryEvent* out);
 
 // ---- Page tokens -----------------------------------------------------------
 //

@@ -116,8 +116,13 @@ void WatchHub::Shutdown() {
 }
 
 void WatchHub::OnReadable(uint64_t last_sequence) {
-  MutexLock lock(&mu_);
-  appended_sequence_ = std::max(appended_sequence_, last_sequence);
+  {
+    MutexLock lock(&mu_);
+    appended_sequence_ = std::max(appended_sequence_, last_sequence);
+  }
+  // Signalled once the lock is released: the dispatcher, woken under it,
+  // would find mu_ still held and the caller (the expirer) would have to
+  // wake it a second time to hand it over.
   cv_.Signal();
 }
 

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/base/log.h"
+#include "server/service/operation.h"
 #include "server/service/proto_convert.h"
 
 namespace lapse {
@@ -24,7 +25,8 @@ WatchReactor::WatchReactor(WatchHub* hub, grpc::CallbackServerContext* context,
       store_id_(events->store_id().ToString()),
       cursor_(after),
       sent_sequence_(after),
-      last_write_(absl::Now()) {
+      last_write_(absl::Now()),
+      arena_(MessageArenaOptions()) {
   // Headers go out at once so a client can tell that its stream is in place
   // (its start position fixed) before the first event.
   StartSendInitialMetadata();
@@ -46,7 +48,8 @@ WatchReactor::WatchReactor(WatchHub* hub, grpc::CallbackServerContext* context,
 void WatchReactor::OnWriteDone(bool ok) {
   MutexLock lock(&mu_);
   write_in_flight_ = false;
-  response_.reset();
+  response_ = nullptr;
+  arena_.Reset();
   if (pinned_ > 0) {
     hub_->Unpin(pinned_);
     pinned_ = 0;
@@ -101,7 +104,7 @@ absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
   if (finished_) return absl::InfiniteFuture();
   if (new_events && !write_in_flight_ && !waiting_) SendNextBatchLocked();
   if (!finished_ && !write_in_flight_ && now - last_write_ >= heartbeat_interval_) {
-    WriteLocked(std::make_unique<v1::WatchExpirationsResponse>(), 0, now);
+    WriteLocked(NewResponseLocked(), 0, now);
   }
   // A stream with a write stuck in flight (a client that does not read) is
   // looked at again one interval from now rather than at once, or when it
@@ -137,16 +140,20 @@ void WatchReactor::SendNextBatchLocked() {
       return;
     }
     if (!batch->events.empty()) {
-      auto response = std::make_unique<v1::WatchExpirationsResponse>();
-      for (const ExpiryEvent& event : batch->events) {
-        ExpiryEventToProto(event, filter_.include_values, response->add_events());
+      v1::WatchExpirationsResponse* response = NewResponseLocked();
+      response->mutable_events()->Reserve(static_cast<int>(batch->events.size()));
+      for (ExpiryEvent& event : batch->events) {
+        ExpiryEventToProto(std::move(event), filter_.include_values, response->add_events());
       }
       const size_t bytes = response->ByteSizeLong();
       waiting_ = !hub_->Pin(this, bytes);
       // Unsent, the batch is read again when the hub resumes the stream.
-      if (waiting_) return;
+      if (waiting_) {
+        arena_.Reset();
+        return;
+      }
       cursor_ = batch->examined_sequence;
-      WriteLocked(std::move(response), bytes, absl::Now());
+      WriteLocked(response, bytes, absl::Now());
       return;
     }
     const bool advanced = batch->examined_sequence > cursor_;
@@ -158,8 +165,13 @@ void WatchReactor::SendNextBatchLocked() {
   }
 }
 
-void WatchReactor::WriteLocked(std::unique_ptr<v1::WatchExpirationsResponse> response,
-                               size_t pinned, absl::Time now) {
+v1::WatchExpirationsResponse* WatchReactor::NewResponseLocked() {
+  assert(response_ == nullptr);
+  return google::protobuf::Arena::CreateMessage<v1::WatchExpirationsResponse>(&arena_);
+}
+
+void WatchReactor::WriteLocked(v1::WatchExpirationsResponse* response, size_t pinned,
+                               absl::Time now) {
   assert(!write_in_flight_ && !finished_);
   response->set_examined_sequence(cursor_);
   response->set_resume_token(events_->ResumeTokenAfter(cursor_));
@@ -168,8 +180,8 @@ void WatchReactor::WriteLocked(std::unique_ptr<v1::WatchExpirationsResponse> res
   last_write_ = now;
   write_in_flight_ = true;
   pinned_ = pinned;
-  response_ = std::move(response);
-  StartWrite(response_.get());
+  response_ = response;
+  StartWrite(response_);
 }
 
 void WatchReactor::StopWaitingLocked() {

@@ -36,6 +36,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "google/protobuf/arena.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
@@ -91,8 +92,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsR
   void SendNextBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `response` (events already filled in, `pinned` bytes pinned for
   // it) carrying the cursor.
-  void WriteLocked(std::unique_ptr<v1::WatchExpirationsResponse> response, size_t pinned,
-                   absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteLocked(v1::WatchExpirationsResponse* response, size_t pinned, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new, empty message on arena_.
+  v1::WatchExpirationsResponse* NewResponseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leaves the hub's line, if in it.
   void StopWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishOnceLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -120,9 +123,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsR
   // Wall time of the last write started (or of the stream's start).
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  // The message being written, untouched until its write completes; null
-  // between writes.
-  std::unique_ptr<v1::WatchExpirationsResponse> response_ ABSL_GUARDED_BY(mu_);
+  // Where the message being written lives, with its events' strings, all
+  // freed at once (Reset) when its write completes: one batch costs a few
+  // blocks rather than several allocations per event.
+  google::protobuf::Arena arena_ ABSL_GUARDED_BY(mu_);
+  // The message being written, on arena_, untouched until its write
+  // completes; null between writes.
+  v1::WatchExpirationsResponse* response_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Bytes pinned with the hub for response_.
   size_t pinned_ ABSL_GUARDED_BY(mu_) = 0;
   // In the hub's line for pinned bytes.
