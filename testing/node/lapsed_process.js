@@ -1,6 +1,7 @@
 // Test support for the Node client's tests and example: a real lapsed as a
-// child process (like testing/lapsed_process.cc), temporary directories, and
-// patience for waits on events.
+// child process (like testing/lapsed_process.cc), temporary directories,
+// patience for waits on events, TLS material (testing/test_certs.sh) and
+// --auth_file grants.
 //
 //   const lapsed = await LapsedProcess.start(process.env.LAPSED, ['--data-dir=' + dir]);
 //   const client = new Client(lapsed.address);
@@ -14,7 +15,8 @@
 // port is read from its start line ("lapsed listening on ... (port N) ...").
 'use strict';
 
-const {spawn} = require('node:child_process');
+const {execFileSync, spawn} = require('node:child_process');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -37,6 +39,27 @@ function tempDir() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lapse-node-test-'));
   process.on('exit', () => fs.rmSync(dir, {recursive: true, force: true}));
   return dir;
+}
+
+// A test CA, server and client certificates in a fresh directory, made by
+// testing/test_certs.sh: {dir, ca, serverCert, serverKey, clientCert,
+// clientKey} (paths).
+function makeCerts() {
+  const dir = tempDir();
+  execFileSync('bash', [path.join(__dirname, '..', 'test_certs.sh'), dir], {stdio: 'inherit'});
+  const file = (name) => path.join(dir, name);
+  return {dir, ca: file('ca.crt'), serverCert: file('server.crt'), serverKey: file('server.key'),
+    clientCert: file('client.crt'), clientKey: file('client.key')};
+}
+
+// An --auth_file granting each token of `grants` ({token: 'permissions
+// prefixes'}) in a fresh directory; resolves to its path.
+function writeAuthFile(grants) {
+  const file = path.join(tempDir(), 'auth');
+  const lines = Object.entries(grants).map(([token, grant]) =>
+    `token:sha256:${crypto.createHash('sha256').update(token).digest('hex')} ${grant}\n`);
+  fs.writeFileSync(file, lines.join(''), {mode: 0o600});
+  return file;
 }
 
 class LapsedProcess {
@@ -91,4 +114,4 @@ class LapsedProcess {
   }
 }
 
-module.exports = {LapsedProcess, patienceMs, tempDir, withPatience};
+module.exports = {LapsedProcess, makeCerts, patienceMs, tempDir, withPatience, writeAuthFile};

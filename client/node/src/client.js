@@ -18,10 +18,17 @@
 //   for await (const event of client.watch({collectionPrefix: 'unpaid:'})) { ... }
 //   client.close();
 //
-// options.credentials (a grpc.ChannelCredentials, default plaintext) is where
-// TLS and call credentials go.
+// Security (README's Security section), as the C++ client's ClientOptions:
+// options.tls = {caFile, certFile, keyFile, serverName} turns TLS on (caFile
+// unset: the system's CAs; certFile and keyFile: mTLS); options.bearerToken,
+// or options.bearerTokenFile (read again at every call, so a rotated token is
+// picked up), is sent as "authorization: Bearer TOKEN" with every call and
+// watch. options.credentials (a grpc.ChannelCredentials) replaces tls for
+// anything else. Consumer groups: the group calls below and worker()
+// (groups.js).
 'use strict';
 
+const fs = require('node:fs');
 const path = require('node:path');
 const {setTimeout: sleep} = require('node:timers/promises');
 const grpc = require('@grpc/grpc-js');
@@ -29,6 +36,7 @@ const protoLoader = require('@grpc/proto-loader');
 const {Backoff} = require('./backoff');
 const convert = require('./convert');
 const {LapseError, status} = require('./errors');
+const groups = require('./groups');
 const {ExpiryWatch} = require('./watch');
 
 const defaultProtoDir = path.resolve(__dirname, '../../../proto');
@@ -52,8 +60,16 @@ const defaults = Object.freeze({
   keepaliveTimeoutMs: 20000,
   // Where lapse/v1/lapse.proto is: the repository's proto/ by default.
   protoDir: defaultProtoDir,
-  // grpc.credentials.createInsecure() unless set.
+  // {caFile, certFile, keyFile, serverName}: TLS; undefined: plaintext.
+  tls: undefined,
+  // The bearer token, or the file holding it; at most one.
+  bearerToken: undefined,
+  bearerTokenFile: undefined,
+  // Channel credentials other than tls'; at most one of the two.
   credentials: undefined,
+  // A worker's pause after an empty poll that the server answered sooner
+  // than half the wait (it did not wait); reset by every delivery.
+  idlePollBackoff: {initialMs: 200, maxMs: 2000, multiplier: 2},
 });
 
 const loadedServices = new Map();
@@ -77,6 +93,51 @@ function loadService(protoDir = defaultProtoDir) {
 const putConditions = ['IF_ABSENT', 'IF_PRESENT'];
 const expireConditions = ['IF_NO_EXPIRATION', 'IF_HAS_EXPIRATION', 'IF_LATER', 'IF_EARLIER'];
 const memberOrders = ['KEY', 'EXPIRE_TIME'];
+const startPositions = ['NEW', 'OLDEST', 'AFTER_SEQUENCE'];
+
+function invalidOption(field, what) {
+  return new LapseError(status.INVALID_ARGUMENT, `options.${field}: ${what}`);
+}
+
+// A file's contents for options.`field`; INVALID_ARGUMENT naming the option
+// and the file when it cannot be read.
+function readOption(field, file) {
+  try {
+    return fs.readFileSync(file);
+  } catch (err) {
+    throw invalidOption(field, `cannot read ${file}: ${err.message}`);
+  }
+}
+
+// The channel credentials and channel options of options.tls/credentials.
+function channelCredentials(o, channelOptions) {
+  if (o.tls && o.credentials) throw invalidOption('tls', 'set tls or credentials, not both');
+  if (o.credentials) return o.credentials;
+  if (!o.tls) return grpc.credentials.createInsecure();
+  const {caFile, certFile, keyFile, serverName} = o.tls;
+  if (Boolean(certFile) !== Boolean(keyFile)) {
+    throw invalidOption('tls', 'certFile and keyFile go together (mTLS)');
+  }
+  if (serverName) channelOptions['grpc.ssl_target_name_override'] = serverName;
+  return grpc.credentials.createSsl(caFile ? readOption('tls.caFile', caFile) : null,
+      keyFile ? readOption('tls.keyFile', keyFile) : null,
+      certFile ? readOption('tls.certFile', certFile) : null);
+}
+
+// The group's start: 'NEW' (default), 'OLDEST' or 'AFTER_SEQUENCE' with
+// afterSequence (a BigInt).
+function startToProto(start, afterSequence) {
+  const position = convert.enumToProto('START_POSITION', startPositions, start, 'start');
+  if (start === 'AFTER_SEQUENCE' && typeof afterSequence !== 'bigint') {
+    throw new LapseError(status.INVALID_ARGUMENT,
+        `afterSequence: a BigInt is required with start AFTER_SEQUENCE, got ${afterSequence}`);
+  }
+  return {startPosition: position, afterSequence: (afterSequence ?? 0n).toString()};
+}
+
+function durationOption(ms, field) {
+  return ms === undefined ? null : convert.durationToProto(ms, field);
+}
 
 class Client {
   // `target`: "host:port" or any gRPC target; `options`: see `defaults`.
@@ -93,11 +154,35 @@ class Client {
       channelOptions['grpc.keepalive_time_ms'] = o.keepaliveTimeMs;
       channelOptions['grpc.keepalive_timeout_ms'] = o.keepaliveTimeoutMs;
     }
+    if (o.bearerToken && o.bearerTokenFile) {
+      throw invalidOption('bearerToken', 'set bearerToken or bearerTokenFile, not both');
+    }
     // The watches running on this client, which close() ends.
     this.watches = new Set();
     const Service = loadService(o.protoDir);
-    this.stub = new Service(target, o.credentials ?? grpc.credentials.createInsecure(),
-        channelOptions);
+    this.stub = new Service(target, channelCredentials(o, channelOptions), channelOptions);
+  }
+
+  // The metadata of every call: the bearer token, if any. UNAUTHENTICATED
+  // naming the file when bearerTokenFile cannot be read or is empty.
+  metadata() {
+    const metadata = new grpc.Metadata();
+    let token = this.options.bearerToken;
+    const file = this.options.bearerTokenFile;
+    if (file) {
+      try {
+        token = fs.readFileSync(file, 'utf8').trim();
+      } catch (err) {
+        throw new LapseError(status.UNAUTHENTICATED,
+            `cannot read the bearer token file ${file}: ${err.message}`);
+      }
+      if (!token) {
+        throw new LapseError(status.UNAUTHENTICATED,
+            `the bearer token file ${file} is empty: write the token into it`);
+      }
+    }
+    if (token) metadata.set('authorization', `Bearer ${token}`);
+    return metadata;
   }
 
   // Ends the watches of this client (their iterations return) and closes the
@@ -235,22 +320,118 @@ class Client {
   // resumes by itself after a disconnect.
   watch(options = {}) {
     const watch = new ExpiryWatch(this.stub, options, this.options.watchBackoff,
-        () => this.watches.delete(watch));
+        () => this.watches.delete(watch), () => this.metadata());
     this.watches.add(watch);
     return watch;
   }
 
+  // Creates a consumer group reading {collections} or {collectionPrefix}
+  // (includeValues), from {start: 'NEW' | 'OLDEST' | 'AFTER_SEQUENCE',
+  // afterSequence}, with {visibilityTimeoutMs, maxDeliveries,
+  // maxUnackedPerConsumer} (0 or unset: the server's defaults). Resolves to
+  // the group (groups.js). ALREADY_EXISTS if it exists. Never retried.
+  async createConsumerGroup(name, {collections = [], collectionPrefix = '', includeValues = false,
+    start, afterSequence, visibilityTimeoutMs, maxDeliveries = 0, maxUnackedPerConsumer = 0,
+    timeoutMs} = {}) {
+    const request = {
+      name, collections, collectionPrefix, includeValues, maxDeliveries, maxUnackedPerConsumer,
+      ...startToProto(start, afterSequence),
+      visibilityTimeout: durationOption(visibilityTimeoutMs, 'visibilityTimeoutMs'),
+    };
+    const response = await this.#call('CreateConsumerGroup', request, false, timeoutMs);
+    return groups.groupFromProto(response.group);
+  }
+
+  // The group with up to {maxLeases} of its leases; NOT_FOUND. Retried.
+  async getConsumerGroup(name, {maxLeases = 0, timeoutMs} = {}) {
+    const response = await this.#call('GetConsumerGroup', {name, maxLeases}, true, timeoutMs);
+    return groups.groupFromProto(response.group);
+  }
+
+  // One page {groups, nextPageToken}, {pageSize, pageToken}. Retried.
+  async listConsumerGroups({pageSize = 0, pageToken = '', timeoutMs} = {}) {
+    const response =
+        await this.#call('ListConsumerGroups', {pageSize, pageToken}, true, timeoutMs);
+    return {groups: response.groups.map(groups.groupFromProto),
+      nextPageToken: response.nextPageToken};
+  }
+
+  // Deletes a group; resolves to it as it was. NOT_FOUND. Never retried.
+  async deleteConsumerGroup(name, {timeoutMs} = {}) {
+    const response = await this.#call('DeleteConsumerGroup', {name}, false, timeoutMs);
+    return groups.groupFromProto(response.group);
+  }
+
+  // Moves a group to {start, afterSequence} (as createConsumerGroup's),
+  // dropping its pending events. Never retried.
+  async resetConsumerGroup(name, {start, afterSequence, timeoutMs} = {}) {
+    const request = {name, ...startToProto(start, afterSequence)};
+    const response = await this.#call('ResetConsumerGroup', request, false, timeoutMs);
+    return groups.groupFromProto(response.group);
+  }
+
+  // Leases up to {maxEvents} events to `consumer`, waiting up to {waitMs}
+  // for one (the long poll; the call's deadline is timeoutMs after the
+  // wait). Resolves to {deliveries: [{event, deliveryCount, leaseDeadline}],
+  // lost: {first, last} (BigInts) when the group lost events, else null}.
+  // {signal} cancels it. Never retried: a lost answer would leave its events
+  // leased until their visibility timeout.
+  async poll(group, consumer, {maxEvents = 1, waitMs = 0, signal, timeoutMs} = {}) {
+    const request = {group, consumer, maxEvents, wait: durationOption(waitMs, 'waitMs')};
+    const response = await this.#call('Poll', request, false,
+        (timeoutMs ?? this.options.timeoutMs) + waitMs, signal);
+    const lost = response.lostFirstSequence === '0' ? null :
+      {first: BigInt(response.lostFirstSequence), last: BigInt(response.lostLastSequence)};
+    return {deliveries: response.deliveries.map(groups.deliveryFromProto), lost};
+  }
+
+  // Acknowledges `deliveries` (as poll resolved them): one {sequence, code,
+  // message} each, code status.FAILED_PRECONDITION when the lease is no
+  // longer held (the event may be handled twice). Retried.
+  async ack(group, consumer, deliveries, {timeoutMs} = {}) {
+    const request = {group, consumer, leases: groups.leasesToProto(deliveries)};
+    const response = await this.#call('Ack', request, true, timeoutMs);
+    return groups.leaseResultsFromProto(response.results);
+  }
+
+  // Releases `deliveries` for redelivery; results as ack's. Retried.
+  async nack(group, consumer, deliveries, {timeoutMs} = {}) {
+    const request = {group, consumer, leases: groups.leasesToProto(deliveries)};
+    const response = await this.#call('Nack', request, true, timeoutMs);
+    return groups.leaseResultsFromProto(response.results);
+  }
+
+  // Makes the leases of `deliveries` end `extensionMs` from now; results as
+  // ack's. Retried.
+  async extendLeases(group, consumer, deliveries, extensionMs, {timeoutMs} = {}) {
+    const request = {group, consumer, leases: groups.leasesToProto(deliveries),
+      extension: durationOption(extensionMs, 'extensionMs')};
+    const response = await this.#call('ExtendLeases', request, true, timeoutMs);
+    return groups.leaseResultsFromProto(response.results);
+  }
+
+  // A Worker (groups.js) of `group` named `consumer` that hands each event to
+  // `handler`; options {maxEvents, waitMs, onLost, onError}. Call its run().
+  worker(group, consumer, handler, options = {}) {
+    return new groups.Worker(this, group, consumer, handler, options);
+  }
+
   // Calls the unary `method` until it succeeds, fails with anything but
   // UNAVAILABLE, is not `idempotent`, has used up maxAttempts, or the next
-  // backoff would end past the deadline.
-  async #call(method, request, idempotent, timeoutMs) {
+  // backoff would end past the deadline. `signal` cancels it (CANCELLED).
+  async #call(method, request, idempotent, timeoutMs, signal = undefined) {
     const deadline = Date.now() + (timeoutMs ?? this.options.timeoutMs);
     const backoff = new Backoff(this.options.retryBackoff);
+    const metadata = this.metadata();
     for (let attempts = 1; ; ++attempts) {
+      let cancel;
       try {
         return await new Promise((resolve, reject) => {
-          this.stub[method](request, {deadline: new Date(deadline)},
+          const call = this.stub[method](request, metadata, {deadline: new Date(deadline)},
               (err, response) => (err ? reject(err) : resolve(response)));
+          cancel = () => call.cancel();
+          if (signal?.aborted) cancel();
+          signal?.addEventListener('abort', cancel, {once: true});
         });
       } catch (err) {
         if (!idempotent || err.code !== status.UNAVAILABLE ||
@@ -260,6 +441,8 @@ class Client {
         const delay = backoff.next();
         if (Date.now() + delay >= deadline) throw LapseError.fromGrpc(err);
         await sleep(delay);
+      } finally {
+        signal?.removeEventListener('abort', cancel);
       }
     }
   }

@@ -104,6 +104,7 @@ function eventFromProto(event) {
 module.exports = {
   Expiration,
   setExpiration,
+  durationToProto,
   enumToProto,
   enumFromProto,
   bytesToProto,

@@ -1,10 +1,11 @@
 // The Node client of lapse (README.md here): Client, the Expiration helper,
-// LapseError and gRPC's status codes.
+// ExpiryWatch, Worker (consumer groups), LapseError and gRPC's status codes.
 'use strict';
 
 const {Client} = require('./client');
 const {Expiration} = require('./convert');
 const {LapseError, status} = require('./errors');
+const {Worker} = require('./groups');
 const {ExpiryWatch} = require('./watch');
 
-module.exports = {Client, Expiration, ExpiryWatch, LapseError, status};
+module.exports = {Client, Expiration, ExpiryWatch, LapseError, Worker, status};

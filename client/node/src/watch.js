@@ -6,18 +6,21 @@
 //   for await (const event of watch) { ... }   // `break` or watch.cancel() ends it
 //
 // Options: `collections` (a list) or `collectionPrefix`, `includeValues`,
-// `start`: 'NEW' (default), 'OLDEST' or 'AFTER_SEQUENCE' with
-// `afterSequence` (a BigInt, e.g. a previous watch's `position`), `signal`
+// `start`: 'NEW' (default), 'OLDEST', 'AFTER_TOKEN' with `resumeToken` (a
+// Buffer, a previous watch's `resumeToken`) or 'AFTER_SEQUENCE' with
+// `afterSequence` (a BigInt, a previous watch's `position`), `signal`
 // (an AbortSignal that ends the iteration), and the callbacks
 // `onConnected()` (a stream is in place) and `onReconnecting(err)` (it broke
-// and will resume).
+// and will resume; a promise it returns is awaited before the reconnect).
 //
 // When a stream breaks (UNAVAILABLE, a dropped connection, a server restart)
 // the watch reconnects after a backoff and resumes right after the last
-// sequence it examined (the response's examined_sequence), so the events form
-// one stream with no gap and no duplicate. The one way to lose events is for
-// the server to no longer hold them: the iteration then throws LapseError
-// OUT_OF_RANGE, never skips. Any other error (INVALID_ARGUMENT for a bad
+// position it examined, by the last response's resume_token
+// (START_POSITION_AFTER_TOKEN; by examined_sequence only before any token), so
+// the events form one stream with no gap and no duplicate. The one way to
+// lose events is for the server to no longer hold them, or to serve another
+// store (a memory-only lapsed that restarted): the iteration then throws
+// LapseError OUT_OF_RANGE, never skips. Any other error (INVALID_ARGUMENT for a bad
 // filter, ...) is thrown too and ends the iteration. These are the rules of
 // the C++ client's watch (client/cpp/watch_loop.cc), including its caveat: a
 // 'NEW' watch learns its position from its first response; if the first
@@ -41,11 +44,12 @@ function lastDeliveredSequence(details) {
   return match ? BigInt(match[1]) : undefined;
 }
 
-const startPositions = ['NEW', 'OLDEST', 'AFTER_SEQUENCE'];
+const startPositions = ['NEW', 'OLDEST', 'AFTER_SEQUENCE', 'AFTER_TOKEN'];
 
 class ExpiryWatch {
   // `ended` is called once the watch is cancelled or its iteration ends.
-  constructor(stub, options, backoffPolicy, ended = () => {}) {
+  // `metadata()` is each stream's metadata (the bearer token).
+  constructor(stub, options, backoffPolicy, ended, metadata) {
     if (options.start !== undefined && !startPositions.includes(options.start)) {
       throw new LapseError(status.INVALID_ARGUMENT,
           `start: must be one of ${startPositions.join(', ')}, got ${options.start}`);
@@ -54,8 +58,13 @@ class ExpiryWatch {
       throw new LapseError(status.INVALID_ARGUMENT, 'afterSequence: a BigInt is required with ' +
           `start AFTER_SEQUENCE, got ${options.afterSequence}`);
     }
+    if (options.start === 'AFTER_TOKEN' && !Buffer.isBuffer(options.resumeToken)) {
+      throw new LapseError(status.INVALID_ARGUMENT, 'resumeToken: a Buffer is required with ' +
+          `start AFTER_TOKEN, got ${options.resumeToken}`);
+    }
     this.stub = stub;
     this.ended = ended;
+    this.metadata = metadata;
     this.options = options;
     this.backoffPolicy = backoffPolicy;
     this.aborter = new AbortController();
@@ -67,6 +76,10 @@ class ExpiryWatch {
     // if it matched, returned by the iteration: a later watch with 'AFTER_SEQUENCE'
     // from here continues with no gap and no duplicate. Undefined until known.
     this.position = options.start === 'AFTER_SEQUENCE' ? options.afterSequence : undefined;
+    // The same position as the server's opaque token (it also names the
+    // store): a later watch with 'AFTER_TOKEN' from here continues. Undefined
+    // until the first response.
+    this.resumeToken = options.start === 'AFTER_TOKEN' ? options.resumeToken : undefined;
     this.iterated = false;
   }
 
@@ -97,7 +110,10 @@ class ExpiryWatch {
       collectionPrefix: o.collectionPrefix ?? '',
       includeValues: Boolean(o.includeValues),
     };
-    if (this.position !== undefined) {
+    if (this.resumeToken !== undefined) {
+      request.startPosition = 'START_POSITION_AFTER_TOKEN';
+      request.resumeToken = this.resumeToken;
+    } else if (this.position !== undefined) {
       request.startPosition = 'START_POSITION_AFTER_SEQUENCE';
       request.afterSequence = this.position.toString();
     } else {
@@ -110,7 +126,12 @@ class ExpiryWatch {
     const backoff = new Backoff(this.backoffPolicy);
     const signal = this.aborter.signal;
     while (!signal.aborted) {
-      const call = this.stub.WatchExpirations(this.request());
+      let call;
+      try {
+        call = this.stub.WatchExpirations(this.request(), this.metadata());
+      } catch (err) {
+        throw LapseError.fromGrpc(err);
+      }
       // Errors after cancel() or after the iteration stopped reading land here.
       call.on('error', () => {});
       const cancel = () => call.cancel();
@@ -129,6 +150,7 @@ class ExpiryWatch {
           }
           const examined = BigInt(response.examinedSequence);
           if (this.position === undefined || examined > this.position) this.position = examined;
+          if (response.resumeToken.length > 0) this.resumeToken = response.resumeToken;
         }
       } catch (err) {
         end = err;
@@ -140,7 +162,7 @@ class ExpiryWatch {
       if (!resumable.has(end.code)) throw LapseError.fromGrpc(end);
       if (gotResponse) backoff.reset();
       if (this.position === undefined) this.position = lastDeliveredSequence(end.details);
-      if (this.options.onReconnecting) this.options.onReconnecting(LapseError.fromGrpc(end));
+      if (this.options.onReconnecting) await this.options.onReconnecting(LapseError.fromGrpc(end));
       try {
         await sleep(backoff.next(), undefined, {signal});
       } catch {

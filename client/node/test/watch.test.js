@@ -102,6 +102,35 @@ describe('watch', () => {
     assert.equal(await lapsed.stop(), 0);
   });
 
+  it('throws OUT_OF_RANGE when it resumes on a memory-only lapsed that restarted', async () => {
+    let lapsed = await LapsedProcess.start(process.env.LAPSED);
+    const port = lapsed.port;
+    // The watch reconnects only once the new store has more events than the
+    // old one had: resuming by sequence would then silently skip to them.
+    const restarted = {};
+    restarted.promise = new Promise((resolve) => (restarted.resolve = resolve));
+    const watcher = new Client(lapsed.address, {watchBackoff: {initialMs: 10, maxMs: 10,
+      multiplier: 1}, reconnectBackoffInitialMs: 10, reconnectBackoffMaxMs: 200});
+    const watch = watcher.watch({start: 'OLDEST', onReconnecting: () => restarted.promise});
+    const events = watch[Symbol.asyncIterator]();
+    let writer = new Client(lapsed.address);
+    await expireNow(writer, 'orders', ['k1']);
+    assert.equal((await nextEvent(events)).key, 'k1');
+    writer.close();
+    await lapsed.kill();
+
+    lapsed = await LapsedProcess.start(process.env.LAPSED, [], port);
+    writer = new Client(lapsed.address);
+    await expireNow(writer, 'orders', ['n1', 'n2', 'n3']);
+    restarted.resolve();
+    await assert.rejects(withPatience(events.next(), 'end of the watch'),
+        (err) => err instanceof LapseError && err.code === status.OUT_OF_RANGE &&
+            /resume_token: belongs to store/.test(err.message));
+    writer.close();
+    watcher.close();
+    assert.equal(await lapsed.stop(), 0);
+  });
+
   it('throws INVALID_ARGUMENT for a bad filter instead of retrying', async () => {
     const lapsed = await LapsedProcess.start(process.env.LAPSED);
     const client = new Client(lapsed.address);

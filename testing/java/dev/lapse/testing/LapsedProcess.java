@@ -1,5 +1,6 @@
 // Test support for the Java client's tests and example: a real lapsed as a
-// child process (like testing/lapsed_process.cc) and temporary directories.
+// child process (like testing/lapsed_process.cc), temporary directories, TLS
+// material (testing/test_certs.sh) and --auth_file grants.
 //
 //   try (LapsedProcess lapsed = LapsedProcess.start(List.of("--data-dir=" + dir))) {
 //     LapseClient client = new LapseClient(lapsed.address(), new LapseClient.Options());
@@ -20,9 +21,14 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -113,6 +119,56 @@ public final class LapsedProcess implements AutoCloseable {
   @Override
   public void close() {
     process.destroyForcibly();
+  }
+
+  // The files testing/test_certs.sh makes: a test CA, a server certificate for
+  // localhost and 127.0.0.1, a client certificate, and their keys.
+  public static final class Certs {
+    public final Path ca;
+    public final Path serverCert;
+    public final Path serverKey;
+    public final Path clientCert;
+    public final Path clientKey;
+
+    Certs(Path dir) {
+      ca = dir.resolve("ca.crt");
+      serverCert = dir.resolve("server.crt");
+      serverKey = dir.resolve("server.key");
+      clientCert = dir.resolve("client.crt");
+      clientKey = dir.resolve("client.key");
+    }
+  }
+
+  // Runs testing/test_certs.sh (TEST_CERTS, set by CMake) into a fresh
+  // directory.
+  public static Certs makeCerts() throws IOException, InterruptedException {
+    String script = System.getenv("TEST_CERTS");
+    if (script == null) throw new IllegalStateException("TEST_CERTS (test_certs.sh) is not set");
+    Path dir = tempDir();
+    Process p = new ProcessBuilder("bash", script, dir.toString()).inheritIO().start();
+    if (p.waitFor() != 0) throw new IOException(script + " exited " + p.exitValue());
+    return new Certs(dir);
+  }
+
+  // An --auth_file granting each token its grant ("permissions prefixes"), in
+  // a fresh directory.
+  public static Path writeAuthFile(Map<String, String> grants) throws IOException {
+    StringBuilder lines = new StringBuilder();
+    for (Map.Entry<String, String> grant : grants.entrySet()) {
+      byte[] hash;
+      try {
+        hash = MessageDigest.getInstance("SHA-256")
+            .digest(grant.getKey().getBytes(StandardCharsets.UTF_8));
+      } catch (NoSuchAlgorithmException e) {
+        throw new IllegalStateException(e);
+      }
+      lines.append("token:sha256:").append(HexFormat.of().formatHex(hash)).append(' ')
+          .append(grant.getValue()).append('\n');
+    }
+    Path file = tempDir().resolve("auth");
+    Files.writeString(file, lines);
+    Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-------"));
+    return file;
   }
 
   // A fresh directory under java.io.tmpdir, removed when the JVM exits.

@@ -7,10 +7,12 @@
 //
 // When a stream breaks (UNAVAILABLE, a dropped connection, a server restart)
 // the watch reconnects after a backoff and resumes right after the last
-// sequence it examined (the response's examined_sequence), so the events form
-// one stream with no gap and no duplicate. The one way to lose events is for
-// the server to no longer hold them: hasNext() then throws LapseException
-// OUT_OF_RANGE, never skips. Any other error (INVALID_ARGUMENT for a bad
+// position it examined, by the last response's resume_token
+// (START_POSITION_AFTER_TOKEN; by examined_sequence only before any token), so
+// the events form one stream with no gap and no duplicate. The one way to
+// lose events is for the server to no longer hold them, or to serve another
+// store (a memory-only lapsed that restarted): hasNext() then throws
+// LapseException OUT_OF_RANGE, never skips. Any other error (INVALID_ARGUMENT for a bad
 // filter, ...) is thrown too and ends the watch. These are the rules of the
 // C++ client's watch (client/cpp/watch_loop.cc), including its caveat: a
 // START_POSITION_NEW watch learns its position from its first response; if
@@ -20,6 +22,7 @@
 // hasNext() and next() belong to one thread; close() may be called from any.
 package dev.lapse.client;
 
+import com.google.protobuf.ByteString;
 import dev.lapse.v1.ExpiryEvent;
 import dev.lapse.v1.LapseServiceGrpc;
 import dev.lapse.v1.StartPosition;
@@ -42,7 +45,7 @@ public final class ExpiryWatch implements Iterator<ExpiryEvent>, AutoCloseable {
   // Called on the iterating thread.
   public interface Listener {
     // The stream broke with this resumable status; the watch resumes after a
-    // backoff.
+    // backoff, once this returns.
     void onReconnecting(Status status);
   }
 
@@ -60,8 +63,13 @@ public final class ExpiryWatch implements Iterator<ExpiryEvent>, AutoCloseable {
 
   // Set when known; an unsigned 64-bit sequence.
   private OptionalLong position = OptionalLong.empty();
-  // The examined_sequence of the response whose events are pending.
+  // The examined_sequence and resume_token of the response whose events are
+  // pending.
   private OptionalLong pendingExamined = OptionalLong.empty();
+  private ByteString pendingToken = ByteString.EMPTY;
+  // The same position as position()'s, as the server's token; empty until
+  // known.
+  private ByteString resumeToken = ByteString.EMPTY;
   private volatile Context.CancellableContext context;
   private Iterator<WatchExpirationsResponse> stream;
   private boolean streamGotResponse;
@@ -81,6 +89,17 @@ public final class ExpiryWatch implements Iterator<ExpiryEvent>, AutoCloseable {
     if (request.getStartPosition() == StartPosition.START_POSITION_AFTER_SEQUENCE) {
       position = OptionalLong.of(request.getAfterSequence());
     }
+    if (request.getStartPosition() == StartPosition.START_POSITION_AFTER_TOKEN) {
+      resumeToken = request.getResumeToken();
+    }
+  }
+
+  // The position of position() as the server's opaque token, which also names
+  // its store: a later watch with START_POSITION_AFTER_TOKEN from it continues
+  // with no gap and no duplicate, or fails OUT_OF_RANGE on another store.
+  // Empty until the first response.
+  public ByteString resumeToken() {
+    return resumeToken;
   }
 
   // Every event up to and including this sequence has been examined and, if
@@ -127,10 +146,17 @@ public final class ExpiryWatch implements Iterator<ExpiryEvent>, AutoCloseable {
     if (!position.isPresent() || Long.compareUnsigned(examined, position.getAsLong()) > 0) {
       position = OptionalLong.of(examined);
     }
+    if (!pendingToken.isEmpty()) resumeToken = pendingToken;
     pendingExamined = OptionalLong.empty();
   }
 
   private WatchExpirationsRequest nextRequest() {
+    if (!resumeToken.isEmpty()) {
+      return request.toBuilder()
+          .setStartPosition(StartPosition.START_POSITION_AFTER_TOKEN)
+          .setResumeToken(resumeToken)
+          .build();
+    }
     if (!position.isPresent()) return request;
     return request.toBuilder()
         .setStartPosition(StartPosition.START_POSITION_AFTER_SEQUENCE)
@@ -169,6 +195,7 @@ public final class ExpiryWatch implements Iterator<ExpiryEvent>, AutoCloseable {
         }
       }
       pendingExamined = OptionalLong.of(response.getExaminedSequence());
+      pendingToken = response.getResumeToken();
     } catch (StatusRuntimeException e) {
       if (closed.getCount() == 0) return;
       Status.Code code = e.getStatus().getCode();

@@ -22,11 +22,32 @@
 //     }
 //   }
 //
-// Options.credentials (grpc ChannelCredentials, plaintext by default) is
-// where TLS and call credentials go. Thread-safe; an ExpiryWatch is not.
+// Security (README's Security section), as the C++ client's ClientOptions:
+// Options.tls (a TlsOptions: caFile, certFile, keyFile, serverName) turns TLS
+// on (no caFile: the system's CAs; certFile and keyFile: mTLS);
+// Options.bearerToken, or Options.bearerTokenFile (read again at every call,
+// so a rotated token is picked up), is sent as "authorization: Bearer TOKEN"
+// with every call and watch. Options.credentials (grpc ChannelCredentials)
+// replaces tls for anything else. Consumer groups: the group calls below and
+// worker() (see Worker). Thread-safe; an ExpiryWatch is not.
 package dev.lapse.client;
 
+import dev.lapse.v1.AckRequest;
+import dev.lapse.v1.AckResponse;
+import dev.lapse.v1.ConsumerGroup;
+import dev.lapse.v1.CreateConsumerGroupRequest;
 import dev.lapse.v1.DeleteCollectionRequest;
+import dev.lapse.v1.DeleteConsumerGroupRequest;
+import dev.lapse.v1.ExtendLeasesRequest;
+import dev.lapse.v1.ExtendLeasesResponse;
+import dev.lapse.v1.GetConsumerGroupRequest;
+import dev.lapse.v1.ListConsumerGroupsRequest;
+import dev.lapse.v1.ListConsumerGroupsResponse;
+import dev.lapse.v1.NackRequest;
+import dev.lapse.v1.NackResponse;
+import dev.lapse.v1.PollRequest;
+import dev.lapse.v1.PollResponse;
+import dev.lapse.v1.ResetConsumerGroupRequest;
 import dev.lapse.v1.DeleteCollectionResponse;
 import dev.lapse.v1.ExpireMembersRequest;
 import dev.lapse.v1.ExpireMembersResponse;
@@ -46,14 +67,25 @@ import dev.lapse.v1.PutMembersResponse;
 import dev.lapse.v1.RemoveMembersRequest;
 import dev.lapse.v1.RemoveMembersResponse;
 import dev.lapse.v1.WatchExpirationsRequest;
+import io.grpc.CallOptions;
+import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
+import io.grpc.ForwardingClientCall;
 import io.grpc.Deadline;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
+import io.grpc.Metadata;
+import io.grpc.MethodDescriptor;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import io.grpc.TlsChannelCredentials;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -78,8 +110,17 @@ public final class LapseClient implements AutoCloseable {
     // an idle watch is noticed; null disables them (the server must allow the
     // interval).
     public Duration keepaliveTime = null;
-    // TLS and call credentials go here.
-    public ChannelCredentials credentials = InsecureChannelCredentials.create();
+    // TLS; null: plaintext (or `credentials`).
+    public TlsOptions tls = null;
+    // The bearer token, or the file holding it; at most one.
+    public String bearerToken = null;
+    public Path bearerTokenFile = null;
+    // Channel credentials other than tls'; null: plaintext unless tls is set.
+    public ChannelCredentials credentials = null;
+    // A worker's pause after an empty poll that the server answered sooner
+    // than half the wait (it did not wait); reset by every delivery.
+    public Backoff.Policy idlePollBackoff =
+        new Backoff.Policy(Duration.ofMillis(200), Duration.ofSeconds(2), 2.0);
 
     public Options copy() {
       Options copy = new Options();
@@ -89,9 +130,25 @@ public final class LapseClient implements AutoCloseable {
       copy.watchBackoff = watchBackoff;
       copy.maxMessageBytes = maxMessageBytes;
       copy.keepaliveTime = keepaliveTime;
+      copy.tls = tls;
+      copy.bearerToken = bearerToken;
+      copy.bearerTokenFile = bearerTokenFile;
       copy.credentials = credentials;
+      copy.idlePollBackoff = idlePollBackoff;
       return copy;
     }
+  }
+
+  // The files of a TLS connection (PEM), as lapsectl's --tls-* flags.
+  public static final class TlsOptions {
+    // The CA to trust; null: the system's.
+    public Path caFile = null;
+    // The client certificate and its key, for mTLS; both or neither.
+    public Path certFile = null;
+    public Path keyFile = null;
+    // The name to check the server's certificate against; null: the target's
+    // host.
+    public String serverName = null;
   }
 
   private final ManagedChannel channel;
@@ -99,6 +156,7 @@ public final class LapseClient implements AutoCloseable {
   // The watches on this channel, which close() ends; shared with every
   // withTimeout() view.
   private final Set<ExpiryWatch> watches;
+  private final BearerToken token;
   private final LapseServiceGrpc.LapseServiceBlockingStub stub;
 
   // A channel to `target` ("host:port" or any gRPC target).
@@ -107,13 +165,99 @@ public final class LapseClient implements AutoCloseable {
   }
 
   private static ManagedChannel channel(String target, Options options) {
-    ManagedChannelBuilder<?> builder =
-        Grpc.newChannelBuilder(target, options.credentials)
-            .maxInboundMessageSize(options.maxMessageBytes);
+    ManagedChannelBuilder<?> builder;
+    try {
+      builder = Grpc.newChannelBuilder(target, channelCredentials(options));
+    } catch (UnsupportedOperationException e) {
+      // Debian's Netty 4.1.48 lacks JDK ALPN, which gRPC's TLS needs.
+      throw new LapseException(Status.UNIMPLEMENTED.withDescription(
+          "Options.tls: this classpath's Netty cannot negotiate ALPN over the JDK's TLS (" + e
+              + "); put a Netty with ALPN support (or netty-tcnative) on the classpath")
+          .asRuntimeException());
+    }
+    builder.maxInboundMessageSize(options.maxMessageBytes);
+    if (options.tls != null && options.tls.serverName != null) {
+      builder.overrideAuthority(options.tls.serverName);
+    }
     if (options.keepaliveTime != null) {
       builder.keepAliveTime(options.keepaliveTime.toNanos(), TimeUnit.NANOSECONDS);
     }
     return builder.build();
+  }
+
+  private static LapseException invalidOption(String what) {
+    return new LapseException(
+        Status.INVALID_ARGUMENT.withDescription("Options." + what).asRuntimeException());
+  }
+
+  private static ChannelCredentials channelCredentials(Options options) {
+    if (options.tls != null && options.credentials != null) {
+      throw invalidOption("tls: set tls or credentials, not both");
+    }
+    if (options.credentials != null) return options.credentials;
+    if (options.tls == null) return InsecureChannelCredentials.create();
+    TlsOptions tls = options.tls;
+    if ((tls.certFile == null) != (tls.keyFile == null)) {
+      throw invalidOption("tls: certFile and keyFile go together (mTLS)");
+    }
+    TlsChannelCredentials.Builder builder = TlsChannelCredentials.newBuilder();
+    try {
+      if (tls.caFile != null) builder.trustManager(tls.caFile.toFile());
+      if (tls.certFile != null) builder.keyManager(tls.certFile.toFile(), tls.keyFile.toFile());
+    } catch (IOException e) {
+      throw invalidOption("tls: cannot read " + e.getMessage());
+    }
+    return builder.build();
+  }
+
+  // Adds "authorization: Bearer TOKEN" to every call, from Options.
+  private static final class BearerToken implements ClientInterceptor {
+    private static final Metadata.Key<String> AUTHORIZATION =
+        Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+    private final String token;
+    private final Path file;
+
+    BearerToken(Options options) {
+      if (options.bearerToken != null && options.bearerTokenFile != null) {
+        throw invalidOption("bearerToken: set bearerToken or bearerTokenFile, not both");
+      }
+      this.token = options.bearerToken;
+      this.file = options.bearerTokenFile;
+    }
+
+    // The token; UNAUTHENTICATED naming the file when it cannot be read or is
+    // empty.
+    private String token() {
+      if (file == null) return token;
+      String read;
+      try {
+        read = Files.readString(file).trim();
+      } catch (IOException e) {
+        throw Status.UNAUTHENTICATED
+            .withDescription("cannot read the bearer token file " + file + ": " + e)
+            .asRuntimeException();
+      }
+      if (read.isEmpty()) {
+        throw Status.UNAUTHENTICATED
+            .withDescription("the bearer token file " + file + " is empty: write the token into it")
+            .asRuntimeException();
+      }
+      return read;
+    }
+
+    @Override
+    public <Q, R> ClientCall<Q, R> interceptCall(
+        MethodDescriptor<Q, R> method, CallOptions callOptions, Channel next) {
+      String current = token();
+      return new ForwardingClientCall.SimpleForwardingClientCall<Q, R>(
+          next.newCall(method, callOptions)) {
+        @Override
+        public void start(Listener<R> listener, Metadata headers) {
+          if (current != null) headers.put(AUTHORIZATION, "Bearer " + current);
+          super.start(listener, headers);
+        }
+      };
+    }
   }
 
   // Over `channel`, which the client then owns and closes.
@@ -125,7 +269,12 @@ public final class LapseClient implements AutoCloseable {
     this.channel = channel;
     this.options = options;
     this.watches = watches;
-    this.stub = LapseServiceGrpc.newBlockingStub(channel);
+    this.token = new BearerToken(options);
+    this.stub = LapseServiceGrpc.newBlockingStub(channel).withInterceptors(token);
+  }
+
+  Options options() {
+    return options;
   }
 
   // The same client (same channel) whose calls have `timeout` as their
@@ -206,7 +355,7 @@ public final class LapseClient implements AutoCloseable {
   public ExpiryWatch watch(WatchExpirationsRequest request, ExpiryWatch.Listener listener) {
     ExpiryWatch watch =
         new ExpiryWatch(
-            LapseServiceGrpc.newBlockingStub(channel),
+            LapseServiceGrpc.newBlockingStub(channel).withInterceptors(token),
             request,
             options.watchBackoff,
             listener,
@@ -217,6 +366,73 @@ public final class LapseClient implements AutoCloseable {
 
   public ExpiryWatch watch(WatchExpirationsRequest request) {
     return watch(request, null);
+  }
+
+  // Creates a consumer group; ALREADY_EXISTS if it exists. Never retried.
+  public ConsumerGroup createConsumerGroup(CreateConsumerGroupRequest request) {
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::createConsumerGroup, request, false)
+        .getGroup();
+  }
+
+  // The group with up to `maxLeases` of its leases; NOT_FOUND. Retried.
+  public ConsumerGroup getConsumerGroup(String name, int maxLeases) {
+    return call(
+            LapseServiceGrpc.LapseServiceBlockingStub::getConsumerGroup,
+            GetConsumerGroupRequest.newBuilder().setName(name).setMaxLeases(maxLeases).build(),
+            true)
+        .getGroup();
+  }
+
+  // One page; only an empty next_page_token ends the listing. Retried.
+  public ListConsumerGroupsResponse listConsumerGroups(ListConsumerGroupsRequest request) {
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::listConsumerGroups, request, true);
+  }
+
+  // The group as it was; NOT_FOUND. Never retried.
+  public ConsumerGroup deleteConsumerGroup(String name) {
+    return call(
+            LapseServiceGrpc.LapseServiceBlockingStub::deleteConsumerGroup,
+            DeleteConsumerGroupRequest.newBuilder().setName(name).build(),
+            false)
+        .getGroup();
+  }
+
+  // Moves the group, dropping its pending events. Never retried.
+  public ConsumerGroup resetConsumerGroup(ResetConsumerGroupRequest request) {
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::resetConsumerGroup, request, false)
+        .getGroup();
+  }
+
+  // Leases events, waiting up to request.wait for one (the long poll; the
+  // call's deadline is Options.timeout after the wait). Never retried: a lost
+  // answer would leave its events leased until their visibility timeout.
+  public PollResponse poll(PollRequest request) {
+    Duration wait = Duration.ofSeconds(request.getWait().getSeconds(), request.getWait().getNanos());
+    return withTimeout(options.timeout.plus(wait))
+        .call(LapseServiceGrpc.LapseServiceBlockingStub::poll, request, false);
+  }
+
+  // Per lease, code 0 (OK) or 9 (FAILED_PRECONDITION: the lease is no longer
+  // held; the event may be handled twice). Retried.
+  public AckResponse ack(AckRequest request) {
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::ack, request, true);
+  }
+
+  // Releases leases for redelivery; results as ack's. Retried.
+  public NackResponse nack(NackRequest request) {
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::nack, request, true);
+  }
+
+  // Results as ack's. Retried.
+  public ExtendLeasesResponse extendLeases(ExtendLeasesRequest request) {
+    return call(LapseServiceGrpc.LapseServiceBlockingStub::extendLeases, request, true);
+  }
+
+  // A Worker of `group` named `consumer` handing each event to `handler`;
+  // call its run().
+  public Worker worker(String group, String consumer, Worker.Handler handler,
+      Worker.Options workerOptions) {
+    return new Worker(this, group, consumer, handler, workerOptions);
   }
 
   // Calls `method` until it succeeds, fails with anything but UNAVAILABLE, is

@@ -13,7 +13,7 @@ package dev.lapse.client;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 
-public final class LapseException extends RuntimeException {
+public class LapseException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
   private final transient Status status;

@@ -1,6 +1,7 @@
 // ExpiryWatch against a real lapsed (LAPSED, from CMake): it survives a
 // durable lapsed's restart with no gap and no duplicate, throws OUT_OF_RANGE
-// instead of skipping, and throws on a bad filter.
+// instead of skipping (a memory-only lapsed that restarted included), and
+// throws on a bad filter.
 package dev.lapse.client;
 
 import static org.junit.Assert.assertEquals;
@@ -21,6 +22,8 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import org.junit.Test;
 
 public class ExpiryWatchTest {
@@ -124,6 +127,43 @@ public class ExpiryWatchTest {
         assertTrue(e.getMessage(), e.getMessage().contains(Long.toString(retained.getSequence())));
       }
       assertEquals(0, lapsed.stop());
+    }
+  }
+
+  @Test(timeout = LapsedProcess.PATIENCE_SECONDS * 1000)
+  public void throwsOutOfRangeWhenItResumesOnAMemoryOnlyLapsedThatRestarted() throws Exception {
+    LapsedProcess lapsed = LapsedProcess.start(List.of());
+    int port = lapsed.port();
+    // The watch reconnects only once the new store has more events than the
+    // old one had: resuming by sequence would then silently skip to them.
+    CountDownLatch restarted = new CountDownLatch(1);
+    try (LapseClient watcher = new LapseClient(lapsed.address(), fastReconnects());
+        ExpiryWatch watch = watcher.watch(WatchExpirationsRequest.newBuilder()
+            .setStartPosition(StartPosition.START_POSITION_OLDEST).build(), status -> {
+              try {
+                restarted.await();
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+              }
+            })) {
+      try (LapseClient writer = new LapseClient(lapsed.address(), new LapseClient.Options())) {
+        expireNow(writer, "orders", "k1");
+      }
+      assertEquals("k1", watch.next().getKey());
+      CompletableFuture<LapseException> ended = CompletableFuture.supplyAsync(
+          () -> assertThrows(LapseException.class, watch::hasNext));
+      lapsed.kill();
+      lapsed = LapsedProcess.start(List.of(), port);
+      try (LapseClient writer = new LapseClient(lapsed.address(), new LapseClient.Options())) {
+        expireNow(writer, "orders", "n1", "n2", "n3");
+      }
+      restarted.countDown();
+      LapseException e = ended.get();
+      assertEquals(Status.Code.OUT_OF_RANGE, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("resume_token: belongs to store"));
+    } finally {
+      assertEquals(0, lapsed.stop());
+      lapsed.close();
     }
   }
 
