@@ -90,6 +90,48 @@ TEST_F(ClientTest, PutBeyondMaxMembersIsAFailedPrecondition) {
   EXPECT_EQ(client_.GetCollection("user-42").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(ClientTest, ADefaultExpirationAppliesToMembersThatSetNone) {
+  PutOptions options;
+  options.default_expiration = Expiration::Ttl(absl::Seconds(30));
+  MemberWrite own = Write("b", "2", Expiration::At(StartTime() + absl::Hours(1)));
+  absl::StatusOr<std::vector<PutResult>> put =
+      client_.PutMembers("orders", {Write("a", "1"), own}, options);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->size(), 2u);
+  EXPECT_THAT((*put)[0].expire_time, Optional(Eq(StartTime() + absl::Seconds(30))));
+  EXPECT_THAT((*put)[1].expire_time, Optional(Eq(StartTime() + absl::Hours(1))));
+
+  options.default_expiration = Expiration::At(StartTime() + absl::Minutes(5));
+  put = client_.PutMembers("orders", {Write("c", "3")}, options);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_THAT((*put)[0].expire_time, Optional(Eq(StartTime() + absl::Minutes(5))));
+}
+
+TEST_F(ClientTest, OmittingCreatedResultsListsOnlyMembersNotCreated) {
+  PutTtl("orders", {"a"}, absl::Seconds(30));
+  PutOptions options;
+  options.omit_created_results = true;
+  MemberWrite skipped = Write("a", "new");
+  skipped.condition = PutCondition::kIfAbsent;
+  absl::StatusOr<std::vector<PutResult>> put =
+      client_.PutMembers("orders", {Write("b", "1"), skipped, Write("c", "2")}, options);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->size(), 1u);
+  EXPECT_EQ((*put)[0].key, "a");
+  EXPECT_EQ((*put)[0].outcome, PutOutcome::kSkipped);
+  absl::StatusOr<CollectionInfo> info = client_.GetCollection("orders");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->member_count, 3u);
+}
+
+TEST_F(ClientTest, AnInvalidDefaultTtlIsInvalidArgumentNamingTheField) {
+  PutOptions options;
+  options.default_expiration = Expiration::Ttl(-absl::Seconds(1));
+  absl::StatusOr<std::vector<PutResult>> put = client_.PutMembers("c", {Write("a", "")}, options);
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(put.status().message()), ::testing::HasSubstr("default_ttl"));
+}
+
 TEST_F(ClientTest, InvalidInputComesBackAsInvalidArgumentNamingTheField) {
   absl::StatusOr<std::vector<PutResult>> put =
       client_.PutMembers("c", {Write("a", "", Expiration::Ttl(-absl::Seconds(1)))});

@@ -127,6 +127,17 @@ struct PutOptions {
   // Non-zero: if the collection would then hold more live members, nothing is
   // written and PutMembers fails with FAILED_PRECONDITION.
   uint32_t max_members = 0;
+  // The expiration of every member whose own expiration is None and that
+  // does not keep_expiration: one for the whole call instead of one per
+  // member (like HPEXPIRE key ms FIELDS n ...). None: such members are
+  // persistent.
+  Expiration default_expiration;
+  // Return only the results that say more than "created": members replaced
+  // or skipped, in request order. Every member not listed was created, with
+  // the deadline it asked for (the default expiration resolved by the server
+  // for those that took it). Saves the server and the network an echo of
+  // every key.
+  bool omit_created_results = false;
 };
 
 enum class PutOutcome { kCreated, kReplaced, kSkipped };
