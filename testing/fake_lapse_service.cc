@@ -19,6 +19,18 @@ class HeldCall final : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 };
 
+// A StreamWrites call that is held (reads nothing, finishes when the client
+// cancels it) or refused at once.
+class WriteStreamCall final
+    : public grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse> {
+ public:
+  explicit WriteStreamCall(bool hold) {
+    if (!hold) Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "StreamWrites"));
+  }
+  void OnCancel() override { Finish(grpc::Status::CANCELLED); }
+  void OnDone() override { delete this; }
+};
+
 // Plays one scripted stream: headers, the responses one write at a time,
 // then its end (or stays open until cancelled).
 class ScriptedWatch final : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
@@ -78,6 +90,11 @@ void FakeLapseService::FailFirst(int count, const grpc::Status& status) {
 void FakeLapseService::HoldUnaryCalls() {
   MutexLock lock(&mu_);
   hold_ = true;
+}
+
+void FakeLapseService::HoldStreamWrites() {
+  MutexLock lock(&mu_);
+  hold_writes_ = true;
 }
 
 void FakeLapseService::AddStream(Stream stream) {
@@ -213,6 +230,13 @@ v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences, uint6
   }
   response.set_examined_sequence(examined);
   return response;
+}
+
+grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>*
+FakeLapseService::StreamWrites(grpc::CallbackServerContext*) {
+  MutexLock lock(&mu_);
+  ++calls_["StreamWrites"];
+  return new WriteStreamCall(hold_writes_);
 }
 
 }  // namespace lapse::testing

@@ -1,7 +1,7 @@
 // FakeLapseService: a LapseService whose answers a test scripts, served on
 // 127.0.0.1:0 by FakeServer, for what a real server will not do on demand:
 // fail the first N calls with UNAVAILABLE, never answer, or end a watch stream
-// at a chosen point.
+// at a chosen point. StreamWrites is refused (UNIMPLEMENTED) unless held.
 //
 //   FakeServer server;
 //   server.service().FailFirst(2, grpc::Status(grpc::StatusCode::UNAVAILABLE, "x"));
@@ -50,6 +50,9 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
   // From now on unary calls are never answered; they end when the client
   // gives up (deadline or cancel).
   void HoldUnaryCalls();
+  // From now on StreamWrites calls are never answered: they read nothing
+  // and end when the client cancels them.
+  void HoldStreamWrites();
   // Appends a stream to the script.
   void AddStream(Stream stream);
 
@@ -88,6 +91,8 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
                                              v1::DeleteCollectionResponse*) override;
   grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
       grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
+  grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>* StreamWrites(
+      grpc::CallbackServerContext* context) override;
 
  private:
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, absl::string_view method);
@@ -99,6 +104,7 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
   int failures_left_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status failure_ ABSL_GUARDED_BY(mu_);
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_writes_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WatchExpirationsRequest> watch_requests_ ABSL_GUARDED_BY(mu_);
 };

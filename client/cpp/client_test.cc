@@ -2,6 +2,7 @@
 // server (FakeClock, 127.0.0.1:0), and the per-call deadline.
 #include "lapse/client.h"
 
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -386,6 +387,85 @@ TEST(ClientWriteStreamTest, APutWhileAnotherIsInFlightTravelsOnTheWriteStream) {
   server.reset();  // Ends the held call.
   first.join();
   second.join();
+}
+
+TEST_F(ClientTest, AsyncPutsFromOneThreadEachGetTheirOwnResults) {
+  constexpr int kPuts = 300;
+  Mutex mu;
+  CondVar cv;
+  std::vector<std::string> keys;
+  int answered = 0;
+  for (int i = 0; i < kPuts; ++i) {
+    const std::string key = absl::StrCat("k", i);
+    client_.PutMembersAsync("async", {Write(key, "v", Expiration::Ttl(absl::Seconds(1 + i)))},
+                            [&, key, i](absl::StatusOr<std::vector<PutResult>> put) {
+                              EXPECT_TRUE(put.ok()) << put.status();
+                              if (put.ok()) {
+                                EXPECT_EQ(put->size(), 1u);
+                                EXPECT_EQ(put->at(0).key, key);
+                                EXPECT_THAT(put->at(0).expire_time,
+                                            Optional(Eq(StartTime() + absl::Seconds(1 + i))));
+                              }
+                              MutexLock lock(&mu);
+                              if (put.ok()) keys.push_back(put->at(0).key);
+                              ++answered;
+                              cv.SignalAll();
+                            });
+  }
+  {
+    MutexLock lock(&mu);
+    ASSERT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return answered == kPuts; }));
+    // Answered in the order the calls were made.
+    for (int i = 0; i < kPuts; ++i) EXPECT_EQ(keys[i], absl::StrCat("k", i));
+  }
+  absl::StatusOr<CollectionInfo> info = client_.GetCollection("async");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->member_count, static_cast<uint64_t>(kPuts));
+}
+
+TEST_F(ClientTest, AnAsyncPutThatFailsGetsTheErrorInItsCallback) {
+  Mutex mu;
+  CondVar cv;
+  std::optional<absl::Status> status;
+  client_.PutMembersAsync("c", {Write("a", "", Expiration::Ttl(-absl::Seconds(1)))},
+                          [&](absl::StatusOr<std::vector<PutResult>> put) {
+                            MutexLock lock(&mu);
+                            status = put.status();
+                            cv.SignalAll();
+                          });
+  MutexLock lock(&mu);
+  ASSERT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return status.has_value(); }));
+  EXPECT_EQ(status->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status->message()), ::testing::HasSubstr("members[0].ttl"));
+}
+
+TEST(ClientWriteStreamTest, AsyncPutsBeyondTheInFlightBoundWaitForRoomUntilTheirDeadline) {
+  testing::FakeServer server;
+  server.service().HoldStreamWrites();
+  ClientOptions options;
+  options.max_writes_in_flight = 1;
+  auto client = std::make_unique<Client>(server.address(), options);
+  Mutex mu;
+  std::vector<absl::StatusCode> codes;
+  const auto record = [&](absl::StatusOr<std::vector<PutResult>> put) {
+    MutexLock lock(&mu);
+    codes.push_back(put.status().code());
+  };
+  // Held by the fake: it takes the only place.
+  client->PutMembersAsync("c", {Write("a", "v")}, record);
+  CallOptions call;
+  call.timeout = absl::Milliseconds(50);
+  // Waits for room, which never comes, and fails on this thread.
+  client->PutMembersAsync("c", {Write("b", "v")}, record, PutOptions(), call);
+  {
+    MutexLock lock(&mu);
+    EXPECT_THAT(codes, ElementsAre(absl::StatusCode::kDeadlineExceeded));
+  }
+  // Destroying the client ends the stream and answers the held call.
+  client.reset();
+  MutexLock lock(&mu);
+  EXPECT_THAT(codes,
+              ElementsAre(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kCancelled));
 }
 
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {

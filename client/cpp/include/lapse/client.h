@@ -388,6 +388,11 @@ struct ClientOptions {
   BackoffPolicy retry_backoff;
   // Between reconnects of a Subscription; reset by every response.
   BackoffPolicy watch_backoff = {absl::Milliseconds(100), absl::Seconds(10), 2.0};
+  // PutMembers calls on the write stream (PutMembersAsync's, and
+  // PutMembers' while another is in flight) not yet answered, at most; a
+  // call beyond waits for room until its deadline (a PutMembersAsync made
+  // inside a PutCallback does not wait). 0 counts as 1.
+  size_t max_writes_in_flight = 1024;
 
   // Channel: HTTP/2 keepalive pings while calls are open, so a dead
   // connection under an idle watch is noticed. Infinite disables them; the
@@ -421,6 +426,9 @@ struct ClientOptions {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const std::string& target,
                                                           const ClientOptions& options);
 
+// Called once with the outcome of a PutMembersAsync.
+using PutCallback = std::function<void(absl::StatusOr<std::vector<PutResult>>)>;
+
 struct CallOptions {
   // This call's deadline, from now; unset: ClientOptions::default_timeout.
   std::optional<absl::Duration> timeout;
@@ -448,6 +456,22 @@ class Client final {
                                                     const std::vector<MemberWrite>& members,
                                                     const PutOptions& options = PutOptions(),
                                                     const CallOptions& call = CallOptions());
+
+  // PutMembers without waiting: queues the call on the write stream (after
+  // waiting for room while ClientOptions::max_writes_in_flight calls are
+  // unanswered) and returns. `done` gets what PutMembers would return, on a
+  // gRPC thread, or on this thread when the call fails before it is queued.
+  // Calls are applied in the order they were made. Many such calls in flight
+  // from one thread go to the server a few per message: this is the fast way
+  // to make many small writes. A call whose deadline passes before it is
+  // sent is not sent (DEADLINE_EXCEEDED); one sent is answered by the server
+  // or by the stream's end (UNAVAILABLE: it may or may not have been
+  // applied). `done` should return promptly (the answers after it wait for
+  // it) and must not wait for another call's answer. Every `done` has run
+  // when the Client and its Subscriptions are destroyed.
+  void PutMembersAsync(const std::string& collection, const std::vector<MemberWrite>& members,
+                       PutCallback done, const PutOptions& options = PutOptions(),
+                       const CallOptions& call = CallOptions());
 
   // One result per key, in order. Retried unless options.refresh is set.
   absl::StatusOr<std::vector<GetResult>> GetMembers(const std::string& collection,
