@@ -3,9 +3,10 @@
 // call than a unary call each. Callers either wait for their answer (Put) or
 // are called back with it (PutAsync).
 //
-// Calls are sent in the order they arrive, one write in flight: the calls
-// that arrive while a request is in flight go together in the next one (up
-// to 1 MiB), so 16 calls in flight cost the server a few messages, not 16.
+// Calls are sent in the order they arrive, one request in flight: the calls
+// that arrive while a request waits for its answer go together in the next
+// one (up to 1 MiB), written when the answer comes, so 16 calls in flight
+// cost the server one or two messages, not 16.
 // The stream answers in order. At most `max_in_flight` operations are
 // unanswered at a time: a call beyond that waits for room (until its
 // deadline), except from inside a PutAsync callback, which never waits. The
