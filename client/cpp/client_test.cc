@@ -468,6 +468,34 @@ TEST(ClientWriteStreamTest, AsyncPutsBeyondTheInFlightBoundWaitForRoomUntilTheir
               ElementsAre(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kCancelled));
 }
 
+TEST(ClientWriteStreamTest, CallsMadeWhileARequestIsUnansweredGoTogetherInTheNext) {
+  testing::FakeServer server;
+  server.service().HoldStreamWrites();
+  Client client(server.address());
+  Mutex mu;
+  CondVar cv;
+  int answered = 0;
+  const auto count = [&](absl::StatusOr<std::vector<PutResult>> put) {
+    EXPECT_TRUE(put.ok()) << put.status();
+    MutexLock lock(&mu);
+    ++answered;
+    cv.SignalAll();
+  };
+  client.PutMembersAsync("c", {Write("a", "v")}, count);
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+  // The first request is unanswered: these two wait for its answer.
+  client.PutMembersAsync("c", {Write("b", "v")}, count);
+  client.PutMembersAsync("c", {Write("c", "v")}, count);
+  server.service().AnswerStreamWrites();
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
+  server.service().AnswerStreamWrites();
+  {
+    MutexLock lock(&mu);
+    EXPECT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return answered == 3; }));
+  }
+  EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 2));
+}
+
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {
   testing::FakeServer server;
   server.service().HoldUnaryCalls();
