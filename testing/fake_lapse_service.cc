@@ -239,14 +239,16 @@ class HeldWriteStream final
 
   void OnReadDone(bool ok) override {
     if (!ok) return;
+    // Held for an answer before it is counted: a test that saw the count
+    // can have it answered.
+    {
+      MutexLock lock(&mu_);
+      read_.push_back(request_.operations_size());
+    }
     {
       MutexLock lock(&service_->mu_);
       service_->stream_write_sizes_.push_back(request_.operations_size());
       service_->cv_.SignalAll();
-    }
-    {
-      MutexLock lock(&mu_);
-      read_.push_back(request_.operations_size());
     }
     StartRead(&request_);
   }
