@@ -80,6 +80,11 @@ void FakeLapseService::HoldUnaryCalls() {
   hold_ = true;
 }
 
+void FakeLapseService::HoldStreamWrites() {
+  MutexLock lock(&mu_);
+  hold_writes_ = true;
+}
+
 void FakeLapseService::AddStream(Stream stream) {
   MutexLock lock(&mu_);
   streams_.push_back(std::move(stream));
@@ -213,6 +218,117 @@ v1::WatchExpirationsResponse Batch(const std::vector<uint64_t>& sequences, uint6
   }
   response.set_examined_sequence(examined);
   return response;
+}
+
+// A StreamWrites call: refused at once, or held (see HoldStreamWrites). Its
+// own mu_ is taken after the service's, never before.
+class HeldWriteStream final
+    : public grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse> {
+ public:
+  // REQUIRES: service->mu_, to register a held call.
+  HeldWriteStream(FakeLapseService* service, bool hold) ABSL_NO_THREAD_SAFETY_ANALYSIS
+      : service_(service) {
+    if (!hold) {
+      finished_ = true;
+      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "StreamWrites"));
+      return;
+    }
+    service_->held_writes_.insert(this);
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    // Held for an answer before it is counted: a test that saw the count
+    // can have it answered.
+    {
+      MutexLock lock(&mu_);
+      read_.push_back(request_.operations_size());
+    }
+    {
+      MutexLock lock(&service_->mu_);
+      service_->stream_write_sizes_.push_back(request_.operations_size());
+      service_->cv_.SignalAll();
+    }
+    StartRead(&request_);
+  }
+
+  // Queues an answer to every request read and not answered.
+  void AnswerAll() {
+    MutexLock lock(&mu_);
+    if (finished_) return;
+    for (int operations : read_) {
+      v1::StreamWritesResponse response;
+      for (int i = 0; i < operations; ++i) response.add_results()->mutable_put_members();
+      unwritten_.push_back(std::move(response));
+    }
+    read_.clear();
+    if (!writing_) WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    MutexLock lock(&mu_);
+    writing_ = false;
+    unwritten_.pop_front();
+    if (ok) WriteNext();
+  }
+
+  void OnCancel() override {
+    MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+    Finish(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    {
+      MutexLock lock(&service_->mu_);
+      service_->held_writes_.erase(this);
+    }
+    delete this;
+  }
+
+ private:
+  void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || unwritten_.empty()) return;
+    writing_ = true;
+    StartWrite(&unwritten_.front());
+  }
+
+  FakeLapseService* const service_;
+  v1::StreamWritesRequest request_;
+  Mutex mu_;
+  // Operations per request read and not yet answered.
+  std::vector<int> read_ ABSL_GUARDED_BY(mu_);
+  // Answers to write, the one being written first.
+  std::deque<v1::StreamWritesResponse> unwritten_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>*
+FakeLapseService::StreamWrites(grpc::CallbackServerContext*) {
+  MutexLock lock(&mu_);
+  ++calls_["StreamWrites"];
+  return new HeldWriteStream(this, hold_writes_);
+}
+
+void FakeLapseService::AnswerStreamWrites() {
+  MutexLock lock(&mu_);
+  for (HeldWriteStream* stream : held_writes_) stream->AnswerAll();
+}
+
+std::vector<int> FakeLapseService::stream_write_sizes() {
+  MutexLock lock(&mu_);
+  return stream_write_sizes_;
+}
+
+bool FakeLapseService::WaitForStreamWriteRequests(size_t count) {
+  MutexLock lock(&mu_);
+  auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stream_write_sizes_.size() >= count;
+  };
+  return WaitWithPatience(mu_, cv_, arrived);
 }
 
 }  // namespace lapse::testing

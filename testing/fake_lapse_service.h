@@ -1,7 +1,8 @@
 // FakeLapseService: a LapseService whose answers a test scripts, served on
 // 127.0.0.1:0 by FakeServer, for what a real server will not do on demand:
 // fail the first N calls with UNAVAILABLE, never answer, or end a watch stream
-// at a chosen point.
+// at a chosen point. StreamWrites is refused (UNIMPLEMENTED) unless held:
+// then it reads requests and answers them only when told to.
 //
 //   FakeServer server;
 //   server.service().FailFirst(2, grpc::Status(grpc::StatusCode::UNAVAILABLE, "x"));
@@ -21,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,8 @@
 #include "testing/test_util.h"
 
 namespace lapse::testing {
+
+class HeldWriteStream;
 
 class FakeLapseService final : public v1::LapseService::CallbackService {
  public:
@@ -50,6 +54,18 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
   // From now on unary calls are never answered; they end when the client
   // gives up (deadline or cancel).
   void HoldUnaryCalls();
+  // From now on StreamWrites calls read every request, recording how many
+  // operations it carries (stream_write_sizes), and answer none until
+  // AnswerStreamWrites; they end when the client cancels them.
+  void HoldStreamWrites();
+  // Answers every request the held StreamWrites calls have read and not
+  // answered: each operation OK with an empty response.
+  void AnswerStreamWrites();
+  // The operations of each request the held StreamWrites calls read, in the
+  // order read.
+  std::vector<int> stream_write_sizes();
+  // Waits (at most kPatience) until `count` such requests have been read.
+  bool WaitForStreamWriteRequests(size_t count);
   // Appends a stream to the script.
   void AddStream(Stream stream);
 
@@ -88,8 +104,12 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
                                              v1::DeleteCollectionResponse*) override;
   grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
       grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
+  grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>* StreamWrites(
+      grpc::CallbackServerContext* context) override;
 
  private:
+  friend class HeldWriteStream;
+
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, absl::string_view method);
 
   // Signalled when a watch call arrives.
@@ -99,6 +119,10 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
   int failures_left_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status failure_ ABSL_GUARDED_BY(mu_);
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_writes_ ABSL_GUARDED_BY(mu_) = false;
+  // The held StreamWrites calls not yet done, and what they read.
+  std::set<HeldWriteStream*> held_writes_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> stream_write_sizes_ ABSL_GUARDED_BY(mu_);
   std::deque<Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WatchExpirationsRequest> watch_requests_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,13 +1,15 @@
 #include "bench/load/client_puts.h"
 
+#include <algorithm>
 #include <optional>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/common/load_counters.h"
 #include "bench/common/members.h"
 #include "lapse/client.h"
+#include "server/base/mutex.h"
 
 namespace lapse {
 namespace load {
@@ -17,32 +19,54 @@ LoadOutcome RunClientPuts(const std::string& addr, const Shape& shape, const Loa
   options.default_timeout = shape.rpc_timeout;
   options.max_receive_message_bytes = -1;
   options.max_send_message_bytes = -1;
+  options.max_writes_in_flight = static_cast<size_t>(std::max(1, shape.concurrency));
   client::Client lapse(addr, options);
+  // The request shape RunPuts sends: one TTL for the call and no echo of the
+  // members created, unless the plan gives deadlines or asks per member.
+  const bool shared_ttl = !plan.deadline_ms && !shape.per_member_ttl;
+  client::PutOptions put_options;
+  if (shared_ttl) {
+    put_options.default_expiration = client::Expiration::Ttl(plan.ttl);
+    put_options.omit_created_results = true;
+  }
   LoadCounters counters(plan, shape.batch);
-  const auto writer = [&] {
-    std::vector<client::MemberWrite> writes;
-    for (std::optional<uint64_t> batch = counters.NextBatch(); batch.has_value();
-         batch = counters.NextBatch()) {
-      const auto [first, end] = plan.BatchMembers(shape.batch, *batch);
-      writes.resize(end - first);
-      for (uint64_t i = first; i < end; ++i) {
-        client::MemberWrite& write = writes[i - first];
-        write.key = KeyFor(i, shape.key_bytes);
-        write.value = ValueFor(i, shape.value_bytes);
-        write.expiration = plan.deadline_ms
-                               ? client::Expiration::At(absl::FromUnixMillis(plan.deadline_ms(i)))
-                               : client::Expiration::Ttl(plan.ttl);
+  Mutex mu;
+  CondVar all_answered;
+  uint64_t unanswered = 0;  // Guarded by mu.
+  std::vector<client::MemberWrite> writes;
+  for (std::optional<uint64_t> batch = counters.NextBatch(); batch.has_value();
+       batch = counters.NextBatch()) {
+    const auto [first, end] = plan.BatchMembers(shape.batch, *batch);
+    writes.resize(end - first);
+    for (uint64_t i = first; i < end; ++i) {
+      client::MemberWrite& write = writes[i - first];
+      write.key = KeyFor(i, shape.key_bytes);
+      write.value = ValueFor(i, shape.value_bytes);
+      if (plan.deadline_ms) {
+        write.expiration = client::Expiration::At(absl::FromUnixMillis(plan.deadline_ms(i)));
+      } else if (!shared_ttl) {
+        write.expiration = client::Expiration::Ttl(plan.ttl);
       }
-      const int64_t started_us = NowMicros();
-      absl::StatusOr<std::vector<client::PutResult>> put =
-          lapse.PutMembers(CollectionFor(shape.prefix, *batch, shape.collections), writes);
-      counters.Finished(started_us, writes.size(), put.ok());
-      if (!put.ok()) counters.Failed(absl::StrCat("PutMembers: ", put.status().ToString()));
     }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < std::max(1, shape.concurrency); ++t) threads.emplace_back(writer);
-  for (std::thread& thread : threads) thread.join();
+    {
+      MutexLock lock(&mu);
+      ++unanswered;
+    }
+    const int64_t started_us = NowMicros();
+    const size_t members = writes.size();
+    // Returns once the call is queued: at most max_writes_in_flight wait.
+    lapse.PutMembersAsync(
+        CollectionFor(shape.prefix, *batch, shape.collections), writes,
+        [&, started_us, members](absl::StatusOr<std::vector<client::PutResult>> put) {
+          counters.Finished(started_us, members, put.ok());
+          if (!put.ok()) counters.Failed(absl::StrCat("PutMembers: ", put.status().ToString()));
+          MutexLock lock(&mu);
+          if (--unanswered == 0) all_answered.SignalAll();
+        },
+        put_options);
+  }
+  MutexLock lock(&mu);
+  while (unanswered > 0) all_answered.WaitWithTimeout(&mu, absl::InfiniteDuration());
   return counters.Outcome();
 }
 

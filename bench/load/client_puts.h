@@ -1,12 +1,14 @@
 // RunClientPuts: the put scenario through the C++ client library
-// (lapse/client.h) instead of the generated stubs: shape.concurrency threads,
-// each calling Client::PutMembers in a loop on one shared Client, as an
-// application would. With more than one call in flight the library carries
-// them on its write stream, so this measures what applications get.
+// (lapse/client.h) instead of the generated stubs: one thread calling
+// Client::PutMembersAsync in a loop, with ClientOptions::max_writes_in_flight
+// = shape.concurrency, so that many calls are in flight on the library's
+// write stream, as an application making many small writes would. Requests
+// have the shape RunPuts sends (default_ttl and omit_created_results unless
+// per_member_ttl or the plan gives deadlines).
 //
 //   LoadOutcome out = lapse::load::RunClientPuts("127.0.0.1:50051", shape, plan);
 //
-// Blocks until every call has returned; the outcome's requests are calls.
+// Blocks until every call has been answered; the outcome's requests are calls.
 #ifndef LAPSE_BENCH_LOAD_CLIENT_PUTS_H_
 #define LAPSE_BENCH_LOAD_CLIENT_PUTS_H_
 

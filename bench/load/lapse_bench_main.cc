@@ -57,8 +57,8 @@ ABSL_FLAG(std::string, token_file, "",
           "File holding the bearer token for a lapsed with --auth_file (the run needs read, "
           "write and watch on --prefix)");
 ABSL_FLAG(bool, client_library, false,
-          "put: call PutMembers through the C++ client library from --concurrency threads "
-          "(which shares a write stream among calls in flight) instead of the stubs");
+          "put: call PutMembersAsync of the C++ client library from one thread, "
+          "--concurrency calls in flight on its write stream, instead of the stubs");
 ABSL_FLAG(bool, per_member_ttl, false,
           "put: send the TTL in every member and take a result per member (the API before "
           "PutMembersRequest.default_ttl and omit_created_results), to compare");

@@ -78,6 +78,12 @@ absl::StatusOr<std::vector<PutResult>> Client::PutMembers(const std::string& col
                                  call);
 }
 
+void Client::PutMembersAsync(const std::string& collection, const std::vector<MemberWrite>& members,
+                             PutCallback done, const PutOptions& options, const CallOptions& call) {
+  connection_->PutMembersAsync(internal::PutMembersRequestToProto(collection, members, options),
+                               call, std::move(done));
+}
+
 absl::StatusOr<std::vector<GetResult>> Client::GetMembers(const std::string& collection,
                                                           const std::vector<std::string>& keys,
                                                           const GetOptions& options,

@@ -2,6 +2,7 @@
 // server (FakeClock, 127.0.0.1:0), and the per-call deadline.
 #include "lapse/client.h"
 
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,6 +97,48 @@ TEST_F(ClientTest, PutBeyondMaxMembersIsAFailedPrecondition) {
       client_.PutMembers("user-42", {Write("a", ""), Write("b", "")}, options);
   EXPECT_EQ(put.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(client_.GetCollection("user-42").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, ADefaultExpirationAppliesToMembersThatSetNone) {
+  PutOptions options;
+  options.default_expiration = Expiration::Ttl(absl::Seconds(30));
+  MemberWrite own = Write("b", "2", Expiration::At(StartTime() + absl::Hours(1)));
+  absl::StatusOr<std::vector<PutResult>> put =
+      client_.PutMembers("orders", {Write("a", "1"), own}, options);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->size(), 2u);
+  EXPECT_THAT((*put)[0].expire_time, Optional(Eq(StartTime() + absl::Seconds(30))));
+  EXPECT_THAT((*put)[1].expire_time, Optional(Eq(StartTime() + absl::Hours(1))));
+
+  options.default_expiration = Expiration::At(StartTime() + absl::Minutes(5));
+  put = client_.PutMembers("orders", {Write("c", "3")}, options);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_THAT((*put)[0].expire_time, Optional(Eq(StartTime() + absl::Minutes(5))));
+}
+
+TEST_F(ClientTest, OmittingCreatedResultsListsOnlyMembersNotCreated) {
+  PutTtl("orders", {"a"}, absl::Seconds(30));
+  PutOptions options;
+  options.omit_created_results = true;
+  MemberWrite skipped = Write("a", "new");
+  skipped.condition = PutCondition::kIfAbsent;
+  absl::StatusOr<std::vector<PutResult>> put =
+      client_.PutMembers("orders", {Write("b", "1"), skipped, Write("c", "2")}, options);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->size(), 1u);
+  EXPECT_EQ((*put)[0].key, "a");
+  EXPECT_EQ((*put)[0].outcome, PutOutcome::kSkipped);
+  absl::StatusOr<CollectionInfo> info = client_.GetCollection("orders");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->member_count, 3u);
+}
+
+TEST_F(ClientTest, AnInvalidDefaultTtlIsInvalidArgumentNamingTheField) {
+  PutOptions options;
+  options.default_expiration = Expiration::Ttl(-absl::Seconds(1));
+  absl::StatusOr<std::vector<PutResult>> put = client_.PutMembers("c", {Write("a", "")}, options);
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(put.status().message()), ::testing::HasSubstr("default_ttl"));
 }
 
 TEST_F(ClientTest, InvalidInputComesBackAsInvalidArgumentNamingTheField) {
@@ -494,6 +537,113 @@ TEST(ClientWriteStreamTest, APutWhileAnotherIsInFlightTravelsOnTheWriteStream) {
   server.reset();  // Ends the held call.
   first.join();
   second.join();
+}
+
+TEST_F(ClientTest, AsyncPutsFromOneThreadEachGetTheirOwnResults) {
+  constexpr int kPuts = 300;
+  Mutex mu;
+  CondVar cv;
+  std::vector<std::string> keys;
+  int answered = 0;
+  for (int i = 0; i < kPuts; ++i) {
+    const std::string key = absl::StrCat("k", i);
+    client_.PutMembersAsync("async", {Write(key, "v", Expiration::Ttl(absl::Seconds(1 + i)))},
+                            [&, key, i](absl::StatusOr<std::vector<PutResult>> put) {
+                              EXPECT_TRUE(put.ok()) << put.status();
+                              if (put.ok()) {
+                                EXPECT_EQ(put->size(), 1u);
+                                EXPECT_EQ(put->at(0).key, key);
+                                EXPECT_THAT(put->at(0).expire_time,
+                                            Optional(Eq(StartTime() + absl::Seconds(1 + i))));
+                              }
+                              MutexLock lock(&mu);
+                              if (put.ok()) keys.push_back(put->at(0).key);
+                              ++answered;
+                              cv.SignalAll();
+                            });
+  }
+  {
+    MutexLock lock(&mu);
+    ASSERT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return answered == kPuts; }));
+    // Answered in the order the calls were made.
+    for (int i = 0; i < kPuts; ++i) EXPECT_EQ(keys[i], absl::StrCat("k", i));
+  }
+  absl::StatusOr<CollectionInfo> info = client_.GetCollection("async");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->member_count, static_cast<uint64_t>(kPuts));
+}
+
+TEST_F(ClientTest, AnAsyncPutThatFailsGetsTheErrorInItsCallback) {
+  Mutex mu;
+  CondVar cv;
+  std::optional<absl::Status> status;
+  client_.PutMembersAsync("c", {Write("a", "", Expiration::Ttl(-absl::Seconds(1)))},
+                          [&](absl::StatusOr<std::vector<PutResult>> put) {
+                            MutexLock lock(&mu);
+                            status = put.status();
+                            cv.SignalAll();
+                          });
+  MutexLock lock(&mu);
+  ASSERT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return status.has_value(); }));
+  EXPECT_EQ(status->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status->message()), ::testing::HasSubstr("members[0].ttl"));
+}
+
+TEST(ClientWriteStreamTest, AsyncPutsBeyondTheInFlightBoundWaitForRoomUntilTheirDeadline) {
+  testing::FakeServer server;
+  server.service().HoldStreamWrites();
+  ClientOptions options;
+  options.max_writes_in_flight = 1;
+  auto client = std::make_unique<Client>(server.address(), options);
+  Mutex mu;
+  std::vector<absl::StatusCode> codes;
+  const auto record = [&](absl::StatusOr<std::vector<PutResult>> put) {
+    MutexLock lock(&mu);
+    codes.push_back(put.status().code());
+  };
+  // Held by the fake: it takes the only place.
+  client->PutMembersAsync("c", {Write("a", "v")}, record);
+  CallOptions call;
+  call.timeout = absl::Milliseconds(50);
+  // Waits for room, which never comes, and fails on this thread.
+  client->PutMembersAsync("c", {Write("b", "v")}, record, PutOptions(), call);
+  {
+    MutexLock lock(&mu);
+    EXPECT_THAT(codes, ElementsAre(absl::StatusCode::kDeadlineExceeded));
+  }
+  // Destroying the client ends the stream and answers the held call.
+  client.reset();
+  MutexLock lock(&mu);
+  EXPECT_THAT(codes,
+              ElementsAre(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kCancelled));
+}
+
+TEST(ClientWriteStreamTest, CallsMadeWhileARequestIsUnansweredGoTogetherInTheNext) {
+  testing::FakeServer server;
+  server.service().HoldStreamWrites();
+  Client client(server.address());
+  Mutex mu;
+  CondVar cv;
+  int answered = 0;
+  const auto count = [&](absl::StatusOr<std::vector<PutResult>> put) {
+    EXPECT_TRUE(put.ok()) << put.status();
+    MutexLock lock(&mu);
+    ++answered;
+    cv.SignalAll();
+  };
+  client.PutMembersAsync("c", {Write("a", "v")}, count);
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+  // The first request is unanswered: these two wait for its answer.
+  client.PutMembersAsync("c", {Write("b", "v")}, count);
+  client.PutMembersAsync("c", {Write("c", "v")}, count);
+  server.service().AnswerStreamWrites();
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
+  server.service().AnswerStreamWrites();
+  {
+    MutexLock lock(&mu);
+    EXPECT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return answered == 3; }));
+  }
+  EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 2));
 }
 
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {

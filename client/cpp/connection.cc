@@ -1,5 +1,6 @@
 #include "client/cpp/connection.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -87,7 +88,7 @@ Connection::Connection(absl::StatusOr<std::shared_ptr<grpc::Channel>> channel,
       channel_status_(channel.status()),
       stub_(channel.ok() ? v1::LapseService::NewStub(*channel) : nullptr),
       token_(options),
-      writes_(stub_.get(), &token_) {}
+      writes_(stub_.get(), &token_, std::max<size_t>(1, options.max_writes_in_flight)) {}
 
 absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembersRequest& request,
                                                               const CallOptions& call) {
@@ -104,6 +105,23 @@ absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembe
   }
   puts_in_flight_.fetch_sub(1, std::memory_order_relaxed);
   return result;
+}
+
+void Connection::PutMembersAsync(v1::PutMembersRequest request, const CallOptions& call,
+                                 PutCallback done) {
+  if (!channel_status_.ok()) {
+    done(channel_status_);
+    return;
+  }
+  const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
+  writes_.PutAsync(std::move(request), deadline,
+                   [done = std::move(done)](absl::StatusOr<v1::PutMembersResponse> response) {
+                     if (!response.ok()) {
+                       done(response.status());
+                     } else {
+                       done(FromProto(*response));
+                     }
+                   });
 }
 
 }  // namespace lapse::client::internal

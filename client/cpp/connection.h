@@ -3,7 +3,7 @@
 // client's type. Channels are made here too (NewChannel in lapse/client.h,
 // ChannelWith). PutMembers calls take the channel's write stream
 // (write_stream.h) instead while another PutMembers is in flight: many
-// callers then share one stream.
+// callers then share one stream. PutMembersAsync calls always take it.
 //
 //   absl::StatusOr<CollectionInfo> info = connection.Call<CollectionInfo>(
 //       &v1::LapseService::Stub::GetCollection,
@@ -77,6 +77,8 @@ class Connection final {
   // write stream. Never retried.
   absl::StatusOr<std::vector<PutResult>> PutMembers(const v1::PutMembersRequest& request,
                                                     const CallOptions& call);
+  // An operation of the write stream; `done` gets its outcome. Never retried.
+  void PutMembersAsync(v1::PutMembersRequest request, const CallOptions& call, PutCallback done);
 
  private:
   // Constant after construction.

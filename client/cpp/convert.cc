@@ -190,6 +190,10 @@ v1::PutMembersRequest PutMembersRequestToProto(const std::string& collection,
   v1::PutMembersRequest request;
   request.set_collection(collection);
   request.set_max_members(options.max_members);
+  SetExpiration(
+      options.default_expiration, [&request] { return request.mutable_default_expire_time(); },
+      [&request] { return request.mutable_default_ttl(); });
+  request.set_omit_created_results(options.omit_created_results);
   request.mutable_members()->Reserve(static_cast<int>(members.size()));
   for (const MemberWrite& member : members) {
     v1::MemberWrite* write = request.add_members();

@@ -1,30 +1,47 @@
 #include "client/cpp/write_stream.h"
 
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "client/cpp/convert.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 
 namespace lapse::client::internal {
+namespace {
 
 // Operations queued while a request is in flight go together in the next, up
 // to this many bytes (well under the 4 MiB a server takes by default).
 constexpr size_t kMaxRequestBytes = 1 << 20;
 
-// One operation: its request, and its answer once it has come.
+// Requests written and not yet answered, at most: one. Calls that arrive
+// meanwhile queue and go together in the next request, written when the
+// answer comes: with many calls in flight a request carries many of them
+// (a request costs both sides mostly per request, in thread wake-ups), while
+// a lone call is written at once. Measured against 2, 4 and no limit (a
+// write as soon as the previous one is sent): see docs/benchmarks.md.
+constexpr size_t kMaxUnansweredRequests = 1;
+
+// Whether this thread is running a Done: such a thread never waits for room,
+// since the answers that would make room may have to wait for it.
+thread_local bool delivering = false;
+
+absl::Status DeadlinePassed() {
+  return absl::DeadlineExceededError(
+      "no answer before the call's deadline; the write may or may not have been applied");
+}
+
+}  // namespace
+
+// One operation: its request until it is written, and who wants its answer.
 struct WriteStream::Op {
   v1::PutMembersRequest request;
-  // Its caller waits on it, with the WriteStream's mu_.
-  CondVar cv;
-  // Its caller gave up (deadline): not sent if it has not been yet.
-  bool abandoned = false;
-  bool answered = false;
-  absl::Status status;
-  v1::PutMembersResponse response;
+  absl::Time deadline;
+  Done done;
 };
 
 // One StreamWrites stream. Its state is guarded by the WriteStream's mu_; it
@@ -45,79 +62,101 @@ class WriteStream::Call final
   }
 
   // Sends `op` after the operations before it. REQUIRES: owner_->mu_, which
-  // WriteStream::Put holds as its own mu_, a name the analysis cannot match.
-  void Send(std::shared_ptr<Op> op) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // WriteStream holds as its own mu_, a name the analysis cannot match.
+  void Send(std::shared_ptr<Op> op, std::vector<Answer>* answers) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     unsent_.push_back(std::move(op));
-    if (!writing_) WriteNext();
+    if (CanWrite()) WriteNext(answers);
   }
 
   // Ends the stream; OnDone follows.
   void Cancel() { context_.TryCancel(); }
 
   void OnWriteDone(bool ok) override {
-    MutexLock lock(&owner_->mu_);
-    writing_ = false;
-    // A failed write ends the stream: OnDone answers what is left.
-    if (ok && !unsent_.empty()) WriteNext();
+    std::vector<Answer> answers;
+    {
+      MutexLock lock(&owner_->mu_);
+      writing_ = false;
+      // A failed write ends the stream: OnDone answers what is left.
+      if (ok && CanWrite()) WriteNext(&answers);
+    }
+    Deliver(std::move(answers));
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // The stream is ending: OnDone follows.
-    MutexLock lock(&owner_->mu_);
-    if (!sent_.empty()) {
-      std::vector<std::shared_ptr<Op>>& ops = sent_.front();
-      for (size_t i = 0; i < ops.size(); ++i) {
-        Op& op = *ops[i];
-        if (i >= static_cast<size_t>(response_.results_size())) {
-          op.status = absl::InternalError("the server's response has no result for this write");
-        } else if (v1::WriteOperationResult& result = *response_.mutable_results(i);
-                   result.code() == 0) {
-          op.response = std::move(*result.mutable_put_members());
-        } else {
-          op.status = FromGrpcStatus(
-              grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message()));
+    std::vector<Answer> answers;
+    {
+      MutexLock lock(&owner_->mu_);
+      if (!sent_.empty()) {
+        std::vector<std::shared_ptr<Op>>& ops = sent_.front();
+        for (size_t i = 0; i < ops.size(); ++i) {
+          if (i >= static_cast<size_t>(response_.results_size())) {
+            owner_->Finish(
+                *ops[i], absl::InternalError("the server's response has no result for this write"),
+                &answers);
+          } else if (v1::WriteOperationResult& result = *response_.mutable_results(i);
+                     result.code() == 0) {
+            owner_->Finish(*ops[i], std::move(*result.mutable_put_members()), &answers);
+          } else {
+            owner_->Finish(*ops[i],
+                           FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(result.code()),
+                                                       result.message())),
+                           &answers);
+          }
         }
-        op.answered = true;
-        op.cv.Signal();
+        sent_.pop_front();
       }
-      sent_.pop_front();
+      if (CanWrite()) WriteNext(&answers);
     }
+    Deliver(std::move(answers));
     response_.Clear();
     StartRead(&response_);
   }
 
   void OnDone(const grpc::Status& status) override {
-    MutexLock lock(&owner_->mu_);
-    const absl::Status ended = status.ok()
-                                   ? absl::UnavailableError("the write stream ended; write again")
-                                   : FromGrpcStatus(status);
-    const auto fail = [&ended](const std::shared_ptr<Op>& op) {
-      op->status = ended;
-      op->answered = true;
-      op->cv.Signal();
-    };
-    for (const std::vector<std::shared_ptr<Op>>& ops : sent_) {
-      for (const std::shared_ptr<Op>& op : ops) fail(op);
+    std::vector<Answer> answers;
+    {
+      MutexLock lock(&owner_->mu_);
+      const absl::Status ended = status.ok()
+                                     ? absl::UnavailableError("the write stream ended; write again")
+                                     : FromGrpcStatus(status);
+      for (const std::vector<std::shared_ptr<Op>>& ops : sent_) {
+        for (const std::shared_ptr<Op>& op : ops) owner_->Finish(*op, ended, &answers);
+      }
+      for (const std::shared_ptr<Op>& op : unsent_) owner_->Finish(*op, ended, &answers);
+      sent_.clear();
+      unsent_.clear();
+      if (owner_->call_ == this) owner_->call_ = nullptr;
     }
-    for (const std::shared_ptr<Op>& op : unsent_) fail(op);
-    sent_.clear();
-    unsent_.clear();
-    if (owner_->call_ == this) owner_->call_ = nullptr;
+    Deliver(std::move(answers));
+    MutexLock lock(&owner_->mu_);
     --owner_->live_calls_;
     owner_->call_done_.SignalAll();
     delete this;
   }
 
  private:
-  // Writes the operations waiting, as many as fit in one request.
-  void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
+  // Whether the operations waiting are to be written now: no write is in
+  // flight and fewer than kMaxUnansweredRequests requests wait for answers.
+  // Otherwise they wait, and go together, for the next write or answer.
+  bool CanWrite() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
+    return !writing_ && !unsent_.empty() && sent_.size() < kMaxUnansweredRequests;
+  }
+
+  // Writes the operations waiting, as many as fit in one request; those
+  // whose deadline has passed are answered instead.
+  void WriteNext(std::vector<Answer>* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
     request_.Clear();
     std::vector<std::shared_ptr<Op>> ops;
     size_t bytes = 0;
+    const absl::Time now = absl::Now();
     while (!unsent_.empty() && (ops.empty() || bytes < kMaxRequestBytes)) {
       std::shared_ptr<Op> op = std::move(unsent_.front());
       unsent_.pop_front();
-      if (op->abandoned) continue;
+      if (op->deadline <= now) {
+        owner_->Finish(*op, DeadlinePassed(), answers);
+        continue;
+      }
       bytes += op->request.ByteSizeLong();
       *request_.add_operations()->mutable_put_members() = std::move(op->request);
       ops.push_back(std::move(op));
@@ -140,20 +179,23 @@ class WriteStream::Call final
   bool writing_ = false;
 };
 
-WriteStream::WriteStream(v1::LapseService::Stub* stub, BearerToken* token)
-    : stub_(stub), token_(token) {}
+WriteStream::WriteStream(v1::LapseService::Stub* stub, BearerToken* token, size_t max_in_flight)
+    : stub_(stub), token_(token), max_in_flight_(max_in_flight) {}
 
 WriteStream::~WriteStream() {
   MutexLock lock(&mu_);
+  closing_ = true;
   if (call_ != nullptr) call_->Cancel();
   while (live_calls_ > 0) call_done_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
 }
 
-absl::StatusOr<v1::PutMembersResponse> WriteStream::Put(const v1::PutMembersRequest& request,
-                                                        absl::Time deadline) {
-  auto op = std::make_shared<Op>();
-  op->request = request;
-  MutexLock lock(&mu_);
+absl::Status WriteStream::Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* answers) {
+  if (closing_) return absl::CancelledError("the client is being destroyed");
+  while (in_flight_ >= max_in_flight_ && !delivering) {
+    const absl::Duration left = op->deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return DeadlinePassed();
+    room_.WaitWithTimeout(&mu_, left);
+  }
   if (call_ == nullptr) {
     auto call = std::make_unique<Call>(this);
     if (absl::Status added = token_->AddTo(call->context()); !added.ok()) return added;
@@ -161,18 +203,61 @@ absl::StatusOr<v1::PutMembersResponse> WriteStream::Put(const v1::PutMembersRequ
     call_ = call.release();
     call_->Start();
   }
-  call_->Send(op);
-  while (!op->answered) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      op->abandoned = true;
-      return absl::DeadlineExceededError(
-          "no answer before the call's deadline; the write may or may not have been applied");
-    }
-    op->cv.WaitWithTimeout(&mu_, left);
+  ++in_flight_;
+  call_->Send(std::move(op), answers);
+  return absl::OkStatus();
+}
+
+void WriteStream::Finish(Op& op, absl::StatusOr<v1::PutMembersResponse> response,
+                         std::vector<Answer>* answers) {
+  --in_flight_;
+  room_.Signal();
+  answers->push_back(Answer{std::move(op.done), std::move(response)});
+}
+
+void WriteStream::Deliver(std::vector<Answer> answers) {
+  const bool was_delivering = delivering;
+  delivering = true;
+  for (Answer& answer : answers) answer.done(std::move(answer.response));
+  delivering = was_delivering;
+}
+
+void WriteStream::PutAsync(v1::PutMembersRequest request, absl::Time deadline, Done done) {
+  auto op = std::make_shared<Op>();
+  op->request = std::move(request);
+  op->deadline = deadline;
+  op->done = std::move(done);
+  std::vector<Answer> answers;
+  absl::Status queued;
+  {
+    MutexLock lock(&mu_);
+    queued = Enqueue(op, &answers);
   }
-  if (!op->status.ok()) return op->status;
-  return std::move(op->response);
+  Deliver(std::move(answers));
+  if (!queued.ok()) op->done(queued);
+}
+
+absl::StatusOr<v1::PutMembersResponse> WriteStream::Put(const v1::PutMembersRequest& request,
+                                                        absl::Time deadline) {
+  // Shared with the Done, which may run after this call returned.
+  struct Waiter {
+    Mutex mu;
+    CondVar cv;
+    std::optional<absl::StatusOr<v1::PutMembersResponse>> answer ABSL_GUARDED_BY(mu);
+  };
+  auto waiter = std::make_shared<Waiter>();
+  PutAsync(request, deadline, [waiter](absl::StatusOr<v1::PutMembersResponse> response) {
+    MutexLock lock(&waiter->mu);
+    waiter->answer = std::move(response);
+    waiter->cv.Signal();
+  });
+  MutexLock lock(&waiter->mu);
+  while (!waiter->answer.has_value()) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return DeadlinePassed();
+    waiter->cv.WaitWithTimeout(&waiter->mu, left);
+  }
+  return *std::move(waiter->answer);
 }
 
 }  // namespace lapse::client::internal

@@ -1,28 +1,39 @@
-// WriteStream: PutMembers calls of many threads carried as operations of one
-// StreamWrites stream (lapse.proto), which costs the server and the network
-// far less per call than a unary call each.
+// WriteStream: PutMembers calls carried as operations of one StreamWrites
+// stream (lapse.proto), which costs the server and the network far less per
+// call than a unary call each. Callers either wait for their answer (Put) or
+// are called back with it (PutAsync).
 //
-// Calls are sent in the order they arrive, one write in flight: the calls
-// that arrive while a request is in flight go together in the next one (up
-// to 1 MiB), so 16 callers cost the server a few messages, not 16. Each
-// caller waits for its own answer (the stream answers in order). The stream
-// is opened by the first call and kept open; when it ends (the server shuts
-// down, the connection drops) every call waiting on it fails UNAVAILABLE
-// (an operation already sent may or may not have been applied, as with a
-// unary call that fails so), and the next call opens a new stream. A caller
-// whose deadline passes gets DEADLINE_EXCEEDED; its operation is not sent if
-// it has not been yet, and its answer is dropped if it has.
+// Calls are sent in the order they arrive, one request in flight: the calls
+// that arrive while a request waits for its answer go together in the next
+// one (up to 1 MiB), written when the answer comes, so 16 calls in flight
+// cost the server one or two messages, not 16.
+// The stream answers in order. At most `max_in_flight` operations are
+// unanswered at a time: a call beyond that waits for room (until its
+// deadline), except from inside a PutAsync callback, which never waits. The
+// stream is opened by the first call and kept open; when it ends (the server
+// shuts down, the connection drops) every call waiting on it fails
+// UNAVAILABLE (an operation already sent may or may not have been applied,
+// as with a unary call that fails so), and the next call opens a new stream.
+// An operation whose deadline passes before it is written is not sent and
+// fails DEADLINE_EXCEEDED; a Put whose deadline passes returns
+// DEADLINE_EXCEEDED at once and its answer, if one comes, is dropped; a
+// PutAsync operation already written is answered by the server or by the
+// stream's end.
 //
-//   internal::WriteStream writes(&stub, &token);
+//   internal::WriteStream writes(&stub, &token, 1024);
 //   absl::StatusOr<v1::PutMembersResponse> r = writes.Put(request, deadline);
+//   writes.PutAsync(std::move(request), deadline, [](auto response) { ... });
 //
-// Thread-safe. Destroying it cancels the open stream and waits for it to end.
+// Thread-safe. Destroying it cancels the open stream and waits for it to end
+// and for every callback to return.
 #ifndef LAPSE_CLIENT_CPP_WRITE_STREAM_H_
 #define LAPSE_CLIENT_CPP_WRITE_STREAM_H_
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -35,9 +46,12 @@ namespace lapse::client::internal {
 
 class WriteStream final {
  public:
+  // Called once with an operation's answer: the response, or its error.
+  using Done = std::function<void(absl::StatusOr<v1::PutMembersResponse>)>;
+
   // `stub` and `token` (sent when a stream is opened) must outlive the
-  // WriteStream.
-  WriteStream(v1::LapseService::Stub* stub, BearerToken* token);
+  // WriteStream. `max_in_flight` >= 1.
+  WriteStream(v1::LapseService::Stub* stub, BearerToken* token, size_t max_in_flight);
   ~WriteStream();
   WriteStream(const WriteStream&) = delete;
   WriteStream& operator=(const WriteStream&) = delete;
@@ -47,21 +61,53 @@ class WriteStream final {
   absl::StatusOr<v1::PutMembersResponse> Put(const v1::PutMembersRequest& request,
                                              absl::Time deadline);
 
+  // Sends `request` as the stream's next operation and returns once it is
+  // queued (after waiting for room, see above); `done` is called with its
+  // answer on a gRPC thread, or on this one when the operation fails before
+  // it is queued. `done` must not block for long: the answers after it wait.
+  void PutAsync(v1::PutMembersRequest request, absl::Time deadline, Done done);
+
  private:
   struct Op;
   class Call;
+  // An answer to hand to its operation's Done once mu_ is released.
+  struct Answer {
+    Done done;
+    absl::StatusOr<v1::PutMembersResponse> response;
+  };
+
+  // Takes one of the max_in_flight_ places for `op` and queues it on the open
+  // stream, opening one if needed; the answers to hand out are added to
+  // `answers`. Fails, with `op` not queued, at its deadline or when no
+  // stream can be opened.
+  absl::Status Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees `op`'s place and adds its answer to `answers`.
+  void Finish(Op& op, absl::StatusOr<v1::PutMembersResponse> response, std::vector<Answer>* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands out `answers`; called without mu_.
+  static void Deliver(std::vector<Answer> answers);
 
   // Constant after construction.
   v1::LapseService::Stub* const stub_;
   BearerToken* const token_;
+  const size_t max_in_flight_;
 
   Mutex mu_;
   // Signalled when a Call is gone.
   CondVar call_done_;
+  // Signalled when an operation is answered.
+  CondVar room_;
   // The open stream, or null; a Call that ended clears it.
   Call* call_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // Calls not yet done (OnDone); the destructor waits for none.
+  // Calls not yet done (OnDone, its callbacks returned); the destructor
+  // waits for none.
   size_t live_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  // Operations queued and not yet answered.
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set by the destructor: no stream is opened any more (a callback run
+  // while the last one ends may call PutAsync).
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace lapse::client::internal

@@ -127,6 +127,17 @@ struct PutOptions {
   // Non-zero: if the collection would then hold more live members, nothing is
   // written and PutMembers fails with FAILED_PRECONDITION.
   uint32_t max_members = 0;
+  // The expiration of every member whose own expiration is None and that
+  // does not keep_expiration: one for the whole call instead of one per
+  // member (like HPEXPIRE key ms FIELDS n ...). None: such members are
+  // persistent.
+  Expiration default_expiration;
+  // Return only the results that say more than "created": members replaced
+  // or skipped, in request order. Every member not listed was created, with
+  // the deadline it asked for (the default expiration resolved by the server
+  // for those that took it). Saves the server and the network an echo of
+  // every key.
+  bool omit_created_results = false;
 };
 
 enum class PutOutcome { kCreated, kReplaced, kSkipped };
@@ -499,6 +510,11 @@ struct ClientOptions {
   BackoffPolicy retry_backoff;
   // Between reconnects of a Subscription; reset by every response.
   BackoffPolicy watch_backoff = {absl::Milliseconds(100), absl::Seconds(10), 2.0};
+  // PutMembers calls on the write stream (PutMembersAsync's, and
+  // PutMembers' while another is in flight) not yet answered, at most; a
+  // call beyond waits for room until its deadline (a PutMembersAsync made
+  // inside a PutCallback does not wait). 0 counts as 1.
+  size_t max_writes_in_flight = 1024;
 
   // Channel: HTTP/2 keepalive pings while calls are open, so a dead
   // connection under an idle watch is noticed. Infinite disables them; the
@@ -532,6 +548,9 @@ struct ClientOptions {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const std::string& target,
                                                           const ClientOptions& options);
 
+// Called once with the outcome of a PutMembersAsync.
+using PutCallback = std::function<void(absl::StatusOr<std::vector<PutResult>>)>;
+
 struct CallOptions {
   // This call's deadline, from now; unset: ClientOptions::default_timeout.
   std::optional<absl::Duration> timeout;
@@ -559,6 +578,22 @@ class Client final {
                                                     const std::vector<MemberWrite>& members,
                                                     const PutOptions& options = PutOptions(),
                                                     const CallOptions& call = CallOptions());
+
+  // PutMembers without waiting: queues the call on the write stream (after
+  // waiting for room while ClientOptions::max_writes_in_flight calls are
+  // unanswered) and returns. `done` gets what PutMembers would return, on a
+  // gRPC thread, or on this thread when the call fails before it is queued.
+  // Calls are applied in the order they were made. Many such calls in flight
+  // from one thread go to the server a few per message: this is the fast way
+  // to make many small writes. A call whose deadline passes before it is
+  // sent is not sent (DEADLINE_EXCEEDED); one sent is answered by the server
+  // or by the stream's end (UNAVAILABLE: it may or may not have been
+  // applied). `done` should return promptly (the answers after it wait for
+  // it) and must not wait for another call's answer. Every `done` has run
+  // when the Client and its Subscriptions are destroyed.
+  void PutMembersAsync(const std::string& collection, const std::vector<MemberWrite>& members,
+                       PutCallback done, const PutOptions& options = PutOptions(),
+                       const CallOptions& call = CallOptions());
 
   // One result per key, in order. Retried unless options.refresh is set.
   absl::StatusOr<std::vector<GetResult>> GetMembers(const std::string& collection,
