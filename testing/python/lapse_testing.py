@@ -20,7 +20,8 @@ import queue
 import signal
 import subprocess
 import threading
-from typing import List, Mapping, Sequence, Union
+import time
+from typing import Callable, List, Mapping, Sequence, Union
 
 # How long a test waits for something that should happen promptly before it
 # calls it a failure (as testing::kPatience).
@@ -79,6 +80,16 @@ class LapsedProcess:
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    """Asks `condition` until it holds; fails if it does not within
+    PATIENCE."""
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the condition did not hold within {PATIENCE} s")
+        time.sleep(0.01)
 
 
 def take(watch, count: int) -> List:

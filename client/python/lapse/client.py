@@ -678,8 +678,9 @@ class Client:
         `handler`, polling up to `max_events` at a time and waiting up to
         `wait` for them; run() it (see lapse.groups). `on_lost` is called
         with the LostEventsError of events the group lost (None: run() raises
-        it); `on_error` with a delivery whose handler raised, or whose lease
-        was lost before its ack."""
+        it); `on_error` with a delivery whose handler raised, whose lease was
+        lost before its ack, or whose ack or nack could not reach the
+        server, and the error."""
         if max_events < 1:
             raise InvalidArgumentError(f"max_events: must be positive, not {max_events}")
         return Worker(

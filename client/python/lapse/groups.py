@@ -20,7 +20,9 @@ gives a slow handler more time).
 
 When the server is unreachable or restarts (UNAVAILABLE, CANCELLED,
 DEADLINE_EXCEEDED), the worker polls again with backoff under the same
-consumer name, so it keeps its leases. Events the server's retention discarded before the group received
+consumer name, so it keeps its leases; an Ack or Nack that fails so (after
+its retries) goes to `on_error` and its event is redelivered once the lease
+ends. Events the server's retention discarded before the group received
 them are never skipped silently: run() raises LostEventsError (after releasing
 the deliveries of that poll), or, with `on_lost`, calls it and goes on. Any
 other error (the group deleted: NOT_FOUND, PERMISSION_DENIED, ...) ends run()
@@ -325,11 +327,21 @@ class Worker:
             self._settle(self._client.ack, [delivery])
 
     def _settle(self, method, deliveries: List[Delivery]) -> None:
-        """Acks or nacks `deliveries`; a lease no longer held goes to
-        on_error."""
+        """Acks or nacks `deliveries`. A lease no longer held goes to
+        on_error, and so does each delivery when the call fails transiently
+        (after its retries): its lease then ends by itself and the event is
+        redelivered. Other failures are raised."""
         if not deliveries:
             return
-        results = method(self._group, self._consumer, deliveries)
+        try:
+            results = method(self._group, self._consumer, deliveries)
+        except LapseError as error:
+            if error.code not in _RETRIED:
+                raise
+            for delivery in deliveries:
+                if self._on_error is not None:
+                    self._on_error(delivery, error)
+            return
         for delivery, result in zip(deliveries, results):
             if not result.ok and self._on_error is not None:
                 self._on_error(delivery, LapseError(result.code, result.message))
