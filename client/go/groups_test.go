@@ -41,17 +41,17 @@ func working(t *testing.T, client *lapse.Client, options lapse.WorkerOptions,
 	return stop, wait
 }
 
-// acked waits until group has acknowledged count events.
-func acked(t *testing.T, client *lapse.Client, group string, count uint64) {
+// groupReaches waits until the group's counters satisfy done.
+func groupReaches(t *testing.T, client *lapse.Client, group string, done func(lapse.ConsumerGroup) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(lapsetest.Patience); ; time.Sleep(10 * time.Millisecond) {
 		g, err := client.Group(context.Background(), group, 0)
 		must(t, err)
-		if g.AckedTotal >= count {
+		if done(g) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events acknowledged within %v", g.AckedTotal, count, lapsetest.Patience)
+			t.Fatalf("group %+v did not get there within %v", g, lapsetest.Patience)
 		}
 	}
 }
@@ -219,7 +219,7 @@ func TestAWorkerPollsOnAcrossADurableRestartUnderItsName(t *testing.T) {
 	expireNow(t, client, "orders", "a")
 	deliveries.keys(t, 1)
 	// Its ack is through: no redelivery to wait for after the restart.
-	acked(t, client, "g", 1)
+	groupReaches(t, client, "g", func(g lapse.ConsumerGroup) bool { return g.AckedTotal == 1 })
 	if code := lapsed.Stop(); code != 0 {
 		t.Fatalf("lapsed exited %d", code)
 	}
@@ -293,4 +293,45 @@ func TestAWorkerOfAMissingGroupEndsWithNotFound(t *testing.T) {
 	if codeOf(err) != codes.NotFound {
 		t.Errorf("Work returned %v", err)
 	}
+}
+
+func TestAWorkerWhoseLeaseRanOutIsToldAtItsAckAndAnotherWorkerGotTheEvent(t *testing.T) {
+	client, ctx := newClient(t), context.Background()
+	_, err := client.CreateGroup(ctx, "g", lapse.GroupOptions{Start: lapse.StartOldest, VisibilityTimeout: time.Second})
+	must(t, err)
+	redelivered := make(chan struct{})
+	type failure struct {
+		delivery lapse.Delivery
+		err      error
+	}
+	failures := make(chan failure, 1)
+	stopSlow, _ := working(t, client, lapse.WorkerOptions{Group: "g", Consumer: "w1",
+		OnError: func(d lapse.Delivery, err error) { failures <- failure{d, err} }},
+		func(ctx context.Context, d lapse.Delivery) error {
+			// Holds the event until its lease ran out and another worker got it.
+			select {
+			case <-redelivered:
+			case <-time.After(lapsetest.Patience):
+			}
+			return nil
+		})
+	expireNow(t, client, "orders", "a")
+	groupReaches(t, client, "g", func(g lapse.ConsumerGroup) bool { return g.DeliveredTotal == 1 })
+	stopFast, _ := working(t, client, lapse.WorkerOptions{Group: "g", Consumer: "w2"},
+		func(ctx context.Context, d lapse.Delivery) error {
+			if d.DeliveryCount == 2 {
+				close(redelivered)
+			}
+			return nil
+		})
+	select {
+	case f := <-failures:
+		if f.delivery.Event.Key != "a" || f.delivery.DeliveryCount != 1 || codeOf(f.err) != codes.FailedPrecondition {
+			t.Errorf("OnError got %+v, %v", f.delivery, f.err)
+		}
+	case <-time.After(lapsetest.Patience):
+		t.Fatal("the first worker was not told its lease ran out")
+	}
+	must(t, stopFast())
+	must(t, stopSlow())
 }

@@ -223,3 +223,28 @@ def test_a_worker_on_a_deleted_group_ends_with_not_found(client):
     with pytest.raises(lapse.LapseError) as missing:
         worker.run()
     assert missing.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_worker_whose_lease_ran_out_is_told_at_its_ack_and_another_worker_got_the_event(client):
+    client.create_group(
+        "g", start=lapse.Start.OLDEST, visibility_timeout=datetime.timedelta(seconds=1)
+    )
+    redelivered = threading.Event()
+    errors: "queue.Queue" = queue.Queue()
+
+    def slow(delivery):
+        # Holds the event until its lease ran out and another worker got it.
+        assert redelivered.wait(PATIENCE)
+
+    def fast(delivery):
+        if delivery.delivery_count == 2:
+            redelivered.set()
+
+    with running(client.worker("g", "w1", slow, on_error=lambda d, e: errors.put((d, e)))):
+        expire_now(client, "orders", ["a"])
+        wait_until(lambda: client.group("g").delivered_total == 1)
+        with running(client.worker("g", "w2", fast)):
+            delivery, error = errors.get(timeout=PATIENCE)
+    assert (delivery.event.key, delivery.delivery_count) == ("a", 1)
+    assert error.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert client.group("g").acked_total == 1
