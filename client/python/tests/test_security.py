@@ -8,6 +8,7 @@ import pytest
 from lapse_testing import LapsedProcess, make_certs, take, write_auth_file
 
 import lapse
+from lapse.v1 import lapse_pb2 as pb
 
 PAST = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -33,6 +34,11 @@ def test_a_token_the_auth_file_grants_is_accepted_by_calls_and_watches(authorizi
             client.put("orders:1", {"a": b"1"})
             client.expire("orders:1", ["a"], deadline=PAST)
             assert [e.key for e in take(watch, 1)] == ["a"]
+        # The generated stub goes through the same channel: its streams too.
+        put = pb.PutMembersRequest(collection="orders:2", members=[pb.MemberWrite(key="b")])
+        request = pb.StreamWritesRequest(operations=[pb.WriteOperation(put_members=put)])
+        (response,) = list(client.stub.StreamWrites(iter([request]), timeout=10))
+        assert response.results[0].code == 0
 
 
 def test_a_wrong_token_is_unauthenticated_and_a_grant_missing_permission_denied(authorizing):
