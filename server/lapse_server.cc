@@ -139,6 +139,14 @@ absl::StatusOr<int> LapseServer::Start() {
     auth_ = *std::move(auth);
   }
   hub_ = std::make_unique<WatchHub>(HubOptions(options_));
+  group_hub_ = std::make_unique<GroupHub>(
+      GroupHub::Options{.max_waiting_polls = options_.max_waiting_polls,
+                        .max_consume_streams = options_.max_consume_streams,
+                        .heartbeat_interval = options_.heartbeat_interval,
+                        .clock = options_.store.clock});
+  store_options.on_group_readable = [groups = group_hub_.get()](absl::string_view group) {
+    groups->OnGroupReadable(group);
+  };
   if (!options_.metrics_listen.empty()) {
     metrics_ = std::make_unique<ServerMetrics>();
     store_options.on_event = [m = metrics_.get()](const ExpiryEvent& e) { m->OnExpiryEvent(e); };
@@ -147,11 +155,16 @@ absl::StatusOr<int> LapseServer::Start() {
     };
   }
   absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
-      store_options, [hub = hub_.get()](uint64_t last) { hub->OnReadable(last); },
+      store_options,
+      [hub = hub_.get(), groups = group_hub_.get()](uint64_t last) {
+        hub->OnReadable(last);
+        groups->OnEventsReadable();
+      },
       [this](const absl::Status& status) { OnWritableChanged(status); });
   if (!store.ok()) return store.status();
   store_ = *std::move(store);
-  service_ = std::make_unique<LapseServiceImpl>(store_.get(), hub_.get(), auth_.get());
+  service_ =
+      std::make_unique<LapseServiceImpl>(store_.get(), hub_.get(), group_hub_.get(), auth_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -229,6 +242,7 @@ void LapseServer::Shutdown(absl::Duration grace) {
   }
   const absl::Time deadline = absl::Now() + grace;
   hub_->Shutdown();
+  group_hub_->Shutdown();
   if (server_ != nullptr) {
     // At the deadline gRPC cancels the calls left. If it has not finished
     // shortly after, a connection it cannot close by itself holds it up:

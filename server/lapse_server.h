@@ -6,6 +6,7 @@
 //
 // Owns the store (today the EmbeddedStore: engine, event feed, expirer and,
 // with ServerOptions::store.data_dir set, the write-ahead log), the WatchHub,
+// the GroupHub (long polls and Consume streams),
 // the service and the grpc::Server (with the standard health service and
 // server reflection, which can describe grpc.health.v1 as well as lapse.v1),
 // and with ServerOptions::metrics_listen set, Prometheus /metrics
@@ -50,6 +51,7 @@
 #include "server/auth/auth_file.h"
 #include "server/base/mutex.h"
 #include "server/metrics/server_metrics.h"
+#include "server/service/group_hub.h"
 #include "server/service/lapse_service.h"
 #include "server/service/watch_hub.h"
 #include "server/storage/embedded_store.h"
@@ -78,6 +80,10 @@ struct ServerOptions {
   std::string metrics_listen;
   // Watch streams open at once across the server (WatchHub::Options).
   size_t max_watch_streams = 10000;
+  // Polls waiting (PollRequest.wait) and Consume streams open at once
+  // (GroupHub::Options).
+  size_t max_waiting_polls = 10000;
+  size_t max_consume_streams = 10000;
   // Bytes of watch batches written and not yet completed, across all streams.
   size_t watch_pinned_bytes = size_t{64} << 20;
   // A watch stream whose write has not completed for this long is cancelled.
@@ -142,6 +148,7 @@ class LapseServer {
 
   Store& store() { return *store_; }
   WatchHub& watch_hub() { return *hub_; }
+  GroupHub& group_hub() { return *group_hub_; }
   EmbeddedStore& embedded_store() { return *store_; }
   // Null without ServerOptions::auth_file. Tests with auth_poll_interval zero
   // call its ReloadIfChanged() instead of waiting for a poll.
@@ -172,6 +179,7 @@ class LapseServer {
   // the store and the server that feed them (and stop serving, in Shutdown,
   // before the store they read goes).
   std::unique_ptr<WatchHub> hub_;
+  std::unique_ptr<GroupHub> group_hub_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<EmbeddedStore> store_;
   std::unique_ptr<AuthFile> auth_;

@@ -112,6 +112,10 @@ ABSL_FLAG(absl::Duration, max_visibility_timeout, Defaults().store.limits.max_vi
           "Longest visibility timeout, or lease extension, of a consumer group");
 ABSL_FLAG(int64_t, max_poll_events, static_cast<int64_t>(Defaults().store.limits.max_poll_events),
           "Events one Poll leases at most; more are coerced down");
+ABSL_FLAG(int64_t, max_waiting_polls, static_cast<int64_t>(Defaults().max_waiting_polls),
+          "Polls with a wait that may wait at once");
+ABSL_FLAG(int64_t, max_consume_streams, static_cast<int64_t>(Defaults().max_consume_streams),
+          "Consume streams that may be open at once");
 ABSL_FLAG(absl::Duration, heartbeat_interval, Defaults().heartbeat_interval,
           "An idle watch stream gets an empty batch this often");
 ABSL_FLAG(int64_t, watch_batch_max_events, static_cast<int64_t>(Defaults().watch_batch_max_events),
@@ -247,8 +251,8 @@ absl::Status TlsFromFlags(lapse::ServerOptions* options) {
   return absl::OkStatus();
 }
 
-// The bounds on consumer groups, from their flags.
-absl::Status GroupLimitsFromFlags(lapse::Limits* limits) {
+// The bounds on consumer groups and their consumers, from their flags.
+absl::Status GroupBoundsFromFlags(lapse::ServerOptions* options) {
   std::string error;
   const bool ok =
       InRange("max_consumer_groups", absl::GetFlag(FLAGS_max_consumer_groups), 1, 1'000'000,
@@ -264,8 +268,12 @@ absl::Status GroupLimitsFromFlags(lapse::Limits* limits) {
       InRange("max_deliveries", absl::GetFlag(FLAGS_max_deliveries), 1, INT32_MAX, &error) &&
       InRange("max_visibility_timeout", absl::GetFlag(FLAGS_max_visibility_timeout),
               absl::Milliseconds(1), absl::Hours(24 * 365), &error) &&
-      InRange("max_poll_events", absl::GetFlag(FLAGS_max_poll_events), 1, 1'000'000, &error);
+      InRange("max_poll_events", absl::GetFlag(FLAGS_max_poll_events), 1, 1'000'000, &error) &&
+      InRange("max_waiting_polls", absl::GetFlag(FLAGS_max_waiting_polls), 1, 1'000'000, &error) &&
+      InRange("max_consume_streams", absl::GetFlag(FLAGS_max_consume_streams), 1, 1'000'000,
+              &error);
   if (!ok) return absl::InvalidArgumentError(error);
+  lapse::Limits* limits = &options->store.limits;
   limits->max_consumer_groups = static_cast<size_t>(absl::GetFlag(FLAGS_max_consumer_groups));
   limits->max_consumers_per_group =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_consumers_per_group));
@@ -277,6 +285,8 @@ absl::Status GroupLimitsFromFlags(lapse::Limits* limits) {
   limits->max_deliveries = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_deliveries));
   limits->max_visibility_timeout = absl::GetFlag(FLAGS_max_visibility_timeout);
   limits->max_poll_events = static_cast<size_t>(absl::GetFlag(FLAGS_max_poll_events));
+  options->max_waiting_polls = static_cast<size_t>(absl::GetFlag(FLAGS_max_waiting_polls));
+  options->max_consume_streams = static_cast<size_t>(absl::GetFlag(FLAGS_max_consume_streams));
   return absl::OkStatus();
 }
 
@@ -368,9 +378,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.auth_file = absl::GetFlag(FLAGS_auth_file);
   if (absl::Status watch = WatchBoundsFromFlags(&options); !watch.ok()) return watch;
   if (absl::Status tls = TlsFromFlags(&options); !tls.ok()) return tls;
-  if (absl::Status groups = GroupLimitsFromFlags(&options.store.limits); !groups.ok()) {
-    return groups;
-  }
+  if (absl::Status groups = GroupBoundsFromFlags(&options); !groups.ok()) return groups;
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a

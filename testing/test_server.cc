@@ -1,5 +1,6 @@
 #include "testing/test_server.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -101,6 +102,30 @@ void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
   v1::PutMembersResponse response;
   const grpc::Status status = Call(stub, &v1::LapseService::Stub::PutMembers, request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+void CreateGroup(v1::LapseService::Stub& stub, const std::string& name, absl::Duration visibility) {
+  v1::CreateConsumerGroupRequest request;
+  request.set_name(name);
+  request.mutable_visibility_timeout()->set_seconds(absl::ToInt64Seconds(visibility));
+  request.set_max_unacked_per_consumer(1000);
+  v1::CreateConsumerGroupResponse response;
+  const grpc::Status status =
+      Call(stub, &v1::LapseService::Stub::CreateConsumerGroup, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+std::vector<std::string> PutExpiring(v1::LapseService::Stub& stub, int n) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat("order-", i));
+  for (size_t first = 0; first < keys.size(); first += 1000) {
+    const size_t last = std::min(keys.size(), first + 1000);
+    PutTtl(stub, "orders",
+           std::vector<std::string>(keys.begin() + static_cast<long>(first),
+                                    keys.begin() + static_cast<long>(last)),
+           absl::Seconds(1));
+  }
+  return keys;
 }
 
 grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& collection,

@@ -115,6 +115,15 @@ void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
 std::vector<std::string> PutLargeValues(v1::LapseService::Stub& stub, const std::string& collection,
                                         int count, size_t value_bytes);
 
+// Creates consumer group `name` over every event with `visibility` and room
+// for 1000 unacknowledged events per consumer; expects OK.
+void CreateGroup(v1::LapseService::Stub& stub, const std::string& name,
+                 absl::Duration visibility = absl::Seconds(30));
+
+// Puts `n` members "order-0", "order-1", ... into "orders" with a TTL of 1 s,
+// 1000 per request; returns their keys.
+std::vector<std::string> PutExpiring(v1::LapseService::Stub& stub, int n);
+
 v1::WatchExpirationsRequest AllEvents();
 // START_POSITION_AFTER_SEQUENCE from `sequence`; START_POSITION_AFTER_TOKEN
 // from `token`.

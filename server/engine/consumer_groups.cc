@@ -294,10 +294,13 @@ absl::StatusOr<ConsumerGroups::Page> ConsumerGroups::List(int page_size, absl::s
 
 absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Delete(absl::string_view name,
                                                          CommitTicket* committed) {
+  // Those waiting on the group learn that it is gone.
+  Announcer readable(this);
   MutexLock lock(&mu_);
   if (absl::Status s = WritableLocked(); !s.ok()) return s;
   absl::StatusOr<Group*> group = FindLocked(name);
   if (!group.ok()) return group.status();
+  readable.groups.emplace_back(name);
   ConsumerGroupInfo deleted = InfoLocked(**group, 0);
   Change change;
   // An undo batch is applied last record first.

@@ -187,7 +187,8 @@ class ConsumerGroups {
     Limits limits = {};
     // Called with a group's name whenever it can deliver events that are not
     // new in the source: a lease expired or was released, a dead letter was
-    // re-driven, a consumer acked (and may take more), the group was reset.
+    // re-driven, a consumer acked (and may take more), the group was reset
+    // or deleted (its waiters then learn NOT_FOUND).
     // New events are announced by the source's own listener. Runs outside the
     // groups' lock; must be cheap and must not block. None when empty.
     std::function<void(absl::string_view group)> on_readable = nullptr;

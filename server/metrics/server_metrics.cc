@@ -74,7 +74,7 @@ struct PerGroup {
   }
 };
 
-// The consumer groups' gauges: as many series as groups, which
+// The consumer groups' gauges and counters: as many series as groups, which
 // --max_consumer_groups bounds.
 void AddConsumerGroups(ConsumerGroups& groups, std::vector<MetricFamily>* families) {
   PerGroup lag("lapse_consumer_group_lag",
@@ -88,6 +88,12 @@ void AddConsumerGroups(ConsumerGroups& groups, std::vector<MetricFamily>* famili
   PerGroup lost("lapse_consumer_group_lost_sequences_total",
                 "Sequences retention discarded before the group received them",
                 MetricType::Counter);
+  PerGroup delivered("lapse_consumer_group_delivered_total",
+                     "Deliveries of the group's events to its consumers (Poll and Consume), "
+                     "redeliveries included",
+                     MetricType::Counter);
+  PerGroup acked("lapse_consumer_group_acked_total", "Events of the group acknowledged",
+                 MetricType::Counter);
   std::string after;
   while (true) {
     absl::StatusOr<ConsumerGroups::Page> page = groups.List(1000, after);
@@ -97,11 +103,13 @@ void AddConsumerGroups(ConsumerGroups& groups, std::vector<MetricFamily>* famili
       pending.Add(info.name, static_cast<double>(info.pending));
       dead.Add(info.name, static_cast<double>(info.dead_lettered));
       lost.Add(info.name, static_cast<double>(info.lost_sequences_total));
+      delivered.Add(info.name, static_cast<double>(info.delivered_total));
+      acked.Add(info.name, static_cast<double>(info.acked_total));
     }
     if (!page->next_after.has_value()) break;
     after = *page->next_after;
   }
-  for (PerGroup* metric : {&lag, &pending, &dead, &lost}) {
+  for (PerGroup* metric : {&lag, &pending, &dead, &lost, &delivered, &acked}) {
     families->push_back(std::move(metric->family));
   }
 }

@@ -139,7 +139,7 @@ TEST(ServerMetricsTest, ExpiryLagIsExpiredAtMinusDeadlineAndEventsAreCounted) {
             static_cast<double>(events.back().sequence()));
 }
 
-TEST(ServerMetricsTest, EachConsumerGroupReportsItsLagPendingAndDeadLetters) {
+TEST(ServerMetricsTest, EachConsumerGroupReportsItsLagPendingDeadLettersAndThroughput) {
   TestServer server(WithMetrics());
   v1::CreateConsumerGroupRequest create;
   create.set_name("billing");
@@ -172,6 +172,8 @@ TEST(ServerMetricsTest, EachConsumerGroupReportsItsLagPendingAndDeadLetters) {
   EXPECT_EQ(samples.at("lapse_consumer_group_pending{group=\"billing\"}"), 1);
   EXPECT_EQ(samples.at("lapse_consumer_group_dead_lettered{group=\"billing\"}"), 1);
   EXPECT_EQ(samples.at("lapse_consumer_group_lost_sequences_total{group=\"billing\"}"), 0);
+  EXPECT_EQ(samples.at("lapse_consumer_group_delivered_total{group=\"billing\"}"), 2);
+  EXPECT_EQ(samples.at("lapse_consumer_group_acked_total{group=\"billing\"}"), 0);
 }
 
 TEST(ServerMetricsTest, DurableStoreReportsWalSnapshotAndRecovery) {

@@ -87,6 +87,18 @@ StoreDone<ConsumerGroupInfo> ReplyGroup(OperationEnd* end, Response* response) {
       end, [response](ConsumerGroupInfo info) { GroupToProto(info, response->mutable_group()); });
 }
 
+// The answer of Ack, Nack and ExtendLeases: one result per lease, in order.
+template <typename Request, typename Response>
+StoreDone<std::vector<absl::Status>> ReplyLeases(OperationEnd* end, const Request& request,
+                                                 Response* response) {
+  return Reply<std::vector<absl::Status>>(
+      end, [&request, response](std::vector<absl::Status> results) {
+        LeaseResultsToProto(request.leases(), results, response->mutable_results());
+      });
+}
+
+}  // namespace
+
 std::vector<LeaseRef> LeasesOf(const google::protobuf::RepeatedPtrField<v1::LeaseRef>& leases) {
   std::vector<LeaseRef> refs;
   refs.reserve(leases.size());
@@ -96,22 +108,34 @@ std::vector<LeaseRef> LeasesOf(const google::protobuf::RepeatedPtrField<v1::Leas
   return refs;
 }
 
-// The answer of Ack, Nack and ExtendLeases: one result per lease, in order.
-template <typename Request, typename Response>
-StoreDone<std::vector<absl::Status>> ReplyLeases(OperationEnd* end, const Request& request,
-                                                 Response* response) {
-  return Reply<std::vector<absl::Status>>(
-      end, [&request, response](std::vector<absl::Status> results) {
-        for (size_t i = 0; i < results.size(); ++i) {
-          v1::LeaseResult* out = response->add_results();
-          out->set_sequence(request.leases(static_cast<int>(i)).sequence());
-          out->set_code(static_cast<int32_t>(results[i].code()));
-          out->set_message(std::string(results[i].message()));
-        }
-      });
+void LeaseResultsToProto(const google::protobuf::RepeatedPtrField<v1::LeaseRef>& leases,
+                         const std::vector<absl::Status>& results,
+                         google::protobuf::RepeatedPtrField<v1::LeaseResult>* out) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    v1::LeaseResult* result = out->Add();
+    result->set_sequence(leases[static_cast<int>(i)].sequence());
+    result->set_code(static_cast<int32_t>(results[i].code()));
+    result->set_message(std::string(results[i].message()));
+  }
 }
 
-}  // namespace
+void DeliveryToProto(const Delivery& delivery, v1::Delivery* out) {
+  // The group keeps values only when it carries them.
+  ExpiryEventToProto(delivery.event, /*include_value=*/true, out->mutable_event());
+  out->set_delivery_count(delivery.delivery_count);
+  SetTime(delivery.lease_deadline, out->mutable_lease_deadline());
+}
+
+absl::StatusOr<absl::Duration> PollWait(const v1::PollRequest& request) {
+  absl::StatusOr<absl::Duration> wait = DurationFromProto(request.wait(), "wait");
+  if (!wait.ok()) return wait.status();
+  if (*wait < absl::ZeroDuration() || *wait > kMaxPollWait) {
+    return InvalidField(
+        "wait", absl::StrCat("must be between 0 and ", absl::FormatDuration(kMaxPollWait), ", not ",
+                             absl::FormatDuration(*wait)));
+  }
+  return *wait;
+}
 
 absl::Status HandleCreateConsumerGroup(Store& store, const v1::CreateConsumerGroupRequest& request,
                                        v1::CreateConsumerGroupResponse* response,
@@ -190,19 +214,8 @@ absl::Status HandleResetConsumerGroup(Store& store, const v1::ResetConsumerGroup
 absl::Status HandlePoll(Store& store, const v1::PollRequest& request, v1::PollResponse* response,
                         OperationEnd* end) {
   store.Poll(request.group(), request.consumer(), std::max<uint32_t>(1, request.max_events()),
-             Reply<PollResult>(end, [response](PollResult result) {
-               for (const Delivery& d : result.deliveries) {
-                 v1::Delivery* out = response->add_deliveries();
-                 // The group keeps values only when it carries them.
-                 ExpiryEventToProto(d.event, /*include_value=*/true, out->mutable_event());
-                 out->set_delivery_count(d.delivery_count);
-                 SetTime(d.lease_deadline, out->mutable_lease_deadline());
-               }
-               if (result.lost.has_value()) {
-                 response->set_lost_first_sequence(result.lost->first);
-                 response->set_lost_last_sequence(result.lost->last);
-               }
-             }));
+             Reply<PollResult>(
+                 end, [response](PollResult result) { PollResultToProto(result, response); }));
   return absl::OkStatus();
 }
 

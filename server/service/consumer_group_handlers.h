@@ -3,7 +3,9 @@
 // Store and converts the answer, as LapseServiceImpl's other unary handlers
 // do. The store (ConsumerGroups) validates names, options and limits and
 // names the field at fault; these add only conversion errors (Durations,
-// start positions, page tokens).
+// start positions, page tokens). HandlePoll answers at once; a Poll with a
+// `wait` is served by a PollReactor (poll_reactor.h), and a Consume stream by
+// a ConsumeReactor (consume_reactor.h), both with the conversions below.
 //
 //   ServeUnary("Poll", &HandlePoll);  // in LapseServiceImpl's constructor
 //
@@ -11,7 +13,12 @@
 #ifndef LAPSE_SERVER_SERVICE_CONSUMER_GROUP_HANDLERS_H_
 #define LAPSE_SERVER_SERVICE_CONSUMER_GROUP_HANDLERS_H_
 
+#include <vector>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "lapse/v1/lapse.pb.h"
 #include "server/service/operation.h"
 #include "server/storage/store.h"
@@ -24,6 +31,29 @@ inline constexpr uint32_t kDefaultMaxDeliveries = 5;
 inline constexpr uint32_t kDefaultMaxUnackedPerConsumer = 100;
 // GetConsumerGroupRequest::max_leases is at most this.
 inline constexpr uint32_t kMaxListedLeases = 1000;
+// PollRequest.wait is at most this.
+inline constexpr absl::Duration kMaxPollWait = absl::Seconds(60);
+
+// PollRequest.wait, zero when unset; INVALID_ARGUMENT naming `wait` when it
+// is negative or longer than kMaxPollWait.
+absl::StatusOr<absl::Duration> PollWait(const v1::PollRequest& request);
+
+std::vector<LeaseRef> LeasesOf(const google::protobuf::RepeatedPtrField<v1::LeaseRef>& leases);
+// One LeaseResult per lease of `leases`, with its result, in order.
+void LeaseResultsToProto(const google::protobuf::RepeatedPtrField<v1::LeaseRef>& leases,
+                         const std::vector<absl::Status>& results,
+                         google::protobuf::RepeatedPtrField<v1::LeaseResult>* out);
+void DeliveryToProto(const Delivery& delivery, v1::Delivery* out);
+// The deliveries and the loss report of `result`, into a PollResponse or a
+// ConsumeResponse.
+template <typename Response>
+void PollResultToProto(const PollResult& result, Response* response) {
+  for (const Delivery& d : result.deliveries) DeliveryToProto(d, response->add_deliveries());
+  if (result.lost.has_value()) {
+    response->set_lost_first_sequence(result.lost->first);
+    response->set_lost_last_sequence(result.lost->last);
+  }
+}
 
 absl::Status HandleCreateConsumerGroup(Store& store, const v1::CreateConsumerGroupRequest& request,
                                        v1::CreateConsumerGroupResponse* response,

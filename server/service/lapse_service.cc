@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -16,8 +17,10 @@
 #include "grpcpp/support/message_allocator.h"
 #include "server/base/log.h"
 #include "server/service/authorizer.h"
+#include "server/service/consume_reactor.h"
 #include "server/service/consumer_group_handlers.h"
 #include "server/service/operation.h"
+#include "server/service/poll_reactor.h"
 #include "server/service/proto_convert.h"
 #include "server/service/reply.h"
 #include "server/service/request_parser.h"
@@ -523,11 +526,16 @@ std::vector<Access> Required(const v1::ListDeadLettersRequest& r) {
 std::vector<Access> Required(const v1::RedriveDeadLettersRequest& r) {
   return {{Permission::kConsume, r.group(), Access::kCollection}};
 }
+// A Consume stream, by its first request's start.
+std::vector<Access> Required(const v1::ConsumeStart& r) {
+  return {{Permission::kConsume, r.group(), Access::kCollection}};
+}
 
 }  // namespace
 
-LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub, const AuthFile* auth)
-    : store_(store), hub_(hub), authorizer_(auth) {
+LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub, GroupHub* group_hub,
+                                   const AuthFile* auth)
+    : store_(store), hub_(hub), group_hub_(group_hub), authorizer_(auth) {
   RouteProtobufLogs();
   ServeUnary("PutMembers", &HandlePutMembers);
   ServeUnary("GetMembers", &HandleGetMembers);
@@ -594,20 +602,24 @@ grpc::ServerUnaryReactor* LapseServiceImpl::Answer(grpc::CallbackServerContext* 
                                                    const grpc::ByteBuffer& bytes,
                                                    Response* response,
                                                    Handler<Request, Response> handler) {
-  auto* call = new UnaryCall;
-  if (draining_.load()) {
-    call->Finish(Draining());
-    return call;
-  }
+  absl::Status status =
+      draining_.load() ? absl::UnavailableError("server shutting down") : absl::OkStatus();
   absl::StatusOr<Caller> caller = authorizer_.Authenticate(*context);
-  if (!caller.ok()) {
-    call->Finish(ToGrpcStatus(caller.status()));
-    return call;
-  }
+  if (status.ok()) status = caller.status();
   Request& request = ArenaCall<Request, Response>::Of(*context).parsed();
-  absl::Status status = ParseRequest(bytes, &request);
-  if (!status.ok()) LogMalformed(*context, status);
+  if (status.ok()) {
+    status = ParseRequest(bytes, &request);
+    if (!status.ok()) LogMalformed(*context, status);
+  }
   if (status.ok()) status = Authorize(*caller, Required(request));
+  if constexpr (std::is_same_v<Request, v1::PollRequest>) {
+    absl::StatusOr<absl::Duration> wait = PollWait(request);
+    if (status.ok()) status = wait.status();
+    if (status.ok() && *wait > absl::ZeroDuration()) {
+      return new PollReactor(store_, group_hub_, &request, response, *wait);
+    }
+  }
+  auto* call = new UnaryCall;
   if (status.ok()) status = handler(*store_, request, response, call);
   if (!status.ok()) call->Finish(ToGrpcStatus(status));
   return call;
@@ -638,6 +650,20 @@ LapseServiceImpl::StreamWrites(grpc::CallbackServerContext* context) {
         return HandlePutMembers(store, request, response, end);
       },
       &write_streams_);
+}
+
+grpc::ServerBidiReactor<v1::ConsumeRequest, v1::ConsumeResponse>* LapseServiceImpl::Consume(
+    grpc::CallbackServerContext* context) {
+  absl::StatusOr<Caller> caller = authorizer_.Authenticate(*context);
+  absl::Status refusal =
+      draining_.load() ? absl::UnavailableError("server shutting down") : caller.status();
+  ConsumeReactor::Authorize authorize;
+  if (caller.ok()) {
+    authorize = [caller = *std::move(caller)](const v1::ConsumeStart& start) {
+      return Authorize(caller, Required(start));
+    };
+  }
+  return new ConsumeReactor(store_, group_hub_, std::move(authorize), refusal);
 }
 
 }  // namespace lapse

@@ -22,19 +22,21 @@
 // table in lapse_service.cc). WatchExpirations validates its request and hands the
 // stream to a WatchReactor, reading the store's events, served by the
 // WatchHub. StreamWrites hands its stream to a WriteStreamReactor, which runs
-// each operation through the same handler as the unary RPC.
+// each operation through the same handler as the unary RPC. A Poll with a
+// `wait` is a PollReactor and a Consume stream a ConsumeReactor, both woken by
+// the GroupHub when their group may deliver.
 //
 // Stores answer asynchronously (a write once it is durable, from the WAL's
 // flusher thread; a network store from its I/O thread): nothing blocks a gRPC
 // thread.
 //
-//   lapse::LapseServiceImpl service(&store, &hub, auth_file.get());  // or nullptr: open
+//   lapse::LapseServiceImpl service(&store, &hub, &group_hub, auth_file.get());  // or nullptr
 //   builder.RegisterService(&service);
 //   ...
 //   service.StartDraining();  // every RPC now answers UNAVAILABLE; write
 //                             // streams end once their operations are answered
 //
-// Thread-safe: gRPC calls it from many threads at once. The store, the hub
+// Thread-safe: gRPC calls it from many threads at once. The store, the hubs
 // and the auth file are not owned and must outlive the service.
 #ifndef LAPSE_SERVER_SERVICE_LAPSE_SERVICE_H_
 #define LAPSE_SERVER_SERVICE_LAPSE_SERVICE_H_
@@ -48,6 +50,7 @@
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/auth/auth_file.h"
 #include "server/service/authorizer.h"
+#include "server/service/group_hub.h"
 #include "server/service/operation.h"
 #include "server/service/watch_hub.h"
 #include "server/service/write_stream_reactor.h"
@@ -58,7 +61,8 @@ namespace lapse {
 class LapseServiceImpl final : public v1::LapseService::CallbackService {
  public:
   // `auth`: the auth file to enforce; nullptr serves anyone.
-  LapseServiceImpl(Store* store, WatchHub* hub, const AuthFile* auth = nullptr);
+  LapseServiceImpl(Store* store, WatchHub* hub, GroupHub* group_hub,
+                   const AuthFile* auth = nullptr);
   LapseServiceImpl(const LapseServiceImpl&) = delete;
   LapseServiceImpl& operator=(const LapseServiceImpl&) = delete;
 
@@ -72,6 +76,10 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
 
   // Serves a StreamWrites stream (write_stream_reactor.h).
   grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>* StreamWrites(
+      grpc::CallbackServerContext* context) override;
+
+  // Serves a Consume stream (consume_reactor.h).
+  grpc::ServerBidiReactor<v1::ConsumeRequest, v1::ConsumeResponse>* Consume(
       grpc::CallbackServerContext* context) override;
 
  private:
@@ -89,7 +97,8 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
 
   // Answers UNAVAILABLE if draining, UNAUTHENTICATED for an unknown caller,
   // INVALID_ARGUMENT if `bytes` are not a Request, PERMISSION_DENIED if the
-  // caller may not do what it asks; otherwise runs `handler`.
+  // caller may not do what it asks; otherwise runs `handler` (a Poll with a
+  // `wait`: a PollReactor).
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer& bytes, Response* response,
@@ -98,6 +107,7 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   // Constant after construction.
   Store* const store_;
   WatchHub* const hub_;
+  GroupHub* const group_hub_;
   const Authorizer authorizer_;
 
   WriteStreams write_streams_;

@@ -123,7 +123,7 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryMethod(
 
 TEST_F(AuthTest, EveryMethodRefusesACallerWithoutCredentials) {
   const auto results = CallEveryMethod(server_.NewChannel(), "");
-  ASSERT_EQ(results.size(), 22u);
+  ASSERT_EQ(results.size(), 23u);
   for (const auto& [method, status] : results) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method;
     EXPECT_THAT(status.error_message(), HasSubstr("no credentials")) << method;
@@ -319,6 +319,27 @@ TEST_F(AuthTest, ConsumerGroupsNeedConsumeOnTheirNameAndOnWhatTheyRead) {
   const grpc::Status refused = poll("watcher");
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(refused.error_message(), HasSubstr("lacks permission \"consume\""));
+
+  // A Consume stream, by its start: refused at once, or open until the
+  // client closes it.
+  auto consume = [&](const std::string& token) {
+    grpc::ClientContext context;
+    WithToken(&context, token);
+    auto stream = server_.stub().Consume(&context);
+    v1::ConsumeRequest start;
+    start.mutable_start()->set_group("orders:cancel");
+    start.mutable_start()->set_consumer("c1");
+    stream->Write(start);
+    stream->WritesDone();
+    v1::ConsumeResponse response;
+    while (stream->Read(&response)) {
+    }
+    return stream->Finish();
+  };
+  EXPECT_EQ(consume("worker").error_code(), grpc::StatusCode::OK);
+  const grpc::Status refused_stream = consume("watcher");
+  EXPECT_EQ(refused_stream.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(refused_stream.error_message(), HasSubstr("lacks permission \"consume\""));
 
   auto remove = [&](const std::string& token) {
     grpc::ClientContext context;

@@ -18,18 +18,6 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kVisibility = absl::Seconds(30);
 
-void CreateGroup(v1::LapseService::Stub& stub, const std::string& name) {
-  v1::CreateConsumerGroupRequest request;
-  request.set_name(name);
-  request.mutable_visibility_timeout()->set_seconds(absl::ToInt64Seconds(kVisibility));
-  request.set_max_unacked_per_consumer(1000);
-  v1::CreateConsumerGroupResponse response;
-  grpc::Status status =
-      Call(stub, &v1::LapseService::Stub::CreateConsumerGroup, request, &response);
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(response.group().name(), name);
-}
-
 v1::PollResponse Poll(v1::LapseService::Stub& stub, const std::string& group,
                       const std::string& consumer, uint32_t max_events) {
   v1::PollRequest request;
@@ -58,26 +46,13 @@ v1::AckResponse Ack(v1::LapseService::Stub& stub, const std::string& group,
   return response;
 }
 
-std::vector<std::string> ExpireMany(TestServer& server, int n) {
-  std::vector<std::string> keys;
-  for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat("order-", i));
-  for (size_t first = 0; first < keys.size(); first += 1000) {
-    const size_t last = std::min(keys.size(), first + 1000);
-    PutTtl(server.stub(), "orders",
-           std::vector<std::string>(keys.begin() + static_cast<long>(first),
-                                    keys.begin() + static_cast<long>(last)),
-           absl::Seconds(1));
-  }
-  return keys;
-}
-
 TEST(ConsumerGroupsTest, EachGroupAcksEveryEventOnceAndAPlainWatcherSeesThemAll) {
   constexpr int kEvents = 5000;
   TestServer server;
   CreateGroup(server.stub(), "billing");
   CreateGroup(server.stub(), "audit");
   Watcher watcher(server.stub(), AllEvents());
-  const std::vector<std::string> keys = ExpireMany(server, kEvents);
+  const std::vector<std::string> keys = PutExpiring(server.stub(), kEvents);
   server.ExpireAfter(absl::Seconds(2));
   ASSERT_TRUE(watcher.WaitForEvents(kEvents));
 
@@ -126,7 +101,7 @@ TEST(ConsumerGroupsTest, TheEventsOfAConsumerThatDiedGoToTheOthersAfterTheVisibi
   TestServer server;
   CreateGroup(server.stub(), "g");
   Watcher watcher(server.stub(), AllEvents());
-  ExpireMany(server, 20);
+  PutExpiring(server.stub(), 20);
   server.ExpireAfter(absl::Seconds(2));
   ASSERT_TRUE(watcher.WaitForEvents(20));
 
@@ -155,7 +130,7 @@ TEST(ConsumerGroupsTest, AConsumerThatReconnectsBetweenCallsKeepsItsLeases) {
   TestServer server;
   CreateGroup(server.stub(), "g");
   Watcher watcher(server.stub(), AllEvents());
-  ExpireMany(server, 3);
+  PutExpiring(server.stub(), 3);
   server.ExpireAfter(absl::Seconds(2));
   ASSERT_TRUE(watcher.WaitForEvents(3));
 

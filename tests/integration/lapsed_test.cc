@@ -126,7 +126,18 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlag{"--tls_cert=/tls.crt", "without tls_key"},
         RefusedFlag{"--tls_refresh_interval=500ms", "out of range"},
         RefusedFlag{"--health_listen=127.0.0.1:99999", "not a number in [0, 65535]"},
-        RefusedFlag{"--health_listen=unix:/tmp/health.sock", "expected HOST:PORT"}),
+        RefusedFlag{"--health_listen=unix:/tmp/health.sock", "expected HOST:PORT"},
+        RefusedFlag{"--max_consumer_groups=0", "out of range"},
+        RefusedFlag{"--max_consumers_per_group=0", "out of range"},
+        RefusedFlag{"--max_group_pending=0", "out of range"},
+        RefusedFlag{"--max_group_dead_letters=-1", "out of range"},
+        RefusedFlag{"--max_group_bytes=0", "out of range"},
+        RefusedFlag{"--max_unacked_per_consumer=0", "out of range"},
+        RefusedFlag{"--max_deliveries=0", "out of range"},
+        RefusedFlag{"--max_visibility_timeout=0s", "out of range"},
+        RefusedFlag{"--max_poll_events=0", "out of range"},
+        RefusedFlag{"--max_waiting_polls=0", "out of range"},
+        RefusedFlag{"--max_consume_streams=2000000", "out of range"}),
     [](const ::testing::TestParamInfo<RefusedFlag>& info) {
       std::string name = absl::StrCat(info.index, "_");
       for (char c : info.param.flag.substr(2, info.param.flag.find('=') - 2)) name += c;

@@ -1,0 +1,147 @@
+#include "server/service/group_hub.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace lapse {
+
+GroupHub::GroupHub(const Options& options) : options_(options) {
+  dispatcher_ = std::thread([this] { Run(); });
+}
+
+GroupHub::~GroupHub() { Shutdown(); }
+
+absl::Status GroupHub::Register(GroupWaiter* waiter, absl::string_view group, Kind kind,
+                                absl::Time due) {
+  MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("server shutting down");
+  if (kind == Kind::kPoll && polls_ >= options_.max_waiting_polls) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(polls_,
+                     " polls are waiting, the limit (--max_waiting_polls); poll without a wait "
+                     "or retry later"));
+  }
+  if (kind == Kind::kStream && streams_ >= options_.max_consume_streams) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(streams_,
+                     " Consume streams open, the limit (--max_consume_streams); retry later or "
+                     "close streams you do not need"));
+  }
+  ++(kind == Kind::kPoll ? polls_ : streams_);
+  waiters_.emplace(waiter, Entry{std::string(group), kind, due});
+  if (due < next_due_) {
+    next_due_ = due;
+    cv_.Signal();
+  }
+  stats_changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+void GroupHub::Unregister(GroupWaiter* waiter) {
+  MutexLock lock(&mu_);
+  auto it = waiters_.find(waiter);
+  if (it == waiters_.end()) return;
+  --(it->second.kind == Kind::kPoll ? polls_ : streams_);
+  waiters_.erase(it);
+  stats_changed_.SignalAll();
+}
+
+void GroupHub::OnGroupReadable(absl::string_view group) {
+  MutexLock lock(&mu_);
+  if (all_readable_) return;
+  readable_.emplace(group);
+  cv_.Signal();
+}
+
+void GroupHub::OnEventsReadable() {
+  MutexLock lock(&mu_);
+  all_readable_ = true;
+  readable_.clear();
+  cv_.Signal();
+}
+
+void GroupHub::Shutdown() {
+  std::vector<GroupWaiter*> waiters;
+  {
+    MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    for (const auto& [waiter, entry] : waiters_) {
+      waiter->Ref();
+      waiters.push_back(waiter);
+    }
+    cv_.Signal();
+  }
+  dispatcher_.join();
+  for (GroupWaiter* waiter : waiters) {
+    waiter->Shutdown();
+    waiter->Unref();
+  }
+}
+
+GroupHub::Stats GroupHub::stats() {
+  MutexLock lock(&mu_);
+  return StatsLocked();
+}
+
+bool GroupHub::AwaitStatsForTesting(const std::function<bool(const Stats&)>& done,
+                                    absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(&mu_);
+  while (!done(StatsLocked())) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    stats_changed_.WaitWithTimeout(&mu_, left);
+  }
+  return true;
+}
+
+GroupHub::Stats GroupHub::StatsLocked() const { return Stats{polls_, streams_}; }
+
+void GroupHub::Run() {
+  struct Call {
+    GroupWaiter* waiter;
+    bool readable;
+  };
+  while (true) {
+    std::vector<Call> calls;
+    absl::Time now;
+    {
+      MutexLock lock(&mu_);
+      while (!shutting_down_ && !all_readable_ && readable_.empty() && absl::Now() < next_due_) {
+        cv_.WaitWithTimeout(&mu_, next_due_ - absl::Now());
+      }
+      if (shutting_down_) return;
+      now = absl::Now();
+      next_due_ = absl::InfiniteFuture();
+      for (const auto& [waiter, entry] : waiters_) {
+        const bool readable = all_readable_ || readable_.contains(entry.group);
+        if (readable || entry.due <= now) {
+          waiter->Ref();
+          calls.push_back({waiter, readable});
+        } else {
+          next_due_ = std::min(next_due_, entry.due);
+        }
+      }
+      all_readable_ = false;
+      readable_.clear();
+    }
+    for (const Call& call : calls) {
+      const absl::Time due = call.waiter->Wake(call.readable, now);
+      {
+        MutexLock lock(&mu_);
+        auto it = waiters_.find(call.waiter);
+        if (it != waiters_.end()) {
+          it->second.due = due;
+          next_due_ = std::min(next_due_, due);
+        }
+      }
+      call.waiter->Unref();
+    }
+  }
+}
+
+}  // namespace lapse
