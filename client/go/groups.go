@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -228,6 +229,12 @@ type PollResult struct {
 // long-poll answers at once). Without a context deadline, the call's is
 // Options.Timeout plus Wait. Never retried: a repeat would lease more.
 func (c *Client) Poll(ctx context.Context, group, consumer string, options PollOptions) (PollResult, error) {
+	return c.poll(ctx, group, consumer, options)
+}
+
+// poll is Poll with these call options.
+func (c *Client) poll(ctx context.Context, group, consumer string, options PollOptions,
+	callOptions ...grpc.CallOption) (PollResult, error) {
 	request := &pb.PollRequest{Group: group, Consumer: consumer, MaxEvents: options.MaxEvents}
 	if options.Wait > 0 {
 		request.Wait = durationpb.New(options.Wait)
@@ -237,7 +244,10 @@ func (c *Client) Poll(ctx context.Context, group, consumer string, options PollO
 		ctx, cancel = context.WithTimeout(ctx, c.options.Timeout+options.Wait)
 		defer cancel()
 	}
-	response, err := unary(ctx, c, false, c.stub.Poll, request)
+	response, err := unary(ctx, c, false, func(ctx context.Context, r *pb.PollRequest,
+		more ...grpc.CallOption) (*pb.PollResponse, error) {
+		return c.stub.Poll(ctx, r, append(callOptions, more...)...)
+	}, request)
 	if err != nil {
 		return PollResult{}, err
 	}
@@ -335,7 +345,9 @@ type WorkerOptions struct {
 // visibility timeout loses its lease and the event may be handled twice
 // (ExtendLeases gives it more time). The handler's ctx is Work's.
 //
-// When the server is unreachable or restarts (UNAVAILABLE, CANCELLED,
+// Work's polls wait for the channel to be ready (grpc.WaitForReady) within
+// their deadline, so Work rides out a server restart without failing fast.
+// When the server stays unreachable or restarts (UNAVAILABLE, CANCELLED,
 // DEADLINE_EXCEEDED), Work polls again with Options.RetryBackoff under the
 // same consumer name, so it keeps its leases; an Ack or Nack that fails so
 // (after its retries) is told to OnError and its event is redelivered once
@@ -359,8 +371,8 @@ func (c *Client) Work(ctx context.Context, options WorkerOptions, handler func(c
 	errorDelays, idleDelays := c.options.RetryBackoff.start(), c.options.IdlePollBackoff.start()
 	for ctx.Err() == nil {
 		started := time.Now()
-		result, err := c.Poll(ctx, options.Group, options.Consumer,
-			PollOptions{MaxEvents: options.MaxEvents, Wait: options.Wait})
+		result, err := c.poll(ctx, options.Group, options.Consumer,
+			PollOptions{MaxEvents: options.MaxEvents, Wait: options.Wait}, grpc.WaitForReady(true))
 		switch {
 		case ctx.Err() != nil:
 			c.settle(c.Nack, options, result.Deliveries)

@@ -18,7 +18,9 @@ visibility timeout loses its lease and the event may be handled twice: the
 Ack then reports FAILED_PRECONDITION, passed to `on_error` (extend_leases
 gives a slow handler more time).
 
-When the server is unreachable or restarts (UNAVAILABLE, CANCELLED,
+A worker's poll waits for the channel to be ready (gRPC's wait_for_ready)
+within its deadline, so a worker rides out a server restart without failing
+fast. When the server stays unreachable or restarts (UNAVAILABLE, CANCELLED,
 DEADLINE_EXCEEDED), the worker polls again with backoff under the same
 consumer name, so it keeps its leases; an Ack or Nack that fails so (after
 its retries) goes to `on_error` and its event is redelivered once the lease
@@ -299,7 +301,11 @@ class Worker:
         with self._lock:
             if self._stopped.is_set():
                 return None
-            self._call = self._client.stub.Poll.future(request, timeout=timeout)
+            # Failing fast while the channel reconnects would keep gRPC
+            # Python's channel from reconnecting promptly.
+            self._call = self._client.stub.Poll.future(
+                request, timeout=timeout, wait_for_ready=True
+            )
         try:
             return poll_result_from(self._group, self._call.result())
         except grpc.FutureCancelledError:
