@@ -12,12 +12,17 @@
 //
 // Every call has a deadline: the context's, or Options.Timeout when the
 // context has none. Calls that are safe to repeat (Get without a refresh,
-// Remove, Persist, List, Collection, Collections, Delete) are retried on
-// UNAVAILABLE with exponential backoff and jitter, within that deadline; Put,
-// Expire and a refreshing Get are attempted exactly once, because UNAVAILABLE
-// does not say whether the server applied them. Other errors are never
-// retried, RESOURCE_EXHAUSTED included (a limit, or a full disk on the
+// Remove, Persist, List, Collection, Collections, Delete, Group, Groups, Ack,
+// Nack, ExtendLeases) are retried on UNAVAILABLE with exponential backoff and
+// jitter, within that deadline; Put, Expire, a refreshing Get, CreateGroup,
+// DeleteGroup, ResetGroup and Poll are attempted exactly once, because
+// UNAVAILABLE does not say whether the server applied them. Other errors are
+// never retried, RESOURCE_EXHAUSTED included (a limit, or a full disk on the
 // server). Errors are *Error, carrying the gRPC status code.
+//
+// Consumer groups: CreateGroup ... ExtendLeases, and Work, the loop that
+// handles a group's events (groups.go). TLS and bearer tokens: Options.TLS,
+// BearerToken, BearerTokenFile (auth.go).
 //
 // A Client is safe for concurrent use by many goroutines.
 package lapse
@@ -89,8 +94,19 @@ type Options struct {
 	ReconnectBackoffMax     time.Duration
 	// Match the server's --max_message_bytes [16 MiB].
 	MaxMessageBytes int
-	// TLS, e.g. credentials.NewClientTLSFromFile(...); nil is plaintext.
+	// TLS from files (a CA, a client certificate and key for mTLS, a server
+	// name), or any Credentials (e.g. credentials.NewClientTLSFromFile(...)),
+	// not both; neither is plaintext.
+	TLS         *TLSOptions
 	Credentials credentials.TransportCredentials
+	// For a server with --auth_file: sent with every call as
+	// "authorization: Bearer TOKEN"; the token itself, or a file that holds
+	// it, read again when it changes. At most one of the two.
+	BearerToken     string
+	BearerTokenFile string
+	// A Worker's pause after an empty Poll answered sooner than its wait (a
+	// server that does not long-poll); reset by every delivery [50ms, 1s, x2].
+	IdlePollBackoff Backoff
 }
 
 func (o Options) withDefaults() Options {
@@ -112,6 +128,9 @@ func (o Options) withDefaults() Options {
 	if o.ReconnectBackoffMax <= 0 {
 		o.ReconnectBackoffMax = 30 * time.Second
 	}
+	if o.IdlePollBackoff == (Backoff{}) {
+		o.IdlePollBackoff = Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Multiplier: 2}
+	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 16 << 20
 	}
@@ -126,21 +145,39 @@ type Client struct {
 }
 
 // Dial makes a Client of target ("host:port" or any gRPC target). It does not
-// wait for a connection: the first call does.
+// wait for a connection: the first call does. INVALID_ARGUMENT naming the
+// option when TLS files cannot be read or options contradict each other.
 func Dial(target string, options Options) (*Client, error) {
 	options = options.withDefaults()
 	security := grpc.WithInsecure()
-	if options.Credentials != nil {
+	switch {
+	case options.TLS != nil && options.Credentials != nil:
+		return nil, invalidArgument("TLS, Credentials: set one, not both")
+	case options.TLS != nil:
+		tlsCredentials, err := options.TLS.credentials()
+		if err != nil {
+			return nil, err
+		}
+		security = grpc.WithTransportCredentials(tlsCredentials)
+	case options.Credentials != nil:
 		security = grpc.WithTransportCredentials(options.Credentials)
 	}
-	conn, err := grpc.Dial(target, security,
+	dialOptions := []grpc.DialOption{security}
+	switch {
+	case options.BearerToken != "" && options.BearerTokenFile != "":
+		return nil, invalidArgument("BearerToken, BearerTokenFile: set one, not both")
+	case options.BearerToken != "" || options.BearerTokenFile != "":
+		dialOptions = append(dialOptions, grpc.WithPerRPCCredentials(
+			&bearerToken{token: options.BearerToken, file: options.BearerTokenFile}))
+	}
+	conn, err := grpc.Dial(target, append(dialOptions,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(options.MaxMessageBytes),
 			grpc.MaxCallSendMsgSize(options.MaxMessageBytes)),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{BaseDelay: options.ReconnectBackoffInitial, Multiplier: 1.6,
 				Jitter: 0.2, MaxDelay: options.ReconnectBackoffMax},
 			MinConnectTimeout: 20 * time.Second,
-		}))
+		}))...)
 	if err != nil {
 		return nil, invalidArgument("target: " + err.Error())
 	}

@@ -306,3 +306,35 @@ func TestAResumePointNoLongerRetainedEndsTheWatchWithOutOfRange(t *testing.T) {
 		t.Errorf("Err(): %v", late.Err())
 	}
 }
+
+func TestAWatchResumesByTokenAndARestartedMemoryOnlyServerEndsItWithOutOfRange(t *testing.T) {
+	lapsed := lapsetest.Start(t, nil, 0)
+	client := dial(t, lapsed.Address, quick)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch, err := client.Watch(ctx, lapse.WatchOptions{Start: lapse.StartOldest})
+	must(t, err)
+	expireNow(t, client, "orders", "a", "b")
+	_, err = lapsetest.Take(watch, 2)
+	must(t, err)
+	lapsed.Kill()
+	lapsed = lapsetest.Start(t, nil, lapsed.Port)
+	// The new store has events of its own: a bare sequence would not always
+	// tell them from the old store's, the token does.
+	expireNow(t, dial(t, lapsed.Address, lapse.Options{}), "orders", "c")
+	events, err := lapsetest.Take(watch, 1)
+	if len(events) != 0 || codeOf(err) != codes.OutOfRange || !strings.Contains(err.Error(), "resume_token: belongs to store") {
+		t.Fatalf("events %+v, error %v; want OUT_OF_RANGE naming the stores", events, err)
+	}
+	// The position to keep, as the server gave it: a later watch from it is
+	// refused the same way.
+	token := watch.ResumeToken()
+	if len(token) == 0 {
+		t.Fatal("no resume token")
+	}
+	late, err := client.Watch(ctx, lapse.WatchOptions{Start: lapse.StartAfterToken, ResumeToken: token})
+	must(t, err)
+	if _, err := lapsetest.Take(late, 1); codeOf(err) != codes.OutOfRange {
+		t.Errorf("a later watch from the token: %v", err)
+	}
+}

@@ -23,6 +23,10 @@ type scripted struct {
 	mu       sync.Mutex
 	failures int
 	calls    int
+	// When each Poll that did not fail was answered; polled is closed at the
+	// third.
+	polls  []time.Time
+	polled chan struct{}
 }
 
 func (s *scripted) failOr(err error) error {
@@ -49,6 +53,22 @@ func (s *scripted) PutMembers(ctx context.Context, r *pb.PutMembersRequest) (*pb
 	return &pb.PutMembersResponse{}, s.failOr(nil)
 }
 
+func (s *scripted) Ack(ctx context.Context, r *pb.AckRequest) (*pb.AckResponse, error) {
+	return &pb.AckResponse{}, s.failOr(nil)
+}
+
+func (s *scripted) Poll(ctx context.Context, r *pb.PollRequest) (*pb.PollResponse, error) {
+	if err := s.failOr(nil); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.polls = append(s.polls, time.Now()); len(s.polls) == 3 {
+		close(s.polled)
+	}
+	return &pb.PollResponse{}, nil
+}
+
 func (s *scripted) GetCollection(ctx context.Context, r *pb.GetCollectionRequest) (*pb.GetCollectionResponse, error) {
 	<-s.release
 	return &pb.GetCollectionResponse{}, nil
@@ -57,14 +77,15 @@ func (s *scripted) GetCollection(ctx context.Context, r *pb.GetCollectionRequest
 func startScripted(t *testing.T, failures int) (*scripted, *lapse.Client) {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	service := &scripted{failures: failures, release: make(chan struct{})}
+	service := &scripted{failures: failures, release: make(chan struct{}), polled: make(chan struct{})}
 	server := grpc.NewServer()
 	pb.RegisterLapseServiceServer(server, service)
 	go server.Serve(listener)
 	t.Cleanup(server.Stop)
 	t.Cleanup(func() { close(service.release) })
 	quick := lapse.Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond, Multiplier: 2}
-	return service, dial(t, listener.Addr().String(), lapse.Options{RetryBackoff: quick})
+	idle := lapse.Backoff{Initial: 200 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2}
+	return service, dial(t, listener.Addr().String(), lapse.Options{RetryBackoff: quick, IdlePollBackoff: idle})
 }
 
 func TestAnIdempotentCallIsRetriedOnUnavailableUntilItSucceeds(t *testing.T) {
@@ -104,5 +125,47 @@ func TestACallOutlivingItsContextDeadlineFailsDeadlineExceeded(t *testing.T) {
 	defer cancel()
 	if _, err := client.Collection(ctx, "c"); codeOf(err) != codes.DeadlineExceeded {
 		t.Errorf("a hanging call: %v", err)
+	}
+}
+
+func TestAcksAreRetriedOnUnavailableAndPollsAreNot(t *testing.T) {
+	service, client := startScripted(t, 3)
+	ctx := context.Background()
+	_, err := client.Ack(ctx, "g", "w", []lapse.Lease{{Sequence: 1, DeliveryCount: 1}})
+	must(t, err)
+	if service.callCount() != 4 {
+		t.Errorf("%d attempts of an ack, want 4", service.callCount())
+	}
+	service.mu.Lock()
+	service.failures = 5
+	service.mu.Unlock()
+	if _, err := client.Poll(ctx, "g", "w", lapse.PollOptions{}); codeOf(err) != codes.Unavailable || service.callCount() != 5 {
+		t.Errorf("a poll: %v after %d calls, want UNAVAILABLE after 5", err, service.callCount())
+	}
+}
+
+// A server that does not long-poll answers at once: the worker waits the idle
+// backoff (at least half its 200ms) between such polls, not spinning.
+func TestAWorkerPausesAfterAPollAnsweredEmptySoonerThanItsWait(t *testing.T) {
+	service, client := startScripted(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- client.Work(ctx, lapse.WorkerOptions{Group: "g", Consumer: "w", Wait: 10 * time.Second},
+			func(context.Context, lapse.Delivery) error { return nil })
+	}()
+	select {
+	case <-service.polled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("fewer than 3 polls within 30s")
+	}
+	cancel()
+	must(t, <-done)
+	service.mu.Lock()
+	defer service.mu.Unlock()
+	for i := 1; i < len(service.polls); i++ {
+		if gap := service.polls[i].Sub(service.polls[i-1]); gap < 100*time.Millisecond {
+			t.Errorf("poll %d came %v after the one before", i, gap)
+		}
 	}
 }

@@ -22,8 +22,12 @@ const (
 	StartNew Start = iota
 	// StartOldest: the oldest event the server still holds.
 	StartOldest
-	// StartAfterSequence: right after WatchOptions.AfterSequence (resume).
+	// StartAfterSequence: right after WatchOptions.AfterSequence (resume
+	// within one store).
 	StartAfterSequence
+	// StartAfterToken: right after WatchOptions.ResumeToken (resume; refused
+	// with OUT_OF_RANGE by a server that now serves another store).
+	StartAfterToken
 )
 
 type WatchOptions struct {
@@ -36,6 +40,8 @@ type WatchOptions struct {
 	// With StartAfterSequence: the last sequence already handled, e.g. a
 	// previous Watch's Position().
 	AfterSequence uint64
+	// With StartAfterToken: a previous Watch's ResumeToken(), as it was.
+	ResumeToken []byte
 }
 
 type ExpiryEvent struct {
@@ -50,15 +56,25 @@ type ExpiryEvent struct {
 	ExpiredAt  time.Time
 }
 
+func eventFrom(e *pb.ExpiryEvent) ExpiryEvent {
+	return ExpiryEvent{Sequence: e.GetSequence(), Collection: e.GetCollection(), Key: e.GetKey(),
+		Value: e.GetValue(), ExpireTime: e.GetExpireTime().AsTime(), ExpiredAt: e.GetExpiredAt().AsTime()}
+}
+
 // Watch is a running watch (see Client.Watch). Its methods are safe for
 // concurrent use.
 //
 // It reconnects by itself when its stream breaks (UNAVAILABLE, a dropped
-// connection, a server restart) and resumes right after the last sequence it
-// examined, so the events on Events() form one stream with no gap and no
-// duplicate. The one way to lose events is for the server to no longer hold
-// them: the watch then ends with an *Error of code OUT_OF_RANGE, never a
-// silent skip. One caveat, as in the C++ client: a StartNew watch learns its
+// connection, a server restart) and resumes with START_POSITION_AFTER_TOKEN
+// and the resume_token of the last response it handed over (as the C++ client
+// does; without one yet, right after the last sequence it examined), so the
+// events on Events() form one stream with no gap and no duplicate, and a
+// server that now serves another store (a memory-only server restarted,
+// another data directory) refuses instead of streaming from a position that
+// means nothing there. The ways to lose events are for the server to no
+// longer hold them or to serve another store: the watch then ends with an
+// *Error of code OUT_OF_RANGE (the message says which), never a silent skip.
+// One caveat, as in the C++ client: a StartNew watch learns its
 // position from its first response (events or a heartbeat); if that first
 // stream drops before any response without the server naming its position
 // (a draining lapse server does), the watch starts new again.
@@ -69,7 +85,10 @@ type Watch struct {
 	// Known once a response came, or from the start with StartAfterSequence.
 	position      uint64
 	positionKnown bool
-	err           error
+	// The resume_token of the last response handed over; where a reconnect
+	// resumes when set.
+	token []byte
+	err   error
 }
 
 // Events delivers each event once, in sequence order. It is closed when the
@@ -96,15 +115,32 @@ func (w *Watch) Position() uint64 {
 	return w.position
 }
 
+// ResumeToken is the same resume point as the server's opaque token, the one
+// to keep: a watch with StartAfterToken from it continues with no gap and no
+// duplicate, or ends OUT_OF_RANGE on another store. nil while no response has
+// been handed over.
+func (w *Watch) ResumeToken() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]byte(nil), w.token...)
+}
+
 // Watch starts a watch that runs until ctx is cancelled or an error ends it.
-// INVALID_ARGUMENT when both Collections and Prefix are set.
+// INVALID_ARGUMENT when both Collections and Prefix are set, or StartAfterToken
+// has no ResumeToken.
 func (c *Client) Watch(ctx context.Context, options WatchOptions) (*Watch, error) {
 	if len(options.Collections) > 0 && options.Prefix != "" {
 		return nil, invalidArgument("watch: set Collections or Prefix, not both")
 	}
 	w := &Watch{events: make(chan ExpiryEvent)}
-	if options.Start == StartAfterSequence {
+	switch options.Start {
+	case StartAfterSequence:
 		w.position, w.positionKnown = options.AfterSequence, true
+	case StartAfterToken:
+		if len(options.ResumeToken) == 0 {
+			return nil, invalidArgument("watch: StartAfterToken needs a ResumeToken")
+		}
+		w.token = append([]byte(nil), options.ResumeToken...)
 	}
 	go w.run(ctx, c.stub, options, c.options.WatchBackoff)
 	return w, nil
@@ -120,6 +156,9 @@ func (w *Watch) request(options WatchOptions) *pb.WatchExpirationsRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
+	case w.token != nil:
+		request.StartPosition = pb.StartPosition_START_POSITION_AFTER_TOKEN
+		request.ResumeToken = w.token
 	case w.positionKnown:
 		request.StartPosition = pb.StartPosition_START_POSITION_AFTER_SEQUENCE
 		request.AfterSequence = w.position
@@ -159,13 +198,7 @@ func (w *Watch) run(ctx context.Context, stub pb.LapseServiceClient, options Wat
 				w.mu.Unlock()
 			}
 		}
-		timer := time.NewTimer(delays.next())
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		}
+		pause(ctx, delays.next())
 	}
 }
 
@@ -202,11 +235,8 @@ func (w *Watch) deliver(ctx context.Context, response *pb.WatchExpirationsRespon
 		if seen {
 			continue
 		}
-		event := ExpiryEvent{Sequence: e.GetSequence(), Collection: e.GetCollection(),
-			Key: e.GetKey(), Value: e.GetValue(), ExpireTime: e.GetExpireTime().AsTime(),
-			ExpiredAt: e.GetExpiredAt().AsTime()}
 		select {
-		case w.events <- event:
+		case w.events <- eventFrom(e):
 		case <-ctx.Done():
 			return false
 		}
@@ -220,6 +250,9 @@ func (w *Watch) deliver(ctx context.Context, response *pb.WatchExpirationsRespon
 		w.position = examined
 	}
 	w.positionKnown = true
+	if token := response.GetResumeToken(); len(token) > 0 {
+		w.token = token
+	}
 	w.mu.Unlock()
 	return true
 }

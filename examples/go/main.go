@@ -1,12 +1,14 @@
-// Command order-timeout is the order-timeout flow on lapse, in Go.
+// Command order-timeout is the order-timeout flow on lapse, in Go, with a
+// pool of workers.
 //
 // A user may have at most 3 unpaid orders: each is a member of the collection
 // "unpaid:<user>" with the payment deadline as its TTL, written with
 // MaxMembers 3, so a fourth is refused atomically (FAILED_PRECONDITION).
 // Paying removes the member (no expiry event). An order whose deadline passes
-// expires, and the watcher cancels it: one expiry event per order, so each
-// timed-out order is cancelled exactly once. One watcher for now; a pool of
-// workers sharing the events comes with consumer groups.
+// expires, and one worker of the consumer group "cancel-unpaid" cancels it:
+// the group hands each expiry event to one worker at a time and takes it back
+// (for another worker) only if that worker fails, so each timed-out order is
+// cancelled exactly once however many workers run.
 //
 //	go run lapse/examples -target=127.0.0.1:50051
 package main
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -56,39 +59,76 @@ func pay(ctx context.Context, client *lapse.Client, user, id string) (bool, erro
 	return removed[0].Existed, nil
 }
 
-// cancelTimedOutOrders cancels orders as their deadlines pass, until count
-// were cancelled (a real watcher runs until its context ends, and keeps
-// watch.Position() to resume from after a restart).
-func cancelTimedOutOrders(watch *lapse.Watch, cancel func(user, id string, o order), count int) error {
-	for i := 0; i < count; i++ {
-		event, open := <-watch.Events()
-		if !open {
-			return watch.Err()
-		}
-		var o order
-		if err := json.Unmarshal(event.Value, &o); err != nil {
-			return err
-		}
-		cancel(strings.TrimPrefix(event.Collection, "unpaid:"), event.Key, o)
+const (
+	group   = "cancel-unpaid"
+	workers = 3
+)
+
+// createGroup creates the group of the cancelling workers: every event of
+// "unpaid:" collections from now on, with the order's details.
+func createGroup(ctx context.Context, client *lapse.Client) error {
+	_, err := client.CreateGroup(ctx, group, lapse.GroupOptions{Prefix: "unpaid:", IncludeValues: true})
+	if lapseErr, ok := err.(*lapse.Error); ok && lapseErr.Code == codes.AlreadyExists {
+		return nil
 	}
-	return nil
+	return err
 }
 
-// run is the whole flow for user-42; it returns the orders cancelled, in
-// order.
-func run(ctx context.Context, target string, payWithin time.Duration) ([]string, error) {
+// cancellation is one order cancelled, by one worker.
+type cancellation struct {
+	Order, Worker string
+}
+
+// cancelTimedOutOrders runs a pool of workers of the group until count orders
+// were cancelled (a real pool runs until its context ends). A handler that
+// returned an error would leave its order to another delivery.
+func cancelTimedOutOrders(ctx context.Context, client *lapse.Client, count int) ([]cancellation, error) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var mu sync.Mutex
+	var cancelled []cancellation
+	errs := make(chan error, workers)
+	var pool sync.WaitGroup
+	for number := 1; number <= workers; number++ {
+		name := fmt.Sprintf("worker-%d", number)
+		pool.Add(1)
+		go func() {
+			defer pool.Done()
+			errs <- client.Work(ctx, lapse.WorkerOptions{Group: group, Consumer: name, Wait: 5 * time.Second},
+				func(ctx context.Context, d lapse.Delivery) error {
+					var o order
+					if err := json.Unmarshal(d.Event.Value, &o); err != nil {
+						return err
+					}
+					fmt.Printf("%s cancelled %s of %s (%d)\n", name, d.Event.Key,
+						strings.TrimPrefix(d.Event.Collection, "unpaid:"), o.Total)
+					mu.Lock()
+					defer mu.Unlock()
+					if cancelled = append(cancelled, cancellation{d.Event.Key, name}); len(cancelled) >= count {
+						stop()
+					}
+					return nil
+				})
+		}()
+	}
+	pool.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cancelled, nil
+}
+
+// run is the whole flow for user-42; it returns the orders cancelled.
+func run(ctx context.Context, target string, payWithin time.Duration) ([]cancellation, error) {
 	client, err := lapse.Dial(target, lapse.Options{})
 	if err != nil {
 		return nil, err
 	}
 	defer client.Close()
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	// StartOldest: a watcher that starts after orders were placed still sees
-	// their timeouts.
-	watch, err := client.Watch(ctx, lapse.WatchOptions{Prefix: "unpaid:", IncludeValues: true,
-		Start: lapse.StartOldest})
-	if err != nil {
+	if err := createGroup(ctx, client); err != nil {
 		return nil, err
 	}
 	for number := 1; number <= 3; number++ {
@@ -107,12 +147,7 @@ func run(ctx context.Context, target string, payWithin time.Duration) ([]string,
 		return nil, err
 	}
 	fmt.Println("order-2 paid:", paid)
-	var cancelled []string
-	err = cancelTimedOutOrders(watch, func(user, id string, o order) {
-		fmt.Printf("cancelled %s of %s (%d)\n", id, user, o.Total)
-		cancelled = append(cancelled, id)
-	}, 2)
-	return cancelled, err
+	return cancelTimedOutOrders(ctx, client, 2)
 }
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	lapsetest "lapse/testing"
 )
 
-func TestUnpaidOrdersAreCancelledExactlyOnceAndThePaidOneNever(t *testing.T) {
+func TestAPoolOfThreeWorkersCancelsEachUnpaidOrderExactlyOnceAndThePaidOneNever(t *testing.T) {
 	lapsed := lapsetest.Start(t, nil, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -21,18 +21,32 @@ func TestUnpaidOrdersAreCancelledExactlyOnceAndThePaidOneNever(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(cancelled)
-	if strings.Join(cancelled, ",") != "order-1,order-3" {
-		t.Fatalf("cancelled %v, want order-1 and order-3", cancelled)
+	var orders []string
+	for _, c := range cancelled {
+		orders = append(orders, c.Order)
+		if !strings.HasPrefix(c.Worker, "worker-") {
+			t.Errorf("cancelled by %q", c.Worker)
+		}
 	}
-	// The whole event feed: the two timeouts, then a marker expired now, so
-	// no other event (a duplicate, the paid order, the refused one) came
-	// between.
+	sort.Strings(orders)
+	if strings.Join(orders, ",") != "order-1,order-3" {
+		t.Fatalf("cancelled %v, want order-1 and order-3 once each", orders)
+	}
 	client, err := lapse.Dial(lapsed.Address, lapse.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
+	// Each event acknowledged once, none left to hand out again.
+	g, err := client.Group(ctx, group, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.DeliveredTotal != 2 || g.AckedTotal != 2 || g.Pending != 0 || g.DeadLettered != 0 {
+		t.Errorf("group: %+v", g)
+	}
+	// The whole event feed: the two timeouts, then a marker expired now, so
+	// no other event (the paid order, the refused one) came between.
 	feed, err := client.Watch(ctx, lapse.WatchOptions{Start: lapse.StartOldest})
 	if err != nil {
 		t.Fatal(err)

@@ -7,15 +7,20 @@
 //	events, err := lapsetest.Take(watch, 2)
 //	lapsed.Stop() // SIGTERM, then its exit status
 //
+//	certs := lapsetest.MakeCerts(t, t.TempDir()) // testing/test_certs.sh
+//	lapsetest.WriteAuthFile(t, path, map[string]string{"s3cret": "read,write orders:"})
+//
 // The lapsed binary is the one CMake passes in the LAPSED environment
-// variable.
+// variable, the certificate script the one in LAPSE_TEST_CERTS.
 package lapsetest
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -127,4 +132,33 @@ func Take(w *lapse.Watch, count int) ([]lapse.ExpiryEvent, error) {
 		}
 	}
 	return events, nil
+}
+
+// Certs are the files testing/test_certs.sh made: a test CA, a server
+// certificate for localhost and 127.0.0.1, a client certificate.
+type Certs struct {
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+}
+
+// MakeCerts runs testing/test_certs.sh in dir.
+func MakeCerts(t testing.TB, dir string) Certs {
+	t.Helper()
+	if out, err := exec.Command("bash", os.Getenv("LAPSE_TEST_CERTS"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("test_certs.sh: %v: %s", err, out)
+	}
+	path := func(name string) string { return filepath.Join(dir, name) }
+	return Certs{path("ca.crt"), path("server.crt"), path("server.key"), path("client.crt"), path("client.key")}
+}
+
+// WriteAuthFile writes an --auth_file granting each token its
+// "PERMISSIONS PREFIX...".
+func WriteAuthFile(t testing.TB, path string, grants map[string]string) {
+	t.Helper()
+	var text strings.Builder
+	for token, grant := range grants {
+		fmt.Fprintf(&text, "token:sha256:%x %s\n", sha256.Sum256([]byte(token)), grant)
+	}
+	if err := os.WriteFile(path, []byte(text.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

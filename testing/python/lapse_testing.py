@@ -6,15 +6,22 @@ process (like testing/lapsed_process.h) and a patient read of a watch.
     events = take(client.watch(), 2)
     lapsed.stop()                       # SIGTERM, then its exit status
 
-The lapsed binary is the one CMake passes in the LAPSED environment variable.
+    certs = make_certs(tmp_path)        # testing/test_certs.sh: ca.crt, server.*, client.*
+    write_auth_file(tmp_path / "auth", {"s3cret": "read,write orders:"})
+
+The lapsed binary is the one CMake passes in the LAPSED environment variable,
+the certificate script the one in LAPSE_TEST_CERTS.
 """
 
+import hashlib
 import os
+import pathlib
 import queue
 import signal
 import subprocess
 import threading
-from typing import List, Sequence
+import time
+from typing import Callable, List, Mapping, Sequence, Union
 
 # How long a test waits for something that should happen promptly before it
 # calls it a failure (as testing::kPatience).
@@ -75,6 +82,16 @@ class LapsedProcess:
             self._process.wait()
 
 
+def wait_until(condition: Callable[[], bool]) -> None:
+    """Asks `condition` until it holds; fails if it does not within
+    PATIENCE."""
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the condition did not hold within {PATIENCE} s")
+        time.sleep(0.01)
+
+
 def take(watch, count: int) -> List:
     """The next `count` events of `watch`; fails (and cancels the watch) if
     they do not come within PATIENCE. An exception the watch raises is
@@ -96,3 +113,34 @@ def take(watch, count: int) -> List:
     if isinstance(result, BaseException):
         raise result
     return result
+
+
+class Certs:
+    """The files testing/test_certs.sh made in `dir`."""
+
+    def __init__(self, dir: Union[str, pathlib.Path]):
+        dir = pathlib.Path(dir)
+        self.ca = str(dir / "ca.crt")
+        self.server_cert, self.server_key = str(dir / "server.crt"), str(dir / "server.key")
+        self.client_cert, self.client_key = str(dir / "client.crt"), str(dir / "client.key")
+
+
+def make_certs(dir: Union[str, pathlib.Path]) -> Certs:
+    """A test CA, a server certificate for localhost and 127.0.0.1 and a
+    client certificate, in `dir`."""
+    result = subprocess.run(
+        ["bash", os.environ["LAPSE_TEST_CERTS"], str(dir)], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"test_certs.sh failed: {result.stderr}")
+    return Certs(dir)
+
+
+def write_auth_file(path: Union[str, pathlib.Path], grants: Mapping[str, str]) -> None:
+    """An --auth_file granting each token its "PERMISSIONS PREFIX..."."""
+    lines = [
+        f"token:sha256:{hashlib.sha256(token.encode()).hexdigest()} {grant}\n"
+        for token, grant in grants.items()
+    ]
+    pathlib.Path(path).write_text("".join(lines))
+    os.chmod(path, 0o600)

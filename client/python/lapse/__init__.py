@@ -10,7 +10,8 @@
 
 A Client owns one gRPC channel; its methods are safe to call from many
 threads. Errors are LapseError (with the gRPC status code); see lapse.errors
-and lapse.watch for the retry and resume rules.
+and lapse.watch for the retry and resume rules, lapse.groups for consumer
+groups and the Worker loop, lapse._auth for TLS and bearer tokens.
 """
 
 import pkgutil
@@ -20,6 +21,7 @@ import pkgutil
 # beside this package; this makes them submodules of this package.
 __path__ = pkgutil.extend_path(__path__, __name__)
 
+from lapse._auth import TlsOptions  # noqa: E402
 from lapse.client import (  # noqa: E402
     Backoff,
     Client,
@@ -41,7 +43,23 @@ from lapse.client import (  # noqa: E402
     PutResult,
     RemoveResult,
 )
-from lapse.errors import InvalidArgumentError, LapseError, OutOfRangeError  # noqa: E402
+from lapse.errors import (  # noqa: E402
+    InvalidArgumentError,
+    LapseError,
+    LostEventsError,
+    OutOfRangeError,
+)
+from lapse.groups import (  # noqa: E402
+    ConsumerGroup,
+    Delivery,
+    GroupConsumer,
+    GroupLease,
+    GroupPage,
+    Lease,
+    LeaseResult,
+    PollResult,
+    Worker,
+)
 from lapse.watch import ExpiryEvent, Start, Watch  # noqa: E402
 
 __all__ = [
@@ -50,13 +68,21 @@ __all__ = [
     "ClientOptions",
     "CollectionInfo",
     "CollectionPage",
+    "ConsumerGroup",
+    "Delivery",
     "ExpireCondition",
     "ExpireOutcome",
     "ExpireResult",
     "ExpiryEvent",
     "GetResult",
+    "GroupConsumer",
+    "GroupLease",
+    "GroupPage",
     "InvalidArgumentError",
     "LapseError",
+    "Lease",
+    "LeaseResult",
+    "LostEventsError",
     "Member",
     "MemberOrder",
     "MemberPage",
@@ -64,10 +90,13 @@ __all__ = [
     "OutOfRangeError",
     "PersistOutcome",
     "PersistResult",
+    "PollResult",
     "PutCondition",
     "PutOutcome",
     "PutResult",
     "RemoveResult",
     "Start",
+    "TlsOptions",
     "Watch",
+    "Worker",
 ]

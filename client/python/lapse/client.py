@@ -7,15 +7,21 @@ None for a persistent member.
 
 Every call has a deadline: `timeout=` (a timedelta or seconds) or
 ClientOptions.timeout. Calls that are safe to repeat (get without a refresh,
-remove, persist, list, collection, collections, delete) are retried on
-UNAVAILABLE with exponential backoff and jitter, within that deadline; put,
-expire and a refreshing get are attempted exactly once, because UNAVAILABLE
-does not say whether the server applied them. Other errors are never
+remove, persist, list, collection, collections, delete, group, groups, ack,
+nack, extend_leases) are retried on UNAVAILABLE with exponential backoff and
+jitter, within that deadline; put, expire, a refreshing get, create_group,
+delete_group, reset_group and poll are attempted exactly once, because
+UNAVAILABLE does not say whether the server applied them. Other errors are never
 retried, RESOURCE_EXHAUSTED included (a limit, or a full disk on the server).
 Failures raise lapse.LapseError (see lapse.errors).
 
+Consumer groups (create_group ... extend_leases, and worker(), the loop that
+handles a group's events): see lapse.groups. TLS and bearer tokens:
+ClientOptions.tls, bearer_token, bearer_token_file (lapse._auth).
+
 Thread-safety: a Client may be shared by many threads; a Watch belongs to
-the thread that iterates it (its cancel() may be called from any thread).
+the thread that iterates it (its cancel() may be called from any thread), a
+Worker to the thread that runs it (its stop() may be called from any thread).
 """
 
 import dataclasses
@@ -23,13 +29,16 @@ import datetime
 import enum
 import random
 import time
-from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 from google.protobuf import duration_pb2
 
+from lapse import groups as _groups
+from lapse._auth import BearerToken, TlsOptions, TokenInterceptor, channel_credentials
 from lapse._convert import to_datetime
-from lapse.errors import InvalidArgumentError, from_rpc_error
+from lapse.errors import InvalidArgumentError, LostEventsError, from_rpc_error
+from lapse.groups import ConsumerGroup, Delivery, GroupPage, Lease, LeaseResult, PollResult, Worker
 from lapse.v1 import lapse_pb2 as pb
 from lapse.v1 import lapse_pb2_grpc as pb_grpc
 from lapse.watch import Start, Watch
@@ -59,9 +68,12 @@ class Backoff:
 
 @dataclasses.dataclass(frozen=True)
 class ClientOptions:
-    """How a Client connects and calls. `credentials` (grpc.ChannelCredentials,
-    e.g. grpc.ssl_channel_credentials(...)) makes the channel TLS; None is
-    plaintext."""
+    """How a Client connects and calls. `tls` (TlsOptions: a CA, a client
+    certificate and key for mTLS, a server name) or `credentials`
+    (grpc.ChannelCredentials, e.g. grpc.ssl_channel_credentials(...)) makes
+    the channel TLS, not both; neither is plaintext. For a server with
+    --auth_file, `bearer_token` or `bearer_token_file` (read again when it
+    changes) is sent with every call (see lapse._auth)."""
 
     # The deadline of a call (all its attempts), in seconds.
     timeout: float = 10.0
@@ -76,6 +88,12 @@ class ClientOptions:
     # Match the server's --max_message_bytes.
     max_message_bytes: int = 16 << 20
     credentials: Optional[grpc.ChannelCredentials] = None
+    tls: Optional[TlsOptions] = None
+    bearer_token: str = ""
+    bearer_token_file: str = ""
+    # A Worker's pause after an empty Poll answered sooner than its wait (a
+    # server that does not long-poll); reset by every delivery.
+    idle_poll_backoff: Backoff = Backoff(initial=0.05, max=1.0)
 
 
 class PutCondition(enum.IntEnum):
@@ -239,6 +257,15 @@ def _set_expiration(
         getattr(message, time_field).FromDatetime(deadline.astimezone(datetime.timezone.utc))
 
 
+def _set_start(request, start: Start, after_sequence: Optional[int]) -> None:
+    """A group's start: `start`, or right after `after_sequence` when given."""
+    if after_sequence is None:
+        request.start_position = int(start)
+    else:
+        request.start_position = pb.START_POSITION_AFTER_SEQUENCE
+        request.after_sequence = after_sequence
+
+
 def _bytes(value: Union[bytes, str]) -> bytes:
     return value.encode() if isinstance(value, str) else bytes(value)
 
@@ -271,10 +298,22 @@ class Client:
             ("grpc.min_reconnect_backoff_ms", int(options.reconnect_backoff_initial * 1000)),
             ("grpc.max_reconnect_backoff_ms", int(options.reconnect_backoff_max * 1000)),
         ]
-        if options.credentials is None:
+        credentials = options.credentials
+        if options.tls is not None:
+            if credentials is not None:
+                raise InvalidArgumentError("tls, credentials: give one, not both")
+            credentials = channel_credentials(options.tls)
+            if options.tls.server_name:
+                channel_options.append(("grpc.ssl_target_name_override", options.tls.server_name))
+        if options.bearer_token and options.bearer_token_file:
+            raise InvalidArgumentError("bearer_token, bearer_token_file: give one, not both")
+        if credentials is None:
             self._channel = grpc.insecure_channel(target, channel_options)
         else:
-            self._channel = grpc.secure_channel(target, options.credentials, channel_options)
+            self._channel = grpc.secure_channel(target, credentials, channel_options)
+        if options.bearer_token or options.bearer_token_file:
+            token = BearerToken(options.bearer_token, options.bearer_token_file)
+            self._channel = grpc.intercept_channel(self._channel, TokenInterceptor(token))
         self._stub = pb_grpc.LapseServiceStub(self._channel)
 
     def close(self) -> None:
@@ -460,11 +499,13 @@ class Client:
         include_values: bool = False,
         start: Start = Start.NEW,
         after_sequence: Optional[int] = None,
+        resume_token: Optional[bytes] = None,
     ) -> Watch:
         """Iterate the Watch for ExpiryEvents (see lapse.watch). Filter by
         `collections` or by `prefix` (at most one; neither means every
-        collection). Starts at `start`, or right after `after_sequence` when
-        that is given (a previous Watch's position)."""
+        collection). Starts at `start`, or right after `resume_token` (a
+        previous Watch's resume_token: the way to resume) or `after_sequence`
+        (a previous Watch's position) when one of them is given."""
         return Watch(
             self._stub,
             self._options.watch_backoff,
@@ -473,6 +514,184 @@ class Client:
             include_values=include_values,
             start=start,
             after_sequence=after_sequence,
+            resume_token=resume_token,
+        )
+
+    # ---- Consumer groups (see lapse.groups) ----------------------------------
+
+    def create_group(
+        self,
+        name: str,
+        *,
+        collections: Sequence[str] = (),
+        prefix: str = "",
+        include_values: bool = False,
+        start: Start = Start.NEW,
+        after_sequence: Optional[int] = None,
+        visibility_timeout: Optional[datetime.timedelta] = None,
+        max_deliveries: int = 0,
+        max_unacked_per_consumer: int = 0,
+        timeout: Optional[Seconds] = None,
+    ) -> ConsumerGroup:
+        """Creates a consumer group reading the events of `collections` or
+        `prefix` (neither: every collection) from `start`, or right after
+        `after_sequence`. Zero or None options take the server's defaults
+        (visibility timeout 30 s, 5 deliveries, 100 unacked per consumer).
+        ALREADY_EXISTS when the name is taken. Never retried."""
+        request = pb.CreateConsumerGroupRequest(
+            name=name,
+            collections=collections,
+            collection_prefix=prefix,
+            include_values=include_values,
+            max_deliveries=max_deliveries,
+            max_unacked_per_consumer=max_unacked_per_consumer,
+        )
+        _set_start(request, start, after_sequence)
+        if visibility_timeout is not None:
+            request.visibility_timeout.CopyFrom(_groups.duration(visibility_timeout))
+        response = self._call(self._stub.CreateConsumerGroup, request, False, timeout)
+        return _groups.group_from(response.group)
+
+    def group(
+        self, name: str, *, max_leases: int = 0, timeout: Optional[Seconds] = None
+    ) -> ConsumerGroup:
+        """A group's position, lag, counts and consumers, and up to
+        `max_leases` of its leases. NOT_FOUND when there is none. Retried."""
+        request = pb.GetConsumerGroupRequest(name=name, max_leases=max_leases)
+        response = self._call(self._stub.GetConsumerGroup, request, True, timeout)
+        return _groups.group_from(response.group)
+
+    def groups(
+        self, *, page_size: int = 0, page_token: str = "", timeout: Optional[Seconds] = None
+    ) -> GroupPage:
+        """One page of consumer groups, by name. Retried."""
+        request = pb.ListConsumerGroupsRequest(page_size=page_size, page_token=page_token)
+        response = self._call(self._stub.ListConsumerGroups, request, True, timeout)
+        return GroupPage([_groups.group_from(g) for g in response.groups], response.next_page_token)
+
+    def delete_group(self, name: str, *, timeout: Optional[Seconds] = None) -> ConsumerGroup:
+        """Deletes a group and returns it as it was. Never retried (a repeat
+        would answer NOT_FOUND)."""
+        request = pb.DeleteConsumerGroupRequest(name=name)
+        response = self._call(self._stub.DeleteConsumerGroup, request, False, timeout)
+        return _groups.group_from(response.group)
+
+    def reset_group(
+        self,
+        name: str,
+        *,
+        start: Start = Start.NEW,
+        after_sequence: Optional[int] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> ConsumerGroup:
+        """Moves a group to `start` (or right after `after_sequence`); its
+        pending events are dropped. Never retried."""
+        request = pb.ResetConsumerGroupRequest(name=name)
+        _set_start(request, start, after_sequence)
+        response = self._call(self._stub.ResetConsumerGroup, request, False, timeout)
+        return _groups.group_from(response.group)
+
+    def poll(
+        self,
+        group: str,
+        consumer: str,
+        *,
+        max_events: int = 1,
+        wait: Optional[datetime.timedelta] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> PollResult:
+        """Leases up to `max_events` events of `group` to `consumer` until the
+        group's visibility timeout; with `wait`, waits that long at most for
+        one when none is deliverable (a server that does not long-poll
+        answers at once). The call's deadline is `timeout` plus `wait`. Never
+        retried: a repeat would lease more."""
+        request = pb.PollRequest(group=group, consumer=consumer, max_events=max_events)
+        budget = self._options.timeout if timeout is None else _seconds(timeout, "timeout")
+        if wait is not None:
+            request.wait.CopyFrom(_groups.duration(wait))
+            budget += wait.total_seconds()
+        response = self._call(self._stub.Poll, request, False, budget)
+        return _groups.poll_result_from(group, response)
+
+    def ack(
+        self,
+        group: str,
+        consumer: str,
+        leases: Sequence[Union[Lease, Delivery]],
+        *,
+        timeout: Optional[Seconds] = None,
+    ) -> List[LeaseResult]:
+        """Finishes events; one result per lease, in order: OK, or
+        FAILED_PRECONDITION when the lease is no longer held (the event may be
+        handled twice). Retried: a repeat changes nothing, though it reports
+        FAILED_PRECONDITION for a lease the first attempt finished."""
+        request = pb.AckRequest(group=group, consumer=consumer, leases=_groups.lease_refs(leases))
+        response = self._call(self._stub.Ack, request, True, timeout)
+        return _groups.lease_results_from(response.results)
+
+    def nack(
+        self,
+        group: str,
+        consumer: str,
+        leases: Sequence[Union[Lease, Delivery]],
+        *,
+        timeout: Optional[Seconds] = None,
+    ) -> List[LeaseResult]:
+        """Releases events at once, for redelivery; results as ack's. Retried,
+        as ack."""
+        request = pb.NackRequest(group=group, consumer=consumer, leases=_groups.lease_refs(leases))
+        response = self._call(self._stub.Nack, request, True, timeout)
+        return _groups.lease_results_from(response.results)
+
+    def extend_leases(
+        self,
+        group: str,
+        consumer: str,
+        leases: Sequence[Union[Lease, Delivery]],
+        extension: datetime.timedelta,
+        *,
+        timeout: Optional[Seconds] = None,
+    ) -> List[LeaseResult]:
+        """Each lease then ends `extension` after now (at most 12 h); results
+        as ack's. Retried: a repeat extends from a moment later."""
+        request = pb.ExtendLeasesRequest(
+            group=group,
+            consumer=consumer,
+            leases=_groups.lease_refs(leases),
+            extension=_groups.duration(extension),
+        )
+        response = self._call(self._stub.ExtendLeases, request, True, timeout)
+        return _groups.lease_results_from(response.results)
+
+    def worker(
+        self,
+        group: str,
+        consumer: str,
+        handler: Callable[[Delivery], None],
+        *,
+        max_events: int = 1,
+        wait: datetime.timedelta = datetime.timedelta(seconds=10),
+        on_lost: Optional[Callable[[LostEventsError], None]] = None,
+        on_error: Optional[Callable[[Delivery, Exception], None]] = None,
+    ) -> Worker:
+        """A Worker that handles `group`'s events as `consumer` with
+        `handler`, polling up to `max_events` at a time and waiting up to
+        `wait` for them; run() it (see lapse.groups). `on_lost` is called
+        with the LostEventsError of events the group lost (None: run() raises
+        it); `on_error` with a delivery whose handler raised, whose lease was
+        lost before its ack, or whose ack or nack could not reach the
+        server, and the error."""
+        if max_events < 1:
+            raise InvalidArgumentError(f"max_events: must be positive, not {max_events}")
+        return Worker(
+            self,
+            group,
+            consumer,
+            handler,
+            max_events=max_events,
+            wait=wait,
+            on_lost=on_lost,
+            on_error=on_error,
         )
 
     def _call(self, method, request, idempotent: bool, timeout: Optional[Seconds]):

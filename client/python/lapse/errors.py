@@ -7,7 +7,9 @@
 
 INVALID_ARGUMENT (from the server, or an argument the client refuses before
 sending) is InvalidArgumentError, also a ValueError; OUT_OF_RANGE (a watch
-position the server no longer holds) is OutOfRangeError.
+position the server no longer holds, or another store's) is OutOfRangeError;
+events a consumer group lost to the server's retention are LostEventsError,
+an OutOfRangeError too.
 """
 
 import grpc
@@ -34,6 +36,19 @@ class OutOfRangeError(LapseError):
 
     def __init__(self, details: str):
         super().__init__(grpc.StatusCode.OUT_OF_RANGE, details)
+
+
+class LostEventsError(OutOfRangeError):
+    """The server's retention discarded events of a consumer group before the
+    group received them: sequences `first_sequence`..`last_sequence`."""
+
+    def __init__(self, group: str, first_sequence: int, last_sequence: int):
+        super().__init__(
+            f"group {group}: events {first_sequence}..{last_sequence} were discarded by the "
+            "server's retention before the group received them; they will never be delivered"
+        )
+        self.first_sequence = first_sequence
+        self.last_sequence = last_sequence
 
 
 def from_rpc_error(error: grpc.RpcError) -> LapseError:

@@ -5,21 +5,29 @@
             cancel_order(event.key)
 
 The stream starts at the first next(): a Start.NEW watch sees the events
-appended after that. A Watch reconnects by itself when its stream breaks (UNAVAILABLE, a dropped
-connection, a server restart) and resumes right after the last sequence it
-examined, so the events it yields form one stream with no gap and no
-duplicate. The one way to lose events is for the server to no longer hold
-them: iteration then raises OutOfRangeError (code OUT_OF_RANGE) and the watch
-is over; it never skips silently. Any other error (INVALID_ARGUMENT for a bad
-filter, ...) raises LapseError. After cancel() iteration just stops.
+appended after that. A Watch reconnects by itself when its stream breaks
+(UNAVAILABLE, a dropped connection, a server restart) and resumes with
+START_POSITION_AFTER_TOKEN and the resume_token of the last response it
+handed over (as the C++ client does), so the events it yields form one
+stream with no gap and no duplicate, and a server that now serves another
+store (a memory-only server restarted, another data directory) refuses
+instead of streaming from a position that means nothing there. Without a
+token yet, it resumes after the last sequence it examined. The ways to lose
+events are for the server to no longer hold them or to serve another store:
+iteration then raises OutOfRangeError (code OUT_OF_RANGE, the message says
+which) and the watch is over; it never skips silently. Any other error
+(INVALID_ARGUMENT for a bad filter, ...) raises LapseError. After cancel()
+iteration just stops.
 
-`position` is the resume point: every event up to it has been examined and,
-if it matched, yielded (and the consumer asked for the next one), so
-client.watch(after_sequence=watch.position) continues with no gap and no
-duplicate. One caveat, as in the C++ client: a Start.NEW watch learns its
-position from its first response (events or a heartbeat); if that first
-stream drops before any response without the server naming its position (a
-draining lapse server does), the watch starts new again.
+`resume_token` is the resume point to keep: every event up to it has been
+examined and, if it matched, yielded (and the consumer asked for the next
+one), so client.watch(resume_token=watch.resume_token) continues with no gap
+and no duplicate, or raises OutOfRangeError on another store. `position` is
+the same point as a sequence (within one store: after_sequence=). One caveat,
+as in the C++ client: a Start.NEW watch learns its position from its first
+response (events or a heartbeat); if that first stream drops before any
+response without the server naming its position (a draining lapse server
+does), the watch starts new again.
 
 Thread-safety: iterate a Watch from one thread; cancel() may be called from
 any thread.
@@ -81,9 +89,12 @@ class Watch:
         include_values: bool = False,
         start: Start = Start.NEW,
         after_sequence: Optional[int] = None,
+        resume_token: Optional[bytes] = None,
     ):
         if collections and prefix:
             raise InvalidArgumentError("watch: give collections or prefix, not both")
+        if after_sequence is not None and resume_token is not None:
+            raise InvalidArgumentError("watch: give after_sequence or resume_token, not both")
         self._stub = stub
         self._backoff = backoff
         self._collections = list(collections)
@@ -91,6 +102,9 @@ class Watch:
         self._include_values = include_values
         self._start = start
         self._position = after_sequence
+        # The resume_token of the last response handed over; where a
+        # reconnect resumes when set.
+        self._token = resume_token
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
         self._call = None
@@ -100,6 +114,12 @@ class Watch:
     def position(self) -> int:
         """The resume point (0 while a NEW or OLDEST watch has not learnt it)."""
         return self._position or 0
+
+    @property
+    def resume_token(self) -> Optional[bytes]:
+        """The resume point as the server's opaque token (None while no
+        response has been handed over): keep it as it is to resume later."""
+        return self._token
 
     def cancel(self) -> None:
         """Stops the watch: iteration ends (a blocked next() returns at once
@@ -128,7 +148,10 @@ class Watch:
             collection_prefix=self._prefix,
             include_values=self._include_values,
         )
-        if self._position is None:
+        if self._token is not None:
+            request.start_position = pb.START_POSITION_AFTER_TOKEN
+            request.resume_token = self._token
+        elif self._position is None:
             request.start_position = int(self._start)
         else:
             request.start_position = pb.START_POSITION_AFTER_SEQUENCE
@@ -167,14 +190,16 @@ class Watch:
                 continue
             if self._cancelled.is_set():
                 return
-            yield _event(event)
+            yield event_from(event)
             # The consumer asked for the next one: this event is handed over.
             self._position = event.sequence
         # Every event the response examined has been handed over.
         self._position = max(self._position or 0, response.examined_sequence)
+        if response.resume_token:
+            self._token = response.resume_token
 
 
-def _event(event: pb.ExpiryEvent) -> ExpiryEvent:
+def event_from(event: pb.ExpiryEvent) -> ExpiryEvent:
     return ExpiryEvent(
         event.sequence,
         event.collection,

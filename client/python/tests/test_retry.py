@@ -2,6 +2,7 @@
 
 import datetime
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -21,6 +22,9 @@ class Scripted(pb_grpc.LapseServiceServicer):
         self.calls = 0
         self.release = threading.Event()
         self.hang = False
+        # When each Poll that did not fail was answered.
+        self.polls = []
+        self.polled = threading.Event()
 
     def _fail_or(self, context, response):
         self.calls += 1
@@ -33,6 +37,16 @@ class Scripted(pb_grpc.LapseServiceServicer):
 
     def PutMembers(self, request, context):
         return self._fail_or(context, pb.PutMembersResponse())
+
+    def Ack(self, request, context):
+        return self._fail_or(context, pb.AckResponse())
+
+    def Poll(self, request, context):
+        response = self._fail_or(context, pb.PollResponse())
+        self.polls.append(time.monotonic())
+        if len(self.polls) == 3:
+            self.polled.set()
+        return response
 
     def GetCollection(self, request, context):
         if self.hang:
@@ -47,7 +61,10 @@ def scripted():
     pb_grpc.add_LapseServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    options = lapse.ClientOptions(retry_backoff=lapse.Backoff(initial=0.001, max=0.002))
+    options = lapse.ClientOptions(
+        retry_backoff=lapse.Backoff(initial=0.001, max=0.002),
+        idle_poll_backoff=lapse.Backoff(initial=0.2, max=0.2),
+    )
     with lapse.Client(f"127.0.0.1:{port}", options) as client:
         yield servicer, client
     servicer.release.set()
@@ -77,6 +94,31 @@ def test_puts_and_refreshing_gets_are_attempted_once(scripted):
     with pytest.raises(lapse.LapseError):
         client.get("c", ["a"], refresh_ttl=datetime.timedelta(seconds=1))
     assert servicer.calls == 2
+
+
+def test_acks_are_retried_on_unavailable_and_polls_are_not(scripted):
+    servicer, client = scripted
+    assert client.ack("g", "w", [lapse.Lease(1, 1)]) == []
+    assert servicer.calls == 4
+    servicer.failures = 5
+    with pytest.raises(lapse.LapseError) as poll:
+        client.poll("g", "w")
+    assert poll.value.code == grpc.StatusCode.UNAVAILABLE
+    assert servicer.calls == 5
+
+
+def test_a_worker_pauses_after_a_poll_answered_empty_sooner_than_its_wait(scripted):
+    # A server that does not long-poll answers at once: the worker waits the
+    # idle backoff (at least half its 0.2 s) between such polls, not spinning.
+    servicer, client = scripted
+    worker = client.worker("g", "w", lambda d: None, wait=datetime.timedelta(seconds=10))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    assert servicer.polled.wait(30)
+    worker.stop()
+    thread.join(30)
+    gaps = [later - earlier for earlier, later in zip(servicer.polls, servicer.polls[1:])]
+    assert len(gaps) >= 2 and min(gaps) >= 0.1
 
 
 def test_a_call_that_outlives_its_timeout_raises_deadline_exceeded(scripted):

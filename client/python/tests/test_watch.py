@@ -104,3 +104,28 @@ def test_a_watch_cancelled_between_two_events_of_a_batch_yields_no_more(client):
     watch.cancel()
     assert first.key == "a"
     assert list(watch) == []
+
+
+def test_a_watch_resumes_by_token_and_a_restarted_memory_only_server_raises_out_of_range():
+    lapsed = LapsedProcess()
+    try:
+        with lapse.Client(lapsed.address, QUICK) as client:
+            watch = client.watch(start=lapse.Start.OLDEST)
+            expire_now(client, "orders", ["a", "b"])
+            take(watch, 2)
+            lapsed.kill()
+            lapsed = LapsedProcess(port=lapsed.port)
+            # The new store has events of its own: a bare sequence would not
+            # always tell them from the old store's, the token does.
+            with lapse.Client(lapsed.address) as writer:
+                expire_now(writer, "orders", ["c"])
+            with pytest.raises(lapse.OutOfRangeError) as other_store:
+                take(watch, 1)
+            assert "resume_token: belongs to store" in other_store.value.details
+            # The position to keep, as the server gave it: a later watch from
+            # it is refused the same way.
+            assert watch.resume_token
+            with pytest.raises(lapse.OutOfRangeError, match="belongs to store"):
+                take(client.watch(resume_token=watch.resume_token), 1)
+    finally:
+        lapsed.kill()
