@@ -625,9 +625,9 @@ class Client:
         FAILED_PRECONDITION when the lease is no longer held (the event may be
         handled twice). Retried: a repeat changes nothing, though it reports
         FAILED_PRECONDITION for a lease the first attempt finished."""
-        request = pb.AckRequest(group=group, consumer=consumer, leases=_groups.lease_refs(leases))
-        response = self._call(self._stub.Ack, request, True, timeout)
-        return _groups.lease_results_from(response.results)
+        return self._lease_call(
+            self._stub.Ack, pb.AckRequest(group=group, consumer=consumer), leases, timeout
+        )
 
     def nack(
         self,
@@ -639,9 +639,9 @@ class Client:
     ) -> List[LeaseResult]:
         """Releases events at once, for redelivery; results as ack's. Retried,
         as ack."""
-        request = pb.NackRequest(group=group, consumer=consumer, leases=_groups.lease_refs(leases))
-        response = self._call(self._stub.Nack, request, True, timeout)
-        return _groups.lease_results_from(response.results)
+        return self._lease_call(
+            self._stub.Nack, pb.NackRequest(group=group, consumer=consumer), leases, timeout
+        )
 
     def extend_leases(
         self,
@@ -655,12 +655,16 @@ class Client:
         """Each lease then ends `extension` after now (at most 12 h); results
         as ack's. Retried: a repeat extends from a moment later."""
         request = pb.ExtendLeasesRequest(
-            group=group,
-            consumer=consumer,
-            leases=_groups.lease_refs(leases),
-            extension=_groups.duration(extension),
+            group=group, consumer=consumer, extension=_groups.duration(extension)
         )
-        response = self._call(self._stub.ExtendLeases, request, True, timeout)
+        return self._lease_call(self._stub.ExtendLeases, request, leases, timeout)
+
+    def _lease_call(self, method, request, leases, timeout: Optional[Seconds]) -> List[LeaseResult]:
+        """Sends `request` (an Ack, Nack or ExtendLeases request naming its
+        group and consumer) with `leases` to `method`, retried as idempotent,
+        and returns one result per lease."""
+        request.leases.extend(_groups.lease_refs(leases))
+        response = self._call(method, request, True, timeout)
         return _groups.lease_results_from(response.results)
 
     def worker(
