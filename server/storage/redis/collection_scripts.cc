@@ -1,21 +1,17 @@
 #include "server/storage/redis/collection_scripts.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/storage/redis/script_clock.h"
 
 namespace lapse::redis {
 namespace {
 
-// The start of every script: names, the time, reap() and index().
+// The start of every script after the time (script_clock.h): names,
+// reap() and index().
 constexpr absl::string_view kPrelude = R"lua(
 local values, deadlines, due, events, sequence, collections =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local collection, retention = ARGV[1], ARGV[2]
-local time = redis.call('TIME')
-local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
--- Due means deadline <= now rounded down; a new deadline counts from now
--- rounded up: nothing expires before the time asked for.
-local now_floor = math.floor(micros / 1000)
-local now_ceil = math.floor((micros + 999) / 1000)
+local collection, retention = ARGV[2], ARGV[3]
 
 local function reap()
   local due_members = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_floor, 'WITHSCORES')
@@ -68,9 +64,9 @@ reap()
 )lua";
 
 constexpr absl::string_view kPut = R"lua(
-local max_members = tonumber(ARGV[3])
+local max_members = tonumber(ARGV[4])
 local out, apply, creates = {}, {}, 0
-local first = 4
+local first = 5
 local n = (#ARGV - first + 1) / 5
 for i = 1, n do
   local a = first + (i - 1) * 5
@@ -108,10 +104,10 @@ return out
 )lua";
 
 constexpr absl::string_view kGet = R"lua(
-local refresh_kind, refresh_number = ARGV[3], ARGV[4]
-local max_bytes, overhead = tonumber(ARGV[5]), tonumber(ARGV[6])
+local refresh_kind, refresh_number = ARGV[4], ARGV[5]
+local max_bytes, overhead = tonumber(ARGV[6]), tonumber(ARGV[7])
 local out, bytes, found = {}, 0, 0
-for i = 7, #ARGV do
+for i = 8, #ARGV do
   local key = ARGV[i]
   local value = redis.call('HGET', values, key)
   bytes = bytes + #key + overhead
@@ -125,15 +121,15 @@ for i = 7, #ARGV do
   end
 end
 if bytes > max_bytes then
-  return redis.error_reply('RESOURCE_EXHAUSTED the answer to these ' .. (#ARGV - 6) ..
+  return redis.error_reply('RESOURCE_EXHAUSTED the answer to these ' .. (#ARGV - 7) ..
                            ' keys (' .. found .. ' found) would take ' .. bytes ..
                            ' bytes, more than the ' .. max_bytes ..
                            ' one response may hold; get fewer keys per request')
 end
 if refresh_kind ~= 'none' then
   local deadline = deadline_of(refresh_kind, refresh_number, nil)
-  for i = 7, #ARGV do
-    local entry = out[i - 6]
+  for i = 8, #ARGV do
+    local entry = out[i - 7]
     if entry[1] == 1 then
       set_deadline(ARGV[i], deadline)
       entry[3] = deadline or -1
@@ -146,7 +142,7 @@ return out
 
 constexpr absl::string_view kRemove = R"lua(
 local out = {}
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   out[#out + 1] = redis.call('HDEL', values, ARGV[i])
   redis.call('ZREM', deadlines, ARGV[i])
 end
@@ -169,17 +165,20 @@ std::vector<std::string> CollectionKeys::All() const {
 }
 
 const RedisScript& PutScript() {
-  static const RedisScript* const script = new RedisScript(absl::StrCat(kPrelude, kPut));
+  static const RedisScript* const script =
+      new RedisScript(absl::StrCat(ScriptClockLua(), kPrelude, kPut));
   return *script;
 }
 
 const RedisScript& GetScript() {
-  static const RedisScript* const script = new RedisScript(absl::StrCat(kPrelude, kGet));
+  static const RedisScript* const script =
+      new RedisScript(absl::StrCat(ScriptClockLua(), kPrelude, kGet));
   return *script;
 }
 
 const RedisScript& RemoveScript() {
-  static const RedisScript* const script = new RedisScript(absl::StrCat(kPrelude, kRemove));
+  static const RedisScript* const script =
+      new RedisScript(absl::StrCat(ScriptClockLua(), kPrelude, kRemove));
   return *script;
 }
 

@@ -2,9 +2,9 @@
 // and the keys they work on (docs/redis-cluster.md, "Data model").
 //
 // Every script takes the keys of CollectionKeys, in that order, and starts
-// with ARGV[1] = the collection's name, ARGV[2] = the partition stream's
-// retention (MAXLEN ~). It reads the time once, from the master's TIME (the
-// one clock of a partition), and first expires the collection's due members,
+// with ARGV[1] = the time (script_clock.h: "" reads the master's TIME, the
+// one clock of a partition), ARGV[2] = the collection's name, ARGV[3] = the
+// partition stream's retention (MAXLEN ~). It first expires the collection's due members,
 // each with its event in the partition's stream (sequence = INCR of the
 // partition's counter, stream ID "<sequence>-0"), then does its own work and
 // brings the partition's due index and collection list up to date. A script
@@ -48,21 +48,21 @@ struct CollectionKeys {
   std::vector<std::string> All() const;
 };
 
-// ARGV[3] = max_members (0: none), then per member five arguments: key,
+// ARGV[4] = max_members (0: none), then per member five arguments: key,
 // value, condition ("always", "absent", "present"), deadline kind ("none",
 // "ttl" with milliseconds, "at" with Unix milliseconds, "keep") and its
 // number ("0" when it has none). Answers one [outcome, deadline] per member:
 // outcome 0 created, 1 replaced, 2 skipped; deadline in Unix ms, -1 for none.
 const RedisScript& PutScript();
 
-// ARGV[3], ARGV[4] = the refresh deadline's kind and number (as in
-// PutScript; "none" reads only), ARGV[5] = Limits::max_response_bytes,
-// ARGV[6] = kResponseEntryOverhead, then the keys. Answers per key [0] when
+// ARGV[4], ARGV[5] = the refresh deadline's kind and number (as in
+// PutScript; "none" reads only), ARGV[6] = Limits::max_response_bytes,
+// ARGV[7] = kResponseEntryOverhead, then the keys. Answers per key [0] when
 // not found, else [1, value, deadline]. RESOURCE_EXHAUSTED, refreshing
-// nothing, when the answer would pass ARGV[5].
+// nothing, when the answer would pass ARGV[6].
 const RedisScript& GetScript();
 
-// ARGV[3...] = the keys. Answers per key 1 if a live member was removed.
+// ARGV[4...] = the keys. Answers per key 1 if a live member was removed.
 const RedisScript& RemoveScript();
 
 }  // namespace lapse::redis

@@ -11,6 +11,7 @@
 #include "server/storage/crc32c.h"
 #include "server/storage/redis/collection_scripts.h"
 #include "server/storage/redis/key_slot.h"
+#include "server/storage/redis/script_clock.h"
 
 namespace lapse::redis {
 namespace {
@@ -191,7 +192,8 @@ int RedisClusterStore::PartitionOf(absl::string_view collection) const {
 RedisCall RedisClusterStore::CollectionCall(const RedisScript& script, absl::string_view collection,
                                             std::vector<std::string> args) const {
   const CollectionKeys keys(TagOf(PartitionOf(collection)), collection);
-  args.insert(args.begin(), {std::string(collection), absl::StrCat(options_.event_retention)});
+  args.insert(args.begin(), {ScriptTimeArg(options_.script_clock), std::string(collection),
+                             absl::StrCat(options_.event_retention)});
   return RedisCall::Eval(script, keys.All(), std::move(args));
 }
 

@@ -52,6 +52,9 @@ struct RedisClusterStoreOptions {
   size_t event_retention = 1'000'000;
   // For validating expire_time; not owned.
   Clock* clock = RealClock();
+  // The time scripts run at (script_clock.h); not owned. Null (production):
+  // each partition's master's TIME. Tests set a FakeClock.
+  const Clock* script_clock = nullptr;
 };
 
 class RedisClusterStore final : public Store {
@@ -116,8 +119,8 @@ class RedisClusterStore final : public Store {
 
   RedisClusterStore(RedisClusterStoreOptions options, std::unique_ptr<ClusterRouter> router,
                     int partitions, StoreId id);
-  // A script call on `collection`'s keys: the collection and the retention,
-  // then `args`.
+  // A script call on `collection`'s keys: the time, the collection and the
+  // retention, then `args`.
   RedisCall CollectionCall(const RedisScript& script, absl::string_view collection,
                            std::vector<std::string> args) const;
 

@@ -212,6 +212,24 @@ TEST_F(RedisClusterStoreTest, ADueMemberIsNeverReturnedAndExpiresWithOneEvent) {
   EXPECT_EQ(On(keys.due, {"ZSCORE", keys.due, "c"}), "");
 }
 
+TEST_F(RedisClusterStoreTest, AScriptClockDecidesWhenMembersAreDueInsteadOfTheMasters) {
+  FakeClock clock(absl::FromUnixSeconds(1'700'000'000));
+  RedisClusterStoreOptions options = Options();
+  options.script_clock = &clock;
+  absl::StatusOr<std::unique_ptr<RedisClusterStore>> opened = RedisClusterStore::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  store_ = std::move(*opened);
+
+  absl::StatusOr<std::vector<PutResult>> put =
+      Put("c", {{.key = "a", .value = "1", .expiration = Expiration::Ttl(absl::Seconds(10))}});
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ((*put)[0].expire_time, clock.Now() + absl::Seconds(10));
+  clock.Advance(absl::Seconds(9));
+  EXPECT_TRUE((*Get("c", {"a"}))[0].found);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_FALSE((*Get("c", {"a"}))[0].found);
+}
+
 TEST_F(RedisClusterStoreTest, TheDueIndexHoldsEachCollectionsEarliestDeadline) {
   absl::StatusOr<std::vector<PutResult>> put =
       Put("c", {{.key = "a", .value = "1", .expiration = Expiration::Ttl(absl::Hours(2))},
