@@ -26,18 +26,10 @@ inline constexpr absl::Duration kPatience = absl::Seconds(30);
 
 // Waits on `cv` until done() (called with `mu` held) is true, at most
 // kPatience; done()'s last value. Whoever changes what done() reads signals
-// `cv`. Not analysed for thread safety inside: done() refers to `mu` by the
-// caller's name for it.
+// `cv`.
 template <typename Done>
-bool WaitWithPatience(Mutex& mu, CondVar& cv, Done done)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  const absl::Time deadline = absl::Now() + kPatience;
-  while (!done()) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return false;
-    cv.WaitWithTimeout(&mu, left);
-  }
-  return true;
+bool WaitWithPatience(Mutex& mu, CondVar& cv, Done done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  return cv.WaitUntil(&mu, absl::Now() + kPatience, std::move(done));
 }
 
 // A loopback port bound for as long as this object lives but never listened

@@ -18,6 +18,7 @@
 #include <shared_mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace lapse {
@@ -71,6 +72,20 @@ class CondVar {
     // a spurious early return is allowed anyway.
     const absl::Duration bounded = std::min(timeout, absl::Hours(24));
     cv_.wait_for(mu->mu_, absl::ToChronoNanoseconds(bounded));
+  }
+  // Waits until ready() holds or `deadline` passes, whichever is first;
+  // ready()'s last value. ready() is called with `mu` held; whoever changes
+  // what it reads signals this. Not analysed for thread safety inside:
+  // ready() refers to `mu` by the caller's name for it.
+  template <typename Ready>
+  bool WaitUntil(Mutex* mu, absl::Time deadline, Ready ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    while (!ready()) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      WaitWithTimeout(mu, left);
+    }
+    return true;
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }

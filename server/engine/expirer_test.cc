@@ -22,13 +22,9 @@ class SequenceWaiter {
     };
   }
   bool AwaitAtLeast(uint64_t sequence) {
-    const absl::Time give_up = absl::Now() + absl::Seconds(30);
     MutexLock lock(&mu_);
-    while (last_ < sequence) {
-      if (absl::Now() >= give_up) return false;
-      cv_.WaitWithTimeout(&mu_, give_up - absl::Now());
-    }
-    return true;
+    return cv_.WaitUntil(&mu_, absl::Now() + absl::Seconds(30),
+                         [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return last_ >= sequence; });
   }
 
  private:

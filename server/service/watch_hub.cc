@@ -133,14 +133,10 @@ WatchHub::Stats WatchHub::stats() {
 
 bool WatchHub::AwaitStatsForTesting(const std::function<bool(const Stats&)>& done,
                                     absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);
-  while (!done(StatsLocked())) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return false;
-    stats_changed_.WaitWithTimeout(&mu_, left);
-  }
-  return true;
+  return stats_changed_.WaitUntil(
+      &mu_, absl::Now() + timeout,
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done(StatsLocked()); });
 }
 
 WatchHub::Stats WatchHub::StatsLocked() const {
