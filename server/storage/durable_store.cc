@@ -213,7 +213,7 @@ void DurableStore::WhenDurable(CommitTicket ticket, std::function<void(absl::Sta
 
 WalStats DurableStore::wal_stats() const { return wal_->stats(); }
 
-absl::Status DurableStore::AwaitDurable() { return wal_->AwaitDurable(); }
+absl::Status DurableStore::AwaitDurable(CommitTicket ticket) { return wal_->AwaitDurable(ticket); }
 
 std::optional<SnapshotStats> DurableStore::last_snapshot() const {
   MutexLock lock(&mu_);

@@ -153,9 +153,9 @@ class DurableStore final : public Journal {
   // prevented it; in that case the change has been undone first.
   void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
-  // Blocks until every change committed before the call is durable. Never
-  // from a gRPC thread.
-  absl::Status AwaitDurable();
+  // Blocks until the change of `ticket` (0: every change committed before
+  // the call) is durable. Never from a gRPC thread.
+  absl::Status AwaitDurable(CommitTicket ticket = 0);
 
   // Takes a snapshot now. RESOURCE_EXHAUSTED, with nothing written, when the
   // file system lacks room for it and a log segment (see above).
