@@ -43,6 +43,8 @@ ABSL_FLAG(uint64_t, members, 10'000'000, "Members to recover.");
 ABSL_FLAG(int, writers, 16, "Concurrent writers in the throughput test.");
 ABSL_FLAG(double, seconds, 2.0, "Seconds per throughput measurement.");
 ABSL_FLAG(std::string, dir, "", "Where to put data directories (default /tmp).");
+ABSL_FLAG(absl::Duration, group_wait, absl::ZeroDuration(),
+          "With fsync always: the log's group wait (lapsed's --wal_group_wait).");
 
 namespace lapse {
 namespace {
@@ -89,6 +91,7 @@ struct Store {
       DurableStore::Options options;
       options.dir = dir;
       options.fsync = fsync;
+      options.group_wait = absl::GetFlag(FLAGS_group_wait);
       options.snapshot_after_bytes = 0;
       options.on_durable = [l = log.get()](uint64_t sequence) { l->MakeVisibleThrough(sequence); };
       absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);

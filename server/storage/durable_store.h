@@ -97,6 +97,8 @@ class DurableStore final : public Journal {
     // (StoreIdentity::first_sequence).
     uint64_t fresh_first_sequence = 1;
     FsyncPolicy fsync = FsyncPolicy::kEverySecond;
+    // See Wal::Options::max_group_wait.
+    absl::Duration group_wait = absl::ZeroDuration();
     size_t segment_bytes = size_t{64} << 20;
     // Log bytes since the last snapshot that trigger the next one; 0 turns
     // automatic snapshots off.

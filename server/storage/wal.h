@@ -18,13 +18,16 @@
 // Options::on_durable hears how far the expiry events of durable batches go,
 // so that the server shows an event to watchers only once it is durable.
 //
-// Group commit under kAlways: a writer answered after an fdatasync usually
-// comes back with its next batch a moment later. Once a batch is pending, the
-// flusher waits until as many batches are pending as its last write carried,
-// or Options::max_group_wait, whichever comes first, so that one fdatasync
-// covers them all instead of the first few alone. A lone writer does not
-// wait (its last write carried one batch); after a larger group it waits
-// once, and the next group is sized by that write.
+// Group wait under kAlways, off unless Options::max_group_wait is set: a
+// writer answered after an fdatasync often comes back with its next batch a
+// moment later. Once a batch is pending, the flusher then waits until as many
+// batches are pending as its last write carried, or max_group_wait, whichever
+// comes first, so that one fdatasync covers them all instead of the first few
+// alone. A lone writer does not wait (its last write carried one batch);
+// after a larger group it waits once, and the next group is sized by that
+// write. It pays with independent writers (many clients, one write each in
+// flight); writers that must be answered before the rest of their group can
+// come (one stream's requests) wait the whole max_group_wait instead.
 //
 // Space ahead: before writing past the space it holds, the flusher reserves
 // Options::reserve_bytes more past the end of the segment (fallocate with
@@ -118,7 +121,7 @@ class Wal {
     size_t max_write_bytes = size_t{4} << 20;
     // kAlways: how long a pending batch may wait for the rest of its group
     // (see the top of this file); zero never waits.
-    absl::Duration max_group_wait = absl::Milliseconds(1);
+    absl::Duration max_group_wait = absl::ZeroDuration();
     // Space reserved ahead of the writes; 0 reserves nothing.
     size_t reserve_bytes = size_t{4} << 20;
     // How often a log that refuses writes checks whether it can write again.
