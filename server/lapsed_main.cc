@@ -148,6 +148,11 @@ ABSL_FLAG(std::string, fsync, "everysec",
           "With --data_dir: always (fsync before each answer, with group "
           "commit), everysec (answer once written; fsync every second) or "
           "never (leave it to the OS)");
+ABSL_FLAG(absl::Duration, wal_group_wait, absl::ZeroDuration(),
+          "With --fsync=always: how long a write may wait for as many others as "
+          "the last fsync covered, so that one fsync covers them all (0 to "
+          "10ms; 0 never waits). Helps many clients with one write each in "
+          "flight; hurts clients that stream their writes");
 ABSL_FLAG(int64_t, snapshot_after_bytes,
           static_cast<int64_t>(Defaults().store.snapshot_after_bytes),
           "With --data_dir: write-ahead log bytes that trigger a snapshot; 0 "
@@ -328,7 +333,9 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
       InRange("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), absl::ZeroDuration(),
               absl::Hours(1), &error) &&
       InRange("snapshot_after_bytes", absl::GetFlag(FLAGS_snapshot_after_bytes), 0, kMax, &error) &&
-      InRange("wal_segment_bytes", absl::GetFlag(FLAGS_wal_segment_bytes), 4096, kMax, &error);
+      InRange("wal_segment_bytes", absl::GetFlag(FLAGS_wal_segment_bytes), 4096, kMax, &error) &&
+      InRange("wal_group_wait", absl::GetFlag(FLAGS_wal_group_wait), absl::ZeroDuration(),
+              absl::Milliseconds(10), &error);
   if (!ok) return absl::InvalidArgumentError(error);
   absl::StatusOr<lapse::ListenAddress> listen =
       lapse::ParseListenAddress(absl::GetFlag(FLAGS_listen));
@@ -371,6 +378,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.reserved_fds = static_cast<int>(absl::GetFlag(FLAGS_reserved_fds));
   options.store.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.store.fsync = *fsync;
+  options.store.wal_group_wait = absl::GetFlag(FLAGS_wal_group_wait);
   options.store.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
   options.store.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
   options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);

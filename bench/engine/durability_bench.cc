@@ -4,8 +4,8 @@
 //   durability_bench --members=200000 --seconds=0.5
 //
 // 1. Acknowledged puts/s with --writers threads, each putting one member and
-//    waiting until it is durable before the next (as an RPC would), for a
-//    memory-only engine and for fsync never / everysec / always.
+//    waiting until its put is durable before the next (as an RPC would), for
+//    a memory-only engine and for fsync never / everysec / always.
 // 2. Recovery time for --members members (16-byte keys and values, deadlines
 //    over an hour): from the write-ahead log alone, then from a snapshot.
 // 3. The longest a put waited while that snapshot was taken, and the longest
@@ -43,6 +43,8 @@ ABSL_FLAG(uint64_t, members, 10'000'000, "Members to recover.");
 ABSL_FLAG(int, writers, 16, "Concurrent writers in the throughput test.");
 ABSL_FLAG(double, seconds, 2.0, "Seconds per throughput measurement.");
 ABSL_FLAG(std::string, dir, "", "Where to put data directories (default /tmp).");
+ABSL_FLAG(absl::Duration, group_wait, absl::ZeroDuration(),
+          "With fsync always: the log's group wait (lapsed's --wal_group_wait).");
 
 namespace lapse {
 namespace {
@@ -89,6 +91,7 @@ struct Store {
       DurableStore::Options options;
       options.dir = dir;
       options.fsync = fsync;
+      options.group_wait = absl::GetFlag(FLAGS_group_wait);
       options.snapshot_after_bytes = 0;
       options.on_durable = [l = log.get()](uint64_t sequence) { l->MakeVisibleThrough(sequence); };
       absl::StatusOr<std::unique_ptr<DurableStore>> opened = DurableStore::Open(options);
@@ -120,11 +123,12 @@ struct Store {
   RecoveryStats recovered;
 };
 
-absl::Status PutOne(Engine& engine, uint64_t i) {
+// Puts member `i`; `committed` receives the ticket of its batch.
+absl::Status PutOne(Engine& engine, uint64_t i, CommitTicket* committed) {
   char key[kNameBytes], value[kNameBytes], collection[kNameBytes];
   MemberWrite w{bench::FormatName('k', i, key), bench::FormatName('v', i, value),
                 Expiration::Ttl(bench::TtlFor(i))};
-  return engine.Put(bench::FormatName('c', i % 100'000, collection), {w}, {}).status();
+  return engine.Put(bench::FormatName('c', i % 100'000, collection), {w}, {}, committed).status();
 }
 
 // Acknowledged (durable) puts per second with `writers` threads.
@@ -142,8 +146,9 @@ double Throughput(const char* name, FsyncPolicy fsync, bool durable) {
     for (int t = 0; t < writers; ++t) {
       threads.emplace_back([&, t] {
         for (uint64_t i = t; !stop.load(std::memory_order_relaxed); i += writers) {
-          if (!PutOne(*s.engine, i).ok()) std::abort();
-          if (s.store != nullptr && !s.store->AwaitDurable().ok()) std::abort();
+          CommitTicket ticket = 0;
+          if (!PutOne(*s.engine, i, &ticket).ok()) std::abort();
+          if (s.store != nullptr && !s.store->AwaitDurable(ticket).ok()) std::abort();
           acked.fetch_add(1, std::memory_order_relaxed);
         }
       });
@@ -207,7 +212,10 @@ void Recovery() {
     std::thread writer([&] {
       for (uint64_t i = members; !stop.load(); ++i) {
         const absl::Time start = absl::Now();
-        if (!PutOne(*s.engine, i).ok() || !s.store->AwaitDurable().ok()) std::abort();
+        CommitTicket ticket = 0;
+        if (!PutOne(*s.engine, i, &ticket).ok() || !s.store->AwaitDurable(ticket).ok()) {
+          std::abort();
+        }
         longest_put = std::max(longest_put, absl::Now() - start);
       }
     });

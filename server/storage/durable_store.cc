@@ -166,6 +166,7 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   Wal::Options wal_options;
   wal_options.dir = options_.dir;
   wal_options.fsync = options_.fsync;
+  wal_options.max_group_wait = options_.group_wait;
   wal_options.segment_bytes = options_.segment_bytes;
   wal_options.retry_interval = options_.retry_interval;
   wal_options.on_durable = options_.on_durable;
@@ -213,7 +214,7 @@ void DurableStore::WhenDurable(CommitTicket ticket, std::function<void(absl::Sta
 
 WalStats DurableStore::wal_stats() const { return wal_->stats(); }
 
-absl::Status DurableStore::AwaitDurable() { return wal_->AwaitDurable(); }
+absl::Status DurableStore::AwaitDurable(CommitTicket ticket) { return wal_->AwaitDurable(ticket); }
 
 std::optional<SnapshotStats> DurableStore::last_snapshot() const {
   MutexLock lock(&mu_);

@@ -97,6 +97,8 @@ class DurableStore final : public Journal {
     // (StoreIdentity::first_sequence).
     uint64_t fresh_first_sequence = 1;
     FsyncPolicy fsync = FsyncPolicy::kEverySecond;
+    // See Wal::Options::max_group_wait.
+    absl::Duration group_wait = absl::ZeroDuration();
     size_t segment_bytes = size_t{64} << 20;
     // Log bytes since the last snapshot that trigger the next one; 0 turns
     // automatic snapshots off.
@@ -153,9 +155,9 @@ class DurableStore final : public Journal {
   // prevented it; in that case the change has been undone first.
   void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
-  // Blocks until every change committed before the call is durable. Never
-  // from a gRPC thread.
-  absl::Status AwaitDurable();
+  // Blocks until the change of `ticket` (0: every change committed before
+  // the call) is durable. Never from a gRPC thread.
+  absl::Status AwaitDurable(CommitTicket ticket = 0);
 
   // Takes a snapshot now. RESOURCE_EXHAUSTED, with nothing written, when the
   // file system lacks room for it and a log segment (see above).

@@ -37,6 +37,7 @@ DurableStore::Options DurableOptions(const EmbeddedStore::Options& options,
   durable.dir = options.data_dir;
   durable.fresh_first_sequence = FreshFirstSequence(options);
   durable.fsync = options.fsync;
+  durable.group_wait = options.wal_group_wait;
   durable.segment_bytes = options.wal_segment_bytes;
   durable.snapshot_after_bytes = options.snapshot_after_bytes;
   durable.truncate_damaged_wal = options.wal_truncate_damaged;

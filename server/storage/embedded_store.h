@@ -59,6 +59,8 @@ class EmbeddedStore final : public Store {
     // Durability: on when data_dir is set (see durable_store.h).
     std::string data_dir;
     FsyncPolicy fsync = FsyncPolicy::kEverySecond;
+    // See Wal::Options::max_group_wait.
+    absl::Duration wal_group_wait = absl::ZeroDuration();
     size_t snapshot_after_bytes = size_t{256} << 20;
     size_t wal_segment_bytes = size_t{64} << 20;
     bool wal_truncate_damaged = false;

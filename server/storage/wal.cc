@@ -126,9 +126,14 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
     return ticket;
   }
   const uint64_t lsn = next_lsn_++;
+  const size_t before = pending_.size();
   AppendFrame(&pending_, lsn, batch);
-  queued_.push_back({ticket, lsn, last_event_sequence, std::move(undo)});
-  work_cv_.Signal();
+  queued_.push_back({ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
+  // The flusher waits for the first batch, then for a whole group.
+  if (queued_.size() == 1 || queued_.size() >= group_size_ ||
+      pending_.size() >= options_.max_write_bytes) {
+    work_cv_.Signal();
+  }
   return ticket;
 }
 
@@ -159,12 +164,12 @@ void Wal::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> don
   done(ready);
 }
 
-absl::Status Wal::AwaitDurable() {
+absl::Status Wal::AwaitDurable(CommitTicket ticket) {
   Mutex mu;
   CondVar cv;
   bool done = false;
   absl::Status result;
-  WhenDurable(0, [&](absl::Status s) {
+  WhenDurable(ticket, [&](absl::Status s) {
     MutexLock lock(&mu);
     result = std::move(s);
     done = true;
@@ -259,6 +264,8 @@ absl::Status Wal::SyncNow() {
 
 bool Wal::NextRound(Round* round) {
   const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
+  // Set once a batch is pending.
+  absl::Time group_deadline = absl::InfiniteFuture();
   while (!stopping_) {
     if (!refusal_.ok()) {
       if (refusing_for_good_) {
@@ -270,7 +277,15 @@ bool Wal::NextRound(Round* round) {
       work_cv_.WaitWithTimeout(&mu_, left);
       continue;
     }
-    if (!pending_.empty() || rotate_requested_) break;
+    if (rotate_requested_) break;
+    if (!pending_.empty()) {
+      if (queued_.size() >= group_size_ || pending_.size() >= options_.max_write_bytes) break;
+      const absl::Time now = absl::Now();
+      if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;
+      if (now >= group_deadline) break;
+      work_cv_.WaitWithTimeout(&mu_, group_deadline - now);
+      continue;
+    }
     if (sync_each_second && unsynced_since_ != absl::InfiniteFuture()) {
       const absl::Duration left = unsynced_since_ + absl::Seconds(1) - absl::Now();
       if (left <= absl::ZeroDuration()) break;
@@ -281,22 +296,33 @@ bool Wal::NextRound(Round* round) {
   }
   round->stopping = stopping_;
   if (!refusal_.ok()) return false;
-  round->rotate = rotate_requested_;
-  rotate_requested_ = false;
-  if (round->rotate) {
-    round->data = pending_.substr(0, rotate_offset_);
-    pending_.erase(0, rotate_offset_);
-    round->last_lsn = rotate_lsn_ - 1;
-    round->rotate_lsn = rotate_lsn_;
-  } else {
-    round->data.swap(pending_);
-    round->last_lsn = next_lsn_ - 1;
-  }
+  // queued_ holds exactly the batches in pending_, in order: whole frames,
+  // up to the rotation's offset and max_write_bytes (at least one frame;
+  // the last round, while stopping, takes everything).
+  const size_t limit = rotate_requested_ ? rotate_offset_ : pending_.size();
+  const size_t most = stopping_ ? limit : options_.max_write_bytes;
+  size_t take = 0;
+  round->last_lsn = durable_lsn_;
   round->last_ticket = resolved_;
   for (const Queued& q : queued_) {
-    if (q.lsn > round->last_lsn) break;
+    if (take == limit || (take > 0 && take + q.frame_bytes > most)) break;
+    take += q.frame_bytes;
+    ++round->batches;
+    round->last_lsn = q.lsn;
     round->last_ticket = q.ticket;
     round->event_sequence = std::max(round->event_sequence, q.last_event_sequence);
+  }
+  if (take == pending_.size()) {
+    round->data.swap(pending_);
+  } else {
+    round->data.assign(pending_, 0, take);
+    pending_.erase(0, take);
+  }
+  if (rotate_requested_) {
+    rotate_offset_ -= take;
+    round->rotate = rotate_offset_ == 0;
+    rotate_requested_ = !round->rotate;
+    round->rotate_lsn = rotate_lsn_;
   }
   return true;
 }
@@ -348,8 +374,9 @@ bool Wal::WriteRound(const Round& round, absl::Status* error, bool* durable, boo
   return s.ok();
 }
 
-void Wal::MarkDurable(const Round& round, std::vector<std::function<void(absl::Status)>>* ready) {
+void Wal::MarkDurable(const Round& round, Waiters* ready) {
   durable_lsn_ = round.last_lsn;
+  if (options_.fsync == FsyncPolicy::kAlways && round.batches > 0) group_size_ = round.batches;
   resolved_ = std::max(resolved_, round.last_ticket);
   while (!queued_.empty() && queued_.front().lsn <= round.last_lsn) {
     queued_.pop_front();
@@ -395,7 +422,7 @@ std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good) {
   return undos;
 }
 
-void Wal::EndRollBack(std::vector<std::function<void(absl::Status)>>* failed) {
+void Wal::EndRollBack(Waiters* failed) {
   assert(rolling_back_ && "Options::roll_back did not call refuse");
   rolling_back_ = false;
   resolved_ = failures_.back().last;
@@ -421,7 +448,6 @@ void Wal::Retry() {
 }
 
 void Wal::Run() {
-  using Waiters = std::vector<std::function<void(absl::Status)>>;
   while (true) {
     Round round;
     bool writing;

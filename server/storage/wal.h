@@ -8,13 +8,26 @@
 //   (*wal)->WhenDurable(t, [](absl::Status s) { /* answer the RPC */ });
 //
 // One flusher thread writes whatever has been appended since its last write
-// in one write() call: concurrent writers share a write and, with
-// FsyncPolicy::kAlways, one fdatasync (group commit). A batch is *durable*
-// once written (kEverySecond, kNever: it survives the process being killed)
-// or once fsynced (kAlways: it survives the machine failing too). kEverySecond
+// (up to Options::max_write_bytes of whole frames) in one write() call:
+// concurrent writers share a write and, with FsyncPolicy::kAlways, one
+// fdatasync (group commit); no batch is acknowledged before the write, and
+// under kAlways the fdatasync, that covers it. A batch is *durable* once
+// written (kEverySecond, kNever: it survives the process being killed) or
+// once fsynced (kAlways: it survives the machine failing too). kEverySecond
 // fsyncs at most a second after a write, like Redis' appendfsync everysec.
 // Options::on_durable hears how far the expiry events of durable batches go,
 // so that the server shows an event to watchers only once it is durable.
+//
+// Group wait under kAlways, off unless Options::max_group_wait is set: a
+// writer answered after an fdatasync often comes back with its next batch a
+// moment later. Once a batch is pending, the flusher then waits until as many
+// batches are pending as its last write carried, or max_group_wait, whichever
+// comes first, so that one fdatasync covers them all instead of the first few
+// alone. A lone writer does not wait (its last write carried one batch);
+// after a larger group it waits once, and the next group is sized by that
+// write. It pays with independent writers (many clients, one write each in
+// flight); writers that must be answered before the rest of their group can
+// come (one stream's requests) wait the whole max_group_wait instead.
 //
 // Space ahead: before writing past the space it holds, the flusher reserves
 // Options::reserve_bytes more past the end of the segment (fallocate with
@@ -103,6 +116,12 @@ class Wal {
     FsyncPolicy fsync = FsyncPolicy::kEverySecond;
     // A segment past this size is closed and a new one started.
     size_t segment_bytes = size_t{64} << 20;
+    // The most one write() takes from what is pending, in whole frames (a
+    // larger frame is written alone): bounds what a group waits for.
+    size_t max_write_bytes = size_t{4} << 20;
+    // kAlways: how long a pending batch may wait for the rest of its group
+    // (see the top of this file); zero never waits.
+    absl::Duration max_group_wait = absl::ZeroDuration();
     // Space reserved ahead of the writes; 0 reserves nothing.
     size_t reserve_bytes = size_t{4} << 20;
     // How often a log that refuses writes checks whether it can write again.
@@ -153,10 +172,10 @@ class Wal {
   // flusher thread, or right away when there is nothing to wait for.
   void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
-  // Blocks until every batch appended before the call is durable; the error
-  // if one failed. For threads that may block (snapshots, tests, tools),
-  // never for a gRPC thread.
-  absl::Status AwaitDurable();
+  // Blocks until the batch of `ticket` (0: every batch appended before the
+  // call) is durable; the error if it failed. For threads that may block
+  // (snapshots, tests, tools), never for a gRPC thread.
+  absl::Status AwaitDurable(CommitTicket ticket = 0);
 
   // OK while the log takes writes; otherwise why it refuses them (see the
   // top of this file).
@@ -179,8 +198,11 @@ class Wal {
     CommitTicket ticket;
     uint64_t lsn;
     uint64_t last_event_sequence;
+    // Its frame's bytes in pending_.
+    size_t frame_bytes;
     std::string undo;
   };
+  using Waiters = std::vector<std::function<void(absl::Status)>>;
   // Batches that failed together: tickets first..last.
   struct Failure {
     CommitTicket first;
@@ -192,6 +214,8 @@ class Wal {
     std::string data;
     uint64_t last_lsn = 0;
     CommitTicket last_ticket = 0;
+    // How many batches `data` holds.
+    size_t batches = 0;
     uint64_t event_sequence = 0;
     bool rotate = false;
     uint64_t rotate_lsn = 0;
@@ -208,8 +232,7 @@ class Wal {
   // durable all the same (the failure came after them).
   bool WriteRound(const Round& round, absl::Status* error, bool* durable, bool* for_good);
   // Records that `round`'s batches are durable; their waiters go to `ready`.
-  void MarkDurable(const Round& round, std::vector<std::function<void(absl::Status)>>* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDurable(const Round& round, Waiters* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts refusing writes after `error`: fails every batch not yet durable
   // and returns their undos, newest first. Until EndRollBack nobody learns
   // that they failed.
@@ -217,8 +240,7 @@ class Wal {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Once the undos are applied: the failed batches count as resolved, and
   // their waiters go to `failed`.
-  void EndRollBack(std::vector<std::function<void(absl::Status)>>* failed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndRollBack(Waiters* failed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The outcome of a batch that is no longer waited for.
   absl::Status OutcomeOf(CommitTicket ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries to reserve space again; resumes writes when it can.
@@ -252,6 +274,9 @@ class Wal {
   uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_);
   // Batches appended and not yet durable, in LSN order.
   std::deque<Queued> queued_ ABSL_GUARDED_BY(mu_);
+  // kAlways: the batches of the last write, which the next one waits for
+  // (max_group_wait at most). 1 under the other policies.
+  size_t group_size_ ABSL_GUARDED_BY(mu_) = 1;
   CommitTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   // Every batch up to this ticket is durable or has failed.
   CommitTicket resolved_ ABSL_GUARDED_BY(mu_) = 0;
@@ -261,8 +286,7 @@ class Wal {
   CommitTicket forgotten_through_ ABSL_GUARDED_BY(mu_) = 0;
   // Between Refuse and EndRollBack.
   bool rolling_back_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<CommitTicket, std::vector<std::function<void(absl::Status)>>> waiters_
-      ABSL_GUARDED_BY(mu_);
+  std::map<CommitTicket, Waiters> waiters_ ABSL_GUARDED_BY(mu_);
   // A requested rotation: the offset in pending_ where the new segment
   // starts, and its first LSN.
   bool rotate_requested_ ABSL_GUARDED_BY(mu_) = false;

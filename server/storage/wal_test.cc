@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -568,6 +569,227 @@ TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
   Replayed r = Replay(dir_);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
   EXPECT_EQ(r.batches, durable);
+}
+
+// Lets through the first `allowed` calls of one disk operation, holding the
+// rest until Allow (kPatience at most), and fails them from the `fail_from`th
+// on. Thread-safe.
+class DiskGate {
+ public:
+  explicit DiskGate(DiskOp op) : op_(op) {}
+
+  std::function<int(DiskOp)> Hook() {
+    return [this](DiskOp op) { return op == op_ ? Pass() : 0; };
+  }
+  // Lets the first `n` calls through.
+  void Allow(int n) {
+    MutexLock lock(&mu_);
+    allowed_ = n;
+    cv_.SignalAll();
+  }
+  // Calls from the `n`th on fail with `err`.
+  void FailFrom(int n, int err) {
+    MutexLock lock(&mu_);
+    fail_from_ = n;
+    err_ = err;
+  }
+  // Waits until the `n`th call has come.
+  bool WaitForCall(int n) {
+    MutexLock lock(&mu_);
+    return WaitWithPatience(mu_, cv_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return calls_ >= n; });
+  }
+
+ private:
+  int Pass() {
+    MutexLock lock(&mu_);
+    const int n = ++calls_;
+    cv_.SignalAll();
+    WaitWithPatience(mu_, cv_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return n <= allowed_; });
+    return n >= fail_from_ ? err_ : 0;
+  }
+
+  const DiskOp op_;
+  Mutex mu_;
+  CondVar cv_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int allowed_ ABSL_GUARDED_BY(mu_) = 0;
+  int fail_from_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<int>::max();
+  int err_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The answers writers got, in the order they came. Thread-safe.
+class Answers {
+ public:
+  // Asks `wal` for the outcome of `ticket`, recorded under `name`.
+  void Await(Wal& wal, CommitTicket ticket, std::string name) {
+    wal.WhenDurable(ticket, [this, name](absl::Status s) {
+      MutexLock lock(&mu_);
+      answers_.emplace_back(name, std::move(s));
+      cv_.SignalAll();
+    });
+  }
+  // Waits until `n` answers came; all of them.
+  std::vector<std::pair<std::string, absl::Status>> WaitFor(size_t n) {
+    MutexLock lock(&mu_);
+    EXPECT_TRUE(WaitWithPatience(
+        mu_, cv_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return answers_.size() >= n; }));
+    return answers_;
+  }
+  std::vector<std::string> names() {
+    MutexLock lock(&mu_);
+    std::vector<std::string> names;
+    for (const auto& [name, status] : answers_) names.push_back(name);
+    return names;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::pair<std::string, absl::Status>> answers_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(WalTest, OneFsyncCoversEveryWriterQueuedMeanwhileAndNoneIsAnsweredBeforeIt) {
+  DiskGate syncs(DiskOp::kSync);
+  auto wal = Wal::Open(
+      {.dir = dir_, .fsync = FsyncPolicy::kAlways, .disk_fault_for_testing = syncs.Hook()}, 1);
+  ASSERT_TRUE(wal.ok());
+  Answers answers;
+  answers.Await(**wal, (*wal)->Append(Batch(0), "", 0), "first");
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  constexpr int kWriters = 8;
+  std::vector<std::thread> writers;
+  for (int i = 1; i <= kWriters; ++i) {
+    writers.emplace_back(
+        [&, i] { answers.Await(**wal, (*wal)->Append(Batch(i), "", 0), "group"); });
+  }
+  for (auto& w : writers) w.join();
+  EXPECT_TRUE(answers.names().empty()) << "nothing is answered before its fsync";
+
+  syncs.Allow(1);
+  EXPECT_THAT(answers.WaitFor(1).front().first, "first");
+  ASSERT_TRUE(syncs.WaitForCall(2));
+  EXPECT_THAT(answers.names(), ElementsAre("first")) << "the group waits for its own fsync";
+
+  syncs.Allow(2);
+  const auto all = answers.WaitFor(1 + kWriters);
+  for (const auto& [name, status] : all) EXPECT_TRUE(status.ok()) << name << ": " << status;
+  const WalStats stats = (*wal)->stats();
+  EXPECT_EQ(stats.writes, 2u);
+  EXPECT_EQ(stats.fsyncs, 2u);
+  EXPECT_EQ(stats.batches_written, 1u + kWriters);
+}
+
+TEST_F(WalTest, AFailedGroupFsyncFailsEachWriterOfTheGroupAfterTheRollBack) {
+  DiskGate syncs(DiskOp::kSync);
+  DiskFault unused;
+  Heard heard;
+  Wal::Options options = heard.OnFaultyDisk(unused, {.dir = dir_, .fsync = FsyncPolicy::kAlways});
+  options.disk_fault_for_testing = syncs.Hook();
+  auto wal = Wal::Open(options, 1);
+  ASSERT_TRUE(wal.ok());
+  Answers answers;
+  answers.Await(**wal, (*wal)->Append(Batch(0), "undo 0", 0), "first");
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  constexpr int kWriters = 5;
+  for (int i = 1; i <= kWriters; ++i) {
+    answers.Await(**wal, (*wal)->Append(Batch(i), absl::StrCat("undo ", i), 0), "group");
+  }
+  syncs.FailFrom(2, EIO);
+  syncs.Allow(1'000);
+  const auto all = answers.WaitFor(1 + kWriters);
+  ASSERT_EQ(all.size(), 1u + kWriters);
+  EXPECT_EQ(all[0].first, "first");
+  EXPECT_TRUE(all[0].second.ok()) << all[0].second;
+  for (size_t i = 1; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].second.code(), absl::StatusCode::kUnavailable) << all[i].second;
+  }
+  EXPECT_THAT(heard.undos(), ElementsAre("undo 5", "undo 4", "undo 3", "undo 2", "undo 1"))
+      << "every batch of the group undone, newest first, before its writer heard";
+  wal->reset();
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_THAT(r.batches, ElementsAre(Batch(0)));
+}
+
+TEST_F(WalTest, UnderAlwaysTheNextFsyncWaitsForAsManyBatchesAsTheLastOneCovered) {
+  DiskGate syncs(DiskOp::kSync);
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kAlways,
+                        .max_group_wait = ::lapse::testing::kPatience,
+                        .disk_fault_for_testing = syncs.Hook()},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  Answers answers;
+  answers.Await(**wal, (*wal)->Append(Batch(0), "", 0), "0");
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  for (int i = 1; i <= 3; ++i) answers.Await(**wal, (*wal)->Append(Batch(i), "", 0), "group of 3");
+  syncs.Allow(1);
+  ASSERT_TRUE(syncs.WaitForCall(2));
+  // Appended while the group of three is in its fsync; its writers come back
+  // once answered.
+  const CommitTicket first_back = (*wal)->Append(Batch(4), "", 0);
+  syncs.Allow(1'000);
+  answers.WaitFor(4);
+  (*wal)->Append(Batch(5), "", 0);
+  const CommitTicket last_back = (*wal)->Append(Batch(6), "", 0);
+  ASSERT_TRUE((*wal)->AwaitDurable(last_back).ok());
+  ASSERT_TRUE((*wal)->AwaitDurable(first_back).ok());
+  const WalStats stats = (*wal)->stats();
+  EXPECT_EQ(stats.writes, 3u) << "the three that came back share one write";
+  EXPECT_EQ(stats.fsyncs, 3u);
+}
+
+TEST_F(WalTest, ALoneWriterUnderAlwaysIsWrittenAtOnce) {
+  // A group wait that never ends: only a group of one may go.
+  auto wal = Wal::Open(
+      {.dir = dir_, .fsync = FsyncPolicy::kAlways, .max_group_wait = absl::InfiniteDuration()}, 1);
+  ASSERT_TRUE(wal.ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(i), "", 0)).ok());
+  }
+  EXPECT_EQ((*wal)->stats().fsyncs, 5u);
+}
+
+TEST_F(WalTest, AWriteTakesAtMostMaxWriteBytesOfWholeFrames) {
+  DiskGate writes(DiskOp::kWrite);
+  // Room for batches 4 and 5 together, the longest pair (Batch(i) grows
+  // with i up to 6).
+  std::string two_frames;
+  AppendFrame(&two_frames, 4, Batch(4));
+  AppendFrame(&two_frames, 5, Batch(5));
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kNever,
+                        .max_write_bytes = two_frames.size(),
+                        .disk_fault_for_testing = writes.Hook()},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  (*wal)->Append(Batch(1), "", 0);
+  ASSERT_TRUE(writes.WaitForCall(1));
+  CommitTicket last = 0;
+  for (int i = 2; i <= 6; ++i) last = (*wal)->Append(Batch(i), "", 0);
+  writes.Allow(1'000);
+  ASSERT_TRUE((*wal)->AwaitDurable(last).ok());
+  EXPECT_EQ((*wal)->stats().writes, 4u) << "1, 2-3, 4-5, 6";
+  wal->reset();
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_THAT(r.batches, ElementsAre(Batch(1), Batch(2), Batch(3), Batch(4), Batch(5), Batch(6)));
+}
+
+TEST_F(WalTest, AwaitDurableOfATicketDoesNotWaitForLaterBatches) {
+  DiskGate syncs(DiskOp::kSync);
+  auto wal = Wal::Open(
+      {.dir = dir_, .fsync = FsyncPolicy::kAlways, .disk_fault_for_testing = syncs.Hook()}, 1);
+  ASSERT_TRUE(wal.ok());
+  const CommitTicket first = (*wal)->Append(Batch(1), "", 0);
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  Answers answers;
+  answers.Await(**wal, (*wal)->Append(Batch(2), "", 0), "later");
+  syncs.Allow(1);
+  EXPECT_TRUE((*wal)->AwaitDurable(first).ok());
+  EXPECT_TRUE(answers.names().empty()) << "the later batch's fsync is still held";
+  syncs.Allow(2);
+  EXPECT_TRUE(answers.WaitFor(1).front().second.ok());
 }
 
 }  // namespace

@@ -99,6 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlag{"--default_page_size=5000", "out of range"},
         RefusedFlag{"--fsync=sometimes", "sometimes"},
         RefusedFlag{"--wal_segment_bytes=10", "out of range"},
+        RefusedFlag{"--wal_group_wait=-1ms", "out of range"},
+        RefusedFlag{"--wal_group_wait=1s", "out of range"},
         RefusedFlag{"--max_ttl=1000000h", "out of range"},
         RefusedFlag{"--shutdown_grace=-1s", "out of range"},
         RefusedFlag{"--reserved_fds=5", "out of range"},
