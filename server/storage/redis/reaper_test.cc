@@ -18,6 +18,7 @@
 #include "server/base/mutex.h"
 #include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/redis_cluster_store.h"
+#include "server/storage/redis/script_clock.h"
 #include "testing/redis_cluster.h"
 #include "testing/test_util.h"
 
@@ -198,6 +199,53 @@ TEST_F(ReaperTest, DueMembersExpireWithOneEventEachAndTheWatermarkFollows) {
   EXPECT_EQ(On(keys.due, {"ZSCORE", keys.due, "c"}),
             absl::StrCat(absl::ToUnixMillis(kStart + absl::Hours(1))));
   EXPECT_EQ(On(keys.prefix + "v:c", {"HKEYS", keys.prefix + "v:c"}), "later");
+}
+
+TEST_F(ReaperTest, TheReapScriptIsBoundedAndASecondRunFindsNothing) {
+  Put("c", {Expiring("a", absl::Seconds(1)), Expiring("b", absl::Seconds(1)),
+            Expiring("z", absl::Seconds(1)), Expiring("later", absl::Hours(1))});
+  clock_.Advance(absl::Seconds(1));
+  ClusterRouter router({.seeds = cluster_.seeds()});
+  const PartitionKeys keys = KeysOf("c");
+  // [reaped, more, earliest deadline left, sequence, delivered]
+  auto reap = [&]() -> std::vector<std::string> {
+    absl::StatusOr<RedisReply> reply = Await<RedisReply>([&](auto done) {
+      router.Send(RedisCall::Eval(ReapPartitionScript(), keys.ReapKeys(),
+                                  {ScriptTimeArg(&clock_), "1000", "2", keys.prefix}),
+                  std::move(done));
+    });
+    std::vector<std::string> out;
+    if (!reply.ok()) return {reply.status().ToString()};
+    for (const RedisReply& e : reply->elements) {
+      out.push_back(e.type == RedisReply::Type::kInteger ? absl::StrCat(e.integer) : e.str);
+    }
+    return out;
+  };
+  const std::string due_now = absl::StrCat(absl::ToUnixMillis(clock_.Now()));
+  const std::string later = absl::StrCat(absl::ToUnixMillis(kStart + absl::Hours(1)));
+  EXPECT_EQ(reap(), (std::vector<std::string>{"2", "1", due_now, "2", "0"}));
+  EXPECT_EQ(reap(), (std::vector<std::string>{"1", "0", later, "3", "0"}));
+  EXPECT_EQ(reap(), (std::vector<std::string>{"0", "0", later, "3", "0"}));
+  EXPECT_EQ(AllEvents(), (std::multiset<std::string>{"c/a", "c/b", "c/z"}));
+}
+
+TEST_F(ReaperTest, TheStoreReapsFromOpenToItsDestructor) {
+  RedisClusterStoreOptions options;
+  options.router.seeds = cluster_.seeds();
+  options.partitions = kPartitions;
+  options.clock = &clock_;
+  options.reaper_clock = &clock_;
+  options.script_clock = &clock_;
+  absl::StatusOr<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Reaper* reaper = (*store)->reaper();
+  ASSERT_NE(reaper, nullptr);
+  ASSERT_TRUE(AwaitStats(*reaper, [](const Reaper::Stats& s) { return s.owned == kPartitions; }));
+  Put("c", {Expiring("a", absl::Seconds(1))});
+  clock_.Advance(absl::Seconds(1));
+  (*store)->WakeReaperForTesting();
+  EXPECT_TRUE(AwaitStats(*reaper, [](const Reaper::Stats& s) { return s.reaped == 1; }));
+  EXPECT_EQ(store_->reaper(), nullptr);
 }
 
 TEST_F(ReaperTest, TwoReapersAtOnceExpireEachMemberOnce) {

@@ -82,6 +82,8 @@ class RedisClusterStore final : public Store {
   // Passes every partition the reaper owns now (tests that moved a FakeClock);
   // nothing without a reaper.
   void WakeReaperForTesting();
+  // Null without options.reap.
+  const Reaper* reaper() const { return reaper_.get(); }
   // The partition of `collection`: CRC32C of its name modulo partitions().
   int PartitionOf(absl::string_view collection) const;
   // The hash tag of a partition's keys; the tags of the partitions are spread
