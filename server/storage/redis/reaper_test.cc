@@ -19,12 +19,14 @@
 #include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/redis_cluster_store.h"
 #include "server/storage/redis/script_clock.h"
+#include "testing/await.h"
 #include "testing/redis_cluster.h"
 #include "testing/test_util.h"
 
 namespace lapse::redis {
 namespace {
 
+using ::lapse::testing::Await;
 using ::lapse::testing::kPatience;
 using ::lapse::testing::RedisCluster;
 using ::lapse::testing::WaitWithPatience;
@@ -66,26 +68,6 @@ class Watermarks {
   std::map<int, uint64_t> delivered_ ABSL_GUARDED_BY(mu_);
 };
 
-template <typename T, typename Op>
-absl::StatusOr<T> Await(Op op) {
-  struct State {
-    Mutex mu;
-    CondVar cv;
-    std::optional<absl::StatusOr<T>> result ABSL_GUARDED_BY(mu);
-  };
-  auto state = std::make_shared<State>();
-  op([state](absl::StatusOr<T> r) {
-    MutexLock lock(&state->mu);
-    state->result = std::move(r);
-    state->cv.Signal();
-  });
-  State& s = *state;
-  MutexLock lock(&s.mu);
-  auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { return s.result.has_value(); };
-  if (!WaitWithPatience(s.mu, s.cv, answered)) return absl::DeadlineExceededError("no answer");
-  return *s.result;
-}
-
 // A cluster with a store that does not reap (the reapers under test do), all
 // on a FakeClock.
 class ReaperTest : public ::testing::Test {
@@ -115,6 +97,16 @@ class ReaperTest : public ::testing::Test {
     options.script_clock = &clock_;
     options.advance = marks.Hook();
     return std::make_unique<Reaper>(*routers_.back(), tags_, std::move(options));
+  }
+
+  // A reaper that has passed every partition once and then waits for a
+  // wake-up: no heartbeat for an hour, no Wake(). Null if it did not start.
+  std::unique_ptr<Reaper> StartIdleReaper(Watermarks& marks) {
+    std::unique_ptr<Reaper> reaper = StartReaper({.heartbeat_interval = absl::Hours(1)}, marks);
+    const bool idle = AwaitStats(*reaper, [](const Reaper::Stats& s) {
+      return s.owned == kPartitions && s.passes >= kPartitions;
+    });
+    return idle ? std::move(reaper) : nullptr;
   }
 
   static bool AwaitStats(const Reaper& reaper, absl::FunctionRef<bool(const Reaper::Stats&)> done) {
@@ -281,11 +273,8 @@ TEST_F(ReaperTest, TwoReapersAtOnceExpireEachMemberOnce) {
 
 TEST_F(ReaperTest, AWriteThatMovesTheEarliestDeadlineEarlierWakesTheReaper) {
   Watermarks marks;
-  // No heartbeat and no Wake() to pass the partition: only the wake-up can.
-  std::unique_ptr<Reaper> reaper = StartReaper({.heartbeat_interval = absl::Hours(1)}, marks);
-  ASSERT_TRUE(AwaitStats(*reaper, [](const Reaper::Stats& s) {
-    return s.owned == kPartitions && s.passes >= kPartitions;
-  }));
+  std::unique_ptr<Reaper> reaper = StartIdleReaper(marks);
+  ASSERT_NE(reaper, nullptr);
   Put("c", {Expiring("a", absl::Seconds(1))});
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(marks.WaitForTotal(1));
@@ -294,10 +283,8 @@ TEST_F(ReaperTest, AWriteThatMovesTheEarliestDeadlineEarlierWakesTheReaper) {
 
 TEST_F(ReaperTest, EventsAWriteEmittedAreDeliveredWithoutAWake) {
   Watermarks marks;
-  std::unique_ptr<Reaper> reaper = StartReaper({.heartbeat_interval = absl::Hours(1)}, marks);
-  ASSERT_TRUE(AwaitStats(*reaper, [](const Reaper::Stats& s) {
-    return s.owned == kPartitions && s.passes >= kPartitions;
-  }));
+  std::unique_ptr<Reaper> reaper = StartIdleReaper(marks);
+  ASSERT_NE(reaper, nullptr);
   // The reaper waits an hour for "a"; the write after it expires it first.
   Put("c", {Expiring("a", absl::Hours(1))});
   clock_.Advance(absl::Hours(2));
