@@ -168,9 +168,14 @@ void Reaper::OnPass(int p, absl::StatusOr<RedisReply> reply) {
     failures_[p] = 0;
     ++stats_.passes;
     stats_.reaped += static_cast<uint64_t>(std::max<int64_t>(0, reaped));
-    const absl::Time next = IntegerOf(e[1]) == 1 ? absl::InfinitePast()
-                            : earliest < 0       ? absl::InfiniteFuture()
-                                                 : TimeOfDeadline(earliest);
+    absl::Time next = IntegerOf(e[1]) == 1 ? absl::InfinitePast()
+                      : earliest < 0       ? absl::InfiniteFuture()
+                                           : TimeOfDeadline(earliest);
+    const absl::Time now = options_.clock->Now();
+    if (next != absl::InfinitePast() && next <= now) {
+      // Due by this clock, not yet by the master's: the clocks differ.
+      next = now + options_.min_retry;
+    }
     next_[p] = std::min(next_[p], next);
     if (sequence > delivered && !stopping_) {
       // Replicated: WAIT counted the replicas after the script wrote.

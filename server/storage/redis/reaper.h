@@ -21,7 +21,9 @@
 //   — then runs ReapPartitionScript on each partition due (at most
 //   max_members_per_pass members per call; again at once while more are due).
 //   A "due <ms>" wake-up (PartitionWakeups) moves a partition's next pass
-//   earlier; a (re)subscription passes it at once.
+//   earlier; a (re)subscription passes it at once. A partition due by
+//   `clock` but not yet by its master's (the clocks differ) is passed again
+//   every min_retry until the master agrees.
 // - Watermark. The pass runs with WAIT `wait_replicas` (on the connection
 //   that wrote, after the script wrote `wait` when sequence > delivered); if
 //   WAIT counts them, AdvanceWatermarkScript sets delivered = max(delivered,
