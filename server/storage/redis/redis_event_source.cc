@@ -66,8 +66,6 @@ bool EventOfEntry(const RedisReply& entry, uint64_t* sequence, ExpiryEvent* even
 }  // namespace
 
 struct RedisEventSource::Partition {
-  std::string events_key;
-  std::string delivered_key;
   // The last sequence read into the buffer, or found trimmed.
   uint64_t read = 0;
   // The highest watermark Advance was given.
@@ -118,9 +116,8 @@ absl::StatusOr<std::unique_ptr<RedisEventSource>> RedisEventSource::Open(
     answers.replies.assign(2 * n, absl::UnknownError("unanswered"));
   }
   std::vector<std::pair<std::string, std::string>> keys;
-  {
-    MutexLock lock(&source->mu_);
-    for (const Partition& p : source->partitions_) keys.emplace_back(p.delivered_key, p.events_key);
+  for (const std::string& tag : source->options_.tags) {
+    keys.emplace_back(PartitionKey(tag, "delivered"), PartitionKey(tag, "events"));
   }
   auto answer = [&answers](size_t i) {
     return [&answers, i](absl::StatusOr<RedisReply> reply) {
@@ -191,10 +188,6 @@ RedisEventSource::RedisEventSource(ClusterRouter* router, RedisEventSourceOption
              .max_bytes = options_.max_bytes}) {
   MutexLock lock(&mu_);
   partitions_.resize(options_.tags.size());
-  for (size_t p = 0; p < partitions_.size(); ++p) {
-    partitions_[p].events_key = PartitionKey(options_.tags[p], "events");
-    partitions_[p].delivered_key = PartitionKey(options_.tags[p], "delivered");
-  }
 }
 
 RedisEventSource::~RedisEventSource() {
