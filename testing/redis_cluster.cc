@@ -229,6 +229,12 @@ void RedisCluster::Kill(int port) {
   }
 }
 
+void RedisCluster::Signal(int port, int signal_number) {
+  for (Node& node : nodes_) {
+    if (node.port == port && node.process != nullptr) node.process->Signal(signal_number);
+  }
+}
+
 bool RedisCluster::WaitForClusterOk() const {
   const absl::Time deadline = absl::Now() + kPatience;
   const std::string size = absl::StrCat("cluster_size:", kMasters);

@@ -60,6 +60,9 @@ class RedisCluster final {
 
   // SIGKILLs the node at `port`.
   void Kill(int port);
+  // Sends `signal_number` to the node at `port`: SIGSTOP freezes it (its
+  // master's WAIT stops counting it), SIGCONT lets it go on.
+  void Signal(int port, int signal_number);
   // Waits until every live node says cluster_state:ok and sees as many
   // masters serving slots as there were at the start; false after patience.
   bool WaitForClusterOk() const;

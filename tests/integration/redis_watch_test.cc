@@ -1,10 +1,10 @@
 // WatchExpirations through the gRPC service over the Redis Cluster store
 // (issue #11): two lapsed replicas — each a RedisClusterStore, the watch and
 // group hubs, LapseServiceImpl and a gRPC server on 127.0.0.1:0 — over one
-// cluster. Until the reaper (which advances the delivery watermarks and wakes
-// the event sources) is wired in, the test advances each partition's
-// watermark itself, as the reaper will: SET lapse:{T}:delivered, then
-// RedisEventSource::Advance.
+// cluster. The first reaps: its reaper expires the members, advances the
+// delivery watermarks and hands them to its event source. The second does
+// not, and is told of the watermarks by the test, in another order, so that
+// its events interleave differently.
 #include <map>
 #include <memory>
 #include <set>
@@ -36,8 +36,7 @@ namespace {
 
 using ::lapse::redis::RedisClusterStore;
 using ::lapse::redis::RedisClusterStoreOptions;
-using ::lapse::testing::Call;
-using ::lapse::testing::KeysRequest;
+using ::lapse::testing::kPatience;
 using ::lapse::testing::PutTtl;
 using ::lapse::testing::RedisCluster;
 using ::lapse::testing::Watcher;
@@ -47,12 +46,14 @@ constexpr int kPartitions = 4;
 // One lapsed replica's service over the store, without the rest of lapsed.
 class ServedReplica {
  public:
-  ServedReplica(const RedisCluster& cluster, const Clock* script_clock)
+  ServedReplica(const RedisCluster& cluster, const Clock* clock, bool reap)
       : hub_({.read_limits = {.max_events = 2}}), groups_({}) {
     RedisClusterStoreOptions options;
     options.router.seeds = cluster.seeds();
     options.partitions = kPartitions;
-    options.script_clock = script_clock;
+    options.script_clock = clock;
+    options.reaper_clock = clock;
+    options.reap = reap;
     options.on_events_readable = [this](uint64_t last) {
       hub_.OnReadable(last);
       groups_.OnEventsReadable();
@@ -124,14 +125,18 @@ class RedisWatchTest : public ::testing::Test {
   }
 
   RedisCluster cluster_;
-  FakeClock clock_{absl::Now()};
+  // Scripts' and the reaper's time; a whole second, so that a member put
+  // with a one-second TTL is due one second later.
+  FakeClock clock_{absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()))};
 };
 
 TEST_F(RedisWatchTest, AWatcherResumesOnAnotherReplicaByTokenWithoutGapOrDuplicate) {
-  ServedReplica a(cluster_, &clock_);
+  ServedReplica a(cluster_, &clock_, /*reap=*/true);
   ASSERT_TRUE(a.status().ok()) << a.status();
-  ServedReplica b(cluster_, &clock_);
+  ServedReplica b(cluster_, &clock_, /*reap=*/false);
   ASSERT_TRUE(b.status().ok()) << b.status();
+  ASSERT_TRUE(a.store().reaper()->AwaitStats(
+      [](const redis::Reaper::Stats& s) { return s.owned == kPartitions; }, kPatience));
   // One collection in each partition, three members each.
   std::vector<std::string> collections(kPartitions);
   for (int i = 0, found = 0; found < kPartitions; ++i) {
@@ -145,14 +150,8 @@ TEST_F(RedisWatchTest, AWatcherResumesOnAnotherReplicaByTokenWithoutGapOrDuplica
   Watcher first(a.stub(), ::lapse::testing::AllEvents());
   for (const std::string& c : collections)
     PutTtl(a.stub(), c, {"k1", "k2", "k3"}, absl::Seconds(1));
-  clock_.Advance(absl::Seconds(2));
-  for (const std::string& c : collections) {
-    v1::GetMembersResponse got;
-    ASSERT_TRUE(Call(a.stub(), &v1::LapseService::Stub::GetMembers,
-                     KeysRequest<v1::GetMembersRequest>(c, {"k1", "k2", "k3"}), &got)
-                    .ok());
-  }
-  for (int p = 0; p < kPartitions; ++p) Deliver(a, p);
+  clock_.Advance(absl::Seconds(1));
+  a.store().WakeReaperForTesting();
   const size_t total = 3 * kPartitions;
   ASSERT_TRUE(first.WaitForEvents(total));
   first.Cancel();

@@ -6,8 +6,10 @@
 #include <sys/ioctl.h>
 
 #include <algorithm>
+#include <deque>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -158,6 +160,31 @@ struct ClusterRouter::Request {
   Next next = Next::kFinish;
   absl::Time retry_at;
   absl::StatusOr<RedisReply> outcome;
+};
+
+struct ClusterRouter::Subscription {
+  std::string channel;
+  int slot = 0;
+  absl::AnyInvocable<void(absl::string_view)> on_message;
+  absl::AnyInvocable<void()> on_subscribed;
+  // The connection it is subscribed (or being subscribed) on; null: none.
+  Subscriber* on = nullptr;
+};
+
+struct ClusterRouter::Subscriber final : EventLoop::Handler {
+  int fd() const override { return context == nullptr ? -1 : context->fd; }
+  short events() const override {
+    return context == nullptr ? 0 : static_cast<short>(POLLIN | (want_write ? POLLOUT : 0));
+  }
+  void OnEvents(short revents) override { router->OnSubscriberEvents(*this, revents); }
+
+  ClusterRouter* router = nullptr;
+  Node* node = nullptr;
+  // A non-blocking plain context: written on POLLOUT, read on POLLIN.
+  redisContext* context = nullptr;
+  bool want_write = false;
+  // The subscriptions whose SSUBSCRIBE is not answered yet, in order.
+  std::deque<Subscription*> pending;
 };
 
 ClusterRouter::ClusterRouter(RouterOptions options)
@@ -385,6 +412,13 @@ void ClusterRouter::OnSlots(Node& node, Request*, const RedisReply* reply) {
     for (int64_t slot = first; slot <= last; ++slot) slots[slot] = owner;
   }
   slots_ = std::move(slots);
+  // Subscriptions whose slot moved follow it.
+  for (auto& [channel, subscription] : subscriptions_) {
+    if (subscription->on != nullptr && subscription->on->node != slots_[subscription->slot]) {
+      subscription->on = nullptr;
+    }
+  }
+  Resubscribe();
 }
 
 void ClusterRouter::OnReply(Node& node, Request* request, const RedisReply* reply) {
@@ -490,11 +524,152 @@ absl::Time ClusterRouter::BackoffFrom(absl::Time now, Request& request) const {
 
 void ClusterRouter::Shutdown() {
   shutting_down_ = true;
+  for (auto& [node, subscriber] : subscribers_) {
+    if (subscriber->context != nullptr) redisFree(subscriber->context);
+    subscriber->context = nullptr;
+    loop_.Unwatch(subscriber.get());
+  }
   for (auto& [address, node] : nodes_) {
     if (node->context != nullptr) redisAsyncFree(node->context);
     loop_.Unwatch(node.get());
   }
   DispatchParked();
+}
+
+void ClusterRouter::Subscribe(std::string channel,
+                              absl::AnyInvocable<void(absl::string_view)> on_message,
+                              absl::AnyInvocable<void()> on_subscribed) {
+  loop_.Post([this, channel = std::move(channel), on_message = std::move(on_message),
+              on_subscribed = std::move(on_subscribed)]() mutable {
+    std::unique_ptr<Subscription>& subscription = subscriptions_[channel];
+    if (subscription != nullptr || shutting_down_) return;
+    subscription = std::make_unique<Subscription>();
+    subscription->slot = KeySlot(channel);
+    subscription->channel = std::move(channel);
+    subscription->on_message = std::move(on_message);
+    subscription->on_subscribed = std::move(on_subscribed);
+    Resubscribe();
+  });
+}
+
+void ClusterRouter::Resubscribe() {
+  if (shutting_down_) return;
+  bool missing = false;
+  for (auto& [channel, subscription] : subscriptions_) {
+    if (subscription->on != nullptr) continue;
+    Node* node = slots_[subscription->slot];
+    if (node == nullptr || node->port <= 0) {
+      missing = true;
+      continue;
+    }
+    std::unique_ptr<Subscriber>& subscriber = subscribers_[node];
+    if (subscriber == nullptr) {
+      subscriber = std::make_unique<Subscriber>();
+      subscriber->router = this;
+      subscriber->node = node;
+      loop_.Watch(subscriber.get());
+    }
+    if (subscriber->context == nullptr) {
+      redisContext* context = redisConnectNonBlock(node->host.c_str(), node->port);
+      if (context == nullptr || context->err != 0) {
+        if (context != nullptr) redisFree(context);
+        missing = true;
+        continue;
+      }
+      subscriber->context = context;
+    }
+    const char* argv[] = {"SSUBSCRIBE", channel.data()};
+    const size_t lengths[] = {10, channel.size()};
+    if (redisAppendCommandArgv(subscriber->context, 2, argv, lengths) != REDIS_OK) {
+      missing = true;
+      continue;
+    }
+    subscriber->want_write = true;
+    subscriber->pending.push_back(subscription.get());
+    subscription->on = subscriber.get();
+  }
+  if (missing) ResubscribeLater();
+}
+
+void ClusterRouter::ResubscribeLater() {
+  if (resubscribe_scheduled_ || shutting_down_) return;
+  resubscribe_scheduled_ = true;
+  RefreshSlots();
+  loop_.RunAt(absl::Now() + options_.max_backoff, [this] {
+    resubscribe_scheduled_ = false;
+    Resubscribe();
+  });
+}
+
+void ClusterRouter::OnSubscriberEvents(Subscriber& subscriber, short revents) {
+  redisContext* context = subscriber.context;
+  if (subscriber.want_write && (revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+    int done = 0;
+    if (redisBufferWrite(context, &done) != REDIS_OK) {
+      DropSubscriber(subscriber);
+      return;
+    }
+    subscriber.want_write = done == 0;
+  }
+  if ((revents & (POLLIN | POLLERR | POLLHUP)) == 0) return;
+  if (redisBufferRead(context) != REDIS_OK) {
+    DropSubscriber(subscriber);
+    return;
+  }
+  while (subscriber.context != nullptr) {
+    void* reply = nullptr;
+    if (redisGetReplyFromReader(context, &reply) != REDIS_OK) {
+      DropSubscriber(subscriber);
+      return;
+    }
+    if (reply == nullptr) return;
+    const RedisReply copy = Copy(*static_cast<redisReply*>(reply));
+    freeReplyObject(reply);
+    OnSubscriberReply(subscriber, copy);
+  }
+}
+
+void ClusterRouter::OnSubscriberReply(Subscriber& subscriber, const RedisReply& reply) {
+  if (reply.type == RedisReply::Type::kError) {
+    // The answer to the oldest SSUBSCRIBE: typically MOVED.
+    if (subscriber.pending.empty()) return;
+    Subscription* subscription = subscriber.pending.front();
+    subscriber.pending.pop_front();
+    if (subscription->on == &subscriber) subscription->on = nullptr;
+    int slot = 0;
+    std::string address;
+    if (absl::StartsWith(reply.str, "MOVED ") && ParseRedirect(reply.str, slot, address)) {
+      slots_[slot] = &NodeAt(address);
+    }
+    ResubscribeLater();
+    return;
+  }
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 3) return;
+  const std::string kind = absl::AsciiStrToLower(reply.elements[0].str);
+  auto it = subscriptions_.find(reply.elements[1].str);
+  if (it == subscriptions_.end()) return;
+  Subscription& subscription = *it->second;
+  if (kind == "smessage") {
+    subscription.on_message(reply.elements[2].str);
+  } else if (kind == "ssubscribe") {
+    if (!subscriber.pending.empty()) subscriber.pending.pop_front();
+    if (subscription.on == &subscriber) subscription.on_subscribed();
+  } else if (kind == "sunsubscribe" && subscription.on == &subscriber) {
+    // The node no longer serves the channel's slot.
+    subscription.on = nullptr;
+    ResubscribeLater();
+  }
+}
+
+void ClusterRouter::DropSubscriber(Subscriber& subscriber) {
+  redisFree(subscriber.context);
+  subscriber.context = nullptr;
+  subscriber.want_write = false;
+  subscriber.pending.clear();
+  for (auto& [channel, subscription] : subscriptions_) {
+    if (subscription->on == &subscriber) subscription->on = nullptr;
+  }
+  ResubscribeLater();
 }
 
 template <void (ClusterRouter::*kHandle)(ClusterRouter::Node&, ClusterRouter::Request*,

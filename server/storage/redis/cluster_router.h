@@ -34,12 +34,19 @@
 //   a call fails RESOURCE_EXHAUSTED. A reply larger than max_reply_bytes
 //   fails its call RESOURCE_EXHAUSTED (the connection is closed and the other
 //   calls on it are treated as above).
+// - Sharded pub/sub. Subscribe(channel) SSUBSCRIBEs on the master of the
+//   channel's slot, over a connection per master that carries nothing else
+//   (hiredis's plain reader on the loop, not its asynchronous context, whose
+//   0.14 knows no SSUBSCRIBE), and subscribes again wherever the slot is
+//   served after an error reply (MOVED), a SUNSUBSCRIBE from the node, a lost
+//   connection (a failover) or a slot map that moved the slot: at once when
+//   the new master is known, else every max_backoff with a fresh map.
 // - Completion. `done` is called exactly once, on the router's I/O thread,
 //   with the reply (an error reply of the script or command is a reply, not
 //   an error status) or a status. It must not block. The destructor fails
 //   every pending call with UNAVAILABLE.
 //
-// Thread safety: Send may be called from any thread; the destructor must not
+// Thread safety: Send and Subscribe may be called from any thread; the destructor must not
 // run concurrently with Send.
 #ifndef LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_
 #define LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_
@@ -112,9 +119,20 @@ class ClusterRouter final {
 
   void Send(RedisCall call, Done done);
 
+  // Subscribes to the sharded channel `channel` (see above) for the router's
+  // lifetime; a channel already subscribed is not subscribed again (the call
+  // does nothing). `on_message` gets the payload of each message;
+  // `on_subscribed` runs each time the subscription is (re)established —
+  // messages published while it was not are lost, so catch up then. Both run
+  // on the I/O thread and must not block.
+  void Subscribe(std::string channel, absl::AnyInvocable<void(absl::string_view)> on_message,
+                 absl::AnyInvocable<void()> on_subscribed);
+
  private:
   struct Node;
   struct Request;
+  struct Subscriber;
+  struct Subscription;
 
   // Loop thread only, below.
   void Dispatch(std::unique_ptr<Request> request);
@@ -138,6 +156,15 @@ class ClusterRouter final {
   // with each.
   absl::Time BackoffFrom(absl::Time now, Request& request) const;
   void Shutdown();
+
+  // Sharded pub/sub, loop thread only: SSUBSCRIBEs every subscription that
+  // is on no connection; when one cannot be, tries again in max_backoff.
+  void Resubscribe();
+  void ResubscribeLater();
+  void OnSubscriberEvents(Subscriber& subscriber, short revents);
+  void OnSubscriberReply(Subscriber& subscriber, const RedisReply& reply);
+  // Closes its connection; its subscriptions are subscribed again later.
+  void DropSubscriber(Subscriber& subscriber);
 
   // A hiredis reply callback: the reply copied out of hiredis (null when the
   // connection closed first) handed to `kHandle` on the loop thread.
@@ -163,6 +190,9 @@ class ClusterRouter final {
   absl::Time last_refresh_ = absl::InfinitePast();
   size_t next_refresh_node_ = 0;
   bool shutting_down_ = false;
+  absl::flat_hash_map<std::string, std::unique_ptr<Subscription>> subscriptions_;
+  absl::flat_hash_map<Node*, std::unique_ptr<Subscriber>> subscribers_;
+  bool resubscribe_scheduled_ = false;
 
   // Last: its thread runs the members above, so it stops first.
   EventLoop loop_;

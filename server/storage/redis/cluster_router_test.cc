@@ -214,5 +214,63 @@ TEST_F(ClusterRouterTest, DestroyingTheRouterFailsPendingCallsUnavailable) {
   EXPECT_EQ(replies.Get(0).status().code(), absl::StatusCode::kUnavailable);
 }
 
+// What a subscription got, for the test thread.
+class Messages final {
+ public:
+  struct State {
+    Mutex mu;
+    CondVar cv;
+    std::vector<std::string> messages ABSL_GUARDED_BY(mu);
+    int subscribed ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  void Subscribe(ClusterRouter& router, const std::string& channel) {
+    router.Subscribe(
+        channel,
+        [state = state_](absl::string_view message) {
+          MutexLock lock(&state->mu);
+          state->messages.emplace_back(message);
+          state->cv.SignalAll();
+        },
+        [state = state_] {
+          MutexLock lock(&state->mu);
+          ++state->subscribed;
+          state->cv.SignalAll();
+        });
+  }
+  bool WaitForSubscribed(int times) {
+    State& s = *state_;
+    MutexLock lock(&s.mu);
+    return WaitWithPatience(
+        s.mu, s.cv, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { return s.subscribed >= times; });
+  }
+  std::vector<std::string> WaitForMessages(size_t n) {
+    State& s = *state_;
+    MutexLock lock(&s.mu);
+    WaitWithPatience(s.mu, s.cv,
+                     [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { return s.messages.size() >= n; });
+    return s.messages;
+  }
+
+ private:
+  const std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+TEST_F(ClusterRouterTest, ASubscriptionFollowsItsChannelToThePromotedReplica) {
+  ClusterRouter router(Options());
+  const std::string channel = "wake{tag}";
+  Messages messages;
+  messages.Subscribe(router, channel);
+  ASSERT_TRUE(messages.WaitForSubscribed(1));
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "one"}))), "1");
+  EXPECT_EQ(messages.WaitForMessages(1), (std::vector<std::string>{"one"}));
+
+  cluster_.Kill(OwnerOf(cluster_, channel));
+  ASSERT_TRUE(cluster_.WaitForClusterOk());
+  ASSERT_TRUE(messages.WaitForSubscribed(2));
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "two"}))), "1");
+  EXPECT_EQ(messages.WaitForMessages(2), (std::vector<std::string>{"one", "two"}));
+}
+
 }  // namespace
 }  // namespace lapse::redis

@@ -1,42 +1,35 @@
 #include "server/storage/redis/collection_scripts.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/script_clock.h"
 
 namespace lapse::redis {
 namespace {
 
-// The start of every script after the time (script_clock.h): names,
-// reap() and index().
+// The start of every script after the time (script_clock.h) and ReapLua():
+// names, reap() and index().
 constexpr absl::string_view kPrelude = R"lua(
 local values, deadlines, due, events, sequence, collections =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local collection, retention = ARGV[2], ARGV[3]
 
+local wake = string.sub(due, 1, -4) .. 'wake'
+
+-- Events emitted: the reaper advances the partition's delivery watermark.
 local function reap()
-  local due_members = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_floor, 'WITHSCORES')
-  for i = 1, #due_members, 2 do
-    local key = due_members[i]
-    local value = redis.call('HGET', values, key) or ''
-    local s = redis.call('INCR', sequence)
-    redis.call('XADD', events, 'MAXLEN', '~', retention, s .. '-0', 'c', collection, 'k', key,
-               'v', value, 'd', due_members[i + 1], 'x', now_floor)
-    redis.call('HDEL', values, key)
+  if reap_members(values, deadlines, events, sequence, collection, retention, false) > 0 then
+    redis.call('SPUBLISH', wake, 'due ' .. now_floor)
   end
-  if #due_members > 0 then redis.call('ZREMRANGEBYSCORE', deadlines, '-inf', now_floor) end
 end
 
+-- The partition's earliest deadline moved earlier: the reaper re-arms.
 local function index()
-  local first = redis.call('ZRANGE', deadlines, 0, 0, 'WITHSCORES')
-  if #first > 0 then
-    redis.call('ZADD', due, first[2], collection)
-  else
-    redis.call('ZREM', due, collection)
-  end
-  if redis.call('EXISTS', values) == 1 then
-    redis.call('ZADD', collections, 0, collection)
-  else
-    redis.call('ZREM', collections, collection)
+  local before = earliest_due(due)
+  index_collection(values, deadlines, due, collections, collection)
+  local after = earliest_due(due)
+  if after and (not before or tonumber(after) < tonumber(before)) then
+    redis.call('SPUBLISH', wake, 'due ' .. after)
   end
 end
 
@@ -166,19 +159,19 @@ std::vector<std::string> CollectionKeys::All() const {
 
 const RedisScript& PutScript() {
   static const RedisScript* const script =
-      new RedisScript(absl::StrCat(ScriptClockLua(), kPrelude, kPut));
+      new RedisScript(absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, kPut));
   return *script;
 }
 
 const RedisScript& GetScript() {
   static const RedisScript* const script =
-      new RedisScript(absl::StrCat(ScriptClockLua(), kPrelude, kGet));
+      new RedisScript(absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, kGet));
   return *script;
 }
 
 const RedisScript& RemoveScript() {
   static const RedisScript* const script =
-      new RedisScript(absl::StrCat(ScriptClockLua(), kPrelude, kRemove));
+      new RedisScript(absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, kRemove));
   return *script;
 }
 

@@ -6,8 +6,12 @@
 // one clock of a partition), ARGV[2] = the collection's name, ARGV[3] = the
 // partition stream's retention (MAXLEN ~). It first expires the collection's due members,
 // each with its event in the partition's stream (sequence = INCR of the
-// partition's counter, stream ID "<sequence>-0"), then does its own work and
-// brings the partition's due index and collection list up to date. A script
+// partition's counter, stream ID "<sequence>-0"; partition_scripts.h's
+// ReapLua(), shared with the reaper), then does its own work and
+// brings the partition's due index and collection list up to date. On the
+// partition's wake channel (`lapse:{T}:wake`) it SPUBLISHes "due <ms>" when
+// the partition's earliest deadline moved earlier, and "due <now>" when it
+// expired members, so the reaper delivers their events. A script
 // checks everything before it writes (a failing request writes nothing but
 // the expiries it found due), and fails with an error reply whose first
 // word is the canonical status code ("FAILED_PRECONDITION collection ...").

@@ -168,9 +168,27 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
     : options_(std::move(options)),
       router_(std::move(router)),
       tags_(std::move(tags)),
-      events_(std::move(events)) {}
+      events_(std::move(events)) {
+  if (options_.reap) {
+    reaper_ = std::make_unique<Reaper>(
+        *router_, tags_,
+        ReaperOptions{.wait_replicas = options_.wait_replicas,
+                      .wait_timeout = options_.wait_timeout,
+                      .event_retention = options_.event_retention,
+                      .heartbeat_interval = options_.heartbeat_interval,
+                      .clock = options_.reaper_clock,
+                      .script_clock = options_.script_clock,
+                      .advance = [events = events_.get()](int partition, uint64_t delivered) {
+                        events->Advance(partition, delivered);
+                      }});
+  }
+}
 
 RedisClusterStore::~RedisClusterStore() = default;
+
+void RedisClusterStore::WakeReaperForTesting() {
+  if (reaper_ != nullptr) reaper_->Wake();
+}
 
 int RedisClusterStore::PartitionOf(absl::string_view collection) const {
   return static_cast<int>(crc32c::Value(collection) % tags_.size());

@@ -15,6 +15,11 @@
 // operation is acknowledged once WAIT counts `wait_replicas` replicas; else it
 // fails UNAVAILABLE, its outcome unknown.
 //
+// Unless options.reap is false, it runs a Reaper (reaper.h) from Open until
+// it is destroyed: this replica's share of the partitions is expired, each
+// member with one event, and their delivery watermarks advanced, each
+// advance handed to the event source.
+//
 // Done so far: PutMembers, GetMembers (with refresh), RemoveMembers, and
 // events(): the partitions' streams read into one local buffer
 // (redis_event_source.h), up to each partition's delivery watermark as
@@ -36,6 +41,7 @@
 #include "absl/time/time.h"
 #include "server/base/clock.h"
 #include "server/storage/redis/cluster_router.h"
+#include "server/storage/redis/reaper.h"
 #include "server/storage/redis/redis_event_source.h"
 #include "server/storage/store.h"
 
@@ -64,6 +70,14 @@ struct RedisClusterStoreOptions {
   // The time scripts run at (script_clock.h); not owned. Null (production):
   // each partition's master's TIME. Tests set a FakeClock.
   const Clock* script_clock = nullptr;
+  // Runs a Reaper (reaper.h) from Open to the destructor; false for tools
+  // that only read or write.
+  bool reap = true;
+  // The reaper's heartbeat H: registered for 3H, its partitions taken over
+  // within 4H of its death (--redis_heartbeat_interval).
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  // Times the reaper's passes and heartbeats; not owned.
+  const Clock* reaper_clock = RealClock();
 };
 
 class RedisClusterStore final : public Store {
@@ -75,6 +89,11 @@ class RedisClusterStore final : public Store {
   ~RedisClusterStore() override;
 
   int partitions() const { return static_cast<int>(tags_.size()); }
+  // Passes every partition the reaper owns now (tests that moved a FakeClock);
+  // nothing without a reaper.
+  void WakeReaperForTesting();
+  // Null without options.reap.
+  const Reaper* reaper() const { return reaper_.get(); }
   // The partition of `collection`: CRC32C of its name modulo partitions().
   int PartitionOf(absl::string_view collection) const;
   // The hash tag of a partition's keys; the tags of the partitions are spread
@@ -139,6 +158,8 @@ class RedisClusterStore final : public Store {
   const std::vector<std::string> tags_;
   // Destroyed before the router it reads through.
   const std::unique_ptr<RedisEventSource> events_;
+  // Null without options_.reap; destroyed before events_ and router_.
+  std::unique_ptr<Reaper> reaper_;
 };
 
 }  // namespace lapse::redis

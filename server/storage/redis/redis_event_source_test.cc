@@ -92,6 +92,8 @@ class RedisEventSourceTest : public ::testing::Test {
     options.router.seeds = cluster_->seeds();
     options.partitions = kPartitions;
     options.script_clock = &clock_;
+    // The tests reap and advance watermarks themselves.
+    options.reap = false;
     options.event_buffer_events = buffer_events;
     options.on_events_readable = [r = replica.get()](uint64_t) {
       MutexLock lock(&r->mu);
