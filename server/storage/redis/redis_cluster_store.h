@@ -119,7 +119,8 @@ class RedisClusterStore final : public Store {
                        StoreDone<CollectionPage> done) override;
   void DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) override;
   const EventSource& events() const override;
-  // The same source, for the reaper's wake-ups to Advance.
+  // The same source. The reaper hands it every watermark; without one
+  // (options.reap false), whoever advances the watermarks calls Advance.
   RedisEventSource& event_source() { return *events_; }
   void CreateConsumerGroup(absl::string_view name, const ConsumerGroupOptions& options,
                            const GroupStart& start, StoreDone<ConsumerGroupInfo> done) override;
