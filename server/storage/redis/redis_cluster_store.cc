@@ -110,28 +110,6 @@ absl::StatusOr<StoreId> ParseStoreId(absl::string_view hex) {
 
 }  // namespace
 
-// The events of this store are not read yet: a source with none, whose reads
-// answer UNIMPLEMENTED.
-class RedisClusterStore::PendingEvents final : public EventSource {
- public:
-  explicit PendingEvents(StoreId id) : id_(id) {}
-
-  uint64_t last_sequence() const override { return 0; }
-  uint64_t oldest_retained_sequence() const override { return 1; }
-  StoreId store_id() const override { return id_; }
-  absl::Status CheckPosition(uint64_t) const override { return NotYet("watching expirations"); }
-  std::string ResumeTokenAfter(uint64_t) const override { return ""; }
-  absl::StatusOr<uint64_t> PositionOfToken(absl::string_view) const override {
-    return NotYet("watching expirations");
-  }
-  absl::StatusOr<EventBatch> Read(uint64_t, const EventFilter&, const ReadLimits&) const override {
-    return NotYet("watching expirations");
-  }
-
- private:
-  const StoreId id_;
-};
-
 absl::StatusOr<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Open(
     RedisClusterStoreOptions options) {
   if (options.partitions < 1 || options.partitions > kClusterSlots) {
@@ -171,26 +149,38 @@ return redis.call('HMGET', KEYS[1], 'partitions', 'store_id')
   }
   absl::StatusOr<StoreId> id = ParseStoreId(reply.elements[1].str);
   if (!id.ok()) return id.status();
-  return std::unique_ptr<RedisClusterStore>(
-      new RedisClusterStore(std::move(options), std::move(router), partitions, *id));
+  std::vector<std::string> tags = SpreadTags(partitions);
+  absl::StatusOr<std::unique_ptr<RedisEventSource>> events =
+      RedisEventSource::Open(router.get(), {.store_id = *id,
+                                            .tags = tags,
+                                            .max_events = options.event_buffer_events,
+                                            .max_bytes = options.event_buffer_bytes,
+                                            .on_readable = options.on_events_readable});
+  if (!events.ok()) return events.status();
+  return std::unique_ptr<RedisClusterStore>(new RedisClusterStore(
+      std::move(options), std::move(router), std::move(tags), std::move(*events)));
 }
 
 RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
-                                     std::unique_ptr<ClusterRouter> router, int partitions,
-                                     StoreId id)
+                                     std::unique_ptr<ClusterRouter> router,
+                                     std::vector<std::string> tags,
+                                     std::unique_ptr<RedisEventSource> events)
     : options_(std::move(options)),
       router_(std::move(router)),
-      tags_(SpreadTags(partitions)),
-      events_(std::make_unique<PendingEvents>(id)) {
+      tags_(std::move(tags)),
+      events_(std::move(events)) {
   if (options_.reap) {
-    reaper_ =
-        std::make_unique<Reaper>(*router_, tags_,
-                                 ReaperOptions{.wait_replicas = options_.wait_replicas,
-                                               .wait_timeout = options_.wait_timeout,
-                                               .event_retention = options_.event_retention,
-                                               .heartbeat_interval = options_.heartbeat_interval,
-                                               .clock = options_.reaper_clock,
-                                               .script_clock = options_.script_clock});
+    reaper_ = std::make_unique<Reaper>(
+        *router_, tags_,
+        ReaperOptions{.wait_replicas = options_.wait_replicas,
+                      .wait_timeout = options_.wait_timeout,
+                      .event_retention = options_.event_retention,
+                      .heartbeat_interval = options_.heartbeat_interval,
+                      .clock = options_.reaper_clock,
+                      .script_clock = options_.script_clock,
+                      .advance = [events = events_.get()](int partition, uint64_t delivered) {
+                        events->Advance(partition, delivered);
+                      }});
   }
 }
 

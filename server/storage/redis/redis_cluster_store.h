@@ -17,13 +17,16 @@
 //
 // Unless options.reap is false, it runs a Reaper (reaper.h) from Open until
 // it is destroyed: this replica's share of the partitions is expired, each
-// member with one event, and their delivery watermarks advanced.
+// member with one event, and their delivery watermarks advanced, each
+// advance handed to the event source.
 //
-// Done so far: PutMembers, GetMembers (with refresh), RemoveMembers. Every
-// other operation answers UNIMPLEMENTED ("... is not yet supported by
-// --store=redis-cluster"), and events() has no events yet: reading it is
-// UNIMPLEMENTED too. Limits::max_total_members is not enforced (the cluster's
-// memory is the bound).
+// Done so far: PutMembers, GetMembers (with refresh), RemoveMembers, and
+// events(): the partitions' streams read into one local buffer
+// (redis_event_source.h), up to each partition's delivery watermark as
+// event_source().Advance is told of it. Every other operation answers
+// UNIMPLEMENTED ("... is not yet supported by --store=redis-cluster").
+// Limits::max_total_members is not enforced (the cluster's memory is the
+// bound).
 //
 // Thread safety: every method may be called from many threads at once; `done`
 // is called on the router's I/O thread.
@@ -39,6 +42,7 @@
 #include "server/base/clock.h"
 #include "server/storage/redis/cluster_router.h"
 #include "server/storage/redis/reaper.h"
+#include "server/storage/redis/redis_event_source.h"
 #include "server/storage/store.h"
 
 namespace lapse::redis {
@@ -55,6 +59,12 @@ struct RedisClusterStoreOptions {
   absl::Duration wait_timeout = absl::Seconds(1);
   // Events each partition's stream keeps (MAXLEN ~).
   size_t event_retention = 1'000'000;
+  // This replica's buffer of events for its watchers (RedisEventSource).
+  size_t event_buffer_events = 1'000'000;
+  size_t event_buffer_bytes = size_t{256} << 20;
+  // Told whenever new events become readable from events(), on the router's
+  // thread, cheaply and without blocking; may be empty.
+  EventsReadableListener on_events_readable;
   // For validating expire_time; not owned.
   Clock* clock = RealClock();
   // The time scripts run at (script_clock.h); not owned. Null (production):
@@ -109,6 +119,9 @@ class RedisClusterStore final : public Store {
                        StoreDone<CollectionPage> done) override;
   void DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) override;
   const EventSource& events() const override;
+  // The same source. The reaper hands it every watermark; without one
+  // (options.reap false), whoever advances the watermarks calls Advance.
+  RedisEventSource& event_source() { return *events_; }
   void CreateConsumerGroup(absl::string_view name, const ConsumerGroupOptions& options,
                            const GroupStart& start, StoreDone<ConsumerGroupInfo> done) override;
   void GetConsumerGroup(absl::string_view name, size_t max_leases,
@@ -133,10 +146,8 @@ class RedisClusterStore final : public Store {
                           StoreDone<size_t> done) override;
 
  private:
-  class PendingEvents;
-
   RedisClusterStore(RedisClusterStoreOptions options, std::unique_ptr<ClusterRouter> router,
-                    int partitions, StoreId id);
+                    std::vector<std::string> tags, std::unique_ptr<RedisEventSource> events);
   // A script call on `collection`'s keys: the time, the collection and the
   // retention, then `args`.
   RedisCall CollectionCall(const RedisScript& script, absl::string_view collection,
@@ -146,8 +157,9 @@ class RedisClusterStore final : public Store {
   const RedisClusterStoreOptions options_;
   const std::unique_ptr<ClusterRouter> router_;
   const std::vector<std::string> tags_;
-  const std::unique_ptr<PendingEvents> events_;
-  // Null without options_.reap; destroyed before router_.
+  // Destroyed before the router it reads through.
+  const std::unique_ptr<RedisEventSource> events_;
+  // Null without options_.reap; destroyed before events_ and router_.
   std::unique_ptr<Reaper> reaper_;
 };
 
