@@ -63,6 +63,8 @@
 
 namespace lapse::client {
 
+class Consumer;
+
 namespace internal {
 class Connection;
 class EventQueue;
@@ -508,7 +510,8 @@ struct ClientOptions {
   int max_attempts = 4;
   // Between retries of a call.
   BackoffPolicy retry_backoff;
-  // Between reconnects of a Subscription; reset by every response.
+  // Between reconnects of a Subscription or a Consumer (lapse/consumer.h);
+  // reset by every response.
   BackoffPolicy watch_backoff = {absl::Milliseconds(100), absl::Seconds(10), 2.0};
   // PutMembers calls on the write stream (PutMembersAsync's, and
   // PutMembers' while another is in flight) not yet answered, at most; a
@@ -703,6 +706,9 @@ class Client final {
                                               const CallOptions& call = CallOptions());
 
  private:
+  // Shares the channel (connection_) and options_.
+  friend class Consumer;
+
   // Constant after construction.
   const ClientOptions options_;
   const std::shared_ptr<internal::Connection> connection_;
