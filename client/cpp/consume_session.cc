@@ -18,6 +18,10 @@ namespace {
 // ConsumeStart::max_batch: the server's most.
 constexpr size_t kServerMaxBatch = 1000;
 
+// How long a stopping session waits for the server to end a half-closed
+// stream before it cancels it.
+constexpr absl::Duration kHalfCloseGrace = absl::Seconds(1);
+
 absl::Status Stopped() {
   return absl::CancelledError(
       "the consumer stopped before the server answered; the lease stays until it expires");
@@ -139,12 +143,36 @@ grpc::Status ConsumeSession::RunCall() {
   }
   call->StartCall();
 
+  // Once Stop() is done waiting: half-close, so that the server stops
+  // delivering and ends the stream OK once it has written its answers; and
+  // if it has not ended within kHalfCloseGrace (or cannot be half-closed
+  // now), cancel it.
+  bool half_closed = false;
   bool cancelled = false;
+  absl::Time cancel_at = absl::InfiniteFuture();
   MutexLock lock(&mu_);
   while (!done_) {
-    if (closing_ && !cancelled) {
-      // Stop() is done waiting: end the call, and let it end even with no
-      // read or write pending.
+    if (closing_ && !half_closed) {
+      half_closed = true;
+      cancel_at = absl::Now() + kHalfCloseGrace;
+      if (!ending_ && !writing_) {
+        // The hold goes: the read kept pending takes the stream's end.
+        ending_ = true;
+        writing_ = true;
+        if (!reading_) {
+          reading_ = true;
+          call->StartRead(&response_);
+        }
+        mu_.Unlock();
+        call->StartWritesDone();
+        call->RemoveHold();
+        mu_.Lock();
+        continue;
+      }
+      cancel_at = absl::Now();
+    }
+    if (closing_ && !cancelled && absl::Now() >= cancel_at) {
+      // Let it end even with no read or write pending.
       cancelled = true;
       const bool release = EndingLocked();
       mu_.Unlock();
@@ -153,7 +181,8 @@ grpc::Status ConsumeSession::RunCall() {
       mu_.Lock();
       continue;
     }
-    cv_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+    cv_.WaitWithTimeout(
+        &mu_, closing_ && !cancelled ? cancel_at - absl::Now() : absl::InfiniteDuration());
   }
   // OnDone has run: gRPC is finished with the call.
   call_ = nullptr;
@@ -191,6 +220,12 @@ void ConsumeSession::OnReadDone(bool ok) {
       response_.Clear();
       WriteIfAllowedLocked();
       ReadIfAllowedLocked();
+      if (closing_ && ending_) {
+        // Half-closed: read on to the stream's end (what comes is released
+        // by Stop).
+        reading_ = true;
+        call->StartRead(&response_);
+      }
       cv_.SignalAll();
     } else {
       release = EndingLocked();
