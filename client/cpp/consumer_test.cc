@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -115,7 +116,9 @@ class Running {
 
 class ConsumerTest : public ::testing::Test {
  protected:
-  ConsumerTest() : client_(absl::StrCat("127.0.0.1:", server_.port()), TestClientOptions()) {
+  explicit ConsumerTest(ServerOptions options = testing::TestOptions())
+      : server_(std::move(options)),
+        client_(absl::StrCat("127.0.0.1:", server_.port()), TestClientOptions()) {
     ConsumerGroupOptions group;
     group.name = "g";
     group.collections = {"orders"};
@@ -333,6 +336,52 @@ TEST_F(ConsumerTest, StopReleasesTheDeliveriesNotHandedOut) {
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(again->delivery_count, 2u);
   }
+}
+
+class SmallRetentionConsumerTest : public ConsumerTest {
+ protected:
+  static ServerOptions TwoEvents() {
+    ServerOptions options = testing::TestOptions();
+    options.store.event_retention_events = 2;
+    return options;
+  }
+  SmallRetentionConsumerTest() : ConsumerTest(TwoEvents()) {}
+};
+
+TEST_F(SmallRetentionConsumerTest, EventsLostToRetentionAreReportedOnceByNext) {
+  ExpireOrders(5);
+  const uint64_t oldest = server_.server().store().events().oldest_retained_sequence();
+  Consumer consumer(client_, Named("c1"));
+  const absl::Status lost = consumer.Next(kPatience).status();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
+  EXPECT_THAT(lost.message(), HasSubstr(absl::StrCat("events ", oldest - 3, " to ", oldest - 1,
+                                                     " were discarded")));
+  for (const char* key : {"o-3", "o-4"}) {
+    absl::StatusOr<Delivery> d = consumer.Next(kPatience);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->event.key, key);
+    EXPECT_TRUE(consumer.Ack(*d).ok());
+  }
+  EXPECT_EQ(consumer.stats().lost_sequences, 3u);
+}
+
+TEST_F(SmallRetentionConsumerTest, EventsLostToRetentionAreReportedOnceToTheHandler) {
+  ExpireOrders(5);
+  const uint64_t oldest = server_.server().store().events().oldest_retained_sequence();
+  Consumer consumer(client_, Named("c1"));
+  Handled handled;
+  ConsumeHandlers handlers = handled.Handlers();
+  Mutex mu;
+  std::vector<std::pair<uint64_t, uint64_t>> lost;
+  handlers.on_lost = [&](uint64_t first, uint64_t last) {
+    MutexLock lock(&mu);
+    lost.emplace_back(first, last);
+  };
+  Running running(consumer, handlers);
+  ASSERT_TRUE(handled.WaitForDeliveries(2));
+  EXPECT_TRUE(running.Stop().ok());
+  MutexLock lock(&mu);
+  EXPECT_THAT(lost, ElementsAre(std::make_pair(oldest - 3, oldest - 1)));
 }
 
 // ---- Against a durable lapsed that restarts ----------------------------------
