@@ -359,7 +359,8 @@ class EventStream final {
 //
 // Every event matching a group's filter is leased to one consumer of the
 // group at a time and redelivered when not acknowledged within the group's
-// visibility timeout (README.md, "Consumer groups").
+// visibility timeout (README.md, "Consumer groups"). A worker takes them
+// through a Consumer (lapse/consumer.h), over the Consume stream.
 
 struct ConsumerGroupOptions {
   // Printable ASCII without spaces, like a collection name.
