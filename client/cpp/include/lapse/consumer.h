@@ -41,12 +41,15 @@
 // Run calls on_lost), never skipped silently.
 //
 // Flow control and memory: the server sends at most max_in_flight deliveries
-// not yet answered on a stream. The Consumer reads the stream only while it
-// holds fewer than max_in_flight deliveries not yet acked or nacked (queued
-// for Next/Run, or handed out), or while it waits for the answers to its
-// own requests; a response read then may bring at most max_batch more. So it
-// never holds more than max_in_flight + max_batch deliveries, and in the
-// steady state at most max_in_flight. Beyond that the server's stream waits.
+// not yet answered on a stream, and leases at most the group's
+// max_unacked_per_consumer to one consumer name across all its streams. The
+// Consumer reads the stream only while it holds fewer than max_in_flight
+// deliveries not yet acked or nacked (queued for Next/Run, or handed out),
+// or while it waits for the answers to its own requests. So in the steady
+// state it holds at most max_in_flight deliveries, a response read for an
+// answer may bring at most max_batch more, and whatever happens (a new
+// stream after a reconnect starts counting from zero) never more than the
+// group's max_unacked_per_consumer, beyond leases that already expired.
 //
 // Thread-safety: a Consumer is safe for concurrent use; Ack, Nack and Extend
 // calls from many threads travel together, one request in flight on the
