@@ -6,6 +6,17 @@
 
 namespace lapse::testing {
 
+client::ClientOptions TestClientOptions() {
+  client::ClientOptions options;
+  options.default_timeout = kPatience;
+  options.max_attempts = 1'000'000;
+  options.retry_backoff = {absl::Milliseconds(10), absl::Milliseconds(100), 2.0};
+  options.watch_backoff = {absl::Milliseconds(10), absl::Milliseconds(100), 2.0};
+  options.reconnect_backoff_initial = absl::Milliseconds(50);
+  options.reconnect_backoff_max = absl::Milliseconds(200);
+  return options;
+}
+
 client::WatchHandlers Recorder::Handlers(std::function<void(const client::ExpiryEvent&)> on_event) {
   client::WatchHandlers handlers;
   handlers.on_event = [this, on_event = std::move(on_event)](const client::ExpiryEvent& event) {

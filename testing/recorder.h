@@ -1,5 +1,6 @@
 // Recorder: client::WatchHandlers that record what a Subscription delivers,
-// with waits for tests (each gives up after kPatience).
+// with waits for tests (each gives up after kPatience); and TestClientOptions,
+// the client options of the client tests.
 //
 //   Recorder recorder;  // declared before the subscription it outlives
 //   auto subscription = client.Watch(options, recorder.Handlers());
@@ -24,6 +25,9 @@
 #include "server/base/mutex.h"
 
 namespace lapse::testing {
+
+// Client options for tests: quick reconnects, patient calls.
+client::ClientOptions TestClientOptions();
 
 class Recorder final {
  public:

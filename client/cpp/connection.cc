@@ -72,6 +72,17 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(const T
 
 }  // namespace
 
+bool StreamResumable(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::OK:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::shared_ptr<grpc::Channel> ChannelWith(const std::string& target,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,
                                            const ClientOptions& options) {

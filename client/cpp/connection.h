@@ -40,6 +40,12 @@ namespace lapse::client::internal {
 // change the outcome are retried.
 enum class Idempotency { kIdempotent, kNotIdempotent };
 
+// Whether a stream (a watch, a consumer's) that ended with `status` is to
+// be opened again: the server went away or is draining, a connection
+// dropped, or something between us ended the stream (a stream the client
+// cancelled itself is not asked about).
+bool StreamResumable(const grpc::Status& status);
+
 // A channel to `target` with `credentials` and the channel arguments of
 // `options`, options.tls->server_name included.
 std::shared_ptr<grpc::Channel> ChannelWith(const std::string& target,

@@ -351,6 +351,17 @@ v1::PollRequest PollRequestToProto(const std::string& group, const std::string& 
   return request;
 }
 
+v1::ConsumeRequest ConsumeStartToProto(const std::string& group, const std::string& consumer,
+                                       uint32_t max_in_flight, uint32_t max_batch) {
+  v1::ConsumeRequest request;
+  v1::ConsumeStart* start = request.mutable_start();
+  start->set_group(group);
+  start->set_consumer(consumer);
+  start->set_max_in_flight(max_in_flight);
+  start->set_max_batch(max_batch);
+  return request;
+}
+
 void LeasesToProto(const std::vector<LeaseRef>& leases,
                    google::protobuf::RepeatedPtrField<v1::LeaseRef>* out) {
   out->Reserve(static_cast<int>(leases.size()));

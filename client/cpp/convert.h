@@ -1,5 +1,5 @@
 // Conversions between lapse/client.h's plain types and the lapse.v1 messages:
-// every request the Client and its watch loop send, and every response they
+// every request the Client, its watch loop and its consumers send, and every response they
 // read. The client's counterpart of server/service/proto_convert.h.
 //
 //   v1::GetMembersRequest request = GetMembersRequestToProto(collection, keys,
@@ -82,6 +82,9 @@ v1::ResetConsumerGroupRequest ResetConsumerGroupRequestToProto(const std::string
                                                                uint64_t after_sequence);
 v1::PollRequest PollRequestToProto(const std::string& group, const std::string& consumer,
                                    const PollOptions& options);
+// The first request of a Consume stream.
+v1::ConsumeRequest ConsumeStartToProto(const std::string& group, const std::string& consumer,
+                                       uint32_t max_in_flight, uint32_t max_batch);
 // The leases of an Ack, Nack or ExtendLeases request, or of a ConsumeRequest.
 void LeasesToProto(const std::vector<LeaseRef>& leases,
                    google::protobuf::RepeatedPtrField<v1::LeaseRef>* out);

@@ -20,20 +20,6 @@ namespace {
 // does not wait for its own thread.
 thread_local const WatchLoop* current_loop = nullptr;
 
-// Streams that end like this are resumed: the server went away or is
-// draining, a connection dropped, or something between us ended the stream
-// (we did not cancel it: that is checked first).
-bool Resumable(const grpc::Status& status) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::CANCELLED:
-    case grpc::StatusCode::OK:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // A draining lapse server ends a stream with "server shutting down; last
 // delivered sequence N" (see the README's WatchExpirations section).
 std::optional<uint64_t> LastDeliveredSequence(const grpc::Status& status) {
@@ -149,7 +135,7 @@ void WatchLoop::Run() {
   while (true) {
     const AttemptEnd end = RunAttempt();
     if (cancelled()) return;
-    if (!Resumable(end.status)) {
+    if (!StreamResumable(end.status)) {
       if (handlers_.on_error) handlers_.on_error(FromGrpcStatus(end.status));
       return;
     }

@@ -31,21 +31,10 @@ using ::testing::IsEmpty;
 using testing::LapsedProcess;
 using testing::Recorder;
 using testing::TempDir;
+using testing::TestClientOptions;
 using ::testing::UnorderedElementsAre;
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
-
-// Client options for tests: quick reconnects, patient calls.
-ClientOptions TestClientOptions() {
-  ClientOptions options;
-  options.default_timeout = testing::kPatience;
-  options.max_attempts = 1'000'000;
-  options.retry_backoff = {absl::Milliseconds(10), absl::Milliseconds(100), 2.0};
-  options.watch_backoff = {absl::Milliseconds(10), absl::Milliseconds(100), 2.0};
-  options.reconnect_backoff_initial = absl::Milliseconds(50);
-  options.reconnect_backoff_max = absl::Milliseconds(200);
-  return options;
-}
 
 WatchOptions From(StartPosition start, uint64_t after_sequence = 0) {
   WatchOptions options;

@@ -1,6 +1,7 @@
-// lapsectl consume: takes a consumer group's events as one named consumer,
-// prints them and acknowledges each printed one, until a stop signal or
-// --max; its flags and help beside the function that runs it.
+// lapsectl consume: takes a consumer group's events as one named consumer
+// over the Consume stream (lapse::client::Consumer), prints them and
+// acknowledges each printed one on the stream, until a stop signal or --max;
+// its flags and help beside the function that runs it.
 #include <signal.h>
 
 #include <algorithm>
@@ -10,44 +11,30 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/lapsectl/cli_args.h"
 #include "client/lapsectl/cli_output.h"
 #include "client/lapsectl/command.h"
 #include "lapse/client.h"
+#include "lapse/consumer.h"
 
 namespace lapse::cli {
 namespace {
 
 constexpr char kCommand[] = "consume";
-// How long one Poll waits for an event: also how soon a stop signal is
+// How long one Next waits for a delivery: also how soon a stop signal is
 // noticed while the group is idle.
-constexpr absl::Duration kPollWait = absl::Seconds(1);
-constexpr uint64_t kMaxBatch = 100;
+constexpr absl::Duration kNextWait = absl::Seconds(1);
+// Deliveries in flight at most: the Consume stream's window.
+constexpr uint64_t kMaxInFlight = 100;
 
 volatile std::sig_atomic_t g_stop = 0;
 
 void OnStopSignal(int) { g_stop = 1; }
-
-// Tells on stderr about the acks the server refused: their events may be
-// handled twice. Returns how many were refused.
-uint64_t ReportRefusedAcks(const std::vector<client::LeaseResult>& results) {
-  uint64_t refused = 0;
-  for (const client::LeaseResult& result : results) {
-    if (result.status.ok()) continue;
-    ++refused;
-    std::fprintf(stderr, "%s %s: event %llu not acknowledged (%s): it may be handled twice\n",
-                 kProgram, kCommand, static_cast<unsigned long long>(result.sequence),
-                 std::string(result.status.message()).c_str());
-  }
-  return refused;
-}
 
 int RunConsume(const Invocation& in) {
   const ParsedArgs& args = in.args;
@@ -72,6 +59,12 @@ int RunConsume(const Invocation& in) {
   sigaction(SIGTERM, &action, nullptr);
 
   std::unique_ptr<client::Client> client = in.NewClient();
+  client::ConsumerOptions options;
+  options.group = *group;
+  options.consumer = *consumer;
+  // No more in flight than will be printed: the rest stay with the group.
+  options.max_in_flight = static_cast<uint32_t>(std::min(kMaxInFlight, max));
+  client::Consumer stream(*client, options);
   std::fprintf(stderr, "%s: consuming group %s as %s; stop with Ctrl-C\n", kProgram,
                DisplayValue(*group).c_str(), DisplayValue(*consumer).c_str());
   if (!in.json) {
@@ -82,43 +75,35 @@ int RunConsume(const Invocation& in) {
   uint64_t refused = 0;
   int exit_code = kOk;
   while (g_stop == 0 && printed < max) {
-    client::PollOptions poll;
-    poll.max_events = static_cast<uint32_t>(std::min(kMaxBatch, max - printed));
-    poll.wait = kPollWait;
-    const absl::Time asked = absl::Now();
-    absl::StatusOr<client::PollResult> result = client->Poll(*group, *consumer, poll);
-    if (!result.ok()) {
-      exit_code = Fail(kCommand, result.status());
-      break;
-    }
-    if (result->lost_first_sequence != 0) {
-      std::fprintf(stderr,
-                   "%s %s: events %llu to %llu were discarded by the server's retention before "
-                   "the group received them\n",
-                   kProgram, kCommand, static_cast<unsigned long long>(result->lost_first_sequence),
-                   static_cast<unsigned long long>(result->lost_last_sequence));
-    }
-    if (result->deliveries.empty()) {
-      // A server that answers at once instead of waiting (one without the
-      // long poll) is asked again after the wait, not in a busy loop.
-      absl::SleepFor(kPollWait - (absl::Now() - asked));
+    absl::StatusOr<client::Delivery> delivery = stream.Next(kNextWait);
+    if (absl::IsDeadlineExceeded(delivery.status())) continue;
+    if (absl::IsDataLoss(delivery.status())) {
+      std::fprintf(stderr, "%s %s: %s\n", kProgram, kCommand,
+                   std::string(delivery.status().message()).c_str());
       continue;
     }
-    std::vector<client::LeaseRef> leases;
-    for (const client::Delivery& delivery : result->deliveries) {
-      WriteStdout(EventLine(delivery.event, in.json, values));
-      leases.push_back({delivery.event.sequence, delivery.delivery_count});
-    }
-    std::fflush(stdout);
-    printed += leases.size();
-    if (!ack) continue;
-    absl::StatusOr<std::vector<client::LeaseResult>> acked = client->Ack(*group, *consumer, leases);
-    if (!acked.ok()) {
-      exit_code = Fail(kCommand, acked.status());
+    if (!delivery.ok()) {
+      exit_code = Fail(kCommand, delivery.status());
       break;
     }
-    refused += ReportRefusedAcks(*acked);
+    WriteStdout(EventLine(delivery->event, in.json, values));
+    std::fflush(stdout);
+    ++printed;
+    if (!ack) continue;
+    const absl::Status acked = stream.Ack(*delivery);
+    if (absl::IsFailedPrecondition(acked)) {
+      // The lease was lost: the event may be handled twice.
+      ++refused;
+      std::fprintf(stderr, "%s %s: event %llu not acknowledged (%s): it may be handled twice\n",
+                   kProgram, kCommand, static_cast<unsigned long long>(delivery->event.sequence),
+                   std::string(acked.message()).c_str());
+    } else if (!acked.ok()) {
+      exit_code = Fail(kCommand, acked);
+      break;
+    }
   }
+  // Sends the acks owed and releases what was received and not printed.
+  stream.Stop();
   std::fprintf(stderr, "%s: received %llu event%s%s\n", kProgram,
                static_cast<unsigned long long>(printed), printed == 1 ? "" : "s",
                ack ? absl::StrCat(", acknowledged ", printed - refused).c_str() : "");
@@ -131,7 +116,7 @@ int RunConsume(const Invocation& in) {
 Command ConsumeCommand() {
   return {{"consume",
            "",
-           "Take a consumer group's events as one consumer and acknowledge them (Poll, Ack)",
+           "Take a consumer group's events as one consumer and acknowledge them (Consume)",
            "Prints each event as watch does and acknowledges it once printed, until Ctrl-C\n"
            "(SIGINT), SIGTERM or --max events; then prints on stderr how many arrived and\n"
            "exits 0. With --no-ack the events stay leased until the group's visibility\n"

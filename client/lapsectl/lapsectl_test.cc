@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "testing/auth_grants.h"
 #include "testing/child_process.h"
+#include "testing/http_get.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
 #include "testing/test_certs.h"
@@ -426,6 +427,54 @@ TEST_F(LapsectlTest, ConsumeFromAGroupThatDoesNotExistExitsWith1) {
   Result missing = Ctl({"consume", "--group=nope", "--consumer=w1"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+}
+
+class MetricsLapsectlTest : public LapsectlTest {
+ protected:
+  MetricsLapsectlTest() : LapsectlTest({"--metrics_listen=127.0.0.1:0"}) {}
+
+  // The metrics port lapsed's start line names.
+  int MetricsPort() {
+    const std::string& line = lapsed_.start_line();
+    const std::string marker = "(metrics port ";
+    const size_t at = line.find(marker);
+    int port = 0;
+    if (at == std::string::npos ||
+        !absl::SimpleAtoi(line.substr(at + marker.size(), line.find(')', at) - at - marker.size()),
+                          &port)) {
+      ADD_FAILURE() << line;
+    }
+    return port;
+  }
+};
+
+TEST_F(MetricsLapsectlTest, ConsumeTakesAndAcksTheEventsOnTheConsumeStream) {
+  Ok({"group", "create", "workers", "--collections=orders"});
+  for (const std::string key : {"o-1", "o-2", "o-3"}) {
+    Ok({"put", "orders", key});
+    Ok({"expire", "orders", key, "--at=2000-01-01T00:00:00Z"});
+  }
+  Result consumed = Ok({"consume", "--group=workers", "--consumer=w1", "--max=2", "--json"});
+  ExpectJsonLines(consumed.out, 2);
+  EXPECT_THAT(consumed.err, HasSubstr("received 2 events, acknowledged 2"));
+  Result info = Ok({"group", "info", "workers", "--json"});
+  EXPECT_THAT(info.out, HasSubstr("\"acked_total\":2,"));
+  EXPECT_THAT(info.out, HasSubstr("\"consumer\":\"w1\",\"unacked\":0"));
+
+  // One Consume stream, ended OK by the server once lapsectl half-closed it;
+  // no Poll, no unary Ack.
+  absl::StatusOr<MetricSamples> samples = ScrapeMetrics(MetricsPort());
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_EQ(samples->count("lapse_rpc_duration_seconds_count{code=\"OK\",method=\"/"
+                           "lapse.v1.LapseService/Consume\"}"),
+            1u);
+  EXPECT_EQ(samples->at("lapse_rpc_duration_seconds_count{code=\"OK\",method=\"/"
+                        "lapse.v1.LapseService/Consume\"}"),
+            1);
+  for (const auto& [name, value] : *samples) {
+    EXPECT_THAT(name, Not(HasSubstr("LapseService/Poll\""))) << value;
+    EXPECT_THAT(name, Not(HasSubstr("LapseService/Ack\""))) << value;
+  }
 }
 
 // The token a stopped watch printed on stderr.

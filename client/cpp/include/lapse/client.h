@@ -63,6 +63,8 @@
 
 namespace lapse::client {
 
+class Consumer;
+
 namespace internal {
 class Connection;
 class EventQueue;
@@ -357,7 +359,8 @@ class EventStream final {
 //
 // Every event matching a group's filter is leased to one consumer of the
 // group at a time and redelivered when not acknowledged within the group's
-// visibility timeout (README.md, "Consumer groups").
+// visibility timeout (README.md, "Consumer groups"). A worker takes them
+// through a Consumer (lapse/consumer.h), over the Consume stream.
 
 struct ConsumerGroupOptions {
   // Printable ASCII without spaces, like a collection name.
@@ -508,7 +511,8 @@ struct ClientOptions {
   int max_attempts = 4;
   // Between retries of a call.
   BackoffPolicy retry_backoff;
-  // Between reconnects of a Subscription; reset by every response.
+  // Between reconnects of a Subscription or a Consumer (lapse/consumer.h);
+  // reset by every response.
   BackoffPolicy watch_backoff = {absl::Milliseconds(100), absl::Seconds(10), 2.0};
   // PutMembers calls on the write stream (PutMembersAsync's, and
   // PutMembers' while another is in flight) not yet answered, at most; a
@@ -703,6 +707,9 @@ class Client final {
                                               const CallOptions& call = CallOptions());
 
  private:
+  // Shares the channel (connection_) and options_.
+  friend class Consumer;
+
   // Constant after construction.
   const ClientOptions options_;
   const std::shared_ptr<internal::Connection> connection_;
