@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "bench/common/members.h"
 
 ABSL_FLAG(int32_t, batch, 100,
@@ -14,7 +15,7 @@ ABSL_FLAG(int32_t, value_bytes, 16, "Bytes per member value");
 ABSL_FLAG(int64_t, collections, 1000, "Collections (Redis: hashes) the members are spread over");
 ABSL_FLAG(int64_t, members, 0,
           "Members to write; 0: put 500000 (unless --duration), expiry-latency "
-          "100000, drain 100000");
+          "100000, drain 100000, group 20000");
 ABSL_FLAG(absl::Duration, spread, absl::Seconds(10),
           "expiry-latency: deadlines are spread uniformly over this window");
 ABSL_FLAG(absl::Duration, lead, absl::ZeroDuration(),
@@ -28,6 +29,16 @@ ABSL_FLAG(absl::Duration, reconnect_at, absl::ZeroDuration(),
           "disconnects (Redis), for --reconnect-pause; 0: never");
 ABSL_FLAG(absl::Duration, reconnect_pause, absl::Seconds(1),
           "How long the watcher or subscriber stays disconnected");
+ABSL_FLAG(int32_t, consumers, 3, "group: consumers in the group, each on its own connection");
+ABSL_FLAG(int32_t, max_in_flight, 100,
+          "group: events a consumer holds unacknowledged at most (lapse: the Consume "
+          "stream's max_in_flight; Redis: XREADGROUP's COUNT)");
+ABSL_FLAG(absl::Duration, visibility_timeout, absl::Seconds(1),
+          "group: how long a delivered event stays with its consumer before another may take "
+          "it (lapse: the group's visibility timeout; Redis: XAUTOCLAIM's min-idle-time)");
+ABSL_FLAG(bool, kill_consumer, false,
+          "group: consumer 0 dies without acknowledging once it holds --max-in-flight "
+          "events; reports how long until each was acknowledged by another consumer");
 
 namespace lapse {
 namespace load {
@@ -51,6 +62,28 @@ absl::Status CheckLoadFlags() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<GroupShape> GroupShapeFromFlags() {
+  GroupShape shape;
+  shape.consumers = absl::GetFlag(FLAGS_consumers);
+  shape.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  shape.visibility_timeout = absl::GetFlag(FLAGS_visibility_timeout);
+  shape.kill_consumer = absl::GetFlag(FLAGS_kill_consumer);
+  if (shape.consumers < 1 || shape.consumers > 1000) {
+    return absl::InvalidArgumentError("--consumers must be in [1, 1000]");
+  }
+  if (shape.kill_consumer && shape.consumers < 2) {
+    return absl::InvalidArgumentError(
+        "--kill-consumer needs --consumers of 2 or more: someone must take over");
+  }
+  if (shape.max_in_flight < 1 || shape.max_in_flight > 1000) {
+    return absl::InvalidArgumentError("--max_in_flight must be in [1, 1000]");
+  }
+  if (shape.visibility_timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("--visibility_timeout must be at least 1ms");
+  }
+  return shape;
+}
+
 ExpiryTiming ExpiryTimingFromFlags() {
   ExpiryTiming timing;
   timing.spread = absl::GetFlag(FLAGS_spread);
@@ -65,6 +98,7 @@ uint64_t MembersFor(absl::string_view scenario, uint64_t members, absl::Duration
   if (members != 0) return members;
   if (scenario == "put") return duration == absl::ZeroDuration() ? 500'000 : 0;
   if (scenario == "expiry-latency" || scenario == "drain") return 100'000;
+  if (scenario == "group") return 20'000;
   return 0;
 }
 

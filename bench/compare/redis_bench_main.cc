@@ -7,6 +7,7 @@
 //   lapse-redis-bench put --port=6390 --mode=classic --batch=1000 --members=1000000
 //   lapse-redis-bench expiry-latency --port=6390 --poll-interval=10ms --members=100000
 //   lapse-redis-bench drain --port=6390 --mode=hfe --members=100000
+//   lapse-redis-bench group --port=6390 --poll-interval=10ms --spread=0s --consumers=3
 //
 // --mode=classic is the recipe from the field: each collection's values in a
 // hash (HSET), every deadline in one sorted set (ZADD, member
@@ -24,6 +25,12 @@
 // that collection whose deadline has passed and that no earlier event
 // covered, which is the most a client can infer without reading the hash
 // again (so it flatters Redis's latency).
+//
+// The group scenario is lapse-bench's, on Redis Streams consumer groups: the
+// classic poller XADDs each due member to a stream (--publish is ignored);
+// --consumers consumers XREADGROUP (COUNT --max-in-flight) and XACK every
+// entry, each running XAUTOCLAIM (min-idle --visibility-timeout) every
+// --claim-interval; every member must be acknowledged exactly once.
 //
 // Exits 0 when the scenario saw no error and lost no notification, 1
 // otherwise, 2 on bad flags.
@@ -61,6 +68,8 @@ ABSL_FLAG(absl::Duration, poll_interval, absl::Milliseconds(100),
 ABSL_FLAG(int32_t, poll_limit, 1000, "classic: members removed per script call");
 ABSL_FLAG(std::string, publish, "batch",
           "classic: PUBLISH one message per script call (batch) or per member");
+ABSL_FLAG(absl::Duration, claim_interval, absl::Milliseconds(100),
+          "group: how often each consumer runs XAUTOCLAIM over the pending entries");
 ABSL_FLAG(std::string, prefix, "", "Key prefix of this run (default rb<pid>.<scenario>.)");
 
 namespace lapse {
@@ -111,14 +120,24 @@ bool OptionsFromFlags(const std::string& scenario, Options* o) {
   o->timing = load::ExpiryTimingFromFlags();
   o->poll_interval = absl::GetFlag(FLAGS_poll_interval);
   o->poll_limit = absl::GetFlag(FLAGS_poll_limit);
-  o->publish_per_member = publish == "member";
+  o->publish = publish == "member" ? Publish::kMember : Publish::kBatch;
+  if (scenario == "group") o->publish = Publish::kStream;
+  absl::StatusOr<load::GroupShape> group = load::GroupShapeFromFlags();
+  if (!group.ok()) return Fail(std::string(group.status().message()));
+  o->group = *group;
+  o->claim_interval = absl::GetFlag(FLAGS_claim_interval);
+  if (o->claim_interval <= absl::ZeroDuration()) return Fail("--claim_interval must be positive");
   o->prefix = absl::GetFlag(FLAGS_prefix);
   if (o->prefix.empty()) o->prefix = absl::StrCat("rb", getpid(), ".", scenario, ".");
   o->deadlines_key = o->prefix + "deadlines";
   o->channel = o->prefix + "expired";
-  if (scenario != "put" && scenario != "expiry-latency" && scenario != "drain") {
-    return Fail(
-        absl::StrCat("unknown scenario \"", scenario, "\": expected put, expiry-latency or drain"));
+  if (scenario != "put" && scenario != "expiry-latency" && scenario != "drain" &&
+      scenario != "group") {
+    return Fail(absl::StrCat("unknown scenario \"", scenario,
+                             "\": expected put, expiry-latency, drain or group"));
+  }
+  if (scenario == "group" && o->mode != Mode::kClassic) {
+    return Fail("group runs on the classic recipe's poller: --mode=classic");
   }
   return true;
 }
@@ -131,13 +150,13 @@ int main(int argc, char** argv) {
   // Line-buffered even into a pipe, so tables and errors interleave in order.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   absl::SetProgramUsageMessage(
-      "lapse-redis-bench SCENARIO [flags]: put, expiry-latency or drain against "
-      "Redis (the classic recipe, or native hash-field expiration)");
+      "lapse-redis-bench SCENARIO [flags]: put, expiry-latency, drain or group against "
+      "Redis (the classic recipe, native hash-field expiration, or Streams consumer groups)");
   std::vector<std::string> storage;
   std::vector<char*> args = lapse::load::DashesToUnderscores(argc, argv, &storage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, args.data());
   if (positional.size() != 2) {
-    std::fprintf(stderr, "usage: lapse-redis-bench put|expiry-latency|drain [flags]\n");
+    std::fprintf(stderr, "usage: lapse-redis-bench put|expiry-latency|drain|group [flags]\n");
     return 2;
   }
   const std::string scenario = positional[1];
@@ -155,6 +174,8 @@ int main(int argc, char** argv) {
     ok = lapse::compare::RunPut(options);
   } else if (scenario == "expiry-latency") {
     ok = lapse::compare::RunExpiryLatency(options);
+  } else if (scenario == "group") {
+    ok = lapse::compare::RunGroup(options);
   } else {
     ok = lapse::compare::RunDrain(options);
   }

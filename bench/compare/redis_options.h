@@ -10,12 +10,18 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "bench/common/group_ledger.h"
 #include "bench/common/scenario.h"
 
 namespace lapse {
 namespace compare {
 
 enum class Mode { kClassic, kHfe };
+
+// What the classic poller does with the members it removed: one PUBLISH per
+// script call or per member, or one XADD per member to a stream (the group
+// scenario's Redis Streams consumer group reads it).
+enum class Publish { kBatch, kMember, kStream };
 
 struct Options {
   std::string host;
@@ -35,9 +41,13 @@ struct Options {
   load::ExpiryTiming timing;
   absl::Duration poll_interval;
   int poll_limit = 1000;
-  bool publish_per_member = false;
+  Publish publish = Publish::kBatch;
   std::string prefix;
-  // classic: the sorted set of deadlines and the notification channel.
+  // group: the consumer group, and how often each consumer runs XAUTOCLAIM.
+  load::GroupShape group;
+  absl::Duration claim_interval;
+  // classic: the sorted set of deadlines and the notification channel (the
+  // stream, with Publish::kStream).
   std::string deadlines_key;
   std::string channel;
 };

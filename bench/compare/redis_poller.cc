@@ -1,10 +1,14 @@
 #include "bench/compare/redis_poller.h"
 
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/common/members.h"
 #include "bench/common/stats.h"
 
 namespace lapse {
@@ -15,7 +19,8 @@ using load::NowMicros;
 using load::NowMillis;
 
 // The poller's script. KEYS[1]: the deadline sorted set. ARGV: now (ms),
-// limit, channel, "member" or "batch". Returns how many members it removed.
+// limit, channel (or stream), "member", "batch" or "stream" (one XADD per
+// member, field "e"). Returns how many members it removed.
 // Members whose hash field is already gone (removed by a client) are dropped
 // without a notification.
 constexpr char kPollScript[] = R"lua(
@@ -51,6 +56,8 @@ for _, coll in ipairs(order) do
 end
 if ARGV[4] == 'member' then
   for _, line in ipairs(out) do redis.call('PUBLISH', ARGV[3], line) end
+elseif ARGV[4] == 'stream' then
+  for _, line in ipairs(out) do redis.call('XADD', ARGV[3], '*', 'e', line) end
 elseif #out > 0 then
   redis.call('PUBLISH', ARGV[3], table.concat(out, '\n'))
 end
@@ -58,6 +65,16 @@ return n
 )lua";
 
 }  // namespace
+
+bool ParsePolledLine(absl::string_view line, size_t value_bytes, PolledMember* out) {
+  std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+  if (f.size() != 4 || !load::IndexOfKey(f[1], &out->index) ||
+      !absl::SimpleAtoi(f[3], &out->deadline_ms)) {
+    return false;
+  }
+  out->value_ok = f[2] == load::ValueFor(out->index, value_bytes);
+  return true;
+}
 
 absl::Status Poller::Start() {
   absl::StatusOr<std::unique_ptr<RedisConn>> conn = RedisConn::Connect(o_.host, o_.port);
@@ -79,7 +96,9 @@ void Poller::Run() {
   const std::string limit = absl::StrCat(o_.poll_limit);
   const std::string key = o_.deadlines_key;
   const std::string channel = o_.channel;
-  const char* publish = o_.publish_per_member ? "member" : "batch";
+  const char* publish = o_.publish == Publish::kMember   ? "member"
+                        : o_.publish == Publish::kStream ? "stream"
+                                                         : "batch";
   absl::Time next = absl::Now();
   while (true) {
     while (true) {

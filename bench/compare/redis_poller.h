@@ -1,8 +1,8 @@
 // Poller: the classic Redis recipe's expirer. Every --poll-interval it runs a
 // Lua script that removes the members that are due from the deadline sorted
 // set and their hashes and PUBLISHes them (collection, key, value, deadline)
-// to the run's channel; while a call comes back full (--poll-limit) it calls
-// again at once, so a backlog drains without waiting a tick.
+// to the run's channel, or XADDs each to the run's stream (Publish::kStream); while a call comes
+// back full (--poll-limit) it calls again at once, so a backlog drains without waiting a tick.
 //
 //   lapse::compare::Poller poller(options);
 //   if (!poller.Start().ok()) ...
@@ -14,12 +14,14 @@
 #define LAPSE_BENCH_COMPARE_REDIS_POLLER_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/common/stoppable_thread.h"
 #include "bench/compare/redis_conn.h"
@@ -27,6 +29,18 @@
 
 namespace lapse {
 namespace compare {
+
+// One member as the poller's script hands it out, in a line of
+// "collection \t key \t value \t deadline_ms".
+struct PolledMember {
+  uint64_t index = 0;
+  int64_t deadline_ms = 0;
+  // Whether the value is the one written for the member (members.h).
+  bool value_ok = false;
+};
+
+// Parses one such line; false when it names no member of this run.
+bool ParsePolledLine(absl::string_view line, size_t value_bytes, PolledMember* out);
 
 class Poller {
  public:

@@ -4,11 +4,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/common/group_ledger.h"
 #include "bench/common/ledger.h"
 #include "bench/common/load_plan.h"
 #include "bench/common/members.h"
@@ -18,6 +20,7 @@
 #include "bench/compare/hfe_attribution.h"
 #include "bench/compare/redis_conn.h"
 #include "bench/compare/redis_poller.h"
+#include "bench/compare/redis_stream_consumer.h"
 #include "bench/compare/redis_subscriber.h"
 #include "bench/compare/redis_writer.h"
 
@@ -42,9 +45,11 @@ void PrintShape(const char* scenario, const Options& o) {
       o.peer.c_str(), scenario, o.concurrency, o.connections, o.batch, o.key_bytes, o.value_bytes,
       static_cast<unsigned long long>(o.collections), o.host.c_str(), o.port);
   if (o.mode == Mode::kClassic) {
-    std::printf(", poll every %s (%d per call, publish per %s)",
-                absl::FormatDuration(o.poll_interval).c_str(), o.poll_limit,
-                o.publish_per_member ? "member" : "call");
+    std::printf(", poll every %s (%d per call, %s)", absl::FormatDuration(o.poll_interval).c_str(),
+                o.poll_limit,
+                o.publish == Publish::kMember   ? "publish per member"
+                : o.publish == Publish::kStream ? "XADD per member to a stream"
+                                                : "publish per call");
   } else {
     std::printf(", native hash-field expiration");
   }
@@ -201,6 +206,75 @@ bool RunDrain(const Options& o) {
   result.Add("errors", errors);
   result.Print();
   return tally.Clean(errors);
+}
+
+bool RunGroup(const Options& o) {
+  PrintShape("group", o);
+  const load::GroupShape& g = o.group;
+  std::printf("  group: %d consumer(s), XREADGROUP COUNT %d, XAUTOCLAIM min-idle %s every %s%s\n",
+              g.consumers, g.max_in_flight, absl::FormatDuration(g.visibility_timeout).c_str(),
+              absl::FormatDuration(o.claim_interval).c_str(),
+              g.kill_consumer ? ", consumer 0 dies once it holds max_in_flight entries" : "");
+  const std::string group = o.prefix + "group";
+  {
+    absl::StatusOr<std::unique_ptr<RedisConn>> conn = RedisConn::Connect(o.host, o.port);
+    if (!conn.ok()) {
+      std::printf("  failed: %s\n", std::string(conn.status().message()).c_str());
+      return false;
+    }
+    ReplyPtr created = (*conn)->Command({"XGROUP", "CREATE", o.channel, group, "$", "MKSTREAM"});
+    if (created == nullptr || created->type == REDIS_REPLY_ERROR) {
+      std::printf("  XGROUP CREATE failed: %s%s\n", ReplyError(created.get()).c_str(),
+                  (*conn)->error().c_str());
+      return false;
+    }
+  }
+  load::GroupRun run;
+  run.peer = o.peer;
+  run.shape = g;
+  run.members = o.members;
+  run.spread = o.timing.spread;
+  run.first_deadline_ms = load::FirstDeadlineMs(o.timing.lead, o.members);
+  load::GroupLedger ledger(o.members, g.consumers);
+  std::vector<std::unique_ptr<StreamConsumer>> consumers;
+  for (int i = 0; i < g.consumers; ++i) {
+    consumers.push_back(
+        std::make_unique<StreamConsumer>(o, group, i, g.kill_consumer && i == 0, &ledger));
+    if (absl::Status s = consumers.back()->Start(); !s.ok()) {
+      std::printf("  failed: %s\n", std::string(s.message()).c_str());
+      return false;
+    }
+  }
+  Poller poller(o);
+  if (absl::Status s = poller.Start(); !s.ok()) {
+    std::printf("  failed: %s\n", std::string(s.message()).c_str());
+    return false;
+  }
+  const int64_t first_ms = run.first_deadline_ms;
+  const int64_t spread_ms = absl::ToInt64Milliseconds(run.spread);
+  LoadPlan plan;
+  plan.members = o.members;
+  plan.deadline_ms = [first_ms, spread_ms](uint64_t i) {
+    return load::SpreadDeadlineMs(first_ms, spread_ms, i);
+  };
+  plan.progress = false;
+  run.load = WriteMembers(o, plan);
+  if (run.load.errors > 0) {
+    std::printf("  load failed: %s\n", run.load.first_error.c_str());
+    return false;
+  }
+  std::printf("  loaded %llu members in %ss; first deadline in %lld ms\n",
+              static_cast<unsigned long long>(run.load.members),
+              FormatSeconds(run.load.elapsed).c_str(),
+              static_cast<long long>(first_ms - NowMillis()));
+  load::AwaitExpiries(ledger.acks(), o.members,
+                      {"group", "acks", first_ms, load::GroupWaitUntilMs(run), absl::ZeroDuration(),
+                       o.timing.drain_timeout},
+                      nullptr);
+  poller.Stop();
+  for (const std::unique_ptr<StreamConsumer>& c : consumers) c->Stop();
+  if (poller.errors() > 0) std::printf("  poller: %s\n", poller.first_error().c_str());
+  return load::ReportGroup(run, ledger, poller.errors());
 }
 
 // Whether the server has native hash-field expiration.

@@ -1,5 +1,5 @@
-// lapse-redis-bench's scenarios: lapse-bench's put, expiry-latency and drain
-// (bench/load/lapse_scenarios.h) against the Redis recipes users would pick
+// lapse-redis-bench's scenarios: lapse-bench's put, expiry-latency, drain and
+// group (bench/load/lapse_scenarios.h) against the Redis recipes users would pick
 // instead of lapse, with the same members (bench/common/members.h), the same
 // batch (one pipelined batch per lapse RPC), the same concurrency (batches in
 // flight) and the same output (tables and a RESULT line that
@@ -23,6 +23,10 @@ namespace compare {
 bool RunPut(const Options& o);
 bool RunExpiryLatency(const Options& o);
 bool RunDrain(const Options& o);
+// The classic recipe's poller XADDs each due member to a stream (o.channel)
+// that a consumer group of o.group.consumers StreamConsumers reads and
+// acknowledges: lapse-bench's group scenario (GroupLedger, ReportGroup).
+bool RunGroup(const Options& o);
 
 // Whether the server has native hash-field expiration; also turns on the
 // `hexpired` keyspace events the hfe subscriber listens to.

@@ -3,12 +3,11 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "bench/common/members.h"
 #include "bench/common/stats.h"
+#include "bench/compare/redis_poller.h"
 
 namespace lapse {
 namespace compare {
@@ -66,15 +65,13 @@ void Subscriber::Run() {
 void Subscriber::ParseClassic(absl::string_view payload, int64_t received_us,
                               std::vector<Delivery>* out) {
   for (absl::string_view line : absl::StrSplit(payload, '\n', absl::SkipEmpty())) {
-    std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
-    uint64_t index;
-    int64_t deadline_ms;
-    if (f.size() != 4 || !load::IndexOfKey(f[1], &index) || !absl::SimpleAtoi(f[3], &deadline_ms)) {
+    PolledMember member;
+    if (!ParsePolledLine(line, o_.value_bytes, &member)) {
       ledger_->DeliverUnknown();
       continue;
     }
-    if (f[2] != load::ValueFor(index, o_.value_bytes)) errors_.fetch_add(1);
-    out->push_back({index, deadline_ms * 1000, received_us});
+    if (!member.value_ok) errors_.fetch_add(1);
+    out->push_back({member.index, member.deadline_ms * 1000, received_us});
   }
 }
 

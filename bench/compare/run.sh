@@ -39,6 +39,25 @@
 #   sparse          --sparse-members over --sparse-spread (one expiry every
 #                   half second or so): latency on an otherwise idle server
 #
+# With --scenario=group, instead (lapse-bench group against lapsed,
+# lapse-redis-bench group against the peer redis-streams: the classic poller
+# every 10 ms XADDs each due member to a stream read by a Redis Streams
+# consumer group; each run its own server):
+#   burst           --group-members members sharing one deadline, read by a
+#                   group of each of --group-consumers consumers (lapse: one
+#                   Consume stream each, max_in_flight --max-in-flight; Redis:
+#                   XREADGROUP COUNT --max-in-flight BLOCK, XACK per entry):
+#                   events/s acked, ack - deadline
+#   rate            --group-members over --group-spread, 3 consumers: ack -
+#                   deadline at a steady rate
+#   redelivery      --group-redelivery-members sharing one deadline, 3
+#                   consumers, one of which dies holding --max-in-flight
+#                   events: from its death to each being acked by another,
+#                   minus --visibility-timeout (lapse: the group's visibility
+#                   timeout; Redis: XAUTOCLAIM min-idle, run by each consumer
+#                   every --claim-interval)
+# Every member must be acked exactly once, on both sides (else exit 1).
+#
 # Flags (defaults finish in a few minutes; the 1M-size runs in docs/benchmarks.md
 # use --pending=1000000 --spread=20s --drain=1000000):
 #   --build-dir=DIR          Release build to use (default <repo>/build-bench)
@@ -63,10 +82,19 @@
 #   --lapsed-preload=LIB     LD_PRELOAD for lapsed (e.g. libjemalloc.so.2)
 #   --durable=auto|yes|no    run lapse-durable and redis-aof (default auto)
 #   --only=PEERS             comma-separated subset of the peers above
-#   --smoke                  tiny sizes (the bench-smoke ctest)
+#   --scenario=SET           default (the scenarios above) or group
+#   --group-members=N        group burst and rate size (default 20000)
+#   --group-consumers=LIST   consumer counts of the burst runs (default 1,3,10)
+#   --group-spread=DUR       group rate run's deadline window (default 4s)
+#   --group-redelivery-members=N   (default 5000)
+#   --max-in-flight=N        unacked events per consumer (default 100)
+#   --visibility-timeout=DUR (default 1s)
+#   --claim-interval=DUR     Redis: XAUTOCLAIM period per consumer (default 100ms)
+#   --smoke                  tiny sizes (the bench-smoke ctests)
 #
 # Exits 1 when a lapse scenario saw errors or lost events (the peers'
-# losses are part of the comparison, not failures), 2 on bad flags.
+# losses are part of the comparison, not failures; in the group set a peer
+# that did not ack every member exactly once fails too), 2 on bad flags.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -94,6 +122,14 @@ lapsed_preload=
 durable=auto
 only=
 smoke=0
+scenario_set=default
+group_members=20000
+group_consumers=1,3,10
+group_spread=4s
+group_redelivery_members=5000
+max_in_flight=100
+visibility_timeout=1s
+claim_interval=100ms
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
@@ -121,6 +157,14 @@ for arg in "$@"; do
     --durable=*) durable="${arg#*=}" ;;
     --only=*) only="${arg#*=}" ;;
     --smoke) smoke=1 ;;
+    --scenario=*) scenario_set="${arg#*=}" ;;
+    --group-members=*) group_members="${arg#*=}" ;;
+    --group-consumers=*) group_consumers="${arg#*=}" ;;
+    --group-spread=*) group_spread="${arg#*=}" ;;
+    --group-redelivery-members=*) group_redelivery_members="${arg#*=}" ;;
+    --max-in-flight=*) max_in_flight="${arg#*=}" ;;
+    --visibility-timeout=*) visibility_timeout="${arg#*=}" ;;
+    --claim-interval=*) claim_interval="${arg#*=}" ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown flag $arg (see --help)" >&2; exit 2 ;;
   esac
@@ -129,6 +173,12 @@ if [[ $smoke == 1 ]]; then
   members=20000 small_members=2000 pending=3000 spread=1s drain=5000
   reconnect_members=3000 reconnect_spread=2s reconnect_pause=300ms
   sparse_members=3 sparse_spread=1s
+  group_members=2000 group_consumers=1,3 group_spread=1s group_redelivery_members=1000
+  visibility_timeout=500ms
+fi
+if [[ "$scenario_set" != default && "$scenario_set" != group ]]; then
+  echo "run.sh: --scenario must be default or group" >&2
+  exit 2
 fi
 
 lapsed="${build}/server/lapsed"
@@ -258,8 +308,9 @@ redis_rss() {
 
 # ---- running a scenario -------------------------------------------------------
 
-# run_bench PEER LAPSE|REDIS CMD...: runs one scenario, shows its output, keeps
-# its RESULT line, and notes a lapse failure.
+# run_bench PEER lapse|redis|strict CMD...: runs one scenario, shows its
+# output, keeps its RESULT line, and notes a failure of lapse or of a strict
+# (group) peer.
 run_bench() {
   local peer=$1 kind=$2 status
   shift 2
@@ -268,7 +319,7 @@ run_bench() {
   status=${PIPESTATUS[0]}
   set -e
   grep '^RESULT ' "${work}/last" >>"$results" || true
-  if [[ $status != 0 && $kind == lapse ]]; then lapse_failed+=("$peer: ${*:2:1}"); fi
+  if [[ $status != 0 && $kind != redis ]]; then lapse_failed+=("$peer: ${*:2:1}"); fi
   return 0
 }
 
@@ -396,9 +447,15 @@ hfe_capable() {
 
 echo "== lapse vs Redis, $(date -u +%Y-%m-%dT%H:%MZ), lapse $(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)"
 echo "   machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r); client and servers share it"
-echo "   sizes: put ${members} (batch ${batch}, concurrency ${concurrency}), batch-1 put ${small_members}," \
-  "expiry-latency ${pending} over ${spread}, drain ${drain}, reconnect ${reconnect_members} over ${reconnect_spread}," \
-  "sparse ${sparse_members} over ${sparse_spread}"
+if [[ $scenario_set == group ]]; then
+  echo "   sizes: group burst ${group_members} (consumers ${group_consumers}), rate ${group_members} over" \
+    "${group_spread}, redelivery ${group_redelivery_members}; max in flight ${max_in_flight}," \
+    "visibility timeout ${visibility_timeout}"
+else
+  echo "   sizes: put ${members} (batch ${batch}, concurrency ${concurrency}), batch-1 put ${small_members}," \
+    "expiry-latency ${pending} over ${spread}, drain ${drain}, reconnect ${reconnect_members} over ${reconnect_spread}," \
+    "sparse ${sparse_members} over ${sparse_spread}"
+fi
 
 hfe_reason=
 if [[ -n "$redis_hfe_server" ]]; then
@@ -443,26 +500,61 @@ if ! command -v "$redis_server" >/dev/null || [[ ! -x "$redis_bench" ]] || ! com
   echo "   Redis peers skipped: need redis-server, redis-cli and lapse-redis-bench (libhiredis-dev)"
 fi
 
-wanted lapse && run_lapse_peer lapse
-if wanted redis-classic && [[ $have_redis == 1 ]]; then
-  run_redis_peer redis-classic "$(command -v "$redis_server")" classic "$poll_intervals" 1 1
-fi
-if [[ ${#durable_flags[@]} -gt 0 ]]; then
-  wanted lapse-durable && { rm -rf "${work}/lapse-data"; mkdir -p "${work}/lapse-data"; run_lapse_peer lapse-durable "${durable_flags[@]}"; }
-  if wanted redis-aof && [[ $have_redis == 1 ]]; then
-    run_redis_peer redis-aof "$(command -v "$redis_server")" classic "${poll_intervals##*,}" 1 0 \
-      "appendonly yes" "appendfsync everysec" "aof-use-rdb-preamble yes"
-  fi
-elif [[ "$durable" != no ]]; then
+# run_group_peer PEER lapse|redis: the group set against a fresh server per run.
+run_group_peer() {
+  local peer=$1 kind=$2 c
   echo
-  echo "######## lapse-durable / redis-aof: not measured: this lapsed has no --data_dir and --fsync flags"
-fi
-if wanted redis-hfe && [[ $have_redis == 1 ]]; then
-  if [[ -n "$redis_hfe_server" ]]; then
-    run_redis_peer redis-hfe "$redis_hfe_server" hfe "-" 1 1 "notify-keyspace-events Eh"
-  else
+  echo "######## ${peer}: consumer groups"
+  local g=(--batch="$batch" --concurrency="$concurrency" --max-in-flight="$max_in_flight"
+    --visibility-timeout="$visibility_timeout")
+  group_run() {  # LABEL FLAGS...
+    local label=$1
+    shift
+    if [[ $kind == lapse ]]; then
+      run_lapsed
+      run_bench "$label" strict "$lapse_bench" group --addr="127.0.0.1:${server_port}" \
+        --peer="$label" "${g[@]}" "$@"
+    else
+      start_redis "$(command -v "$redis_server")"
+      run_bench "$label" strict "$redis_bench" group --port="$server_port" --peer="$label" \
+        --poll-interval=10ms --claim-interval="$claim_interval" "${g[@]}" "$@"
+    fi
+    stop_server
+  }
+  IFS=, read -r -a consumer_counts <<<"$group_consumers"
+  for c in "${consumer_counts[@]}"; do
+    group_run "${peer}-g${c}" --members="$group_members" --spread=0s --consumers="$c"
+  done
+  group_run "${peer}-rate" --members="$group_members" --spread="$group_spread" --consumers=3
+  group_run "${peer}-redelivery" --members="$group_redelivery_members" --spread=0s \
+    --consumers=3 --kill-consumer
+}
+
+if [[ $scenario_set == group ]]; then
+  wanted lapse && run_group_peer lapse lapse
+  if wanted redis-streams && [[ $have_redis == 1 ]]; then run_group_peer redis-streams redis; fi
+else
+  wanted lapse && run_lapse_peer lapse
+  if wanted redis-classic && [[ $have_redis == 1 ]]; then
+    run_redis_peer redis-classic "$(command -v "$redis_server")" classic "$poll_intervals" 1 1
+  fi
+  if [[ ${#durable_flags[@]} -gt 0 ]]; then
+    wanted lapse-durable && { rm -rf "${work}/lapse-data"; mkdir -p "${work}/lapse-data"; run_lapse_peer lapse-durable "${durable_flags[@]}"; }
+    if wanted redis-aof && [[ $have_redis == 1 ]]; then
+      run_redis_peer redis-aof "$(command -v "$redis_server")" classic "${poll_intervals##*,}" 1 0 \
+        "appendonly yes" "appendfsync everysec" "aof-use-rdb-preamble yes"
+    fi
+  elif [[ "$durable" != no ]]; then
     echo
-    echo "######## redis-hfe: not measured: ${hfe_reason}"
+    echo "######## lapse-durable / redis-aof: not measured: this lapsed has no --data_dir and --fsync flags"
+  fi
+  if wanted redis-hfe && [[ $have_redis == 1 ]]; then
+    if [[ -n "$redis_hfe_server" ]]; then
+      run_redis_peer redis-hfe "$redis_hfe_server" hfe "-" 1 1 "notify-keyspace-events Eh"
+    else
+      echo
+      echo "######## redis-hfe: not measured: ${hfe_reason}"
+    fi
   fi
 fi
 
@@ -528,23 +620,58 @@ table() {  # BASE PEER_SPEC...  (PEER_SPEC = "column-name=peer-for-put=peer-for-
   row "sparse expiry latency max (ms)" expiry-latency event_max_ms 0 "${base}-sparse" "${sparse[@]}"
 }
 
-echo
-echo "== Side by side (lapse/it = lapse / peer; + lapse ahead, - lapse behind; n/m not measured)"
-specs=()
-IFS=, read -r -a intervals_list <<<"$poll_intervals"
-for p in "${intervals_list[@]}"; do specs+=("classic-${p}=redis-classic=redis-classic-poll${p}"); done
-specs+=("native-hfe=redis-hfe=redis-hfe")
-table lapse "${specs[@]}"
-if [[ ${#durable_flags[@]} -gt 0 ]]; then
+group_table() {
+  local header c
+  header="$(printf '%-34s %12s' metric lapse)$(printf ' %12s %8s' redis-streams lapse/it)"
+  echo "$header"
+  echo "$header" | sed 's/./-/g'
+  IFS=, read -r -a consumer_counts <<<"$group_consumers"
+  for c in "${consumer_counts[@]}"; do
+    row "burst: events/s acked, ${c} cons." group events_per_s 1 "lapse-g${c}" "redis-streams-g${c}"
+  done
+  for c in "${consumer_counts[@]}"; do
+    row "burst: ack-deadline p99 ms, ${c} c." group ack_p99_ms 0 "lapse-g${c}" "redis-streams-g${c}"
+  done
+  row "rate: ack - deadline p50 (ms)" group ack_p50_ms 0 lapse-rate redis-streams-rate
+  row "rate: ack - deadline p99 (ms)" group ack_p99_ms 0 lapse-rate redis-streams-rate
+  row "rate: ack - deadline max (ms)" group ack_max_ms 0 lapse-rate redis-streams-rate
+  row "redelivery - timeout p50 (ms)" group-redelivery redelivery_p50_ms 0 lapse-redelivery \
+    redis-streams-redelivery
+  row "redelivery - timeout p99 (ms)" group-redelivery redelivery_p99_ms 0 lapse-redelivery \
+    redis-streams-redelivery
+  row "redelivery - timeout max (ms)" group-redelivery redelivery_max_ms 0 lapse-redelivery \
+    redis-streams-redelivery
+  row "redelivered events (dead held)" group-redelivery redelivery_count 1 lapse-redelivery \
+    redis-streams-redelivery
+}
+
+if [[ $scenario_set == group ]]; then
   echo
-  echo "== Durable (lapse --fsync=everysec vs Redis appendfsync everysec, classic recipe)"
-  table lapse-durable "aof-${poll_intervals##*,}=redis-aof=redis-aof-poll${poll_intervals##*,}"
+  echo "== Consumer groups (lapse/it = lapse / peer; + lapse ahead, - lapse behind; n/m not measured)"
+  echo "   burst ${group_members} sharing a deadline; rate ${group_members} over ${group_spread}, 3 consumers;"
+  echo "   redelivery: ${group_redelivery_members} in a burst, 3 consumers, one dies holding ${max_in_flight};"
+  echo "   visibility timeout ${visibility_timeout} (Redis: XAUTOCLAIM min-idle, every ${claim_interval});"
+  echo "   each member acked exactly once in every run (else run.sh exits 1)."
+  group_table
+else
+  echo
+  echo "== Side by side (lapse/it = lapse / peer; + lapse ahead, - lapse behind; n/m not measured)"
+  specs=()
+  IFS=, read -r -a intervals_list <<<"$poll_intervals"
+  for p in "${intervals_list[@]}"; do specs+=("classic-${p}=redis-classic=redis-classic-poll${p}"); done
+  specs+=("native-hfe=redis-hfe=redis-hfe")
+  table lapse "${specs[@]}"
+  if [[ ${#durable_flags[@]} -gt 0 ]]; then
+    echo
+    echo "== Durable (lapse --fsync=everysec vs Redis appendfsync everysec, classic recipe)"
+    table lapse-durable "aof-${poll_intervals##*,}=redis-aof=redis-aof-poll${poll_intervals##*,}"
+  fi
+  if [[ -n "$hfe_reason" ]]; then echo "   native-hfe: not measured: ${hfe_reason}"; fi
+  echo
+  echo "   Notifications carry: lapse: collection, key, value (include_values), deadline,"
+  echo "   expired_at, sequence; classic: whatever the poller publishes (here collection, key,"
+  echo "   value, deadline); native-hfe: only the hash (collection) name."
 fi
-if [[ -n "$hfe_reason" ]]; then echo "   native-hfe: not measured: ${hfe_reason}"; fi
-echo
-echo "   Notifications carry: lapse: collection, key, value (include_values), deadline,"
-echo "   expired_at, sequence; classic: whatever the poller publishes (here collection, key,"
-echo "   value, deadline); native-hfe: only the hash (collection) name."
 
 if [[ ${#lapse_failed[@]} -gt 0 ]]; then
   echo

@@ -5,6 +5,8 @@
 //   lapse-bench expiry-latency --members=100000 --reconnect-at=3s --reconnect-pause=1s
 //   lapse-bench drain --members=1000000
 //   lapse-bench mixed --rate=5000 --duration=10s --watchers=4
+//   lapse-bench group --members=20000 --spread=0s --consumers=3 --max-in-flight=100
+//   lapse-bench group --members=5000 --spread=0s --consumers=3 --kill-consumer
 //   lapse-bench put --addr=lapse:50051 --tls_ca=ca.crt --tls_cert=me.crt --tls_key=me.key
 //
 // Flags may be spelled with dashes or underscores. Prints a table per
@@ -67,7 +69,7 @@ namespace {
 
 constexpr char kUsage[] =
     "lapse-bench SCENARIO [flags]: load generator for lapsed.\n"
-    "SCENARIO is put, expiry-latency, drain or mixed; see --helpfull.";
+    "SCENARIO is put, expiry-latency, drain, mixed or group; see --helpfull.";
 
 bool Fail(const std::string& message) {
   std::fprintf(stderr, "lapse-bench: %s\n", message.c_str());
@@ -127,15 +129,18 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
   absl::StatusOr<lapse::load::OpMix> mix = lapse::load::ParseOpMix(absl::GetFlag(FLAGS_mix));
   if (!mix.ok()) return Fail(std::string(mix.status().message()));
   o->mix = *mix;
+  absl::StatusOr<lapse::load::GroupShape> group = lapse::load::GroupShapeFromFlags();
+  if (!group.ok()) return Fail(std::string(group.status().message()));
+  o->group = *group;
 
   if (scenario == "put") {
     if (o->ttl == absl::ZeroDuration()) o->ttl = absl::Hours(1);
   } else if (scenario == "mixed") {
     if (o->duration == absl::ZeroDuration()) o->duration = absl::Seconds(10);
     if (o->ttl == absl::ZeroDuration()) o->ttl = absl::Seconds(2);
-  } else if (scenario != "expiry-latency" && scenario != "drain") {
+  } else if (scenario != "expiry-latency" && scenario != "drain" && scenario != "group") {
     return Fail(absl::StrCat("unknown scenario \"", scenario,
-                             "\": expected put, expiry-latency, drain or mixed"));
+                             "\": expected put, expiry-latency, drain, mixed or group"));
   }
   if (o->ttl < absl::ZeroDuration()) return Fail("--ttl must be positive");
   return true;
@@ -165,6 +170,8 @@ int main(int argc, char** argv) {
     ok = lapse::load::RunExpiryLatency(options);
   } else if (scenario == "drain") {
     ok = lapse::load::RunDrain(options);
+  } else if (scenario == "group") {
+    ok = lapse::load::RunGroup(options);
   } else {
     ok = lapse::load::RunMixed(options);
   }

@@ -27,10 +27,6 @@ void SetDeadlineMs(int64_t ms, google::protobuf::Timestamp* ts) {
   ts->set_nanos(static_cast<int32_t>(ms % 1000) * 1'000'000);
 }
 
-int64_t TimestampMicros(const google::protobuf::Timestamp& ts) {
-  return ts.seconds() * 1'000'000 + ts.nanos() / 1000;
-}
-
 // Keeps shape.concurrency PutMembers in flight. Each slot owns one request
 // that it refills in place (keys are fixed-width, so refilling only rewrites
 // digits) to keep the generator's own cost low.
@@ -176,6 +172,10 @@ class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFac
 };
 
 }  // namespace
+
+int64_t TimestampMicros(const google::protobuf::Timestamp& ts) {
+  return ts.seconds() * 1'000'000 + ts.nanos() / 1000;
+}
 
 void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
   out->set_seconds(absl::ToInt64Seconds(d));

@@ -71,6 +71,9 @@ std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channe
                                              int lookahead_bytes = 0,
                                              const ChannelSecurity& security = ChannelSecurity());
 
+// Microseconds since the Unix epoch (an event's deadline).
+int64_t TimestampMicros(const google::protobuf::Timestamp& ts);
+
 // `d` as a google.protobuf.Duration (a member's TTL).
 void SetDuration(absl::Duration d, google::protobuf::Duration* out);
 

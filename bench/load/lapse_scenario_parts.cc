@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "bench/common/stats.h"
 
 namespace lapse {
 namespace load {
@@ -24,6 +26,24 @@ EventWatcher::Options WatcherOptions(const ScenarioOptions& o) {
 bool StartWatching(EventWatcher& watcher) {
   if (absl::Status s = watcher.Start(kStreamPatience); !s.ok()) {
     std::printf("  cannot watch: %s\n", std::string(s.message()).c_str());
+    return false;
+  }
+  return true;
+}
+
+bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs, const ScenarioOptions& o,
+                        std::function<int64_t(uint64_t)> deadline_ms, int64_t first_deadline_ms,
+                        LoadOutcome* out) {
+  LoadPlan plan;
+  plan.members = o.members;
+  plan.deadline_ms = std::move(deadline_ms);
+  *out = RunPuts(stubs, o.shape, plan);
+  if (out->errors > 0) {
+    std::printf("  load failed: %llu errors; first: %s\n",
+                static_cast<unsigned long long>(out->errors), out->first_error.c_str());
+    if (NowMillis() >= first_deadline_ms) {
+      std::printf("  (loading ran past the first deadline: raise --lead)\n");
+    }
     return false;
   }
   return true;

@@ -35,27 +35,6 @@ struct WatchRig {
   EventWatcher watcher;
 };
 
-// Loads o.members members for the watch scenarios, with the deadlines
-// `deadline_ms` gives (the first at `first_deadline_ms`), or explains why it
-// could not.
-bool LoadBeforeDeadline(const std::vector<std::unique_ptr<Stub>>& stubs, const ScenarioOptions& o,
-                        std::function<int64_t(uint64_t)> deadline_ms, int64_t first_deadline_ms,
-                        LoadOutcome* out) {
-  LoadPlan plan;
-  plan.members = o.members;
-  plan.deadline_ms = std::move(deadline_ms);
-  *out = RunPuts(stubs, o.shape, plan);
-  if (out->errors > 0) {
-    std::printf("  load failed: %llu errors; first: %s\n",
-                static_cast<unsigned long long>(out->errors), out->first_error.c_str());
-    if (NowMillis() >= first_deadline_ms) {
-      std::printf("  (loading ran past the first deadline: raise --lead)\n");
-    }
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 bool RunPut(const ScenarioOptions& o) {

@@ -9,6 +9,12 @@
 //                   sequence mid-way.
 //   drain           M members sharing one deadline: time until the watcher
 //                   has all M events.
+//   group           M members expiring at once (or spread) read by a consumer
+//                   group of K consumers, each on its own Consume stream,
+//                   acking every delivery: events/s acked, ack - deadline
+//                   percentiles, each member acked exactly once; with
+//                   group.kill_consumer one consumer dies holding events:
+//                   death to ack by another, minus the visibility timeout.
 //   mixed           puts, gets, expires and removes at a fixed rate with K
 //                   watchers; per-op latency (from the intended send time, so
 //                   a stall is not hidden) and errors, events lost per watcher.
@@ -18,7 +24,8 @@
 //   bool ok = lapse::load::RunDrain(options);
 //
 // Each Run* call is blocking and self-contained (its own channels). RunMixed
-// and ParseOpMix live in mixed_run.cc, the others in lapse_scenarios.cc.
+// and ParseOpMix live in mixed_run.cc, RunGroup in group_run.cc, the others
+// in lapse_scenarios.cc.
 #ifndef LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_
 #define LAPSE_BENCH_LOAD_LAPSE_SCENARIOS_H_
 
@@ -28,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "bench/common/group_ledger.h"
 #include "bench/common/scenario.h"
 #include "bench/load/lapse_load.h"
 
@@ -65,6 +73,8 @@ struct ScenarioOptions {
   // expiry-latency and drain (mixed: its drain_timeout).
   ExpiryTiming timing;
   bool include_values = true;
+  // group.
+  GroupShape group;
   // mixed.
   double rate = 2000;
   int watchers = 2;
@@ -75,6 +85,7 @@ bool RunPut(const ScenarioOptions& options);
 bool RunExpiryLatency(const ScenarioOptions& options);
 bool RunDrain(const ScenarioOptions& options);
 bool RunMixed(const ScenarioOptions& options);
+bool RunGroup(const ScenarioOptions& options);
 
 }  // namespace load
 }  // namespace lapse

@@ -26,6 +26,9 @@ addr="127.0.0.1:$lapsed_port"
 "$bench" drain --addr="$addr" --members=5000 --lead=2s --drain-timeout=3s
 "$bench" mixed --addr="$addr" --rate=500 --duration=2s --ttl=500ms --batch=10 --watchers=2 \
   --drain-timeout=3s
+"$bench" group --addr="$addr" --members=2000 --spread=0s --consumers=3 --lead=2s --drain-timeout=3s
+"$bench" group --addr="$addr" --members=1000 --spread=0s --consumers=2 --kill-consumer \
+  --visibility-timeout=300ms --lead=2s --drain-timeout=3s
 
 # Over mTLS, with a self-signed certificate as server, client and CA.
 kill "$lapsed_pid" && wait "$lapsed_pid" || true
