@@ -617,7 +617,6 @@ TEST(ConsumeTest, ThreeStreamsOfAGroupASecondGroupAndAWatcherEachHandleEveryEven
   std::map<std::string, int> billing_acks;
   for (const std::unique_ptr<ConsumeStream>& stream : billing) {
     const ConsumeStream::Received r = stream->received();
-    EXPECT_FALSE(r.acked_keys.empty()) << "every consumer got a share";
     for (const std::string& key : r.acked_keys) ++billing_acks[key];
     for (const v1::Delivery& d : r.deliveries) EXPECT_EQ(d.delivery_count(), 1u);
   }
