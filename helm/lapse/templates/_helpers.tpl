@@ -110,7 +110,7 @@ turns the image's data directory off.
 */}}
 {{- define "lapse.args" -}}
 {{- $v := .Values }}
-{{- $chartFlags := list "listen" "data_dir" "shutdown" "metrics" "tls" "health" "auth" "store" "redis" }}
+{{- $chartFlags := list "listen" "data_dir" "shutdown" "metrics" "tls" "health" "auth" "store" "redis_nodes" "redis_password" "redis_partitions" "redis_wait" "redis_heartbeat" }}
 {{- range $v.extraArgs }}
 {{- $name := regexReplaceAll "=.*" (trimPrefix "--" .) "" | replace "-" "_" }}
 {{- range $chartFlags }}
