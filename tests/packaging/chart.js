@@ -77,6 +77,46 @@ const scenarios = [
     },
   },
   {
+    name: 'redis-cluster',
+    values: {
+      store: {mode: 'redis-cluster', redisCluster: {nodes: ['redis-0.redis:6379']}},
+      persistence: {enabled: false},
+    },
+  },
+  {
+    name: 'redis-cluster-autoscaled-tls-auth',
+    values: {
+      store: {
+        mode: 'redis-cluster',
+        redisCluster: {
+          nodes: ['redis-0.redis.data:6379', 'redis-1.redis.data:6379', '10.1.2.3:7000'],
+          password: {existingSecret: 'redis-auth', key: 'redis-password'},
+          partitions: 256,
+          waitReplicas: 2,
+          waitTimeout: '500ms',
+          heartbeatInterval: '2s',
+        },
+      },
+      persistence: {enabled: false},
+      autoscaling: {enabled: true, minReplicas: 3, maxReplicas: 12, targetCPUUtilizationPercentage: 60},
+      tls: {enabled: true, secretName: 'lapse-tls', clientAuth: true},
+      auth: {existingSecret: 'lapse-grants'},
+      metrics: {serviceMonitor: {enabled: true}},
+      podDisruptionBudget: {maxUnavailable: 2},
+      networkPolicy: {denyEgress: true},
+    },
+  },
+  {
+    name: 'redis-cluster-fixed-replicas',
+    values: {
+      store: {mode: 'redis-cluster', redisCluster: {nodes: ['10.0.0.5:6379', '10.0.0.6:6379']}},
+      persistence: {enabled: false},
+      replicas: 5,
+      groups: {maxConsumerGroups: 10, maxVisibilityTimeout: '1h'},
+      watch: {maxStreams: 500, pinnedBytes: 1048576, stallTimeout: '10s'},
+    },
+  },
+  {
     name: 'everything-set',
     values: {
       fullnameOverride: 'store',
@@ -104,9 +144,17 @@ const scenarios = [
         fsync: 'always',
         snapshotAfterBytes: 0,
         walSegmentBytes: 4096,
+        walGroupWait: '2ms',
       },
       retention: {events: 5000, bytes: 1048576},
-      watch: {heartbeatInterval: '1m30s', batchMaxEvents: 10, batchMaxBytes: 4096},
+      watch: {
+        heartbeatInterval: '1m30s',
+        batchMaxEvents: 10,
+        batchMaxBytes: 4096,
+        maxStreams: 20,
+        pinnedBytes: 65536,
+        stallTimeout: '5s',
+      },
       limits: {
         maxMessageBytes: 4194304,
         maxCollectionNameBytes: 64,
@@ -118,7 +166,23 @@ const scenarios = [
         maxTtl: '720h',
         maxTotalMembers: 1000,
         maxWatchCollections: 5,
+        maxConcurrentStreams: 100,
       },
+      groups: {
+        maxConsumerGroups: 3,
+        maxConsumersPerGroup: 4,
+        maxGroupPending: 500,
+        maxGroupDeadLetters: 0,
+        maxGroupBytes: 65536,
+        maxUnackedPerConsumer: 50,
+        maxDeliveries: 5,
+        maxVisibilityTimeout: '10m',
+        maxPollEvents: 100,
+        maxWaitingPolls: 10,
+        maxConsumeStreams: 10,
+      },
+      reservedFds: 128,
+      replicas: 1,
       extraArgs: ['--wal_truncate_damaged=false'],
       probes: {startup: {periodSeconds: 1, failureThreshold: 30, timeoutSeconds: 1}},
       resources: {requests: {cpu: '100m', memory: '128Mi'}, limits: {cpu: '1', memory: '256Mi'}},
@@ -176,9 +240,22 @@ function dashboardMetricNames() {
   return names;
 }
 
-// The StatefulSet's lapsed container.
+// Whether `values` select the Redis Cluster store.
+function isRedisCluster(values) {
+  return values.store?.mode === 'redis-cluster';
+}
+
+// The object that runs lapsed: the StatefulSet (embedded store) or the
+// Deployment (redis-cluster), exactly one of the two.
+function workload(docs) {
+  const found = docs.filter((doc) => doc.kind === 'StatefulSet' || doc.kind === 'Deployment');
+  assert.equal(found.length, 1, `${found.map((doc) => doc.kind)} rendered, expected one workload`);
+  return found[0];
+}
+
+// The workload's lapsed container.
 function lapsedContainer(docs) {
-  const containers = only(docs, 'StatefulSet').spec.template.spec.containers;
+  const containers = workload(docs).spec.template.spec.containers;
   assert.equal(containers.length, 1);
   return containers[0];
 }
@@ -223,10 +300,12 @@ module.exports = {
   finish,
   flagName,
   flags,
+  isRedisCluster,
   lapsedContainer,
   only,
   render,
   runHelm,
   scenarios,
   scratch,
+  workload,
 };

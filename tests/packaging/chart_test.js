@@ -104,12 +104,100 @@ async function main() {
     }
     if (docs.length === 0) continue;
 
-    await chart.check(`${name}: one replica, restricted pod security`, () => {
-      const statefulSet = chart.only(docs, 'StatefulSet');
-      assert.equal(statefulSet.spec.replicas, 1);
-      checkRestricted(statefulSet.spec.template.spec);
-      assert.equal(statefulSet.spec.template.spec.automountServiceAccountToken, false);
+    const redisCluster = chart.isRedisCluster(values);
+    await chart.check(`${name}: restricted pod security`, () => {
+      const workload = chart.workload(docs);
+      checkRestricted(workload.spec.template.spec);
+      assert.equal(workload.spec.template.spec.automountServiceAccountToken, false);
     });
+
+    if (!redisCluster) {
+      await chart.check(`${name}: the embedded store runs as one StatefulSet replica`, () => {
+        assert.equal(chart.only(docs, 'StatefulSet').spec.replicas, 1);
+        const flags = chart.flags(chart.lapsedContainer(docs).args);
+        assert.equal(flags.get('store'), undefined);
+        assert.equal(flags.get('shards'), String(values.shards ?? 16));
+        assert.equal(switchedObject(docs, 'HorizontalPodAutoscaler', false), null);
+        const budget = docs.find((doc) => doc.kind === 'PodDisruptionBudget');
+        if (budget) assert.equal(budget.spec.maxUnavailable, values.podDisruptionBudget?.maxUnavailable ?? 0);
+      });
+    } else {
+      await chart.check(`${name}: redis-cluster runs a Deployment with no volume claim`, () => {
+        const deployment = chart.only(docs, 'Deployment');
+        assert.equal(docs.filter((doc) => doc.kind === 'StatefulSet').length, 0);
+        assert.equal(docs.filter((doc) => doc.kind === 'PersistentVolumeClaim').length, 0);
+        const pod = deployment.spec.template.spec;
+        assert.equal((pod.volumes || []).filter((v) => !v.secret).length, 0, 'only Secret volumes');
+        const mounts = chart.lapsedContainer(docs).volumeMounts || [];
+        assert.ok(mounts.every((m) => m.readOnly === true), 'every mount is read-only');
+        const replicas = values.autoscaling?.enabled ? undefined : (values.replicas ?? 2);
+        assert.equal(deployment.spec.replicas, replicas);
+        const budget = docs.find((doc) => doc.kind === 'PodDisruptionBudget');
+        if (budget) assert.equal(budget.spec.maxUnavailable, values.podDisruptionBudget?.maxUnavailable ?? 1);
+      });
+
+      await chart.check(`${name}: lapsed is told the Redis Cluster's nodes and settings`, () => {
+        const redis = values.store.redisCluster;
+        const flags = chart.flags(chart.lapsedContainer(docs).args);
+        assert.equal(flags.get('store'), 'redis-cluster');
+        assert.equal(flags.get('data_dir'), '', 'the image\'s --data_dir is turned off');
+        assert.equal(flags.get('redis_nodes'), redis.nodes.join(','));
+        assert.equal(flags.get('redis_partitions'), String(redis.partitions ?? 64));
+        assert.equal(flags.get('redis_wait_replicas'), String(redis.waitReplicas ?? 1));
+        assert.equal(flags.get('redis_wait_timeout'), redis.waitTimeout ?? '1s');
+        assert.equal(flags.get('redis_heartbeat_interval'), redis.heartbeatInterval ?? '1s');
+        for (const embeddedOnly of ['fsync', 'wal_group_wait', 'snapshot_after_bytes', 'wal_segment_bytes', 'shards']) {
+          assert.equal(flags.get(embeddedOnly), undefined, `--${embeddedOnly} in redis-cluster mode`);
+        }
+      });
+
+      await chart.check(`${name}: --redis_password_file is the Secret's key, mounted read-only`, () => {
+        const password = values.store.redisCluster.password;
+        const container = chart.lapsedContainer(docs);
+        const file = chart.flags(container.args).get('redis_password_file');
+        const volumes = chart.workload(docs).spec.template.spec.volumes || [];
+        if (!password?.existingSecret) {
+          assert.equal(file, undefined);
+          assert.equal(volumes.find((v) => v.name === 'redis-password'), undefined);
+          return;
+        }
+        const volume = volumes.find((v) => v.secret?.secretName === password.existingSecret);
+        assert.equal(volume.secret.defaultMode, 0o440);
+        const mount = container.volumeMounts.find((m) => m.name === volume.name);
+        assert.equal(mount.readOnly, true);
+        assert.equal(file, `${mount.mountPath}/${password.key || 'password'}`);
+      });
+
+      await chart.check(`${name}: the HorizontalPodAutoscaler scales the Deployment`, () => {
+        const autoscaler = switchedObject(docs, 'HorizontalPodAutoscaler', values.autoscaling?.enabled === true);
+        if (!autoscaler) return;
+        const deployment = chart.only(docs, 'Deployment');
+        assert.equal(autoscaler.apiVersion, 'autoscaling/v2');
+        assert.deepEqual(autoscaler.spec.scaleTargetRef,
+                         {apiVersion: 'apps/v1', kind: 'Deployment', name: deployment.metadata.name});
+        assert.equal(autoscaler.spec.minReplicas, values.autoscaling.minReplicas ?? 2);
+        assert.equal(autoscaler.spec.maxReplicas, values.autoscaling.maxReplicas ?? 10);
+        assert.deepEqual(autoscaler.spec.metrics, [{
+          type: 'Resource',
+          resource: {
+            name: 'cpu',
+            target: {type: 'Utilization', averageUtilization: values.autoscaling.targetCPUUtilizationPercentage ?? 70},
+          },
+        }]);
+        assert.ok(chart.lapsedContainer(docs).resources.requests.cpu, 'CPU utilization needs a CPU request');
+      });
+
+      await chart.check(`${name}: a NetworkPolicy that denies egress still lets lapsed reach Redis`, () => {
+        const policy = docs.find((doc) => doc.kind === 'NetworkPolicy');
+        if (!policy || !values.networkPolicy?.denyEgress) return;
+        const open = policy.spec.egress.flatMap((rule) => rule.to ? [] : rule.ports);
+        for (const node of values.store.redisCluster.nodes) {
+          const port = Number(node.split(':').pop());
+          assert.ok(open.some((p) => p.port === port && p.protocol === 'TCP'), `port ${port} of ${node}`);
+        }
+        assert.ok(open.some((p) => p.port === 53 && p.protocol === 'UDP'), 'DNS');
+      });
+    }
 
     const tlsOn = values.tls?.enabled === true;
     await chart.check(`${name}: probes are gRPC on the listen port, or with TLS the plaintext health port`, () => {
@@ -132,10 +220,10 @@ async function main() {
     });
 
     await chart.check(`${name}: TLS comes from the Secret, mounted read-only`, () => {
-      const statefulSet = chart.only(docs, 'StatefulSet');
+      const workload = chart.workload(docs);
       const container = chart.lapsedContainer(docs);
       const flags = chart.flags(container.args);
-      const volumes = statefulSet.spec.template.spec.volumes || [];
+      const volumes = workload.spec.template.spec.volumes || [];
       if (!tlsOn) {
         for (const flag of ['tls_cert', 'tls_key', 'tls_client_ca']) assert.equal(flags.get(flag), undefined);
         assert.equal(volumes.find((v) => v.name === 'tls'), undefined);
@@ -207,21 +295,25 @@ async function main() {
     });
 
     await chart.check(`${name}: the pod outlives --shutdown_grace`, () => {
-      const statefulSet = chart.only(docs, 'StatefulSet');
+      const workload = chart.workload(docs);
       const grace = durationSeconds(chart.flags(chart.lapsedContainer(docs).args).get('shutdown_grace'));
-      assert.ok(statefulSet.spec.template.spec.terminationGracePeriodSeconds > grace);
+      assert.ok(workload.spec.template.spec.terminationGracePeriodSeconds > grace);
     });
 
     await chart.check(`${name}: Services speak gRPC to the mesh`, () => {
-      const statefulSet = chart.only(docs, 'StatefulSet');
+      const workload = chart.workload(docs);
       const services = docs.filter((doc) => doc.kind === 'Service');
-      assert.equal(services.length, 2);
       const headless = services.find((service) => service.spec.clusterIP === 'None');
-      assert.ok(headless, 'no headless Service');
-      assert.equal(statefulSet.spec.serviceName, headless.metadata.name);
-      assert.equal(headless.spec.ports.length, 1, 'the headless Service has only the gRPC port');
+      if (redisCluster) {
+        assert.equal(services.length, 1, 'a Deployment needs no headless Service');
+      } else {
+        assert.equal(services.length, 2);
+        assert.ok(headless, 'no headless Service');
+        assert.equal(workload.spec.serviceName, headless.metadata.name);
+        assert.equal(headless.spec.ports.length, 1, 'the headless Service has only the gRPC port');
+      }
       for (const service of services) {
-        assert.deepEqual(service.spec.selector, statefulSet.spec.selector.matchLabels);
+        assert.deepEqual(service.spec.selector, workload.spec.selector.matchLabels);
         const [port] = service.spec.ports;
         assert.equal(port.name, 'grpc');
         assert.equal(port.appProtocol, 'grpc');
@@ -230,24 +322,25 @@ async function main() {
     });
 
     await chart.check(`${name}: the data directory is the volume claim`, () => {
-      const statefulSet = chart.only(docs, 'StatefulSet');
+      const workload = chart.workload(docs);
       const container = chart.lapsedContainer(docs);
       const dataDir = chart.flags(container.args).get('data_dir');
       if (values.persistence?.enabled === false) {
         assert.equal(dataDir, '');
-        assert.equal(statefulSet.spec.volumeClaimTemplates, undefined);
+        assert.equal(workload.spec.volumeClaimTemplates, undefined);
+        assert.equal((container.volumeMounts || []).find((m) => m.name === 'data'), undefined);
         return;
       }
-      const [claim] = statefulSet.spec.volumeClaimTemplates;
+      const [claim] = workload.spec.volumeClaimTemplates;
       const mount = container.volumeMounts.find((m) => m.name === claim.metadata.name);
       assert.equal(mount.mountPath, dataDir);
     });
 
     await chart.check(`${name}: --auth_file is the Secret's key, mounted read-only for lapsed only`, () => {
-      const statefulSet = chart.only(docs, 'StatefulSet');
+      const workload = chart.workload(docs);
       const container = chart.lapsedContainer(docs);
       const authFile = chart.flags(container.args).get('auth_file');
-      const volumes = statefulSet.spec.template.spec.volumes || [];
+      const volumes = workload.spec.template.spec.volumes || [];
       if (!values.auth?.existingSecret) {
         assert.equal(authFile, undefined);
         assert.equal(volumes.find((v) => v.name === 'auth'), undefined);
@@ -260,7 +353,7 @@ async function main() {
       assert.equal(mount.readOnly, true);
       assert.equal(mount.subPath, undefined, 'a subPath mount would miss Secret updates');
       assert.equal(authFile, `${mount.mountPath}/${values.auth.key || 'auth'}`);
-      assert.equal(statefulSet.spec.template.spec.securityContext.fsGroup, 65532);
+      assert.equal(workload.spec.template.spec.securityContext.fsGroup, 65532);
     });
 
     await chart.check(`${name}: --log_format is logFormat`, () => {
@@ -269,7 +362,7 @@ async function main() {
     });
 
     await chart.check(`${name}: policies select the pod`, () => {
-      const labels = chart.only(docs, 'StatefulSet').spec.template.metadata.labels;
+      const labels = chart.workload(docs).spec.template.metadata.labels;
       for (const doc of docs) {
         const selector =
             doc.kind === 'PodDisruptionBudget' ? doc.spec.selector :
@@ -286,12 +379,37 @@ async function main() {
   const refused = [
     [{persistence: {fsync: 'sometimes'}}, /persistence\/fsync/],
     [{limits: {maxKeyBytes: 0}}, /limits\/maxKeyBytes/],
-    [{replicas: 3}, /additional properties 'replicas' not allowed/],
+    [{replicas: 3}, /at '\/replicas': maximum: got 3, want 1/],
+    [{autoscaling: {enabled: true}}, /at '\/autoscaling\/enabled': value must be false/],
+    [{podDisruptionBudget: {maxUnavailable: 2}}, /at '\/podDisruptionBudget\/maxUnavailable': maximum: got 2, want 1/],
+    [{store: {mode: 'redis'}}, /at '\/store\/mode'/],
+    [{store: {mode: 'redis-cluster'}, persistence: {enabled: false}},
+     /at '\/store\/redisCluster\/nodes': minItems: got 0, want 1/],
+    [{store: {mode: 'redis-cluster', redisCluster: {nodes: ['redis:6379']}}},
+     /at '\/persistence\/enabled': value must be false/],
+    [{store: {mode: 'redis-cluster', redisCluster: {nodes: ['a:6379,b:6379']}}, persistence: {enabled: false}},
+     /at '\/store\/redisCluster\/nodes\/0': 'a:6379,b:6379' does not match pattern/],
+    [{store: {mode: 'redis-cluster', redisCluster: {nodes: ['redis']}}, persistence: {enabled: false}},
+     /at '\/store\/redisCluster\/nodes\/0'/],
+    [{store: {redisCluster: {password: {existingSecret: 'r', key: '../x'}}}}, /store\/redisCluster\/password\/key/],
+    [{store: {redisCluster: {partitions: 20000}}}, /store\/redisCluster\/partitions/],
+    [{store: {redisCluster: {waitReplicas: 101}}}, /store\/redisCluster\/waitReplicas/],
+    [{store: {redisCluster: {waitTimeout: '1 second'}}}, /store\/redisCluster\/waitTimeout/],
+    [{store: {mode: 'redis-cluster', redisCluster: {nodes: ['redis:6379']}}, persistence: {enabled: false},
+      autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}},
+     /autoscaling.minReplicas \(5\) must not exceed autoscaling.maxReplicas \(3\)/],
+    [{extraArgs: ['--redis_nodes=a:1']}, /extraArgs: --redis_nodes is set by the chart/],
+    [{extraArgs: ['--store=redis-cluster']}, /extraArgs: --store is set by the chart/],
+    [{extraArgs: ['--redis-wait-timeout=5s']}, /extraArgs: --redis_wait_timeout is set by the chart/],
+    [{extraArgs: ['--data-dir=/tmp']}, /extraArgs: --data_dir is set by the chart/],
+    [{watch: {stallTimeout: 'forever'}}, /watch\/stallTimeout/],
+    [{groups: {maxConsumerGroups: 0}}, /groups\/maxConsumerGroups/],
+    [{reservedFds: 8}, /reservedFds/],
     [{watch: {heartbeatInterval: '30 seconds'}}, /watch\/heartbeatInterval/],
     [{shutdownGraceSeconds: 30}, /terminationGracePeriodSeconds \(15\) must be longer than shutdownGraceSeconds \(30\)/],
     [{shutdownGraceSeconds: 4000, terminationGracePeriodSeconds: 5000}, /shutdownGraceSeconds/],
-    [{extraArgs: ['--listen=0.0.0.0:1']}, /extraArgs: --listen=0.0.0.0:1 is set by the chart/],
-    [{extraArgs: ['--metrics_listen=0.0.0.0:1']}, /extraArgs: --metrics_listen=0.0.0.0:1 is set by the chart/],
+    [{extraArgs: ['--listen=0.0.0.0:1']}, /extraArgs: --listen is set by the chart/],
+    [{extraArgs: ['--metrics_listen=0.0.0.0:1']}, /extraArgs: --metrics_listen is set by the chart/],
     [{metrics: {port: 50051}}, /metrics.port \(50051\) must differ from grpcPort/],
     [{metrics: {enabled: false, serviceMonitor: {enabled: true}}}, /metrics.serviceMonitor.enabled needs metrics.enabled/],
     [{metrics: {enabled: false, dashboard: {enabled: true}}}, /metrics.dashboard.enabled needs metrics.enabled/],
@@ -299,10 +417,10 @@ async function main() {
     [{tls: {enabled: true}}, /tls.enabled needs tls.secretName/],
     [{tls: {enabled: true, secretName: 's', healthPort: 9090}}, /tls.healthPort \(9090\) must differ/],
     [{tls: {refreshInterval: '2h'}}, /tls\/refreshInterval/],
-    [{extraArgs: ['--tls_cert=/x']}, /extraArgs: --tls_cert=\/x is set by the chart/],
+    [{extraArgs: ['--tls_cert=/x']}, /extraArgs: --tls_cert is set by the chart/],
     [{logFormat: 'yaml'}, /logFormat/],
     [{auth: {existingSecret: 'grants', key: '../etc/passwd'}}, /auth\/key/],
-    [{extraArgs: ['--auth_file=/tmp/a']}, /extraArgs: --auth_file=\/tmp\/a is set by the chart/],
+    [{extraArgs: ['--auth_file=/tmp/a']}, /extraArgs: --auth_file is set by the chart/],
   ];
   for (const [values, message] of refused) {
     await chart.check(`refuses ${JSON.stringify(values)}`, () => {

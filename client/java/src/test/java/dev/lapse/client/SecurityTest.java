@@ -1,11 +1,11 @@
 // LapseClient's TLS and bearer-token options against a real lapsed (LAPSED,
 // from CMake) with --auth_file: a granted token works, an unknown one fails
 // UNAUTHENTICATED, one outside its grants PERMISSION_DENIED, a token file is
-// read at each call; and with --tls_cert/--tls_key/--tls_client_ca (mTLS) a
-// client with a certificate connects, one without cannot. Debian's Netty
-// 4.1.48 has no JDK ALPN, which gRPC's TLS needs: on such a classpath the TLS
-// tests are skipped (JUnit's assumption) after checking that the client says
-// so (UNIMPLEMENTED naming Options.tls).
+// read at each call; over TLS (--tls_cert/--tls_key), where grpc-java refuses
+// a connection whose ALPN did not pick h2, calls and watches work with the
+// test CA, fail UNAVAILABLE with another CA or a server name the certificate
+// does not hold; with --tls_client_ca (mTLS) a client with a certificate
+// connects, one without cannot.
 package dev.lapse.client;
 
 import static org.junit.Assert.assertEquals;
@@ -27,13 +27,13 @@ import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import org.junit.AfterClass;
-import org.junit.Assume;
 import org.junit.BeforeClass;
 import org.junit.Test;
 
 public class SecurityTest {
   private static LapsedProcess lapsed;
   private static LapsedProcess tlsLapsed;
+  private static LapsedProcess mtlsLapsed;
   private static LapsedProcess.Certs certs;
 
   @BeforeClass
@@ -42,6 +42,8 @@ public class SecurityTest {
     Path auth = LapsedProcess.writeAuthFile(Map.of("s3cret", "all *", "reader", "read orders:"));
     lapsed = LapsedProcess.start(List.of("--auth_file=" + auth));
     tlsLapsed = LapsedProcess.start(List.of("--tls_cert=" + certs.serverCert,
+        "--tls_key=" + certs.serverKey, "--auth_file=" + auth));
+    mtlsLapsed = LapsedProcess.start(List.of("--tls_cert=" + certs.serverCert,
         "--tls_key=" + certs.serverKey, "--tls_client_ca=" + certs.ca, "--auth_file=" + auth));
   }
 
@@ -51,6 +53,8 @@ public class SecurityTest {
     lapsed.close();
     assertEquals(0, tlsLapsed.stop());
     tlsLapsed.close();
+    assertEquals(0, mtlsLapsed.stop());
+    mtlsLapsed.close();
   }
 
   private static LapseClient.Options options(String token) {
@@ -68,18 +72,17 @@ public class SecurityTest {
     return client(options(token));
   }
 
-  // A client of the mTLS lapsed; skips the test where Netty has no ALPN.
-  private static LapseClient tlsClient(LapseClient.TlsOptions tls) {
+  // A client of `server` at localhost, over TLS.
+  private static LapseClient tlsClient(LapsedProcess server, LapseClient.TlsOptions tls) {
     LapseClient.Options options = options("s3cret");
     options.tls = tls;
-    try {
-      return new LapseClient("localhost:" + tlsLapsed.port(), options);
-    } catch (LapseException e) {
-      assertEquals(Status.Code.UNIMPLEMENTED, e.getCode());
-      assertTrue(e.getMessage(), e.getMessage().contains("Options.tls"));
-      Assume.assumeNoException("this classpath's Netty has no JDK ALPN", e);
-      throw e;
-    }
+    return new LapseClient("localhost:" + server.port(), options);
+  }
+
+  private static LapseClient.TlsOptions trusting(Path ca) {
+    LapseClient.TlsOptions tls = new LapseClient.TlsOptions();
+    tls.caFile = ca;
+    return tls;
   }
 
   private static GetMembersRequest get(String key) {
@@ -137,18 +140,61 @@ public class SecurityTest {
   }
 
   @Test(timeout = LapsedProcess.PATIENCE_SECONDS * 1000)
+  public void callsAndWatchesOverTlsTrustingTheServersCa() {
+    try (LapseClient c = tlsClient(tlsLapsed, trusting(certs.ca));
+        ExpiryWatch watch = c.watch(WatchExpirationsRequest.newBuilder()
+            .setCollectionPrefix("orders:").setStartPosition(StartPosition.START_POSITION_OLDEST)
+            .build())) {
+      c.putMembers(put("tls"));
+      assertTrue(c.getMembers(get("tls")).getResults(0).getFound());
+      c.expireMembers(Expiration.at(Instant.now().minusSeconds(1)).applyTo(
+          ExpireMembersRequest.newBuilder().setCollection("orders:1").addKeys("tls")).build());
+      assertEquals("tls", watch.next().getKey());
+    }
+  }
+
+  @Test(timeout = LapsedProcess.PATIENCE_SECONDS * 1000)
+  public void failsUnavailableWhenTheServersCertificateIsFromAnotherCa() throws Exception {
+    LapsedProcess.Certs other = LapsedProcess.makeCerts();
+    try (LapseClient c = tlsClient(tlsLapsed, trusting(other.ca))) {
+      assertEquals(Status.Code.UNAVAILABLE,
+          assertThrows(LapseException.class, () -> c.getMembers(get("a"))).getCode());
+    }
+  }
+
+  @Test(timeout = LapsedProcess.PATIENCE_SECONDS * 1000)
+  public void failsUnavailableWhenTheCertificateDoesNotNameTheServer() {
+    LapseClient.TlsOptions tls = trusting(certs.ca);
+    tls.serverName = "elsewhere.example";
+    try (LapseClient c = tlsClient(tlsLapsed, tls)) {
+      assertEquals(Status.Code.UNAVAILABLE,
+          assertThrows(LapseException.class, () -> c.getMembers(get("a"))).getCode());
+    }
+  }
+
+  @Test(timeout = LapsedProcess.PATIENCE_SECONDS * 1000)
   public void connectsOverMtlsWithAClientCertificateAndNotWithout() {
-    LapseClient.TlsOptions tls = new LapseClient.TlsOptions();
-    tls.caFile = certs.ca;
-    try (LapseClient c = tlsClient(tls)) {
+    LapseClient.TlsOptions tls = trusting(certs.ca);
+    try (LapseClient c = tlsClient(mtlsLapsed, tls)) {
       assertEquals(Status.Code.UNAVAILABLE,
           assertThrows(LapseException.class, () -> c.getMembers(get("a"))).getCode());
     }
     tls.certFile = certs.clientCert;
     tls.keyFile = certs.clientKey;
-    try (LapseClient c = tlsClient(tls)) {
+    try (LapseClient c = tlsClient(mtlsLapsed, tls)) {
       assertFalse(c.getMembers(get("nothing")).getResults(0).getFound());
     }
+  }
+
+  @Test
+  public void refusesATlsFileThatHoldsNoCertificateNamingTheOption() throws Exception {
+    Path notPem = LapsedProcess.tempDir().resolve("ca.crt");
+    Files.writeString(notPem, "not a certificate\n");
+    LapseClient.Options options = new LapseClient.Options();
+    options.tls = trusting(notPem);
+    LapseException e = assertThrows(LapseException.class, () -> client(options));
+    assertEquals(Status.Code.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("Options.tls"));
   }
 
   @Test
