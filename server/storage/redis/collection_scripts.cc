@@ -210,13 +210,16 @@ local has_after, after_key = ARGV[9] == '1', ARGV[11]
 local after_deadline = ARGV[10] ~= 'none' and tonumber(ARGV[10])
 local want = limit + 1
 
--- How many members with a deadline come at or before (deadline, key) in
--- the deadline order, which is Redis's (score, then bytes) order.
-local function rank_after(deadline, key)
+-- How many members with a deadline come at or before (ARGV[10], key) in
+-- the deadline order, which is Redis's (score, then bytes) order. The
+-- bounds are the argument's text: Lua writes numbers with 14 digits.
+local function rank_after(key)
   local score = redis.call('ZSCORE', deadlines, key)
-  if score and tonumber(score) == deadline then return redis.call('ZRANK', deadlines, key) + 1 end
-  local before = redis.call('ZCOUNT', deadlines, '-inf', '(' .. deadline)
-  local ties = redis.call('ZRANGEBYSCORE', deadlines, deadline, deadline)
+  if score and tonumber(score) == after_deadline then
+    return redis.call('ZRANK', deadlines, key) + 1
+  end
+  local before = redis.call('ZCOUNT', deadlines, '-inf', '(' .. ARGV[10])
+  local ties = redis.call('ZRANGEBYSCORE', deadlines, ARGV[10], ARGV[10])
   local lo, hi = 1, #ties + 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
@@ -245,7 +248,7 @@ if by_key then
   by_key_from(from_key, false)
 else
   if not has_after or after_deadline then
-    local start = has_after and rank_after(after_deadline, after_key) or 0
+    local start = has_after and rank_after(after_key) or 0
     local entries = redis.call('ZRANGE', deadlines, start, start + want - 1, 'WITHSCORES')
     for i = 1, #entries, 2 do
       candidates[#candidates + 1] = {entries[i], tonumber(entries[i + 1])}

@@ -471,15 +471,18 @@ TEST_F(RedisClusterStoreTest, ListMembersPagesByDeadlineWithTiesByKeyAndPersiste
   EXPECT_EQ(page->next->key, "t1");
   EXPECT_EQ(page->next->expire_time, clock_.Now() + absl::Seconds(15));
 
-  // The cursor's member moved on: the listing resumes where it was.
+  // The cursor's member is gone: the listing resumes after its place, past
+  // the members that tie with its deadline and come before its key.
+  ASSERT_TRUE(Remove("byexp", {"t2"}).ok());
+  ListMembersOptions options{.order = MemberOrder::kExpireTime,
+                             .page_size = 100,
+                             .after = MemberCursor{clock_.Now() + absl::Seconds(15), "t2"}};
+  EXPECT_EQ(ListAll("byexp", options),
+            (std::vector<std::string>{"t3", "mid", "late", "aaa-forever", "zz-forever"}));
+  // The cursor's member moved on: likewise.
   ASSERT_TRUE(
       Expire("byexp", {"t1"}, Expiration::Ttl(absl::Seconds(40)), ExpireCondition::kAlways).ok());
-  ListMembersOptions options{
-      .order = MemberOrder::kExpireTime, .page_size = 100, .after = page->next};
-  EXPECT_EQ(ListAll("byexp", options), (std::vector<std::string>{"t2", "t3", "mid", "late", "t1",
-                                                                 "aaa-forever", "zz-forever"}));
-  ASSERT_TRUE(Remove("byexp", {"t2"}).ok());
-  options.after = MemberCursor{clock_.Now() + absl::Seconds(15), "t2"};
+  options.after = page->next;
   EXPECT_EQ(ListAll("byexp", options),
             (std::vector<std::string>{"t3", "mid", "late", "t1", "aaa-forever", "zz-forever"}));
   options.after = MemberCursor{NoDeadline(), "aaa-forever"};
