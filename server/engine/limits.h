@@ -55,27 +55,6 @@ struct Limits {
 // (proto_convert_test checks it against the real encoding).
 inline constexpr size_t kResponseEntryOverhead = 64;
 
-// Counts the entries of a page against Limits::max_response_bytes.
-// Thread-compatible.
-class PageBytes {
- public:
-  explicit PageBytes(size_t max) : max_(max) {}
-
-  // Counts an entry of `payload` bytes of keys, values and names; false,
-  // counting nothing, when it would pass the maximum. The first entry always
-  // fits: a page holds at least one.
-  bool Take(size_t payload) {
-    const size_t entry = payload + kResponseEntryOverhead;
-    if (used_ > 0 && used_ + entry > max_) return false;
-    used_ += entry;
-    return true;
-  }
-
- private:
-  const size_t max_;
-  size_t used_ = 0;
-};
-
 }  // namespace lapse
 
 #endif  // LAPSE_SERVER_ENGINE_LIMITS_H_

@@ -1,6 +1,5 @@
 #include "server/storage/redis/redis_cluster_store.h"
 
-#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -44,6 +43,13 @@ absl::Status StatusOf(const RedisReply& error) {
   return absl::InternalError(absl::StrCat("Redis answered: ", error.str));
 }
 
+// The checks of a request on `keys` of `collection`, as the engine's.
+absl::Status CheckKeyedRequest(absl::string_view collection,
+                               absl::Span<const absl::string_view> keys, const Limits& limits) {
+  if (absl::Status s = ValidateName("collection", collection, limits); !s.ok()) return s;
+  return ValidateKeys(keys, limits);
+}
+
 absl::Status Malformed(absl::string_view script) {
   return absl::InternalError(absl::StrCat("Redis answered the ", script, " script malformed"));
 }
@@ -69,6 +75,23 @@ std::pair<std::string, std::string> DeadlineArgs(const Expiration& e) {
   return {"none", "0"};
 }
 
+// An ExpireCondition as ExpireScript takes it.
+absl::string_view ConditionArg(ExpireCondition condition) {
+  switch (condition) {
+    case ExpireCondition::kIfNoExpiration:
+      return "none";
+    case ExpireCondition::kIfHasExpiration:
+      return "some";
+    case ExpireCondition::kIfLater:
+      return "later";
+    case ExpireCondition::kIfEarlier:
+      return "earlier";
+    case ExpireCondition::kAlways:
+      break;
+  }
+  return "always";
+}
+
 // Calls `done` with `parse` of the reply, or with the error.
 template <typename T, typename Parse>
 ClusterRouter::Done Answer(StoreDone<T> done, Parse parse) {
@@ -85,19 +108,19 @@ ClusterRouter::Done Answer(StoreDone<T> done, Parse parse) {
 
 // [members, members with a deadline, the earliest deadline] of a collection,
 // its name left empty.
-absl::StatusOr<CollectionInfo> InfoIn(const RedisReply& r) {
-  if (r.elements.size() != 3 || r.elements[0].integer <= 0 || r.elements[1].integer < 0) {
+absl::StatusOr<CollectionInfo> InfoIn(absl::Span<const RedisReply> counts) {
+  if (counts.size() != 3 || counts[0].integer <= 0 || counts[1].integer < 0) {
     return Malformed("collection");
   }
-  return CollectionInfo{.member_count = static_cast<uint64_t>(r.elements[0].integer),
-                        .expiring_count = static_cast<uint64_t>(r.elements[1].integer),
-                        .next_expire_time = DeadlineIn(r.elements[2])};
+  return CollectionInfo{.member_count = static_cast<uint64_t>(counts[0].integer),
+                        .expiring_count = static_cast<uint64_t>(counts[1].integer),
+                        .next_expire_time = DeadlineIn(counts[2])};
 }
 
 // One ListCollections page being merged from the answers of every
 // partition; the last answer to come merges them and calls `done`.
 // Thread-safe.
-class CollectionMerge {
+class CollectionMerge final {
  public:
   CollectionMerge(int partitions, size_t limit, size_t max_bytes, StoreDone<CollectionPage> done)
       : limit_(limit), max_bytes_(max_bytes), pending_(partitions), done_(std::move(done)) {}
@@ -109,7 +132,9 @@ class CollectionMerge {
       MutexLock lock(&mu_);
       if (status_.ok()) status_ = Collect(reply);
       if (--pending_ > 0) return;
-      page = status_.ok() ? absl::StatusOr<CollectionPage>(Merge()) : status_;
+      page = status_.ok() ? absl::StatusOr<CollectionPage>(
+                                CollectionPageOf(std::move(candidates_), limit_, max_bytes_))
+                          : status_;
       done = std::move(done_);
     }
     std::move(done)(std::move(page));
@@ -121,33 +146,12 @@ class CollectionMerge {
     if (reply->type == RedisReply::Type::kError) return StatusOf(*reply);
     for (const RedisReply& r : reply->elements) {
       if (r.elements.size() != 4) return Malformed("list collections");
-      RedisReply counts;
-      counts.elements.assign(r.elements.begin() + 1, r.elements.end());
-      absl::StatusOr<CollectionInfo> info = InfoIn(counts);
+      absl::StatusOr<CollectionInfo> info = InfoIn(absl::MakeConstSpan(r.elements).subspan(1));
       if (!info.ok()) return info.status();
       info->name = r.elements[0].str;
       candidates_.push_back(*std::move(info));
     }
     return absl::OkStatus();
-  }
-
-  CollectionPage Merge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::sort(candidates_.begin(), candidates_.end(),
-              [](const CollectionInfo& a, const CollectionInfo& b) { return a.name < b.name; });
-    // The page ends early, before the collection that would not fit in one
-    // response.
-    PageBytes bytes(max_bytes_);
-    size_t fit = 0;
-    while (fit < std::min(candidates_.size(), limit_) && bytes.Take(candidates_[fit].name.size())) {
-      ++fit;
-    }
-    CollectionPage page;
-    if (candidates_.size() > fit) {
-      candidates_.resize(fit);
-      page.next_after = candidates_.back().name;
-    }
-    page.collections = std::move(candidates_);
-    return page;
   }
 
   const size_t limit_;
@@ -344,8 +348,7 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
                                    const Expiration& refresh,
                                    StoreDone<std::vector<GetResult>> done) {
   const Limits& limits = options_.limits;
-  absl::Status valid = ValidateName("collection", collection, limits);
-  if (valid.ok()) valid = ValidateKeys(keys, limits);
+  absl::Status valid = CheckKeyedRequest(collection, keys, limits);
   if (valid.ok()) {
     valid = DeadlineOf(refresh, "refresh_", options_.clock->Now(), PastDeadline::kRejected, limits)
                 .status();
@@ -383,8 +386,7 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
 void RedisClusterStore::RemoveMembers(absl::string_view collection,
                                       absl::Span<const absl::string_view> keys,
                                       StoreDone<std::vector<bool>> done) {
-  absl::Status valid = ValidateName("collection", collection, options_.limits);
-  if (valid.ok()) valid = ValidateKeys(keys, options_.limits);
+  absl::Status valid = CheckKeyedRequest(collection, keys, options_.limits);
   if (!valid.ok()) {
     std::move(done)(valid);
     return;
@@ -407,8 +409,7 @@ void RedisClusterStore::ExpireMembers(absl::string_view collection,
                                       const Expiration& expiration, ExpireCondition condition,
                                       StoreDone<std::vector<ExpireResult>> done) {
   const Limits& limits = options_.limits;
-  absl::Status valid = ValidateName("collection", collection, limits);
-  if (valid.ok()) valid = ValidateKeys(keys, limits);
+  absl::Status valid = CheckKeyedRequest(collection, keys, limits);
   if (valid.ok() && expiration.kind == Expiration::Kind::kNone) {
     valid = InvalidField("expiration", "one of ttl or expire_time is required");
   }
@@ -420,25 +421,8 @@ void RedisClusterStore::ExpireMembers(absl::string_view collection,
     std::move(done)(valid);
     return;
   }
-  absl::string_view condition_arg = "always";
-  switch (condition) {
-    case ExpireCondition::kAlways:
-      break;
-    case ExpireCondition::kIfNoExpiration:
-      condition_arg = "none";
-      break;
-    case ExpireCondition::kIfHasExpiration:
-      condition_arg = "some";
-      break;
-    case ExpireCondition::kIfLater:
-      condition_arg = "later";
-      break;
-    case ExpireCondition::kIfEarlier:
-      condition_arg = "earlier";
-      break;
-  }
   std::pair<std::string, std::string> deadline = DeadlineArgs(expiration);
-  std::vector<std::string> args = {std::string(condition_arg), std::move(deadline.first),
+  std::vector<std::string> args = {std::string(ConditionArg(condition)), std::move(deadline.first),
                                    std::move(deadline.second)};
   for (absl::string_view key : keys) args.emplace_back(key);
   const size_t n = keys.size();
@@ -466,8 +450,7 @@ void RedisClusterStore::ExpireMembers(absl::string_view collection,
 void RedisClusterStore::PersistMembers(absl::string_view collection,
                                        absl::Span<const absl::string_view> keys,
                                        StoreDone<std::vector<PersistOutcome>> done) {
-  absl::Status valid = ValidateName("collection", collection, options_.limits);
-  if (valid.ok()) valid = ValidateKeys(keys, options_.limits);
+  absl::Status valid = CheckKeyedRequest(collection, keys, options_.limits);
   if (!valid.ok()) {
     std::move(done)(valid);
     return;
@@ -540,7 +523,7 @@ void RedisClusterStore::GetCollection(absl::string_view name, StoreDone<Collecti
       CollectionCall(GetCollectionScript(), name, {}).Idempotent(),
       Answer(std::move(done),
              [name = std::string(name)](const RedisReply& reply) -> absl::StatusOr<CollectionInfo> {
-               absl::StatusOr<CollectionInfo> info = InfoIn(reply);
+               absl::StatusOr<CollectionInfo> info = InfoIn(reply.elements);
                if (info.ok()) info->name = name;
                return info;
              }));
