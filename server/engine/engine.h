@@ -143,14 +143,6 @@ struct CollectionPage {
   std::optional<std::string> next_after;
 };
 
-// A page of ListCollections from the candidates of several parts (the
-// engine's shards, a cluster's partitions), each part's first `limit` + 1
-// live collections after the cursor: their first `limit` by name, ending
-// early before the one that would pass `max_response_bytes` (it always holds
-// one), with next_after set when more may follow.
-CollectionPage CollectionPageOf(std::vector<CollectionInfo> candidates, size_t limit,
-                                size_t max_response_bytes);
-
 class Engine {
  public:
   struct Options {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "server/base/deadline.h"
 #include "server/base/mutex.h"
+#include "server/engine/pages.h"
 #include "server/engine/validate.h"
 #include "server/storage/crc32c.h"
 #include "server/storage/redis/collection_scripts.h"
