@@ -1,17 +1,19 @@
 // The Lua scripts of the Redis Cluster store that work on one collection,
 // and the keys they work on (docs/redis-cluster.md, "Data model").
 //
-// Every script takes the keys of CollectionKeys, in that order, and starts
-// with ARGV[1] = the time (script_clock.h: "" reads the master's TIME, the
-// one clock of a partition), ARGV[2] = the collection's name, ARGV[3] = the
-// partition stream's retention (MAXLEN ~). It first expires the collection's due members,
-// each with its event in the partition's stream (sequence = INCR of the
-// partition's counter, stream ID "<sequence>-0"; partition_scripts.h's
-// ReapLua(), shared with the reaper), then does its own work and
-// brings the partition's due index and collection list up to date. On the
-// partition's wake channel (`lapse:{T}:wake`) it SPUBLISHes "due <ms>" when
-// the partition's earliest deadline moved earlier, and "due <now>" when it
-// expired members, so the reaper delivers their events. A script
+// Every script but ListCollectionsScript (which works on a partition's
+// list of collections, below) takes the keys of CollectionKeys, in that
+// order, and starts with ARGV[1] = the time (script_clock.h: "" reads the
+// master's TIME, the one clock of a partition), ARGV[2] = the collection's
+// name, ARGV[3] = the partition stream's retention (MAXLEN ~). It first
+// expires the collection's due members, each with its event in the
+// partition's stream (sequence = INCR of the partition's counter, stream ID
+// "<sequence>-0"; partition_scripts.h's ReapLua(), shared with the reaper),
+// then does its own work and brings the partition's due index and
+// collection list up to date. On the partition's wake channel
+// (`lapse:{T}:wake`) it SPUBLISHes "due <ms>" when the partition's earliest
+// deadline moved earlier, and "due <now>" when it expired members, so the
+// reaper delivers their events. A script
 // checks everything before it writes (a failing request writes nothing but
 // the expiries it found due), and fails with an error reply whose first
 // word is the canonical status code ("FAILED_PRECONDITION collection ...").
