@@ -18,6 +18,7 @@
 #include "server/base/mutex.h"
 #include "server/engine/collection.h"
 #include "server/engine/deadline_queue.h"
+#include "server/engine/pages.h"
 #include "server/engine/validate.h"
 
 namespace lapse {
@@ -46,26 +47,6 @@ class OneShardLockPerThread {
 #ifndef NDEBUG
   inline static thread_local bool held_ = false;
 #endif
-};
-
-// Counts the entries of a page against Limits::max_response_bytes.
-class PageBytes {
- public:
-  explicit PageBytes(size_t max) : max_(max) {}
-
-  // Counts an entry of `payload` bytes of keys, values and names; false,
-  // counting nothing, when it would pass the maximum. The first entry always
-  // fits: a page holds at least one.
-  bool Take(size_t payload) {
-    const size_t entry = payload + kResponseEntryOverhead;
-    if (used_ > 0 && used_ + entry > max_) return false;
-    used_ += entry;
-    return true;
-  }
-
- private:
-  const size_t max_;
-  size_t used_ = 0;
 };
 
 CollectionInfo InfoOf(const Collection& c) {
@@ -854,22 +835,7 @@ absl::StatusOr<CollectionPage> Engine::ListCollections(absl::string_view prefix,
     if (absl::Status s = op.status(); !s.ok()) return s;
     std::move(part.begin(), part.end(), std::back_inserter(candidates));
   }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const CollectionInfo& a, const CollectionInfo& b) { return a.name < b.name; });
-  // The page ends early, before the collection that would not fit in one
-  // response.
-  PageBytes bytes(limits.max_response_bytes);
-  size_t fit = 0;
-  while (fit < std::min(candidates.size(), limit) && bytes.Take(candidates[fit].name.size())) {
-    ++fit;
-  }
-  CollectionPage page;
-  if (candidates.size() > fit) {
-    candidates.resize(fit);
-    page.next_after = candidates.back().name;
-  }
-  page.collections = std::move(candidates);
-  return page;
+  return CollectionPageOf(std::move(candidates), limit, limits.max_response_bytes);
 }
 
 absl::StatusOr<uint64_t> Engine::DeleteCollection(absl::string_view name, CommitTicket* committed) {

@@ -10,15 +10,15 @@ namespace {
 // The start of every script after the time (script_clock.h) and ReapLua():
 // names, reap() and index().
 constexpr absl::string_view kPrelude = R"lua(
-local values, deadlines, due, events, sequence, collections =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local values, deadlines, due, events, sequence, collections, key_index =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local collection, retention = ARGV[2], ARGV[3]
 
 local wake = string.sub(due, 1, -4) .. 'wake'
 
 -- Events emitted: the reaper advances the partition's delivery watermark.
 local function reap()
-  if reap_members(values, deadlines, events, sequence, collection, retention, false) > 0 then
+  if reap_members(values, deadlines, key_index, events, sequence, collection, retention, false) > 0 then
     redis.call('SPUBLISH', wake, 'due ' .. now_floor)
   end
 end
@@ -88,6 +88,7 @@ for i = 1, n do
     local key = ARGV[a]
     local deadline = deadline_of(ARGV[a + 3], ARGV[a + 4], key)
     redis.call('HSET', values, key, ARGV[a + 1])
+    if out[i][1] == 0 then redis.call('ZADD', key_index, 0, key) end
     set_deadline(key, deadline)
     if deadline then out[i][2] = deadline end
   end
@@ -138,10 +139,210 @@ local out = {}
 for i = 4, #ARGV do
   out[#out + 1] = redis.call('HDEL', values, ARGV[i])
   redis.call('ZREM', deadlines, ARGV[i])
+  redis.call('ZREM', key_index, ARGV[i])
 end
 index()
 return out
 )lua";
+
+constexpr absl::string_view kExpire = R"lua(
+local condition = ARGV[4]
+local d = deadline_of(ARGV[5], ARGV[6], nil)
+local out, expired = {}, false
+for i = 7, #ARGV do
+  local key = ARGV[i]
+  if redis.call('HEXISTS', values, key) == 0 then
+    out[#out + 1] = {2, -1}
+  else
+    -- A persistent member (false) expires infinitely late.
+    local current = redis.call('ZSCORE', deadlines, key)
+    current = current and tonumber(current)
+    local met = condition == 'always' or (condition == 'none' and not current) or
+                (condition == 'some' and current) or (condition == 'later' and current and d > current) or
+                (condition == 'earlier' and (not current or d < current))
+    if not met then
+      out[#out + 1] = {1, current or -1}
+    elseif d <= now_floor then
+      -- Expired below by reap(), with its event, at the deadline asked for.
+      redis.call('ZADD', deadlines, d, key)
+      out[#out + 1] = {3, -1}
+      expired = true
+    else
+      redis.call('ZADD', deadlines, d, key)
+      out[#out + 1] = {0, d}
+    end
+  end
+end
+if expired then reap() end
+index()
+return out
+)lua";
+
+constexpr absl::string_view kPersist = R"lua(
+local out = {}
+for i = 4, #ARGV do
+  if redis.call('HEXISTS', values, ARGV[i]) == 0 then
+    out[#out + 1] = 2
+  else
+    out[#out + 1] = redis.call('ZREM', deadlines, ARGV[i]) == 1 and 0 or 1
+  end
+end
+index()
+return out
+)lua";
+
+// Whether `a` sorts before `b` byte by byte, as Redis orders members of equal
+// score (Lua's `<` follows the server's locale).
+constexpr absl::string_view kBytesLess = R"lua(
+local function bytes_less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+)lua";
+
+constexpr absl::string_view kListMembers = R"lua(
+local by_key, limit, keys_only = ARGV[4] == 'key', tonumber(ARGV[5]), ARGV[6] == '1'
+local max_bytes, overhead = tonumber(ARGV[7]), tonumber(ARGV[8])
+local has_after, after_key = ARGV[9] == '1', ARGV[11]
+local after_deadline = ARGV[10] ~= 'none' and tonumber(ARGV[10])
+local want = limit + 1
+
+-- How many members with a deadline come at or before (ARGV[10], key) in
+-- the deadline order, which is Redis's (score, then bytes) order. The
+-- bounds are the argument's text: Lua writes numbers with 14 digits.
+local function rank_after(key)
+  local score = redis.call('ZSCORE', deadlines, key)
+  if score and tonumber(score) == after_deadline then
+    return redis.call('ZRANK', deadlines, key) + 1
+  end
+  local before = redis.call('ZCOUNT', deadlines, '-inf', '(' .. ARGV[10])
+  local ties = redis.call('ZRANGEBYSCORE', deadlines, ARGV[10], ARGV[10])
+  local lo, hi = 1, #ties + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if bytes_less(key, ties[mid]) then hi = mid else lo = mid + 1 end
+  end
+  return before + lo - 1
+end
+
+-- Up to `want` members in order, each {key, deadline or -1}.
+local candidates = {}
+local function by_key_from(from, persistent_only)
+  while #candidates < want do
+    local keys = redis.call('ZRANGEBYLEX', key_index, from, '+', 'LIMIT', 0, want)
+    for _, key in ipairs(keys) do
+      local d = redis.call('ZSCORE', deadlines, key)
+      if #candidates < want and not (persistent_only and d) then
+        candidates[#candidates + 1] = {key, d and tonumber(d) or -1}
+      end
+    end
+    if #keys < want then break end
+    from = '(' .. keys[#keys]
+  end
+end
+local from_key = has_after and ('(' .. after_key) or '-'
+if by_key then
+  by_key_from(from_key, false)
+else
+  if not has_after or after_deadline then
+    local start = has_after and rank_after(after_key) or 0
+    local entries = redis.call('ZRANGE', deadlines, start, start + want - 1, 'WITHSCORES')
+    for i = 1, #entries, 2 do
+      candidates[#candidates + 1] = {entries[i], tonumber(entries[i + 1])}
+    end
+    from_key = '-'
+  end
+  -- Then the persistent members, by key.
+  by_key_from(from_key, true)
+end
+
+-- [more, then key, value, deadline per member]: the page ends before the
+-- member that would pass max_bytes, and always holds one.
+local out, used = {0}, 0
+for i, member in ipairs(candidates) do
+  if i > limit then
+    out[1] = 1
+    break
+  end
+  local value = keys_only and '' or (redis.call('HGET', values, member[1]) or '')
+  local entry = #member[1] + #value + overhead
+  if used > 0 and used + entry > max_bytes then
+    out[1] = 1
+    break
+  end
+  used = used + entry
+  out[#out + 1] = member[1]
+  out[#out + 1] = value
+  out[#out + 1] = member[2]
+end
+index()
+return out
+)lua";
+
+// collection_info(values, deadlines): {members, members with a deadline,
+// the earliest deadline or -1}.
+constexpr absl::string_view kCollectionInfo = R"lua(
+local function collection_info(values, deadlines)
+  local first = redis.call('ZRANGE', deadlines, 0, 0, 'WITHSCORES')
+  return {redis.call('HLEN', values), redis.call('ZCARD', deadlines),
+          first[2] and tonumber(first[2]) or -1}
+end
+)lua";
+
+constexpr absl::string_view kGetCollection = R"lua(
+local info = collection_info(values, deadlines)
+index()
+if info[1] == 0 then
+  return redis.error_reply('NOT_FOUND collection "' .. collection .. '" not found')
+end
+return info
+)lua";
+
+constexpr absl::string_view kDeleteCollection = R"lua(
+local removed = redis.call('HLEN', values)
+redis.call('DEL', values, deadlines, key_index)
+index()
+return removed
+)lua";
+
+constexpr absl::string_view kListCollections = R"lua(
+local collections, due, events, sequence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local retention, prefix, name_prefix = ARGV[2], ARGV[3], ARGV[4]
+local from, want = ARGV[5], tonumber(ARGV[6])
+local out, reaped, past_prefix = {}, 0, false
+while #out < want and not past_prefix do
+  local names = redis.call('ZRANGEBYLEX', collections, from, '+', 'LIMIT', 0, want - #out)
+  if #names == 0 then break end
+  for _, name in ipairs(names) do
+    if string.sub(name, 1, #name_prefix) ~= name_prefix then
+      past_prefix = true
+      break
+    end
+    local values, deadlines = prefix .. 'v:' .. name, prefix .. 'd:' .. name
+    local earliest = redis.call('ZSCORE', due, name)
+    if earliest and tonumber(earliest) <= now_floor then
+      reaped = reaped + reap_members(values, deadlines, prefix .. 'k:' .. name, events, sequence,
+                                     name, retention, false)
+      index_collection(values, deadlines, due, collections, name)
+    end
+    local info = collection_info(values, deadlines)
+    if info[1] > 0 then out[#out + 1] = {name, info[1], info[2], info[3]} end
+    from = '(' .. name
+  end
+end
+-- Events emitted: the reaper advances the partition's delivery watermark.
+if reaped > 0 then redis.call('SPUBLISH', prefix .. 'wake', 'due ' .. now_floor) end
+return out
+)lua";
+
+// A script on one collection: the time, the shared reap, the prelude, then
+// `body`.
+std::string CollectionScript(absl::string_view body) {
+  return absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, body);
+}
 
 }  // namespace
 
@@ -151,28 +352,63 @@ CollectionKeys::CollectionKeys(absl::string_view tag, absl::string_view collecti
       due(absl::StrCat("lapse:{", tag, "}:due")),
       events(absl::StrCat("lapse:{", tag, "}:events")),
       sequence(absl::StrCat("lapse:{", tag, "}:sequence")),
-      collections(absl::StrCat("lapse:{", tag, "}:collections")) {}
+      collections(absl::StrCat("lapse:{", tag, "}:collections")),
+      key_index(absl::StrCat("lapse:{", tag, "}:k:", collection)) {}
 
 std::vector<std::string> CollectionKeys::All() const {
-  return {values, deadlines, due, events, sequence, collections};
+  return {values, deadlines, due, events, sequence, collections, key_index};
 }
 
 const RedisScript& PutScript() {
-  static const RedisScript* const script =
-      new RedisScript(absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, kPut));
+  static const RedisScript* const script = new RedisScript(CollectionScript(kPut));
   return *script;
 }
 
 const RedisScript& GetScript() {
-  static const RedisScript* const script =
-      new RedisScript(absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, kGet));
+  static const RedisScript* const script = new RedisScript(CollectionScript(kGet));
   return *script;
 }
 
 const RedisScript& RemoveScript() {
-  static const RedisScript* const script =
-      new RedisScript(absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, kRemove));
+  static const RedisScript* const script = new RedisScript(CollectionScript(kRemove));
   return *script;
+}
+
+const RedisScript& ExpireScript() {
+  static const RedisScript* const script = new RedisScript(CollectionScript(kExpire));
+  return *script;
+}
+
+const RedisScript& PersistScript() {
+  static const RedisScript* const script = new RedisScript(CollectionScript(kPersist));
+  return *script;
+}
+
+const RedisScript& ListMembersScript() {
+  static const RedisScript* const script =
+      new RedisScript(CollectionScript(absl::StrCat(kBytesLess, kListMembers)));
+  return *script;
+}
+
+const RedisScript& GetCollectionScript() {
+  static const RedisScript* const script =
+      new RedisScript(CollectionScript(absl::StrCat(kCollectionInfo, kGetCollection)));
+  return *script;
+}
+
+const RedisScript& DeleteCollectionScript() {
+  static const RedisScript* const script = new RedisScript(CollectionScript(kDeleteCollection));
+  return *script;
+}
+
+const RedisScript& ListCollectionsScript() {
+  static const RedisScript* const script =
+      new RedisScript(absl::StrCat(ScriptClockLua(), ReapLua(), kCollectionInfo, kListCollections));
+  return *script;
+}
+
+std::vector<std::string> ListCollectionsKeys(const PartitionKeys& partition) {
+  return {partition.collections, partition.due, partition.events, partition.sequence};
 }
 
 }  // namespace lapse::redis

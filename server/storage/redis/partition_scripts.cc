@@ -7,7 +7,8 @@ namespace lapse::redis {
 namespace {
 
 constexpr absl::string_view kReap = R"lua(
-local function reap_members(values, deadlines, events, sequence, collection, retention, limit)
+local function reap_members(values, deadlines, key_index, events, sequence, collection, retention,
+                            limit)
   local due_members
   if limit then
     due_members = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_floor, 'WITHSCORES',
@@ -23,6 +24,7 @@ local function reap_members(values, deadlines, events, sequence, collection, ret
                'v', value, 'd', due_members[i + 1], 'x', now_floor)
     redis.call('HDEL', values, key)
     redis.call('ZREM', deadlines, key)
+    redis.call('ZREM', key_index, key)
   end
   return #due_members / 2
 end
@@ -56,9 +58,10 @@ while reaped < budget do
   local first_due = redis.call('ZRANGEBYSCORE', due, '-inf', now_floor, 'LIMIT', 0, 1)
   if #first_due == 0 then break end
   local collection = first_due[1]
-  local values, deadlines = prefix .. 'v:' .. collection, prefix .. 'd:' .. collection
-  reaped = reaped + reap_members(values, deadlines, events, sequence, collection, retention,
-                                 budget - reaped)
+  local values, deadlines, key_index =
+    prefix .. 'v:' .. collection, prefix .. 'd:' .. collection, prefix .. 'k:' .. collection
+  reaped = reaped + reap_members(values, deadlines, key_index, events, sequence, collection,
+                                 retention, budget - reaped)
   index_collection(values, deadlines, due, collections, collection)
 end
 local earliest = earliest_due(due)

@@ -26,8 +26,8 @@ struct PartitionKeys {
   // `tag` is the partition's hash tag, without braces.
   explicit PartitionKeys(absl::string_view tag);
 
-  // "lapse:{T}:": a collection C's keys are prefix + "v:" + C and prefix +
-  // "d:" + C (collection_scripts.h).
+  // "lapse:{T}:": a collection C's keys are prefix + "v:" + C, prefix +
+  // "d:" + C and prefix + "k:" + C (collection_scripts.h).
   std::string prefix;
   // The due index, the event stream, its sequence counter, the collection
   // list (collection_scripts.h).
@@ -49,8 +49,8 @@ struct PartitionKeys {
 };
 
 // Lua defining, after ScriptClockLua():
-// - reap_members(values, deadlines, events, sequence, collection, retention,
-//   limit): expires up to `limit` (false: all) of the collection's members
+// - reap_members(values, deadlines, key_index, events, sequence, collection,
+//   retention, limit): expires up to `limit` (false: all) of the collection's members
 //   due at now_floor, earliest first, each with one event in the partition's
 //   stream (sequence = INCR, ID "<sequence>-0", fields c k v d x); returns
 //   how many.

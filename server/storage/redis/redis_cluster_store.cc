@@ -1,5 +1,6 @@
 #include "server/storage/redis/redis_cluster_store.h"
 
+#include <memory>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -7,10 +8,12 @@
 #include "absl/strings/str_split.h"
 #include "server/base/deadline.h"
 #include "server/base/mutex.h"
+#include "server/engine/pages.h"
 #include "server/engine/validate.h"
 #include "server/storage/crc32c.h"
 #include "server/storage/redis/collection_scripts.h"
 #include "server/storage/redis/key_slot.h"
+#include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/script_clock.h"
 
 namespace lapse::redis {
@@ -31,6 +34,7 @@ absl::Status StatusOf(const RedisReply& error) {
       {"INVALID_ARGUMENT", absl::StatusCode::kInvalidArgument},
       {"FAILED_PRECONDITION", absl::StatusCode::kFailedPrecondition},
       {"RESOURCE_EXHAUSTED", absl::StatusCode::kResourceExhausted},
+      {"NOT_FOUND", absl::StatusCode::kNotFound},
   };
   const std::pair<absl::string_view, absl::string_view> parts =
       absl::StrSplit(error.str, absl::MaxSplits(' ', 1));
@@ -38,6 +42,13 @@ absl::Status StatusOf(const RedisReply& error) {
     if (parts.first == name) return absl::Status(code, parts.second);
   }
   return absl::InternalError(absl::StrCat("Redis answered: ", error.str));
+}
+
+// The checks of a request on `keys` of `collection`, as the engine's.
+absl::Status CheckKeyedRequest(absl::string_view collection,
+                               absl::Span<const absl::string_view> keys, const Limits& limits) {
+  if (absl::Status s = ValidateName("collection", collection, limits); !s.ok()) return s;
+  return ValidateKeys(keys, limits);
 }
 
 absl::Status Malformed(absl::string_view script) {
@@ -65,6 +76,23 @@ std::pair<std::string, std::string> DeadlineArgs(const Expiration& e) {
   return {"none", "0"};
 }
 
+// An ExpireCondition as ExpireScript takes it.
+absl::string_view ConditionArg(ExpireCondition condition) {
+  switch (condition) {
+    case ExpireCondition::kIfNoExpiration:
+      return "none";
+    case ExpireCondition::kIfHasExpiration:
+      return "some";
+    case ExpireCondition::kIfLater:
+      return "later";
+    case ExpireCondition::kIfEarlier:
+      return "earlier";
+    case ExpireCondition::kAlways:
+      break;
+  }
+  return "always";
+}
+
 // Calls `done` with `parse` of the reply, or with the error.
 template <typename T, typename Parse>
 ClusterRouter::Done Answer(StoreDone<T> done, Parse parse) {
@@ -78,6 +106,64 @@ ClusterRouter::Done Answer(StoreDone<T> done, Parse parse) {
     }
   };
 }
+
+// [members, members with a deadline, the earliest deadline] of a collection,
+// its name left empty.
+absl::StatusOr<CollectionInfo> InfoIn(absl::Span<const RedisReply> counts) {
+  if (counts.size() != 3 || counts[0].integer <= 0 || counts[1].integer < 0) {
+    return Malformed("collection");
+  }
+  return CollectionInfo{.member_count = static_cast<uint64_t>(counts[0].integer),
+                        .expiring_count = static_cast<uint64_t>(counts[1].integer),
+                        .next_expire_time = DeadlineIn(counts[2])};
+}
+
+// One ListCollections page being merged from the answers of every
+// partition; the last answer to come merges them and calls `done`.
+// Thread-safe.
+class CollectionMerge final {
+ public:
+  CollectionMerge(int partitions, size_t limit, size_t max_bytes, StoreDone<CollectionPage> done)
+      : limit_(limit), max_bytes_(max_bytes), pending_(partitions), done_(std::move(done)) {}
+
+  void Add(absl::StatusOr<RedisReply> reply) {
+    absl::StatusOr<CollectionPage> page;
+    StoreDone<CollectionPage> done;
+    {
+      MutexLock lock(&mu_);
+      if (status_.ok()) status_ = Collect(reply);
+      if (--pending_ > 0) return;
+      page = status_.ok() ? absl::StatusOr<CollectionPage>(
+                                CollectionPageOf(std::move(candidates_), limit_, max_bytes_))
+                          : status_;
+      done = std::move(done_);
+    }
+    std::move(done)(std::move(page));
+  }
+
+ private:
+  absl::Status Collect(const absl::StatusOr<RedisReply>& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!reply.ok()) return reply.status();
+    if (reply->type == RedisReply::Type::kError) return StatusOf(*reply);
+    for (const RedisReply& r : reply->elements) {
+      if (r.elements.size() != 4) return Malformed("list collections");
+      absl::StatusOr<CollectionInfo> info = InfoIn(absl::MakeConstSpan(r.elements).subspan(1));
+      if (!info.ok()) return info.status();
+      info->name = r.elements[0].str;
+      candidates_.push_back(*std::move(info));
+    }
+    return absl::OkStatus();
+  }
+
+  const size_t limit_;
+  const size_t max_bytes_;
+
+  Mutex mu_;
+  int pending_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::vector<CollectionInfo> candidates_ ABSL_GUARDED_BY(mu_);
+  StoreDone<CollectionPage> done_ ABSL_GUARDED_BY(mu_);
+};
 
 // Hash tags for `partitions` partitions, the i-th in the i-th of as many
 // equal slot ranges, so the partitions spread over the masters.
@@ -263,8 +349,7 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
                                    const Expiration& refresh,
                                    StoreDone<std::vector<GetResult>> done) {
   const Limits& limits = options_.limits;
-  absl::Status valid = ValidateName("collection", collection, limits);
-  if (valid.ok()) valid = ValidateKeys(keys, limits);
+  absl::Status valid = CheckKeyedRequest(collection, keys, limits);
   if (valid.ok()) {
     valid = DeadlineOf(refresh, "refresh_", options_.clock->Now(), PastDeadline::kRejected, limits)
                 .status();
@@ -302,8 +387,7 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
 void RedisClusterStore::RemoveMembers(absl::string_view collection,
                                       absl::Span<const absl::string_view> keys,
                                       StoreDone<std::vector<bool>> done) {
-  absl::Status valid = ValidateName("collection", collection, options_.limits);
-  if (valid.ok()) valid = ValidateKeys(keys, options_.limits);
+  absl::Status valid = CheckKeyedRequest(collection, keys, options_.limits);
   if (!valid.ok()) {
     std::move(done)(valid);
     return;
@@ -321,33 +405,177 @@ void RedisClusterStore::RemoveMembers(absl::string_view collection,
       }));
 }
 
-void RedisClusterStore::ExpireMembers(absl::string_view, absl::Span<const absl::string_view>,
-                                      const Expiration&, ExpireCondition,
+void RedisClusterStore::ExpireMembers(absl::string_view collection,
+                                      absl::Span<const absl::string_view> keys,
+                                      const Expiration& expiration, ExpireCondition condition,
                                       StoreDone<std::vector<ExpireResult>> done) {
-  std::move(done)(NotYet("ExpireMembers"));
+  const Limits& limits = options_.limits;
+  absl::Status valid = CheckKeyedRequest(collection, keys, limits);
+  if (valid.ok() && expiration.kind == Expiration::Kind::kNone) {
+    valid = InvalidField("expiration", "one of ttl or expire_time is required");
+  }
+  if (valid.ok()) {
+    valid =
+        DeadlineOf(expiration, "", options_.clock->Now(), PastDeadline::kAllowed, limits).status();
+  }
+  if (!valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  std::pair<std::string, std::string> deadline = DeadlineArgs(expiration);
+  std::vector<std::string> args = {std::string(ConditionArg(condition)), std::move(deadline.first),
+                                   std::move(deadline.second)};
+  for (absl::string_view key : keys) args.emplace_back(key);
+  const size_t n = keys.size();
+  router_->Send(
+      CollectionCall(ExpireScript(), collection, std::move(args))
+          .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+      Answer(std::move(done),
+             [n](const RedisReply& reply) -> absl::StatusOr<std::vector<ExpireResult>> {
+               if (reply.elements.size() != n) return Malformed("expire");
+               constexpr ExpireOutcome kOutcomes[] = {
+                   ExpireOutcome::kUpdated, ExpireOutcome::kConditionNotMet,
+                   ExpireOutcome::kNotFound, ExpireOutcome::kExpired};
+               std::vector<ExpireResult> results;
+               for (const RedisReply& r : reply.elements) {
+                 if (r.elements.size() != 2 || r.elements[0].integer < 0 ||
+                     r.elements[0].integer > 3) {
+                   return Malformed("expire");
+                 }
+                 results.push_back({kOutcomes[r.elements[0].integer], DeadlineIn(r.elements[1])});
+               }
+               return results;
+             }));
 }
 
-void RedisClusterStore::PersistMembers(absl::string_view, absl::Span<const absl::string_view>,
+void RedisClusterStore::PersistMembers(absl::string_view collection,
+                                       absl::Span<const absl::string_view> keys,
                                        StoreDone<std::vector<PersistOutcome>> done) {
-  std::move(done)(NotYet("PersistMembers"));
+  absl::Status valid = CheckKeyedRequest(collection, keys, options_.limits);
+  if (!valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  std::vector<std::string> args(keys.begin(), keys.end());
+  const size_t n = keys.size();
+  router_->Send(CollectionCall(PersistScript(), collection, std::move(args))
+                    .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                Answer(std::move(done),
+                       [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PersistOutcome>> {
+                         if (reply.elements.size() != n) return Malformed("persist");
+                         constexpr PersistOutcome kOutcomes[] = {PersistOutcome::kPersisted,
+                                                                 PersistOutcome::kNoExpiration,
+                                                                 PersistOutcome::kNotFound};
+                         std::vector<PersistOutcome> results;
+                         for (const RedisReply& r : reply.elements) {
+                           if (r.integer < 0 || r.integer > 2) return Malformed("persist");
+                           results.push_back(kOutcomes[r.integer]);
+                         }
+                         return results;
+                       }));
 }
 
-void RedisClusterStore::ListMembers(absl::string_view, const ListMembersOptions&,
+void RedisClusterStore::ListMembers(absl::string_view collection, const ListMembersOptions& options,
                                     StoreDone<MemberPage> done) {
-  std::move(done)(NotYet("ListMembers"));
+  const Limits& limits = options_.limits;
+  absl::Status valid = ValidateName("collection", collection, limits);
+  if (valid.ok()) valid = ValidatePageSize(options.page_size);
+  if (!valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  const bool by_key = options.order == MemberOrder::kKey;
+  std::string after_deadline = "none";
+  if (options.after.has_value() && options.after->expire_time != NoDeadline()) {
+    after_deadline = absl::StrCat(FloorMillis(options.after->expire_time));
+  }
+  std::vector<std::string> args = {by_key ? "key" : "deadline",
+                                   absl::StrCat(EffectivePageSize(options.page_size, limits)),
+                                   options.keys_only ? "1" : "0",
+                                   absl::StrCat(limits.max_response_bytes),
+                                   absl::StrCat(kResponseEntryOverhead),
+                                   options.after.has_value() ? "1" : "0",
+                                   std::move(after_deadline),
+                                   options.after.has_value() ? options.after->key : ""};
+  router_->Send(
+      CollectionCall(ListMembersScript(), collection, std::move(args)).Idempotent(),
+      Answer(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<MemberPage> {
+        if (reply.elements.empty() || reply.elements.size() % 3 != 1) {
+          return Malformed("list members");
+        }
+        MemberPage page;
+        for (size_t i = 1; i < reply.elements.size(); i += 3) {
+          page.members.push_back({reply.elements[i].str, reply.elements[i + 1].str,
+                                  DeadlineIn(reply.elements[i + 2])});
+        }
+        if (reply.elements[0].integer == 1 && !page.members.empty()) {
+          page.next = MemberCursor{page.members.back().expire_time, page.members.back().key};
+        }
+        return page;
+      }));
 }
 
-void RedisClusterStore::GetCollection(absl::string_view, StoreDone<CollectionInfo> done) {
-  std::move(done)(NotYet("GetCollection"));
+void RedisClusterStore::GetCollection(absl::string_view name, StoreDone<CollectionInfo> done) {
+  if (absl::Status valid = ValidateName("name", name, options_.limits); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  router_->Send(
+      CollectionCall(GetCollectionScript(), name, {}).Idempotent(),
+      Answer(std::move(done),
+             [name = std::string(name)](const RedisReply& reply) -> absl::StatusOr<CollectionInfo> {
+               absl::StatusOr<CollectionInfo> info = InfoIn(reply.elements);
+               if (info.ok()) info->name = name;
+               return info;
+             }));
 }
 
-void RedisClusterStore::ListCollections(absl::string_view, int, absl::string_view,
-                                        StoreDone<CollectionPage> done) {
-  std::move(done)(NotYet("ListCollections"));
+void RedisClusterStore::ListCollections(absl::string_view prefix, int page_size,
+                                        absl::string_view after, StoreDone<CollectionPage> done) {
+  const Limits& limits = options_.limits;
+  absl::Status valid = absl::OkStatus();
+  if (!prefix.empty()) valid = ValidateName("prefix", prefix, limits);
+  if (valid.ok()) valid = ValidatePageSize(page_size);
+  if (!valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  const size_t limit = EffectivePageSize(page_size, limits);
+  // ZRANGEBYLEX's min: the first name after `after` that can have the prefix.
+  std::string from = "-";
+  if (!after.empty() && after >= prefix) {
+    from = absl::StrCat("(", after);
+  } else if (!prefix.empty()) {
+    from = absl::StrCat("[", prefix);
+  }
+  // Each partition answers its first limit + 1 live names; the page is the
+  // first `limit` of their union, merged by the last answer to come.
+  auto merge = std::make_shared<CollectionMerge>(partitions(), limit, limits.max_response_bytes,
+                                                 std::move(done));
+  for (int p = 0; p < partitions(); ++p) {
+    const PartitionKeys keys(TagOf(p));
+    router_->Send(RedisCall::Eval(
+                      ListCollectionsScript(), ListCollectionsKeys(keys),
+                      {ScriptTimeArg(options_.script_clock), absl::StrCat(options_.event_retention),
+                       keys.prefix, std::string(prefix), from, absl::StrCat(limit + 1)})
+                      .Idempotent(),
+                  [merge](absl::StatusOr<RedisReply> reply) { merge->Add(std::move(reply)); });
+  }
 }
 
-void RedisClusterStore::DeleteCollection(absl::string_view, StoreDone<uint64_t> done) {
-  std::move(done)(NotYet("DeleteCollection"));
+void RedisClusterStore::DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) {
+  if (absl::Status valid = ValidateName("name", name, options_.limits); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  router_->Send(CollectionCall(DeleteCollectionScript(), name, {})
+                    .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                Answer(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<uint64_t> {
+                  if (reply.type != RedisReply::Type::kInteger || reply.integer < 0) {
+                    return Malformed("delete collection");
+                  }
+                  return static_cast<uint64_t>(reply.integer);
+                }));
 }
 
 const EventSource& RedisClusterStore::events() const { return *events_; }

@@ -20,10 +20,11 @@
 // member with one event, and their delivery watermarks advanced, each
 // advance handed to the event source.
 //
-// Done so far: PutMembers, GetMembers (with refresh), RemoveMembers, and
-// events(): the partitions' streams read into one local buffer
-// (redis_event_source.h), up to each partition's delivery watermark as
-// event_source().Advance is told of it. Every other operation answers
+// Done so far: every collection operation, and events(): the partitions'
+// streams read into one local buffer (redis_event_source.h), up to each
+// partition's delivery watermark as event_source().Advance is told of it.
+// ListCollections asks every partition at once and merges their answers in
+// the last one's completion. The consumer-group operations answer
 // UNIMPLEMENTED ("... is not yet supported by --store=redis-cluster").
 // Limits::max_total_members is not enforced (the cluster's memory is the
 // bound).
