@@ -138,6 +138,8 @@ struct ClusterRouter::Node final : EventLoop::Handler {
   bool reply_too_big = false;
   // Calls written since the last WAIT that want one; null: none.
   std::unique_ptr<WaitBatch> unwaited;
+  // WAITs sent and not answered.
+  int waits_in_flight = 0;
 };
 
 // The calls one WAIT answers.
@@ -344,7 +346,9 @@ void ClusterRouter::AwaitReplicas(Node& node, Request& request) {
     node.unwaited->replicas = request.call.wait_replicas_;
     node.unwaited->timeout = request.call.wait_timeout_;
     // After the calls posted meanwhile, which join this batch.
-    loop_.Post([this, node = &node] { SendWait(*node); });
+    loop_.Post([this, node = &node] {
+      if (node->waits_in_flight == 0) SendWait(*node);
+    });
   }
   node.unwaited->requests.push_back(&request);
   request.callbacks = 2;
@@ -358,6 +362,7 @@ void ClusterRouter::SendWait(Node& node) {
   const std::string timeout_ms =
       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(batch->timeout)));
   wait_batches_[raw] = std::move(batch);
+  ++node.waits_in_flight;
   // A connection that closed since has answered the calls' replies null;
   // its WAIT is answered null as well.
   if (node.context == nullptr ||
@@ -371,7 +376,10 @@ void ClusterRouter::OnWaitBatchReply(Node& node, WaitBatch* raw, const RedisRepl
   auto it = wait_batches_.find(raw);
   std::unique_ptr<WaitBatch> batch = std::move(it->second);
   wait_batches_.erase(it);
+  --node.waits_in_flight;
   for (Request* request : batch->requests) OnWaitReply(node, request, reply);
+  // The calls written while this WAIT held the connection: their WAIT now.
+  if (node.waits_in_flight == 0) SendWait(node);
 }
 
 void ClusterRouter::Retry(std::unique_ptr<Request> request, absl::Time when) {

@@ -24,12 +24,14 @@
 //   the call on the connection that wrote it; the call succeeds only if WAIT
 //   counts n replicas, else it fails UNAVAILABLE saying the outcome is
 //   unknown (the write was made on the master but may be lost in a
-//   failover). The calls written to one connection in one turn of the I/O
-//   loop share one WAIT, sent after the last of them (WAIT counts the
-//   replicas that have every write of the connection up to it): Redis holds
-//   a connection's later commands while its WAIT blocks, so a WAIT per call
-//   would make a master whose replica is gone answer its queue one
-//   `timeout` per call.
+//   failover). Calls share WAITs: Redis holds a connection's later commands
+//   while its WAIT blocks, so a WAIT per call would make a master whose
+//   replica is gone answer its queue one `timeout` per call. The calls
+//   written to a connection while no WAIT is in flight on it get one WAIT
+//   once the loop has run what was posted meanwhile, the calls written while
+//   one is in flight one more when it is answered (WAIT counts the replicas
+//   that have every write of the connection up to it): a call waits at most
+//   two WAITs.
 // - A connection lost after the call was written: the call may or may not
 //   have run, so it fails UNAVAILABLE ("outcome unknown") unless it is
 //   Idempotent(), which is sent again. A call never written (the node
@@ -157,9 +159,10 @@ class ClusterRouter final {
   void OnReply(Node& node, Request* request, const RedisReply* reply);
   void OnWaitReply(Node& node, Request* request, const RedisReply* reply);
   // Adds `request`, just written to `node`, to the calls the node's next
-  // WAIT answers; that WAIT is sent once the loop has run what is posted.
+  // WAIT answers (see "Durability" above).
   void AwaitReplicas(Node& node, Request& request);
-  // Sends the WAIT of the calls written to `node` since its last one.
+  // Sends the WAIT of the calls written to `node` since its last one, if
+  // any.
   void SendWait(Node& node);
   void OnWaitBatchReply(Node& node, WaitBatch* batch, const RedisReply* reply);
   // Once every callback of a written request has come: finishes or retries it.
