@@ -505,9 +505,13 @@ TEST_F(FailoverTest, ASlotMovedUnderLoadLosesAndDuplicatesNothing) {
   }
   const MemberWrite member{
       .key = "m", .value = "during", .expiration = Expiration::Ttl(absl::Hours(1))};
-  Mutex mu;
-  CondVar cv;
-  std::optional<absl::Status> fresh_put;
+  // Its answer's home outlives the store, which answers when destroyed.
+  struct Answer {
+    Mutex mu;
+    CondVar cv;
+    std::optional<absl::Status> status ABSL_GUARDED_BY(mu);
+  };
+  const auto fresh_put = std::make_shared<Answer>();
   const int64_t tryagain_before = cluster_.ErrorReplies("TRYAGAIN");
   const int64_t ask_before = cluster_.ErrorReplies("ASK");
   int moved_keys = 0;
@@ -515,20 +519,24 @@ TEST_F(FailoverTest, ASlotMovedUnderLoadLosesAndDuplicatesNothing) {
       cluster_.MigrateSlot(KeySlot(a->TagOf(kBusy)), target, [&](int moved) {
         moved_keys = moved;
         if (moved != 1) return;
-        a->PutMembers(fresh, {&member, 1}, {}, [&](absl::StatusOr<std::vector<PutResult>> put) {
-          MutexLock lock(&mu);
-          fresh_put = put.status();
-          cv.Signal();
-        });
+        a->PutMembers(fresh, {&member, 1}, {},
+                      [fresh_put](absl::StatusOr<std::vector<PutResult>> put) {
+                        MutexLock lock(&fresh_put->mu);
+                        fresh_put->status = put.status();
+                        fresh_put->cv.Signal();
+                      });
         // Answered TRYAGAIN, and not given up on: it completes below.
         EXPECT_TRUE(cluster_.WaitForErrorReplies("TRYAGAIN", tryagain_before));
       });
   ASSERT_TRUE(migrated.ok()) << migrated;
   const absl::Time moved_at = absl::Now();
   {
-    MutexLock lock(&mu);
-    ASSERT_TRUE(WaitWithPatience(mu, cv, [&] { return fresh_put.has_value(); }));
-    EXPECT_TRUE(fresh_put->ok()) << *fresh_put;
+    Answer& answer = *fresh_put;
+    MutexLock lock(&answer.mu);
+    ASSERT_TRUE(WaitWithPatience(
+        answer.mu, answer.cv,
+        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(answer.mu) { return answer.status.has_value(); }));
+    EXPECT_TRUE(answer.status->ok()) << *answer.status;
   }
   EXPECT_EQ(MasterOf(busy_stream), target);
   // The busy partition is written, and expires, on its new master.
