@@ -398,7 +398,19 @@ class FailoverTest : public ::testing::Test {
     return streams;
   }
 
+  // Two lapsed replicas' stores, a_ with watcher_ reading its events; false
+  // if one did not open.
+  bool OpenTwoReplicas() {
+    a_ = OpenStore(&watcher_);
+    b_ = OpenStore(nullptr);
+    return a_ != nullptr && b_ != nullptr;
+  }
+
   RedisCluster cluster_;
+  // Outlives the stores, which tell it of new events.
+  Watcher watcher_;
+  std::unique_ptr<RedisClusterStore> a_;
+  std::unique_ptr<RedisClusterStore> b_;
 };
 
 // A summary of a load's answers, for the log.
@@ -410,12 +422,10 @@ std::string Outcomes(const Load& load) {
 }
 
 TEST_F(FailoverTest, AMasterKilledUnderLoadLosesNoAcknowledgedWriteAndNoDeliveredEvent) {
-  Watcher watcher;
-  std::unique_ptr<RedisClusterStore> a = OpenStore(&watcher);
-  std::unique_ptr<RedisClusterStore> b = OpenStore(nullptr);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  Load load({a.get(), b.get()}, Collections(*a, 3), /*chains=*/3);
+  ASSERT_TRUE(OpenTwoReplicas());
+  RedisClusterStore* const a = a_.get();
+  Watcher& watcher = watcher_;
+  Load load({a_.get(), b_.get()}, Collections(*a, 3), /*chains=*/3);
   load.Start();
   // Events delivered in every partition before the kill.
   ASSERT_TRUE(watcher.ReadUntil(*a, [&] {
@@ -477,14 +487,12 @@ TEST_F(FailoverTest, AMasterKilledUnderLoadLosesNoAcknowledgedWriteAndNoDelivere
 }
 
 TEST_F(FailoverTest, ASlotMovedUnderLoadLosesAndDuplicatesNothing) {
-  Watcher watcher;
-  std::unique_ptr<RedisClusterStore> a = OpenStore(&watcher);
-  std::unique_ptr<RedisClusterStore> b = OpenStore(nullptr);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(OpenTwoReplicas());
+  RedisClusterStore* const a = a_.get();
+  Watcher& watcher = watcher_;
   constexpr int kBusy = 0;
   // Half of the writes go to the busy partition.
-  Load load({a.get(), b.get()}, Collections(*a, 1, kBusy, kPartitions - 1), /*chains=*/3);
+  Load load({a_.get(), b_.get()}, Collections(*a, 1, kBusy, kPartitions - 1), /*chains=*/3);
   load.Start();
   ASSERT_TRUE(watcher.ReadUntil(*a, [&] { return watcher.events().size() >= 200; }));
 
@@ -550,7 +558,7 @@ TEST_F(FailoverTest, ASlotMovedUnderLoadLosesAndDuplicatesNothing) {
     EXPECT_TRUE(w.outcome->ok()) << w.key << ": " << *w.outcome;
   }
   absl::StatusOr<std::vector<GetResult>> got = Await<std::vector<GetResult>>([&](auto done) {
-    b->GetMembers(fresh, std::vector<absl::string_view>{"m"}, Expiration::None(), std::move(done));
+    b_->GetMembers(fresh, std::vector<absl::string_view>{"m"}, Expiration::None(), std::move(done));
   });
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE((*got)[0].found);
