@@ -11,8 +11,11 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "testing/test_util.h"
 
@@ -120,55 +123,68 @@ absl::Status RedisCluster::StartNode(Node& node, int index) {
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     node.port = ports(random);
     node.dir = absl::StrCat(dir_.path(), "/node", index, "-", node.port);
-    const std::string log = absl::StrCat(node.dir, "/redis.log");
-    std::vector<std::string> args = {"--bind",
-                                     "127.0.0.1",
-                                     "--port",
-                                     absl::StrCat(node.port),
-                                     "--dir",
-                                     node.dir,
-                                     "--logfile",
-                                     log,
-                                     "--daemonize",
-                                     "no",
-                                     "--save",
-                                     "",
-                                     "--appendonly",
-                                     "yes",
-                                     "--cluster-enabled",
-                                     "yes",
-                                     "--cluster-config-file",
-                                     "nodes.conf",
-                                     "--cluster-node-timeout",
-                                     absl::StrCat(kNodeTimeoutMs)};
     if (mkdir(node.dir.c_str(), 0700) != 0) {
       return absl::InternalError(absl::StrCat("cannot create ", node.dir));
     }
-    node.process = std::make_unique<ChildProcess>(LAPSE_REDIS_SERVER_PATH, args);
-    if (!node.process->spawned()) {
-      return absl::InternalError(absl::StrCat("cannot run ", LAPSE_REDIS_SERVER_PATH));
-    }
-    const absl::Time deadline = absl::Now() + kPatience;
-    std::string content;
-    while (absl::Now() < deadline) {
-      content = ReadFile(log);
-      if (absl::StrContains(content, "Ready to accept connections") ||
-          absl::StrContains(content, "Address already in use")) {
-        break;
-      }
-      absl::SleepFor(kPollInterval);
-    }
-    if (absl::StrContains(content, "Ready to accept connections")) return absl::OkStatus();
-    node.process->Signal(SIGKILL);
-    node.process->Wait();
-    node.process = nullptr;
-    if (!absl::StrContains(content, "Address already in use")) {
-      return absl::UnavailableError(
-          absl::StrCat("redis-server on port ", node.port, " did not start: ", content));
-    }
+    absl::Status launched = Launch(node);
+    if (!absl::IsAlreadyExists(launched)) return launched;
   }
   return absl::UnavailableError(
       absl::StrCat("no free port pair for a Redis node after ", kAttempts, " attempts"));
+}
+
+absl::Status RedisCluster::Launch(Node& node) {
+  const std::string log = absl::StrCat(node.dir, "/redis.log");
+  // A restarted node appends to the log of its previous run.
+  const size_t logged = ReadFile(log).size();
+  // repl-diskless-sync-delay 0: a replica's full sync starts at once, not
+  // after Redis's default 5 s.
+  std::vector<std::string> args = {"--bind",
+                                   "127.0.0.1",
+                                   "--port",
+                                   absl::StrCat(node.port),
+                                   "--dir",
+                                   node.dir,
+                                   "--logfile",
+                                   log,
+                                   "--daemonize",
+                                   "no",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "yes",
+                                   "--cluster-enabled",
+                                   "yes",
+                                   "--cluster-config-file",
+                                   "nodes.conf",
+                                   "--cluster-node-timeout",
+                                   absl::StrCat(kNodeTimeoutMs),
+                                   "--repl-diskless-sync-delay",
+                                   "0"};
+  node.process = std::make_unique<ChildProcess>(LAPSE_REDIS_SERVER_PATH, args);
+  if (!node.process->spawned()) {
+    node.process = nullptr;
+    return absl::InternalError(absl::StrCat("cannot run ", LAPSE_REDIS_SERVER_PATH));
+  }
+  const absl::Time deadline = absl::Now() + kPatience;
+  std::string content;
+  while (absl::Now() < deadline) {
+    content = ReadFile(log).substr(logged);
+    if (absl::StrContains(content, "Ready to accept connections") ||
+        absl::StrContains(content, "Address already in use")) {
+      break;
+    }
+    absl::SleepFor(kPollInterval);
+  }
+  if (absl::StrContains(content, "Ready to accept connections")) return absl::OkStatus();
+  node.process->Signal(SIGKILL);
+  node.process->Wait();
+  node.process = nullptr;
+  if (absl::StrContains(content, "Address already in use")) {
+    return absl::AlreadyExistsError(absl::StrCat("port ", node.port, " or its bus port is taken"));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("redis-server on port ", node.port, " did not start: ", content));
 }
 
 absl::Status RedisCluster::CreateCluster() {
@@ -195,22 +211,46 @@ std::vector<std::string> RedisCluster::seeds() const {
 std::vector<int> RedisCluster::MasterPorts() const {
   for (const Node& node : nodes_) {
     if (node.process == nullptr) continue;
-    absl::StatusOr<Reply> slots = Run(node.port, {"CLUSTER", "SLOTS"});
-    if (!slots.ok() || (*slots)->type != REDIS_REPLY_ARRAY) continue;
-    std::vector<std::pair<long long, int>> ranges;
-    for (size_t i = 0; i < (*slots)->elements; ++i) {
-      const redisReply& range = *(*slots)->element[i];
-      ranges.emplace_back(range.element[0]->integer,
-                          static_cast<int>(range.element[2]->element[1]->integer));
-    }
-    std::sort(ranges.begin(), ranges.end());
-    std::vector<int> ports;
-    for (const auto& [start, port] : ranges) {
-      if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
-    }
-    return ports;
+    absl::StatusOr<std::vector<int>> ports = MasterPortsSeenBy(node.port);
+    if (ports.ok()) return *ports;
   }
   return {};
+}
+
+absl::StatusOr<std::vector<int>> RedisCluster::MasterPortsSeenBy(int port) const {
+  absl::StatusOr<Reply> slots = Run(port, {"CLUSTER", "SLOTS"});
+  if (!slots.ok()) return slots.status();
+  if ((*slots)->type != REDIS_REPLY_ARRAY) {
+    return absl::UnavailableError(absl::StrCat("CLUSTER SLOTS on port ", port, " failed"));
+  }
+  std::vector<std::pair<long long, int>> ranges;
+  for (size_t i = 0; i < (*slots)->elements; ++i) {
+    const redisReply& range = *(*slots)->element[i];
+    ranges.emplace_back(range.element[0]->integer,
+                        static_cast<int>(range.element[2]->element[1]->integer));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<int> ports;
+  for (const auto& [start, master] : ranges) {
+    if (std::find(ports.begin(), ports.end(), master) == ports.end()) ports.push_back(master);
+  }
+  return ports;
+}
+
+int RedisCluster::OwnerOf(int slot) const {
+  for (const Node& node : nodes_) {
+    if (node.process == nullptr) continue;
+    absl::StatusOr<Reply> slots = Run(node.port, {"CLUSTER", "SLOTS"});
+    if (!slots.ok() || (*slots)->type != REDIS_REPLY_ARRAY) continue;
+    for (size_t i = 0; i < (*slots)->elements; ++i) {
+      const redisReply& range = *(*slots)->element[i];
+      if (range.element[0]->integer <= slot && slot <= range.element[1]->integer) {
+        return static_cast<int>(range.element[2]->element[1]->integer);
+      }
+    }
+    return 0;
+  }
+  return 0;
 }
 
 absl::StatusOr<std::string> RedisCluster::Command(int port,
@@ -235,6 +275,91 @@ void RedisCluster::Signal(int port, int signal_number) {
   }
 }
 
+absl::Status RedisCluster::Restart(int port) {
+  for (Node& node : nodes_) {
+    if (node.port != port) continue;
+    if (node.process != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("the node on port ", port, " runs"));
+    }
+    return Launch(node);
+  }
+  return absl::NotFoundError(absl::StrCat("no node on port ", port));
+}
+
+absl::Status RedisCluster::MigrateSlot(int slot, int target_port,
+                                       absl::FunctionRef<void(int)> moved) {
+  const int source_port = OwnerOf(slot);
+  if (source_port == 0) return absl::UnavailableError(absl::StrCat("no node serves slot ", slot));
+  if (source_port == target_port) {
+    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is on port ", target_port));
+  }
+  absl::StatusOr<std::string> source_id = Command(source_port, {"CLUSTER", "MYID"});
+  absl::StatusOr<std::string> target_id = Command(target_port, {"CLUSTER", "MYID"});
+  if (!source_id.ok()) return source_id.status();
+  if (!target_id.ok()) return target_id.status();
+  const std::string s = absl::StrCat(slot);
+  // Each step answers OK, or says why not.
+  auto step = [&](int port, const std::vector<std::string>& args) -> absl::Status {
+    absl::StatusOr<std::string> reply = Command(port, args);
+    if (!reply.ok()) return reply.status();
+    if (*reply != "OK") {
+      return absl::InternalError(
+          absl::StrCat(absl::StrJoin(args, " "), " on port ", port, " answered ", *reply));
+    }
+    return absl::OkStatus();
+  };
+  absl::Status status = step(target_port, {"CLUSTER", "SETSLOT", s, "IMPORTING", *source_id});
+  if (status.ok()) status = step(source_port, {"CLUSTER", "SETSLOT", s, "MIGRATING", *target_id});
+  for (int count = 0; status.ok();) {
+    absl::StatusOr<std::string> key = Command(source_port, {"CLUSTER", "GETKEYSINSLOT", s, "1"});
+    if (!key.ok()) return key.status();
+    if (key->empty()) break;
+    absl::StatusOr<std::string> migrated =
+        Command(source_port,
+                {"MIGRATE", "127.0.0.1", absl::StrCat(target_port), "", "0", "5000", "KEYS", *key});
+    if (!migrated.ok()) return migrated.status();
+    if (*migrated != "OK" && *migrated != "NOKEY") {
+      return absl::InternalError(absl::StrCat("MIGRATE of ", *key, " answered ", *migrated));
+    }
+    moved(++count);
+  }
+  // The target first, so that it serves the slot before the source stops.
+  if (status.ok()) status = step(target_port, {"CLUSTER", "SETSLOT", s, "NODE", *target_id});
+  if (status.ok()) status = step(source_port, {"CLUSTER", "SETSLOT", s, "NODE", *target_id});
+  for (int port : MasterPorts()) {
+    if (!status.ok()) break;
+    if (port != source_port && port != target_port) {
+      status = step(port, {"CLUSTER", "SETSLOT", s, "NODE", *target_id});
+    }
+  }
+  return status;
+}
+
+int64_t RedisCluster::ErrorReplies(const std::string& code) const {
+  // A line per error code: "errorstat_TRYAGAIN:count=3".
+  const std::string field = absl::StrCat("errorstat_", code, ":count=");
+  int64_t total = 0;
+  for (const Node& node : nodes_) {
+    if (node.process == nullptr) continue;
+    absl::StatusOr<std::string> info = Command(node.port, {"INFO", "errorstats"});
+    if (!info.ok()) continue;
+    for (absl::string_view line : absl::StrSplit(*info, absl::ByAnyChar("\r\n"))) {
+      int64_t count = 0;
+      if (absl::ConsumePrefix(&line, field) && absl::SimpleAtoi(line, &count)) total += count;
+    }
+  }
+  return total;
+}
+
+bool RedisCluster::WaitForErrorReplies(const std::string& code, int64_t above) const {
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (absl::Now() < deadline) {
+    if (ErrorReplies(code) > above) return true;
+    absl::SleepFor(kPollInterval);
+  }
+  return false;
+}
+
 bool RedisCluster::WaitForClusterOk() const {
   const absl::Time deadline = absl::Now() + kPatience;
   const std::string size = absl::StrCat("cluster_size:", kMasters);
@@ -245,6 +370,14 @@ bool RedisCluster::WaitForClusterOk() const {
       absl::StatusOr<std::string> info = Command(node.port, {"CLUSTER", "INFO"});
       ok = ok && info.ok() && absl::StrContains(*info, "cluster_state:ok") &&
            absl::StrContains(*info, size);
+      // Right after a kill the others still count the dead master: it has
+      // to have been failed over, its slots served by a live node.
+      absl::StatusOr<std::vector<int>> masters = MasterPortsSeenBy(node.port);
+      ok = ok && masters.ok() && std::all_of(masters->begin(), masters->end(), [&](int port) {
+             return std::any_of(nodes_.begin(), nodes_.end(), [&](const Node& n) {
+               return n.port == port && n.process != nullptr;
+             });
+           });
     }
     if (ok) return true;
     absl::SleepFor(kPollInterval);
@@ -257,6 +390,7 @@ bool RedisCluster::WaitForReplicasLinked() const {
   while (absl::Now() < deadline) {
     bool ok = true;
     for (const Node& node : nodes_) {
+      if (node.process == nullptr) continue;
       absl::StatusOr<std::string> info = Command(node.port, {"INFO", "replication"});
       ok = ok && info.ok() &&
            (absl::StrContains(*info, "role:master")

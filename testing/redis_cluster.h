@@ -8,6 +8,8 @@
 //   ...
 //   cluster.Kill(cluster.MasterPorts()[0]);  // SIGKILL; a replica takes over
 //   ASSERT_TRUE(cluster.WaitForClusterOk());
+//   ASSERT_TRUE(cluster.Restart(port).ok());  // back, as a replica of the new master
+//   ASSERT_TRUE(cluster.WaitForReplicasLinked());
 //
 // Redis cannot bind port 0 and report the port it got, so each node gets a
 // random port below the kernel's ephemeral range (its cluster bus port, port +
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "testing/child_process.h"
@@ -63,9 +66,31 @@ class RedisCluster final {
   // Sends `signal_number` to the node at `port`: SIGSTOP freezes it (its
   // master's WAIT stops counting it), SIGCONT lets it go on.
   void Signal(int port, int signal_number);
-  // Waits until every live node says cluster_state:ok and sees as many
-  // masters serving slots as there were at the start; false after patience.
+  // Starts the killed node at `port` again, on its port and with its files
+  // (nodes.conf, AOF), as a supervisor restarts a crashed process: it rejoins
+  // the cluster, as a replica of whoever took its slots over.
+  absl::Status Restart(int port);
+  // Waits until every live node says cluster_state:ok, sees as many masters
+  // serving slots as there were at the start, and sees only live nodes
+  // serving them (after a Kill: the killed master's replica promoted); false
+  // after patience.
   bool WaitForClusterOk() const;
+  // Waits until every live master has a replica linked to it and every live
+  // replica's link to its master is up; false after patience.
+  bool WaitForReplicasLinked() const;
+
+  // Moves `slot` from the master serving it to the master at `target_port`,
+  // the way `redis-cli --cluster reshard` does while clients keep working:
+  // CLUSTER SETSLOT IMPORTING on the target and MIGRATING on the source,
+  // MIGRATE of its keys one at a time (after each, `moved(keys moved so
+  // far)` runs, so a test can act while the slot's keys are split between the
+  // two), then CLUSTER SETSLOT NODE on every master.
+  absl::Status MigrateSlot(int slot, int target_port, absl::FunctionRef<void(int)> moved);
+  // How many error replies whose first word is `code` ("TRYAGAIN", "ASK")
+  // the live nodes have given, added up (INFO errorstats).
+  int64_t ErrorReplies(const std::string& code) const;
+  // Waits until ErrorReplies(code) > `above`; false after patience.
+  bool WaitForErrorReplies(const std::string& code, int64_t above) const;
 
  private:
   struct Node {
@@ -76,8 +101,15 @@ class RedisCluster final {
 
   // Starts one node on a free pair of ports.
   absl::Status StartNode(Node& node, int index);
+  // Runs redis-server for `node` on its port in its directory and waits
+  // until it accepts connections; ALREADY_EXISTS when its ports are taken.
+  absl::Status Launch(Node& node);
   absl::Status CreateCluster();
-  bool WaitForReplicasLinked() const;
+  // The port of the master that serves `slot`, 0 if no live node says.
+  int OwnerOf(int slot) const;
+  // The ports of the masters serving slots, as the node at `port` sees them,
+  // in slot order.
+  absl::StatusOr<std::vector<int>> MasterPortsSeenBy(int port) const;
 
   TempDir dir_;
   std::vector<Node> nodes_;

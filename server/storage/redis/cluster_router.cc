@@ -136,6 +136,17 @@ struct ClusterRouter::Node final : EventLoop::Handler {
   // The next call to fail on the closed connection is the one whose reply was
   // too big.
   bool reply_too_big = false;
+  // Calls written since the last WAIT that want one; null: none.
+  std::unique_ptr<WaitBatch> unwaited;
+  // WAITs sent and not answered.
+  int waits_in_flight = 0;
+};
+
+// The calls one WAIT answers.
+struct ClusterRouter::WaitBatch {
+  int replicas = 0;
+  absl::Duration timeout;
+  std::vector<Request*> requests;
 };
 
 struct ClusterRouter::Request {
@@ -308,7 +319,7 @@ void ClusterRouter::Dispatch(std::unique_ptr<Request> request) {
     lengths.push_back(a.size());
   }
   Request* raw = request.get();
-  if (redisAsyncCommandArgv(context, &Callback<&ClusterRouter::OnReply>, raw,
+  if (redisAsyncCommandArgv(context, &Callback<Request, &ClusterRouter::OnReply>, raw,
                             static_cast<int>(argv.size()), argv.data(),
                             lengths.data()) != REDIS_OK) {
     request->last_error = absl::UnavailableError(
@@ -318,18 +329,57 @@ void ClusterRouter::Dispatch(std::unique_ptr<Request> request) {
     return;
   }
   raw->callbacks = 1;
-  if (raw->call.wait_replicas_ > 0) {
-    const std::string replicas = absl::StrCat(raw->call.wait_replicas_);
-    const std::string timeout_ms =
-        absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(raw->call.wait_timeout_)));
-    redisAsyncCommand(context, &Callback<&ClusterRouter::OnWaitReply>, raw, "WAIT %s %s",
-                      replicas.c_str(), timeout_ms.c_str());
-    raw->callbacks = 2;
-  }
   raw->node = node;
   raw->next = Request::Next::kFinish;
   ++node->in_flight;
   in_flight_[raw] = std::move(request);
+  if (raw->call.wait_replicas_ > 0) AwaitReplicas(*node, *raw);
+}
+
+void ClusterRouter::AwaitReplicas(Node& node, Request& request) {
+  if (node.unwaited != nullptr && (node.unwaited->replicas != request.call.wait_replicas_ ||
+                                   node.unwaited->timeout != request.call.wait_timeout_)) {
+    SendWait(node);
+  }
+  if (node.unwaited == nullptr) {
+    node.unwaited = std::make_unique<WaitBatch>();
+    node.unwaited->replicas = request.call.wait_replicas_;
+    node.unwaited->timeout = request.call.wait_timeout_;
+    // After the calls posted meanwhile, which join this batch.
+    loop_.Post([this, node = &node] {
+      if (node->waits_in_flight == 0) SendWait(*node);
+    });
+  }
+  node.unwaited->requests.push_back(&request);
+  request.callbacks = 2;
+}
+
+void ClusterRouter::SendWait(Node& node) {
+  if (node.unwaited == nullptr) return;
+  std::unique_ptr<WaitBatch> batch = std::move(node.unwaited);
+  WaitBatch* raw = batch.get();
+  const std::string replicas = absl::StrCat(batch->replicas);
+  const std::string timeout_ms =
+      absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(batch->timeout)));
+  wait_batches_[raw] = std::move(batch);
+  ++node.waits_in_flight;
+  // A connection that closed since has answered the calls' replies null;
+  // its WAIT is answered null as well.
+  if (node.context == nullptr ||
+      redisAsyncCommand(node.context, &Callback<WaitBatch, &ClusterRouter::OnWaitBatchReply>, raw,
+                        "WAIT %s %s", replicas.c_str(), timeout_ms.c_str()) != REDIS_OK) {
+    OnWaitBatchReply(node, raw, nullptr);
+  }
+}
+
+void ClusterRouter::OnWaitBatchReply(Node& node, WaitBatch* raw, const RedisReply* reply) {
+  auto it = wait_batches_.find(raw);
+  std::unique_ptr<WaitBatch> batch = std::move(it->second);
+  wait_batches_.erase(it);
+  --node.waits_in_flight;
+  for (Request* request : batch->requests) OnWaitReply(node, request, reply);
+  // The calls written while this WAIT held the connection: their WAIT now.
+  if (node.waits_in_flight == 0) SendWait(node);
 }
 
 void ClusterRouter::Retry(std::unique_ptr<Request> request, absl::Time when) {
@@ -383,8 +433,8 @@ void ClusterRouter::RefreshSlots() {
   auto it = nodes_.begin();
   std::advance(it, next_refresh_node_++ % nodes_.size());
   Node& node = *it->second;
-  if (!Connect(node) || redisAsyncCommand(node.context, &Callback<&ClusterRouter::OnSlots>, nullptr,
-                                          "CLUSTER SLOTS") != REDIS_OK) {
+  if (!Connect(node) || redisAsyncCommand(node.context, &Callback<Request, &ClusterRouter::OnSlots>,
+                                          nullptr, "CLUSTER SLOTS") != REDIS_OK) {
     OnSlots(node, nullptr, nullptr);
     return;
   }
@@ -530,6 +580,8 @@ void ClusterRouter::Shutdown() {
     loop_.Unwatch(subscriber.get());
   }
   for (auto& [address, node] : nodes_) {
+    // Its WAIT too is answered null when the connection is freed.
+    SendWait(*node);
     if (node->context != nullptr) redisAsyncFree(node->context);
     loop_.Unwatch(node.get());
   }
@@ -672,18 +724,17 @@ void ClusterRouter::DropSubscriber(Subscriber& subscriber) {
   ResubscribeLater();
 }
 
-template <void (ClusterRouter::*kHandle)(ClusterRouter::Node&, ClusterRouter::Request*,
-                                         const RedisReply*)>
+template <typename T, void (ClusterRouter::*kHandle)(ClusterRouter::Node&, T*, const RedisReply*)>
 void ClusterRouter::Callback(redisAsyncContext* context, void* reply, void* privdata) {
   Node& node = *static_cast<Node*>(context->data);
-  auto* request = static_cast<Request*>(privdata);
+  auto* data = static_cast<T*>(privdata);
   if (reply == nullptr) {
-    (node.router->*kHandle)(node, request, nullptr);
+    (node.router->*kHandle)(node, data, nullptr);
     return;
   }
   node.bytes_since_reply = 0;
   const RedisReply copy = Copy(*static_cast<redisReply*>(reply));
-  (node.router->*kHandle)(node, request, &copy);
+  (node.router->*kHandle)(node, data, &copy);
 }
 
 }  // namespace lapse::redis

@@ -20,11 +20,18 @@
 //   max_redirects redirections it fails UNAVAILABLE.
 // - Scripts. A script call is EVALSHA; a node that answers NOSCRIPT gets
 //   SCRIPT LOAD and the EVALSHA again, pipelined on one connection.
-// - Durability. WaitForReplicas(n, timeout) sends WAIT n timeout right after
+// - Durability. WaitForReplicas(n, timeout) has WAIT n timeout sent after
 //   the call on the connection that wrote it; the call succeeds only if WAIT
 //   counts n replicas, else it fails UNAVAILABLE saying the outcome is
 //   unknown (the write was made on the master but may be lost in a
-//   failover).
+//   failover). Calls share WAITs: Redis holds a connection's later commands
+//   while its WAIT blocks, so a WAIT per call would make a master whose
+//   replica is gone answer its queue one `timeout` per call. The calls
+//   written to a connection while no WAIT is in flight on it get one WAIT
+//   once the loop has run what was posted meanwhile, the calls written while
+//   one is in flight one more when it is answered (WAIT counts the replicas
+//   that have every write of the connection up to it): a call waits at most
+//   two WAITs.
 // - A connection lost after the call was written: the call may or may not
 //   have run, so it fails UNAVAILABLE ("outcome unknown") unless it is
 //   Idempotent(), which is sent again. A call never written (the node
@@ -131,6 +138,7 @@ class ClusterRouter final {
  private:
   struct Node;
   struct Request;
+  struct WaitBatch;
   struct Subscriber;
   struct Subscription;
 
@@ -150,6 +158,13 @@ class ClusterRouter final {
   void OnSlots(Node& node, Request* request, const RedisReply* reply);
   void OnReply(Node& node, Request* request, const RedisReply* reply);
   void OnWaitReply(Node& node, Request* request, const RedisReply* reply);
+  // Adds `request`, just written to `node`, to the calls the node's next
+  // WAIT answers (see "Durability" above).
+  void AwaitReplicas(Node& node, Request& request);
+  // Sends the WAIT of the calls written to `node` since its last one, if
+  // any.
+  void SendWait(Node& node);
+  void OnWaitBatchReply(Node& node, WaitBatch* batch, const RedisReply* reply);
   // Once every callback of a written request has come: finishes or retries it.
   void Complete(Request* request);
   // When to try `request` again after a transient failure: a backoff doubling
@@ -168,7 +183,7 @@ class ClusterRouter final {
 
   // A hiredis reply callback: the reply copied out of hiredis (null when the
   // connection closed first) handed to `kHandle` on the loop thread.
-  template <void (ClusterRouter::*kHandle)(Node&, Request*, const RedisReply*)>
+  template <typename T, void (ClusterRouter::*kHandle)(Node&, T*, const RedisReply*)>
   static void Callback(redisAsyncContext* context, void* reply, void* privdata);
 
   // Constant after construction.
@@ -184,6 +199,9 @@ class ClusterRouter final {
   // Requests written and not yet answered, owned here while hiredis holds
   // pointers to them.
   absl::flat_hash_map<Request*, std::unique_ptr<Request>> in_flight_;
+  // WAITs sent and not yet answered, owned here while hiredis holds pointers
+  // to them.
+  absl::flat_hash_map<WaitBatch*, std::unique_ptr<WaitBatch>> wait_batches_;
   // Requests waiting for a retry or for the slot map, with when to send them.
   std::vector<std::pair<absl::Time, std::unique_ptr<Request>>> parked_;
   bool refreshing_ = false;

@@ -174,6 +174,27 @@ TEST_F(ClusterRouterTest, AWriteNotConfirmedByEnoughReplicasIsUnavailable) {
   EXPECT_TRUE(absl::StrContains(reply.status().message(), "outcome is unknown")) << reply.status();
 }
 
+TEST_F(ClusterRouterTest, WritesThatNoReplicaConfirmsShareTheirWaits) {
+  // WAIT 2 times out on every master (one replica each), and Redis holds a
+  // connection's later commands behind a blocked WAIT: with a WAIT per call
+  // these writes would take kWrites timeouts; sharing, at most two.
+  ClusterRouter router(Options());
+  constexpr int kWrites = 20;
+  const absl::Duration timeout = absl::Milliseconds(250);
+  Replies replies;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < kWrites; ++i) {
+    router.Send(RedisCall::Command("k", {"INCR", "k"}).WaitForReplicas(2, timeout),
+                replies.Expect());
+  }
+  for (int i = 0; i < kWrites; ++i) {
+    EXPECT_EQ(replies.Get(i).status().code(), absl::StatusCode::kUnavailable);
+  }
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_LT(took, kWrites / 2 * timeout);
+  EXPECT_EQ(*cluster_.Command(OwnerOf(cluster_, "k"), {"GET", "k"}), absl::StrCat(kWrites));
+}
+
 TEST_F(ClusterRouterTest, AReplyLargerThanTheBoundFailsResourceExhausted) {
   RouterOptions options = Options();
   options.max_reply_bytes = 100000;

@@ -258,15 +258,17 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
   if (options_.reap) {
     reaper_ = std::make_unique<Reaper>(
         *router_, tags_,
-        ReaperOptions{.wait_replicas = options_.wait_replicas,
+        ReaperOptions{.replica_id = options_.replica_id,
+                      .wait_replicas = options_.wait_replicas,
                       .wait_timeout = options_.wait_timeout,
                       .event_retention = options_.event_retention,
                       .heartbeat_interval = options_.heartbeat_interval,
                       .clock = options_.reaper_clock,
                       .script_clock = options_.script_clock,
-                      .advance = [events = events_.get()](int partition, uint64_t delivered) {
-                        events->Advance(partition, delivered);
-                      }});
+                      .advance = [events = events_.get()](
+                                     int partition,
+                                     uint64_t delivered) { events->Advance(partition, delivered); },
+                      .deregister = options_.deregister});
   }
 }
 

@@ -79,6 +79,13 @@ struct RedisClusterStoreOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
   // Times the reaper's passes and heartbeats; not owned.
   const Clock* reaper_clock = RealClock();
+  // This replica's registration among the reapers (reaper.h); "" picks a
+  // random one.
+  std::string replica_id;
+  // The destructor removes the reaper's registration, so the other replicas
+  // take its partitions over at their next heartbeat; false leaves it to
+  // expire, as a replica that crashed does (tests of the takeover bound).
+  bool deregister = true;
 };
 
 class RedisClusterStore final : public Store {
