@@ -4,7 +4,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "server/base/deadline.h"
 #include "server/base/mutex.h"
 #include "server/engine/validate.h"
@@ -12,6 +11,7 @@
 #include "server/storage/redis/collection_scripts.h"
 #include "server/storage/redis/key_slot.h"
 #include "server/storage/redis/script_clock.h"
+#include "server/storage/redis/script_reply.h"
 
 namespace lapse::redis {
 namespace {
@@ -22,26 +22,6 @@ constexpr absl::string_view kMetaKey = "lapse:{meta}";
 
 absl::Status NotYet(absl::string_view what) {
   return absl::UnimplementedError(absl::StrCat(what, " is not yet supported by ", kStoreName));
-}
-
-// The status of an error reply: a script's errors start with a canonical
-// code name; anything else is Redis's own.
-absl::Status StatusOf(const RedisReply& error) {
-  const std::pair<absl::string_view, absl::StatusCode> kCodes[] = {
-      {"INVALID_ARGUMENT", absl::StatusCode::kInvalidArgument},
-      {"FAILED_PRECONDITION", absl::StatusCode::kFailedPrecondition},
-      {"RESOURCE_EXHAUSTED", absl::StatusCode::kResourceExhausted},
-  };
-  const std::pair<absl::string_view, absl::string_view> parts =
-      absl::StrSplit(error.str, absl::MaxSplits(' ', 1));
-  for (const auto& [name, code] : kCodes) {
-    if (parts.first == name) return absl::Status(code, parts.second);
-  }
-  return absl::InternalError(absl::StrCat("Redis answered: ", error.str));
-}
-
-absl::Status Malformed(absl::string_view script) {
-  return absl::InternalError(absl::StrCat("Redis answered the ", script, " script malformed"));
 }
 
 // A deadline in a script's answer: Unix ms, -1 for none.
@@ -63,20 +43,6 @@ std::pair<std::string, std::string> DeadlineArgs(const Expiration& e) {
       break;
   }
   return {"none", "0"};
-}
-
-// Calls `done` with `parse` of the reply, or with the error.
-template <typename T, typename Parse>
-ClusterRouter::Done Answer(StoreDone<T> done, Parse parse) {
-  return [done = std::move(done), parse](absl::StatusOr<RedisReply> reply) mutable {
-    if (!reply.ok()) {
-      std::move(done)(reply.status());
-    } else if (reply->type == RedisReply::Type::kError) {
-      std::move(done)(StatusOf(*reply));
-    } else {
-      std::move(done)(parse(*reply));
-    }
-  };
 }
 
 // Hash tags for `partitions` partitions, the i-th in the i-th of as many
@@ -140,7 +106,7 @@ return redis.call('HMGET', KEYS[1], 'partitions', 'store_id')
   }
   if (!meta->ok()) return meta->status();
   const RedisReply& reply = **meta;
-  if (reply.type == RedisReply::Type::kError) return StatusOf(reply);
+  if (reply.type == RedisReply::Type::kError) return StatusOfErrorReply(reply);
   int partitions = 0;
   if (reply.elements.size() != 2 || !absl::SimpleAtoi(reply.elements[0].str, &partitions) ||
       partitions < 1 || partitions > kClusterSlots) {
@@ -168,7 +134,14 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
     : options_(std::move(options)),
       router_(std::move(router)),
       tags_(std::move(tags)),
-      events_(std::move(events)) {
+      events_(std::move(events)),
+      groups_(std::make_unique<RedisConsumerGroups>(
+          router_.get(), &tags_, events_.get(),
+          RedisConsumerGroupsOptions{.limits = options_.limits,
+                                     .wait_replicas = options_.wait_replicas,
+                                     .wait_timeout = options_.wait_timeout,
+                                     .script_clock = options_.script_clock,
+                                     .on_group_readable = options_.on_group_readable})) {
   if (options_.reap) {
     reaper_ = std::make_unique<Reaper>(
         *router_, tags_,
@@ -242,20 +215,20 @@ void RedisClusterStore::PutMembers(absl::string_view collection,
   const size_t n = writes.size();
   router_->Send(CollectionCall(PutScript(), collection, std::move(args))
                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                Answer(std::move(done),
-                       [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PutResult>> {
-                         if (reply.elements.size() != n) return Malformed("put");
-                         std::vector<PutResult> results;
-                         for (const RedisReply& r : reply.elements) {
-                           if (r.elements.size() != 2) return Malformed("put");
-                           const PutOutcome outcome =
-                               r.elements[0].integer == 0   ? PutOutcome::kCreated
-                               : r.elements[0].integer == 1 ? PutOutcome::kReplaced
-                                                            : PutOutcome::kSkipped;
-                           results.push_back({outcome, DeadlineIn(r.elements[1])});
-                         }
-                         return results;
-                       }));
+                AnswerWith(std::move(done),
+                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PutResult>> {
+                             if (reply.elements.size() != n) return Malformed("put");
+                             std::vector<PutResult> results;
+                             for (const RedisReply& r : reply.elements) {
+                               if (r.elements.size() != 2) return Malformed("put");
+                               const PutOutcome outcome =
+                                   r.elements[0].integer == 0   ? PutOutcome::kCreated
+                                   : r.elements[0].integer == 1 ? PutOutcome::kReplaced
+                                                                : PutOutcome::kSkipped;
+                               results.push_back({outcome, DeadlineIn(r.elements[1])});
+                             }
+                             return results;
+                           }));
 }
 
 void RedisClusterStore::GetMembers(absl::string_view collection,
@@ -284,19 +257,19 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
              : std::move(call).WaitForReplicas(options_.wait_replicas, options_.wait_timeout);
   const size_t n = keys.size();
   router_->Send(std::move(call),
-                Answer(std::move(done),
-                       [n](const RedisReply& reply) -> absl::StatusOr<std::vector<GetResult>> {
-                         if (reply.elements.size() != n) return Malformed("get");
-                         std::vector<GetResult> results(n);
-                         for (size_t i = 0; i < n; ++i) {
-                           const RedisReply& r = reply.elements[i];
-                           if (r.elements.empty()) return Malformed("get");
-                           if (r.elements[0].integer == 0) continue;
-                           if (r.elements.size() != 3) return Malformed("get");
-                           results[i] = {true, r.elements[1].str, DeadlineIn(r.elements[2])};
-                         }
-                         return results;
-                       }));
+                AnswerWith(std::move(done),
+                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<GetResult>> {
+                             if (reply.elements.size() != n) return Malformed("get");
+                             std::vector<GetResult> results(n);
+                             for (size_t i = 0; i < n; ++i) {
+                               const RedisReply& r = reply.elements[i];
+                               if (r.elements.empty()) return Malformed("get");
+                               if (r.elements[0].integer == 0) continue;
+                               if (r.elements.size() != 3) return Malformed("get");
+                               results[i] = {true, r.elements[1].str, DeadlineIn(r.elements[2])};
+                             }
+                             return results;
+                           }));
 }
 
 void RedisClusterStore::RemoveMembers(absl::string_view collection,
@@ -310,15 +283,16 @@ void RedisClusterStore::RemoveMembers(absl::string_view collection,
   }
   std::vector<std::string> args(keys.begin(), keys.end());
   const size_t n = keys.size();
-  router_->Send(
-      CollectionCall(RemoveScript(), collection, std::move(args))
-          .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-      Answer(std::move(done), [n](const RedisReply& reply) -> absl::StatusOr<std::vector<bool>> {
-        if (reply.elements.size() != n) return Malformed("remove");
-        std::vector<bool> removed;
-        for (const RedisReply& r : reply.elements) removed.push_back(r.integer == 1);
-        return removed;
-      }));
+  router_->Send(CollectionCall(RemoveScript(), collection, std::move(args))
+                    .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                AnswerWith(std::move(done),
+                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<bool>> {
+                             if (reply.elements.size() != n) return Malformed("remove");
+                             std::vector<bool> removed;
+                             for (const RedisReply& r : reply.elements)
+                               removed.push_back(r.integer == 1);
+                             return removed;
+                           }));
 }
 
 void RedisClusterStore::ExpireMembers(absl::string_view, absl::Span<const absl::string_view>,
@@ -352,59 +326,65 @@ void RedisClusterStore::DeleteCollection(absl::string_view, StoreDone<uint64_t> 
 
 const EventSource& RedisClusterStore::events() const { return *events_; }
 
-void RedisClusterStore::CreateConsumerGroup(absl::string_view, const ConsumerGroupOptions&,
-                                            const GroupStart&, StoreDone<ConsumerGroupInfo> done) {
-  std::move(done)(NotYet("CreateConsumerGroup"));
+void RedisClusterStore::CreateConsumerGroup(absl::string_view name,
+                                            const ConsumerGroupOptions& options,
+                                            const GroupStart& start,
+                                            StoreDone<ConsumerGroupInfo> done) {
+  groups_->Create(name, options, start, std::move(done));
 }
 
-void RedisClusterStore::GetConsumerGroup(absl::string_view, size_t,
+void RedisClusterStore::GetConsumerGroup(absl::string_view name, size_t max_leases,
                                          StoreDone<ConsumerGroupInfo> done) {
-  std::move(done)(NotYet("GetConsumerGroup"));
+  groups_->Get(name, max_leases, std::move(done));
 }
 
-void RedisClusterStore::ListConsumerGroups(int, absl::string_view,
+void RedisClusterStore::ListConsumerGroups(int page_size, absl::string_view after,
                                            StoreDone<ConsumerGroups::Page> done) {
-  std::move(done)(NotYet("ListConsumerGroups"));
+  groups_->List(page_size, after, std::move(done));
 }
 
-void RedisClusterStore::DeleteConsumerGroup(absl::string_view, StoreDone<ConsumerGroupInfo> done) {
-  std::move(done)(NotYet("DeleteConsumerGroup"));
+void RedisClusterStore::DeleteConsumerGroup(absl::string_view name,
+                                            StoreDone<ConsumerGroupInfo> done) {
+  groups_->Delete(name, std::move(done));
 }
 
-void RedisClusterStore::ResetConsumerGroup(absl::string_view, const GroupStart&,
+void RedisClusterStore::ResetConsumerGroup(absl::string_view name, const GroupStart& start,
                                            StoreDone<ConsumerGroupInfo> done) {
-  std::move(done)(NotYet("ResetConsumerGroup"));
+  groups_->Reset(name, start, std::move(done));
 }
 
-void RedisClusterStore::Poll(absl::string_view, absl::string_view, size_t,
+void RedisClusterStore::Poll(absl::string_view group, absl::string_view consumer, size_t max_events,
                              StoreDone<PollResult> done) {
-  std::move(done)(NotYet("Poll"));
+  groups_->Poll(group, consumer, max_events, std::move(done));
 }
 
-void RedisClusterStore::Ack(absl::string_view, absl::string_view, absl::Span<const LeaseRef>,
+void RedisClusterStore::Ack(absl::string_view group, absl::string_view consumer,
+                            absl::Span<const LeaseRef> leases,
                             StoreDone<std::vector<absl::Status>> done) {
-  std::move(done)(NotYet("Ack"));
+  groups_->Ack(group, consumer, leases, std::move(done));
 }
 
-void RedisClusterStore::Nack(absl::string_view, absl::string_view, absl::Span<const LeaseRef>,
+void RedisClusterStore::Nack(absl::string_view group, absl::string_view consumer,
+                             absl::Span<const LeaseRef> leases,
                              StoreDone<std::vector<absl::Status>> done) {
-  std::move(done)(NotYet("Nack"));
+  groups_->Nack(group, consumer, leases, std::move(done));
 }
 
-void RedisClusterStore::ExtendLeases(absl::string_view, absl::string_view,
-                                     absl::Span<const LeaseRef>, absl::Duration,
+void RedisClusterStore::ExtendLeases(absl::string_view group, absl::string_view consumer,
+                                     absl::Span<const LeaseRef> leases, absl::Duration extension,
                                      StoreDone<std::vector<absl::Status>> done) {
-  std::move(done)(NotYet("ExtendLeases"));
+  groups_->ExtendLeases(group, consumer, leases, extension, std::move(done));
 }
 
-void RedisClusterStore::ListDeadLetters(absl::string_view, uint64_t, int,
+void RedisClusterStore::ListDeadLetters(absl::string_view group, uint64_t after, int page_size,
                                         StoreDone<DeadLetterPage> done) {
-  std::move(done)(NotYet("ListDeadLetters"));
+  groups_->ListDeadLetters(group, after, page_size, std::move(done));
 }
 
-void RedisClusterStore::RedriveDeadLetters(absl::string_view, absl::Span<const uint64_t>,
+void RedisClusterStore::RedriveDeadLetters(absl::string_view group,
+                                           absl::Span<const uint64_t> sequences,
                                            StoreDone<size_t> done) {
-  std::move(done)(NotYet("RedriveDeadLetters"));
+  groups_->RedriveDeadLetters(group, sequences, std::move(done));
 }
 
 }  // namespace lapse::redis

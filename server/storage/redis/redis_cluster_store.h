@@ -20,10 +20,11 @@
 // member with one event, and their delivery watermarks advanced, each
 // advance handed to the event source.
 //
-// Done so far: PutMembers, GetMembers (with refresh), RemoveMembers, and
+// Done so far: PutMembers, GetMembers (with refresh), RemoveMembers,
 // events(): the partitions' streams read into one local buffer
 // (redis_event_source.h), up to each partition's delivery watermark as
-// event_source().Advance is told of it. Every other operation answers
+// event_source().Advance is told of it, and the consumer groups
+// (redis_consumer_groups.h). Every other operation answers
 // UNIMPLEMENTED ("... is not yet supported by --store=redis-cluster").
 // Limits::max_total_members is not enforced (the cluster's memory is the
 // bound).
@@ -42,6 +43,7 @@
 #include "server/base/clock.h"
 #include "server/storage/redis/cluster_router.h"
 #include "server/storage/redis/reaper.h"
+#include "server/storage/redis/redis_consumer_groups.h"
 #include "server/storage/redis/redis_event_source.h"
 #include "server/storage/store.h"
 
@@ -65,6 +67,9 @@ struct RedisClusterStoreOptions {
   // Told whenever new events become readable from events(), on the router's
   // thread, cheaply and without blocking; may be empty.
   EventsReadableListener on_events_readable;
+  // Told of a consumer group that can deliver something other than new
+  // events (redis_consumer_groups.h), on the router's thread; may be empty.
+  std::function<void(absl::string_view group)> on_group_readable;
   // For validating expire_time; not owned.
   Clock* clock = RealClock();
   // The time scripts run at (script_clock.h); not owned. Null (production):
@@ -159,6 +164,7 @@ class RedisClusterStore final : public Store {
   const std::vector<std::string> tags_;
   // Destroyed before the router it reads through.
   const std::unique_ptr<RedisEventSource> events_;
+  const std::unique_ptr<RedisConsumerGroups> groups_;
   // Null without options_.reap; destroyed before events_ and router_.
   std::unique_ptr<Reaper> reaper_;
 };
