@@ -79,6 +79,12 @@ local function info(max_leases)
   return {fields, redis.call('HGETALL', POS), counts, consumers, leases}
 end
 
+-- The earliest lease deadline (ms), -1 for none.
+local function earliest_lease()
+  local first = redis.call('ZRANGE', LEASES, 0, 0, 'WITHSCORES')
+  return first[2] and tonumber(first[2]) or -1
+end
+
 local function set_positions(first)
   for i = first, #ARGV, 2 do
     if ARGV[i + 1] ~= '0' then redis.call('HSET', POS, ARGV[i], ARGV[i + 1]) end
@@ -130,7 +136,11 @@ local want = unacked >= allowed and 0 or math.min(tonumber(ARGV[5]), allowed - u
 local room = tonumber(ARGV[6]) - redis.call('ZCARD', PEND)
 local new = math.max(0, math.min(want - redis.call('ZCARD', READY), room))
 return {field('incarnation'), field('collections'), field('prefix'), field('include_values'), new,
-        redis.call('HGETALL', POS)}
+        redis.call('HGETALL', POS), earliest_lease()}
+)lua";
+
+constexpr absl::string_view kNextLease = R"lua(
+return earliest_lease()
 )lua";
 
 constexpr absl::string_view kPollCommit = R"lua(
@@ -441,6 +451,11 @@ const RedisScript& PollBeginScript() {
 
 const RedisScript& PollCommitScript() {
   static const RedisScript* const script = GroupScript(kPollCommit);
+  return *script;
+}
+
+const RedisScript& NextLeaseScript() {
+  static const RedisScript* const script = GroupScript(kNextLease);
   return *script;
 }
 

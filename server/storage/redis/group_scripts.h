@@ -74,8 +74,11 @@ const RedisScript& DeleteGroupScript();
 const RedisScript& ResetGroupScript();
 // ARGV[4] = consumer, ARGV[5] = max_events, ARGV[6] = Limits::max_group_pending.
 // Answers [incarnation, collections, prefix, include_values, how many new
-// events the Poll may lease, positions (partition, position pairs)].
+// events the Poll may lease, positions (partition, position pairs), the
+// earliest lease deadline (ms, -1 for none)].
 const RedisScript& PollBeginScript();
+// Answers the earliest lease deadline (ms, -1 for none).
+const RedisScript& NextLeaseScript();
 // ARGV[4] = consumer, [5] = max_events, [6] = max_consumers_per_group,
 // [7] = max_group_pending, [8] = max_group_bytes, [9] = max_response_bytes,
 // [10] = kResponseEntryOverhead, [11] = the answer bytes of the largest event,

@@ -141,7 +141,8 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
                                      .wait_replicas = options_.wait_replicas,
                                      .wait_timeout = options_.wait_timeout,
                                      .script_clock = options_.script_clock,
-                                     .on_group_readable = options_.on_group_readable})) {
+                                     .on_group_readable = options_.on_group_readable,
+                                     .clock = options_.clock})) {
   if (options_.reap) {
     reaper_ = std::make_unique<Reaper>(
         *router_, tags_,

@@ -70,7 +70,7 @@ struct RedisClusterStoreOptions {
   // Told of a consumer group that can deliver something other than new
   // events (redis_consumer_groups.h), on the router's thread; may be empty.
   std::function<void(absl::string_view group)> on_group_readable;
-  // For validating expire_time; not owned.
+  // For validating expire_time, and what lease alarms wait on; not owned.
   Clock* clock = RealClock();
   // The time scripts run at (script_clock.h); not owned. Null (production):
   // each partition's master's TIME. Tests set a FakeClock.
@@ -99,6 +99,7 @@ class RedisClusterStore final : public Store {
   void WakeReaperForTesting();
   // Null without options.reap.
   const Reaper* reaper() const { return reaper_.get(); }
+  RedisConsumerGroups& consumer_groups() { return *groups_; }
   // The partition of `collection`: CRC32C of its name modulo partitions().
   int PartitionOf(absl::string_view collection) const;
   // The hash tag of a partition's keys; the tags of the partitions are spread

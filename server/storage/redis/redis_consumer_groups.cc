@@ -27,43 +27,9 @@ constexpr int kMaxReadsPerPoll = 8;
 constexpr int kEntriesPerRead = 1000;
 // Polls that found only positions another Poll had moved start again.
 constexpr int kMaxPollAttempts = 3;
-
-using Replies = std::vector<absl::StatusOr<RedisReply>>;
-
-// Sends every call at once and calls `done` with the replies, in order, once
-// all have come (at once when there is none).
-void FanOut(ClusterRouter* router, std::vector<RedisCall> calls,
-            absl::AnyInvocable<void(Replies) &&> done) {
-  if (calls.empty()) {
-    std::move(done)(Replies());
-    return;
-  }
-  struct Join {
-    Mutex mu;
-    Replies replies ABSL_GUARDED_BY(mu);
-    size_t left ABSL_GUARDED_BY(mu);
-    absl::AnyInvocable<void(Replies) &&> done;
-  };
-  auto join = std::make_shared<Join>();
-  {
-    MutexLock lock(&join->mu);
-    join->replies.resize(calls.size(), absl::UnknownError("no reply"));
-    join->left = calls.size();
-  }
-  join->done = std::move(done);
-  for (size_t i = 0; i < calls.size(); ++i) {
-    router->Send(std::move(calls[i]), [join, i](absl::StatusOr<RedisReply> reply) {
-      Replies all;
-      {
-        MutexLock lock(&join->mu);
-        join->replies[i] = std::move(reply);
-        if (--join->left > 0) return;
-        all = std::move(join->replies);
-      }
-      std::move(join->done)(std::move(all));
-    });
-  }
-}
+// A lease alarm that fired before the master saw the lease expire fires
+// again this much later.
+constexpr int64_t kAlarmRetryMs = 10;
 
 int64_t IntOf(const RedisReply& r) {
   if (r.type == RedisReply::Type::kInteger) return r.integer;
@@ -139,7 +105,112 @@ RedisConsumerGroups::RedisConsumerGroups(ClusterRouter* router,
                                          const std::vector<std::string>* tags,
                                          const RedisEventSource* events,
                                          RedisConsumerGroupsOptions options)
-    : router_(router), tags_(tags), events_(events), options_(std::move(options)) {}
+    : router_(router),
+      tags_(tags),
+      events_(events),
+      options_(std::move(options)),
+      alarms_(std::make_unique<Expirer>(ExpiryWork{.expire_due = [this] { FireDueAlarms(); },
+                                                   .next_deadline = [this] { return NextAlarm(); }},
+                                        options_.clock, &wakeup_)) {}
+
+RedisConsumerGroups::~RedisConsumerGroups() {
+  // No alarm sends a call once this returns.
+  alarms_.reset();
+  MutexLock lock(&mu_);
+  while (in_flight_ > 0) calls_done_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+}
+
+void RedisConsumerGroups::Send(RedisCall call, ClusterRouter::Done done) {
+  {
+    MutexLock lock(&mu_);
+    ++in_flight_;
+  }
+  router_->Send(std::move(call),
+                [this, done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+                  std::move(done)(std::move(reply));
+                  MutexLock lock(&mu_);
+                  if (--in_flight_ == 0) calls_done_.SignalAll();
+                });
+}
+
+void RedisConsumerGroups::FanOut(std::vector<RedisCall> calls,
+                                 absl::AnyInvocable<void(Replies) &&> done) {
+  if (calls.empty()) {
+    std::move(done)(Replies());
+    return;
+  }
+  struct Join {
+    Mutex mu;
+    Replies replies ABSL_GUARDED_BY(mu);
+    size_t left ABSL_GUARDED_BY(mu);
+    absl::AnyInvocable<void(Replies) &&> done;
+  };
+  auto join = std::make_shared<Join>();
+  {
+    MutexLock lock(&join->mu);
+    join->replies.resize(calls.size(), absl::UnknownError("no reply"));
+    join->left = calls.size();
+  }
+  join->done = std::move(done);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Send(std::move(calls[i]), [join, i](absl::StatusOr<RedisReply> reply) {
+      Replies all;
+      {
+        MutexLock lock(&join->mu);
+        join->replies[i] = std::move(reply);
+        if (--join->left > 0) return;
+        all = std::move(join->replies);
+      }
+      std::move(join->done)(std::move(all));
+    });
+  }
+}
+
+void RedisConsumerGroups::ArmLeaseAlarm(absl::string_view group, int64_t deadline_ms) {
+  {
+    MutexLock lock(&mu_);
+    auto [it, added] = alarm_of_.try_emplace(group, deadline_ms);
+    if (!added) {
+      if (it->second <= deadline_ms) return;
+      alarm_times_.erase({it->second, it->first});
+      it->second = deadline_ms;
+    }
+    alarm_times_.insert({deadline_ms, it->first});
+  }
+  wakeup_.Listener()(TimeOfDeadline(deadline_ms));
+}
+
+void RedisConsumerGroups::FireDueAlarms() {
+  const int64_t now_ms = FloorMillis(options_.clock->Now());
+  std::vector<std::string> due;
+  {
+    MutexLock lock(&mu_);
+    while (!alarm_times_.empty() && alarm_times_.begin()->first <= now_ms) {
+      due.push_back(alarm_times_.begin()->second);
+      alarm_of_.erase(due.back());
+      alarm_times_.erase(alarm_times_.begin());
+    }
+  }
+  for (const std::string& group : due) {
+    Announce(group);
+    // The group's next lease deadline, whoever holds it.
+    Send(GroupCall(NextLeaseScript(), group, {}).Idempotent(),
+         [this, group, now_ms](absl::StatusOr<RedisReply> next) {
+           if (!next.ok() || next->type != RedisReply::Type::kInteger || next->integer < 0) return;
+           // A deadline this replica's clock has passed and the master's has
+           // not (their clocks differ): looked at again a little later.
+           ArmLeaseAlarm(group, std::max(next->integer, now_ms + kAlarmRetryMs));
+         });
+  }
+}
+
+absl::Time RedisConsumerGroups::NextAlarm() const {
+  MutexLock lock(&mu_);
+  return alarm_times_.empty() ? absl::InfiniteFuture()
+                              : TimeOfDeadline(alarm_times_.begin()->first);
+}
+
+void RedisConsumerGroups::WakeAlarmsForTesting() { wakeup_.Wake(); }
 
 RedisCall RedisConsumerGroups::GroupCall(const RedisScript& script, absl::string_view group,
                                          std::vector<std::string> args) const {
@@ -205,7 +276,7 @@ absl::StatusOr<ConsumerGroupInfo> RedisConsumerGroups::InfoOf(absl::string_view 
   return info;
 }
 
-void RedisConsumerGroups::StartPositions(const GroupStart& start, StoreDone<Positions> done) const {
+void RedisConsumerGroups::StartPositions(const GroupStart& start, StoreDone<Positions> done) {
   const size_t partitions = tags_->size();
   if (start.kind == GroupStart::Kind::kAfterSequence) {
     if (absl::Status s = events_->CheckPosition(start.after_sequence); !s.ok()) {
@@ -232,7 +303,7 @@ void RedisConsumerGroups::StartPositions(const GroupStart& start, StoreDone<Posi
         RedisCall::Eval(PartitionStartScript(), {keys.events, keys.delivered}, {}).Idempotent());
   }
   const bool oldest = start.kind == GroupStart::Kind::kOldest;
-  FanOut(router_, std::move(calls), [oldest, done = std::move(done)](Replies replies) mutable {
+  FanOut(std::move(calls), [oldest, done = std::move(done)](Replies replies) mutable {
     Positions positions;
     for (const absl::StatusOr<RedisReply>& reply : replies) {
       if (!reply.ok()) {
@@ -278,59 +349,57 @@ void RedisConsumerGroups::Create(absl::string_view name, const ConsumerGroupOpti
       absl::StrCat(options.max_deliveries),
       absl::StrCat(options.max_unacked_per_consumer)};
   const GroupIndexKeys index;
-  router_->Send(
-      RedisCall::Command(index.names, {"ZCARD", index.names}).Idempotent(),
-      [this, name = std::string(name), start, args = std::move(args),
-       done = std::move(done)](absl::StatusOr<RedisReply> count) mutable {
-        if (!count.ok()) {
-          std::move(done)(count.status());
-          return;
-        }
-        if (static_cast<size_t>(IntOf(*count)) >= options_.limits.max_consumer_groups) {
-          std::move(done)(absl::ResourceExhaustedError(absl::StrFormat(
-              "%d consumer groups exist, the limit (max_consumer_groups); delete one first",
-              IntOf(*count))));
-          return;
-        }
-        StartPositions(start, [this, name = std::move(name), args = std::move(args),
-                               done = std::move(done)](absl::StatusOr<Positions> at) mutable {
-          if (!at.ok()) {
-            std::move(done)(at.status());
-            return;
-          }
-          const std::string incarnation = args[0];
-          AppendPositions(*at, &args);
-          router_->Send(
-              Durable(GroupCall(CreateGroupScript(), name, std::move(args))),
-              [this, name, incarnation,
-               done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-                if (!reply.ok()) {
-                  std::move(done)(reply.status());
-                  return;
-                }
-                if (reply->type == RedisReply::Type::kError) {
-                  std::move(done)(StatusOfErrorReply(*reply));
-                  return;
-                }
-                absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, *reply);
-                const GroupIndexKeys index;
-                router_->Send(
-                    Durable(RedisCall::Eval(IndexGroupScript(), {index.names, index.incarnations},
-                                            {name, incarnation})),
-                    [info = std::move(info),
-                     done = std::move(done)](absl::StatusOr<RedisReply> indexed) mutable {
-                      if (!indexed.ok()) {
-                        std::move(done)(absl::Status(
-                            indexed.status().code(),
-                            absl::StrCat("the group was created but may not be listed: ",
-                                         indexed.status().message())));
-                        return;
-                      }
-                      std::move(done)(std::move(info));
-                    });
-              });
-        });
-      });
+  Send(RedisCall::Command(index.names, {"ZCARD", index.names}).Idempotent(),
+       [this, name = std::string(name), start, args = std::move(args),
+        done = std::move(done)](absl::StatusOr<RedisReply> count) mutable {
+         if (!count.ok()) {
+           std::move(done)(count.status());
+           return;
+         }
+         if (static_cast<size_t>(IntOf(*count)) >= options_.limits.max_consumer_groups) {
+           std::move(done)(absl::ResourceExhaustedError(absl::StrFormat(
+               "%d consumer groups exist, the limit (max_consumer_groups); delete one first",
+               IntOf(*count))));
+           return;
+         }
+         StartPositions(start, [this, name = std::move(name), args = std::move(args),
+                                done = std::move(done)](absl::StatusOr<Positions> at) mutable {
+           if (!at.ok()) {
+             std::move(done)(at.status());
+             return;
+           }
+           const std::string incarnation = args[0];
+           AppendPositions(*at, &args);
+           Send(Durable(GroupCall(CreateGroupScript(), name, std::move(args))),
+                [this, name, incarnation,
+                 done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+                  if (!reply.ok()) {
+                    std::move(done)(reply.status());
+                    return;
+                  }
+                  if (reply->type == RedisReply::Type::kError) {
+                    std::move(done)(StatusOfErrorReply(*reply));
+                    return;
+                  }
+                  absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, *reply);
+                  const GroupIndexKeys index;
+                  Send(
+                      Durable(RedisCall::Eval(IndexGroupScript(), {index.names, index.incarnations},
+                                              {name, incarnation})),
+                      [info = std::move(info),
+                       done = std::move(done)](absl::StatusOr<RedisReply> indexed) mutable {
+                        if (!indexed.ok()) {
+                          std::move(done)(absl::Status(
+                              indexed.status().code(),
+                              absl::StrCat("the group was created but may not be listed: ",
+                                           indexed.status().message())));
+                          return;
+                        }
+                        std::move(done)(std::move(info));
+                      });
+                });
+         });
+       });
 }
 
 void RedisConsumerGroups::Get(absl::string_view name, size_t max_leases,
@@ -339,11 +408,10 @@ void RedisConsumerGroups::Get(absl::string_view name, size_t max_leases,
     std::move(done)(s);
     return;
   }
-  router_->Send(
-      GroupCall(GroupInfoScript(), name, {absl::StrCat(max_leases)}).Idempotent(),
-      AnswerWith(std::move(done), [this, name = std::string(name)](const RedisReply& reply) {
-        return InfoOf(name, reply);
-      }));
+  Send(GroupCall(GroupInfoScript(), name, {absl::StrCat(max_leases)}).Idempotent(),
+       AnswerWith(std::move(done), [this, name = std::string(name)](const RedisReply& reply) {
+         return InfoOf(name, reply);
+       }));
 }
 
 void RedisConsumerGroups::List(int page_size, absl::string_view after,
@@ -354,55 +422,53 @@ void RedisConsumerGroups::List(int page_size, absl::string_view after,
   }
   const size_t size = EffectivePageSize(page_size, options_.limits);
   const GroupIndexKeys index;
-  router_->Send(
-      RedisCall::Command(index.names, {"ZRANGEBYLEX", index.names,
-                                       after.empty() ? std::string("-") : absl::StrCat("(", after),
-                                       "+", "LIMIT", "0", absl::StrCat(size + 1)})
-          .Idempotent(),
-      [this, size, done = std::move(done)](absl::StatusOr<RedisReply> names) mutable {
-        if (!names.ok()) {
-          std::move(done)(names.status());
-          return;
-        }
-        ConsumerGroups::Page page;
-        std::vector<std::string> listed;
-        for (const RedisReply& n : names->elements) {
-          if (listed.size() == size) {
-            page.next_after = listed.back();
-            break;
-          }
-          listed.push_back(n.str);
-        }
-        std::vector<RedisCall> calls;
-        for (const std::string& name : listed) {
-          calls.push_back(GroupCall(GroupInfoScript(), name, {"0"}).Idempotent());
-        }
-        FanOut(router_, std::move(calls),
-               [this, listed = std::move(listed), page = std::move(page),
-                done = std::move(done)](Replies replies) mutable {
-                 for (size_t i = 0; i < replies.size(); ++i) {
-                   if (!replies[i].ok()) {
-                     std::move(done)(replies[i].status());
-                     return;
-                   }
-                   // A name whose group is gone (deleted meanwhile, or a
-                   // create that failed half-way) is left out.
-                   if (replies[i]->type == RedisReply::Type::kError) {
-                     const absl::Status s = StatusOfErrorReply(*replies[i]);
-                     if (absl::IsNotFound(s)) continue;
-                     std::move(done)(s);
-                     return;
-                   }
-                   absl::StatusOr<ConsumerGroupInfo> info = InfoOf(listed[i], *replies[i]);
-                   if (!info.ok()) {
-                     std::move(done)(info.status());
-                     return;
-                   }
-                   page.groups.push_back(*std::move(info));
-                 }
-                 std::move(done)(std::move(page));
-               });
-      });
+  Send(RedisCall::Command(index.names, {"ZRANGEBYLEX", index.names,
+                                        after.empty() ? std::string("-") : absl::StrCat("(", after),
+                                        "+", "LIMIT", "0", absl::StrCat(size + 1)})
+           .Idempotent(),
+       [this, size, done = std::move(done)](absl::StatusOr<RedisReply> names) mutable {
+         if (!names.ok()) {
+           std::move(done)(names.status());
+           return;
+         }
+         ConsumerGroups::Page page;
+         std::vector<std::string> listed;
+         for (const RedisReply& n : names->elements) {
+           if (listed.size() == size) {
+             page.next_after = listed.back();
+             break;
+           }
+           listed.push_back(n.str);
+         }
+         std::vector<RedisCall> calls;
+         for (const std::string& name : listed) {
+           calls.push_back(GroupCall(GroupInfoScript(), name, {"0"}).Idempotent());
+         }
+         FanOut(std::move(calls), [this, listed = std::move(listed), page = std::move(page),
+                                   done = std::move(done)](Replies replies) mutable {
+           for (size_t i = 0; i < replies.size(); ++i) {
+             if (!replies[i].ok()) {
+               std::move(done)(replies[i].status());
+               return;
+             }
+             // A name whose group is gone (deleted meanwhile, or a
+             // create that failed half-way) is left out.
+             if (replies[i]->type == RedisReply::Type::kError) {
+               const absl::Status s = StatusOfErrorReply(*replies[i]);
+               if (absl::IsNotFound(s)) continue;
+               std::move(done)(s);
+               return;
+             }
+             absl::StatusOr<ConsumerGroupInfo> info = InfoOf(listed[i], *replies[i]);
+             if (!info.ok()) {
+               std::move(done)(info.status());
+               return;
+             }
+             page.groups.push_back(*std::move(info));
+           }
+           std::move(done)(std::move(page));
+         });
+       });
 }
 
 void RedisConsumerGroups::Delete(absl::string_view name, StoreDone<ConsumerGroupInfo> done) {
@@ -410,34 +476,32 @@ void RedisConsumerGroups::Delete(absl::string_view name, StoreDone<ConsumerGroup
     std::move(done)(s);
     return;
   }
-  router_->Send(
-      Durable(GroupCall(DeleteGroupScript(), name, {})),
-      [this, name = std::string(name),
-       done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-        if (!reply.ok()) {
-          std::move(done)(reply.status());
-          return;
-        }
-        if (reply->type == RedisReply::Type::kError) {
-          std::move(done)(StatusOfErrorReply(*reply));
-          return;
-        }
-        if (reply->elements.size() != 2) {
-          std::move(done)(Malformed("delete group"));
-          return;
-        }
-        absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, reply->elements[1]);
-        // Its waiters learn that it is gone.
-        Announce(name);
-        const GroupIndexKeys index;
-        router_->Send(
-            Durable(RedisCall::Eval(UnindexGroupScript(), {index.names, index.incarnations},
-                                    {name, reply->elements[0].str})),
-            [info = std::move(info), done = std::move(done)](absl::StatusOr<RedisReply>) mutable {
-              // A name left in the index is skipped by List.
-              std::move(done)(std::move(info));
-            });
-      });
+  Send(Durable(GroupCall(DeleteGroupScript(), name, {})),
+       [this, name = std::string(name),
+        done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+         if (!reply.ok()) {
+           std::move(done)(reply.status());
+           return;
+         }
+         if (reply->type == RedisReply::Type::kError) {
+           std::move(done)(StatusOfErrorReply(*reply));
+           return;
+         }
+         if (reply->elements.size() != 2) {
+           std::move(done)(Malformed("delete group"));
+           return;
+         }
+         absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, reply->elements[1]);
+         // Its waiters learn that it is gone.
+         Announce(name);
+         const GroupIndexKeys index;
+         Send(Durable(RedisCall::Eval(UnindexGroupScript(), {index.names, index.incarnations},
+                                      {name, reply->elements[0].str})),
+              [info = std::move(info), done = std::move(done)](absl::StatusOr<RedisReply>) mutable {
+                // A name left in the index is skipped by List.
+                std::move(done)(std::move(info));
+              });
+       });
 }
 
 void RedisConsumerGroups::Reset(absl::string_view name, const GroupStart& start,
@@ -454,12 +518,12 @@ void RedisConsumerGroups::Reset(absl::string_view name, const GroupStart& start,
     }
     std::vector<std::string> args;
     AppendPositions(*at, &args);
-    router_->Send(Durable(GroupCall(ResetGroupScript(), name, std::move(args))),
-                  AnswerWith(std::move(done), [this, name](const RedisReply& reply) {
-                    absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, reply);
-                    if (info.ok()) Announce(name);
-                    return info;
-                  }));
+    Send(Durable(GroupCall(ResetGroupScript(), name, std::move(args))),
+         AnswerWith(std::move(done), [this, name](const RedisReply& reply) {
+           absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, reply);
+           if (info.ok()) Announce(name);
+           return info;
+         }));
   });
 }
 
@@ -486,7 +550,7 @@ void RedisConsumerGroups::PollOnce(std::shared_ptr<PollState> poll) {
                               {poll->consumer, absl::StrCat(poll->max_events),
                                absl::StrCat(options_.limits.max_group_pending)})
                         .Idempotent();
-  router_->Send(std::move(begin), [this, poll](absl::StatusOr<RedisReply> reply) mutable {
+  Send(std::move(begin), [this, poll](absl::StatusOr<RedisReply> reply) mutable {
     OnPollBegun(std::move(poll), std::move(reply));
   });
 }
@@ -501,11 +565,14 @@ void RedisConsumerGroups::OnPollBegun(std::shared_ptr<PollState> poll,
     std::move(poll->done)(StatusOfErrorReply(*reply));
     return;
   }
-  if (reply->elements.size() != 6) {
+  if (reply->elements.size() != 7) {
     std::move(poll->done)(Malformed("poll"));
     return;
   }
   const std::vector<RedisReply>& begun = reply->elements;
+  // Waiters on this replica hear when the group's leases expire, whoever
+  // holds them.
+  if (const int64_t lease = IntOf(begun[6]); lease >= 0) ArmLeaseAlarm(poll->group, lease);
   const std::string incarnation = begun[0].str;
   const int64_t want = IntOf(begun[4]);
   const std::vector<uint64_t> positions = PositionsOf(begun[5], tags_->size());
@@ -531,53 +598,51 @@ void RedisConsumerGroups::OnPollBegun(std::shared_ptr<PollState> poll,
         RedisCall::Eval(ReadPartitionScript(), {keys.events, keys.delivered}, std::move(args))
             .Idempotent());
   }
-  FanOut(router_, std::move(reads),
-         [this, poll = std::move(poll), partitions = std::move(partitions), positions = positions,
-          incarnation](Replies replies) mutable {
-           std::vector<std::string> blocks;
-           int n = 0;
-           for (size_t i = 0; i < replies.size(); ++i) {
-             // A partition that could not be read is read by a later Poll.
-             if (!replies[i].ok() || replies[i]->type != RedisReply::Type::kArray ||
-                 replies[i]->elements.size() < 3 || (replies[i]->elements.size() - 3) % 6 != 0) {
-               continue;
-             }
-             const std::vector<RedisReply>& read = replies[i]->elements;
-             const int p = partitions[i];
-             const size_t events = (read.size() - 3) / 6;
-             blocks.insert(blocks.end(),
-                           {absl::StrCat(p), absl::StrCat(positions[p]),
-                            absl::StrCat(UintOf(read[0])), absl::StrCat(UintOf(read[1])),
-                            absl::StrCat(UintOf(read[2])), absl::StrCat(events)});
-             for (size_t e = 3; e < read.size(); e += 6) {
-               blocks.push_back(absl::StrCat(GroupEventId(UintOf(read[e]), p)));
-               blocks.push_back(EncodeEvent(read[e + 1].str, read[e + 2].str, read[e + 3].str,
-                                            UintOf(read[e + 4]), UintOf(read[e + 5])));
-             }
-             ++n;
-           }
-           const Limits& limits = options_.limits;
-           std::vector<std::string> args = {
-               poll->consumer,
-               absl::StrCat(poll->max_events),
-               absl::StrCat(limits.max_consumers_per_group),
-               absl::StrCat(limits.max_group_pending),
-               absl::StrCat(limits.max_group_bytes),
-               absl::StrCat(limits.max_response_bytes),
-               absl::StrCat(kResponseEntryOverhead),
-               absl::StrCat(limits.max_collection_name_bytes + limits.max_key_bytes +
-                            limits.max_value_bytes + kResponseEntryOverhead),
-               incarnation,
-               absl::StrCat(n)};
-           args.insert(args.end(), std::make_move_iterator(blocks.begin()),
-                       std::make_move_iterator(blocks.end()));
-           Commit(std::move(poll), std::move(args));
-         });
+  FanOut(std::move(reads), [this, poll = std::move(poll), partitions = std::move(partitions),
+                            positions = positions, incarnation](Replies replies) mutable {
+    std::vector<std::string> blocks;
+    int n = 0;
+    for (size_t i = 0; i < replies.size(); ++i) {
+      // A partition that could not be read is read by a later Poll.
+      if (!replies[i].ok() || replies[i]->type != RedisReply::Type::kArray ||
+          replies[i]->elements.size() < 3 || (replies[i]->elements.size() - 3) % 6 != 0) {
+        continue;
+      }
+      const std::vector<RedisReply>& read = replies[i]->elements;
+      const int p = partitions[i];
+      const size_t events = (read.size() - 3) / 6;
+      blocks.insert(blocks.end(), {absl::StrCat(p), absl::StrCat(positions[p]),
+                                   absl::StrCat(UintOf(read[0])), absl::StrCat(UintOf(read[1])),
+                                   absl::StrCat(UintOf(read[2])), absl::StrCat(events)});
+      for (size_t e = 3; e < read.size(); e += 6) {
+        blocks.push_back(absl::StrCat(GroupEventId(UintOf(read[e]), p)));
+        blocks.push_back(EncodeEvent(read[e + 1].str, read[e + 2].str, read[e + 3].str,
+                                     UintOf(read[e + 4]), UintOf(read[e + 5])));
+      }
+      ++n;
+    }
+    const Limits& limits = options_.limits;
+    std::vector<std::string> args = {
+        poll->consumer,
+        absl::StrCat(poll->max_events),
+        absl::StrCat(limits.max_consumers_per_group),
+        absl::StrCat(limits.max_group_pending),
+        absl::StrCat(limits.max_group_bytes),
+        absl::StrCat(limits.max_response_bytes),
+        absl::StrCat(kResponseEntryOverhead),
+        absl::StrCat(limits.max_collection_name_bytes + limits.max_key_bytes +
+                     limits.max_value_bytes + kResponseEntryOverhead),
+        incarnation,
+        absl::StrCat(n)};
+    args.insert(args.end(), std::make_move_iterator(blocks.begin()),
+                std::make_move_iterator(blocks.end()));
+    Commit(std::move(poll), std::move(args));
+  });
 }
 
 void RedisConsumerGroups::Commit(std::shared_ptr<PollState> poll, std::vector<std::string> args) {
   RedisCall commit = Durable(GroupCall(PollCommitScript(), poll->group, std::move(args)));
-  router_->Send(std::move(commit), [this, poll](absl::StatusOr<RedisReply> reply) mutable {
+  Send(std::move(commit), [this, poll](absl::StatusOr<RedisReply> reply) mutable {
     if (!reply.ok()) {
       std::move(poll->done)(reply.status());
       return;
@@ -609,6 +674,7 @@ void RedisConsumerGroups::Commit(std::shared_ptr<PollState> poll, std::vector<st
                                    .delivery_count = static_cast<uint32_t>(IntOf(r[i + 1])),
                                    .lease_deadline = deadline});
     }
+    if (!result.deliveries.empty()) ArmLeaseAlarm(poll->group, IntOf(r[0]));
     const int64_t stale = IntOf(r[2]);
     if (result.deliveries.empty() && !result.lost.has_value() && stale > 0 &&
         poll->attempts < kMaxPollAttempts) {
@@ -640,53 +706,52 @@ void RedisConsumerGroups::Settle(absl::string_view group, absl::string_view cons
   }
   std::vector<LeaseRef> refs(leases.begin(), leases.end());
   const bool frees = op != "extend";
-  router_->Send(
-      Durable(GroupCall(SettleLeasesScript(), group, std::move(args))),
-      AnswerWith(std::move(done),
-                 [this, group = std::string(group), refs = std::move(refs),
-                  frees](const RedisReply& reply) -> absl::StatusOr<std::vector<absl::Status>> {
-                   if (reply.elements.size() != refs.size()) return Malformed("settle leases");
-                   std::vector<absl::Status> results;
-                   bool held = false;
-                   for (size_t i = 0; i < refs.size(); ++i) {
-                     const std::vector<RedisReply>& r = reply.elements[i].elements;
-                     const int64_t outcome = r.empty() ? -1 : IntOf(r[0]);
-                     switch (outcome) {
-                       case 0:
-                         held = true;
-                         results.push_back(absl::OkStatus());
-                         break;
-                       case 1:
-                         results.push_back(
-                             LostLeaseError(i, refs[i], "the group has not delivered it"));
-                         break;
-                       case 2:
-                         results.push_back(LostLeaseError(
-                             i, refs[i],
-                             "it is not pending: acknowledged already (by this or another "
-                             "consumer), dead-lettered, or dropped by a reset of the group"));
-                         break;
-                       case 3:
-                         results.push_back(LostLeaseError(
-                             i, refs[i],
-                             "the lease expired or was released and the event awaits "
-                             "redelivery"));
-                         break;
-                       case 4:
-                         if (r.size() != 3) return Malformed("settle leases");
-                         results.push_back(LostLeaseError(
-                             i, refs[i],
-                             absl::StrFormat("delivery %d of it is leased to consumer \"%s\"",
-                                             IntOf(r[1]), r[2].str)));
-                         break;
-                       default:
-                         return Malformed("settle leases");
-                     }
-                   }
-                   // A consumer that acked or released leases may take more.
-                   if (held && frees) Announce(group);
-                   return results;
-                 }));
+  Send(Durable(GroupCall(SettleLeasesScript(), group, std::move(args))),
+       AnswerWith(std::move(done),
+                  [this, group = std::string(group), refs = std::move(refs),
+                   frees](const RedisReply& reply) -> absl::StatusOr<std::vector<absl::Status>> {
+                    if (reply.elements.size() != refs.size()) return Malformed("settle leases");
+                    std::vector<absl::Status> results;
+                    bool held = false;
+                    for (size_t i = 0; i < refs.size(); ++i) {
+                      const std::vector<RedisReply>& r = reply.elements[i].elements;
+                      const int64_t outcome = r.empty() ? -1 : IntOf(r[0]);
+                      switch (outcome) {
+                        case 0:
+                          held = true;
+                          results.push_back(absl::OkStatus());
+                          break;
+                        case 1:
+                          results.push_back(
+                              LostLeaseError(i, refs[i], "the group has not delivered it"));
+                          break;
+                        case 2:
+                          results.push_back(LostLeaseError(
+                              i, refs[i],
+                              "it is not pending: acknowledged already (by this or another "
+                              "consumer), dead-lettered, or dropped by a reset of the group"));
+                          break;
+                        case 3:
+                          results.push_back(LostLeaseError(
+                              i, refs[i],
+                              "the lease expired or was released and the event awaits "
+                              "redelivery"));
+                          break;
+                        case 4:
+                          if (r.size() != 3) return Malformed("settle leases");
+                          results.push_back(LostLeaseError(
+                              i, refs[i],
+                              absl::StrFormat("delivery %d of it is leased to consumer \"%s\"",
+                                              IntOf(r[1]), r[2].str)));
+                          break;
+                        default:
+                          return Malformed("settle leases");
+                      }
+                    }
+                    // A consumer that acked or released leases may take more.
+                    if (held && frees) Announce(group);
+                    return results;
+                  }));
 }
 
 void RedisConsumerGroups::Ack(absl::string_view group, absl::string_view consumer,
@@ -722,28 +787,27 @@ void RedisConsumerGroups::ListDeadLetters(absl::string_view group, uint64_t afte
     return;
   }
   const size_t size = EffectivePageSize(page_size, options_.limits);
-  router_->Send(
-      GroupCall(
-          ListDeadLettersScript(), group,
-          {absl::StrCat(after), absl::StrCat(size),
-           absl::StrCat(options_.limits.max_response_bytes), absl::StrCat(kResponseEntryOverhead)})
-          .Idempotent(),
-      AnswerWith(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<DeadLetterPage> {
-        const std::vector<RedisReply>& r = reply.elements;
-        if (r.empty() || (r.size() - 1) % 5 != 0) return Malformed("list dead letters");
-        DeadLetterPage page;
-        if (!r[0].str.empty()) page.next_after = UintOf(r[0]);
-        for (size_t i = 1; i < r.size(); i += 5) {
-          const uint64_t id = UintOf(r[i]);
-          absl::StatusOr<ExpiryEvent> event = DecodeEvent(id, r[i + 1].str);
-          if (!event.ok()) return event.status();
-          page.letters.push_back({.event = *std::move(event),
-                                  .delivery_count = static_cast<uint32_t>(IntOf(r[i + 2])),
-                                  .consumer = r[i + 3].str,
-                                  .dead_lettered_at = TimeOfDeadline(IntOf(r[i + 4]))});
-        }
-        return page;
-      }));
+  Send(GroupCall(
+           ListDeadLettersScript(), group,
+           {absl::StrCat(after), absl::StrCat(size),
+            absl::StrCat(options_.limits.max_response_bytes), absl::StrCat(kResponseEntryOverhead)})
+           .Idempotent(),
+       AnswerWith(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<DeadLetterPage> {
+         const std::vector<RedisReply>& r = reply.elements;
+         if (r.empty() || (r.size() - 1) % 5 != 0) return Malformed("list dead letters");
+         DeadLetterPage page;
+         if (!r[0].str.empty()) page.next_after = UintOf(r[0]);
+         for (size_t i = 1; i < r.size(); i += 5) {
+           const uint64_t id = UintOf(r[i]);
+           absl::StatusOr<ExpiryEvent> event = DecodeEvent(id, r[i + 1].str);
+           if (!event.ok()) return event.status();
+           page.letters.push_back({.event = *std::move(event),
+                                   .delivery_count = static_cast<uint32_t>(IntOf(r[i + 2])),
+                                   .consumer = r[i + 3].str,
+                                   .dead_lettered_at = TimeOfDeadline(IntOf(r[i + 4]))});
+         }
+         return page;
+       }));
 }
 
 void RedisConsumerGroups::RedriveDeadLetters(absl::string_view group,
@@ -761,14 +825,14 @@ void RedisConsumerGroups::RedriveDeadLetters(absl::string_view group,
   }
   std::vector<std::string> args = {absl::StrCat(options_.limits.max_group_pending)};
   for (uint64_t id : sequences) args.push_back(absl::StrCat(id));
-  router_->Send(Durable(GroupCall(RedriveScript(), group, std::move(args))),
-                AnswerWith(std::move(done),
-                           [this, group = std::string(group)](
-                               const RedisReply& reply) -> absl::StatusOr<size_t> {
-                             const size_t redriven = static_cast<size_t>(IntOf(reply));
-                             if (redriven > 0) Announce(group);
-                             return redriven;
-                           }));
+  Send(Durable(GroupCall(RedriveScript(), group, std::move(args))),
+       AnswerWith(
+           std::move(done),
+           [this, group = std::string(group)](const RedisReply& reply) -> absl::StatusOr<size_t> {
+             const size_t redriven = static_cast<size_t>(IntOf(reply));
+             if (redriven > 0) Announce(group);
+             return redriven;
+           }));
 }
 
 }  // namespace lapse::redis

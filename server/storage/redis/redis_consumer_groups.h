@@ -25,10 +25,14 @@
 // - Durability. Every mutation is acknowledged once WAIT counts
 //   wait_replicas replicas (else UNAVAILABLE, outcome unknown); reads are
 //   sent again after a lost connection.
-// - Readable. on_group_readable(group) runs, on the router's thread, when a
-//   group may deliver something other than new events because of an
-//   operation of this replica: an ack or nack, a re-drive, a reset, a
-//   delete. New events are announced by the event source's listener.
+// - Readable. on_group_readable(group) runs when a group may deliver
+//   something other than new events: on the router's thread after an
+//   operation of this replica (an ack or nack, a re-drive, a reset, a
+//   delete), and on the lease alarms' thread when a lease of a group this
+//   replica polled expires, whoever held it (the earliest lease deadline of
+//   each group this replica polled is kept, measured on `clock`; at it, the
+//   group is announced and its next lease deadline read). New events are
+//   announced by the event source's listener.
 //
 // Thread safety: every method may be called from many threads at once; `done`
 // runs on the router's thread (or the caller's, for bad input). `router`,
@@ -43,9 +47,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/time/time.h"
 #include "server/base/clock.h"
+#include "server/base/mutex.h"
 #include "server/engine/consumer_groups.h"
+#include "server/engine/expirer.h"
 #include "server/engine/limits.h"
 #include "server/storage/redis/cluster_router.h"
 #include "server/storage/redis/redis_event_source.h"
@@ -61,14 +71,21 @@ struct RedisConsumerGroupsOptions {
   const Clock* script_clock = nullptr;
   // See the top comment; may be empty.
   std::function<void(absl::string_view group)> on_group_readable;
+  // What lease alarms wait on; not owned.
+  Clock* clock = RealClock();
 };
 
 class RedisConsumerGroups final {
  public:
   RedisConsumerGroups(ClusterRouter* router, const std::vector<std::string>* tags,
                       const RedisEventSource* events, RedisConsumerGroupsOptions options);
+  // Waits for the calls in flight to be answered.
+  ~RedisConsumerGroups();
   RedisConsumerGroups(const RedisConsumerGroups&) = delete;
   RedisConsumerGroups& operator=(const RedisConsumerGroups&) = delete;
+
+  // Fires the lease alarms due by a FakeClock that was moved.
+  void WakeAlarmsForTesting();
 
   // As the Store's methods of the same names.
   void Create(absl::string_view name, const ConsumerGroupOptions& options, const GroupStart& start,
@@ -94,13 +111,27 @@ class RedisConsumerGroups final {
  private:
   struct PollState;
   using Positions = std::vector<uint64_t>;
+  using Replies = std::vector<absl::StatusOr<RedisReply>>;
+
+  // router_->Send, counted in in_flight_.
+  void Send(RedisCall call, ClusterRouter::Done done);
+  // Sends every call at once and calls `done` with the replies, in order,
+  // once all have come (at once when there is none).
+  void FanOut(std::vector<RedisCall> calls, absl::AnyInvocable<void(Replies) &&> done);
+  // Announces `group` once `deadline_ms` passes on options_.clock (the
+  // earliest one per group is kept).
+  void ArmLeaseAlarm(absl::string_view group, int64_t deadline_ms);
+  // The Expirer's work: announces the groups whose alarms are due, and arms
+  // their next lease deadlines, read from Redis.
+  void FireDueAlarms();
+  absl::Time NextAlarm() const;
 
   // ARGV[1..3] of a group script (group_scripts.h), then `args`.
   RedisCall GroupCall(const RedisScript& script, absl::string_view group,
                       std::vector<std::string> args) const;
   RedisCall Durable(RedisCall call) const;
   // Each partition's position for `start`.
-  void StartPositions(const GroupStart& start, StoreDone<Positions> done) const;
+  void StartPositions(const GroupStart& start, StoreDone<Positions> done);
   // Ack, Nack or ExtendLeases.
   void Settle(absl::string_view group, absl::string_view consumer,
               absl::Span<const LeaseRef> leases, absl::string_view op, absl::Duration extension,
@@ -120,6 +151,18 @@ class RedisConsumerGroups final {
 
   // The partition the next Poll reads first.
   std::atomic<uint32_t> next_partition_{0};
+
+  // State below is protected by mu_.
+  mutable Mutex mu_;
+  CondVar calls_done_;
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Lease alarms: per group, and by time.
+  absl::flat_hash_map<std::string, int64_t> alarm_of_ ABSL_GUARDED_BY(mu_);
+  absl::btree_set<std::pair<int64_t, std::string>> alarm_times_ ABSL_GUARDED_BY(mu_);
+
+  ExpirerWakeup wakeup_;
+  // Last: its thread calls into the members above; stopped first.
+  std::unique_ptr<Expirer> alarms_;
 };
 
 }  // namespace lapse::redis

@@ -4,6 +4,7 @@
 // watermarks themselves (no reaper), so every step is deterministic.
 #include "server/storage/redis/redis_consumer_groups.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <map>
@@ -47,6 +48,12 @@ struct Replica {
     MutexLock lock(&mu);
     return WaitWithPatience(
         mu, cv, [&] { return store->event_source().read_sequence(partition) >= sequence; });
+  }
+  bool WaitReadable(absl::string_view group, size_t count) {
+    MutexLock lock(&mu);
+    return WaitWithPatience(mu, cv, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return static_cast<size_t>(std::count(readable.begin(), readable.end(), group)) >= count;
+    });
   }
   size_t ReadableCount(absl::string_view group) {
     MutexLock lock(&mu);
@@ -105,6 +112,7 @@ class RedisConsumerGroupsTest : public ::testing::Test {
     options.on_group_readable = [r = replica.get()](absl::string_view group) {
       MutexLock lock(&r->mu);
       r->readable.emplace_back(group);
+      r->cv.SignalAll();
     };
     absl::StatusOr<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(options);
     EXPECT_TRUE(store.ok()) << store.status();
@@ -385,6 +393,29 @@ TEST_F(RedisConsumerGroupsTest, AnExpiredLeaseIsRedeliveredAndTheLateAckRefused)
   EXPECT_EQ(info->consumers[0].name, "dies");
   EXPECT_EQ(info->consumers[0].unacked, 0u);
   EXPECT_EQ(info->consumers[1].unacked, 3u);
+}
+
+TEST_F(RedisConsumerGroupsTest, ALeaseThatExpiresIsAnnouncedOnAReplicaWaitingOnTheGroup) {
+  ASSERT_TRUE(Create(*a_, "g", {.visibility_timeout = kVisibility}).ok());
+  Expire(1, 2);
+  absl::StatusOr<PollResult> held = Poll(*a_, "g", "holder", 10);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->deliveries.size(), 2u);
+  // A long poll on the other replica finds nothing and waits.
+  absl::StatusOr<PollResult> waiting = Poll(*b_, "g", "waiter", 10);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_TRUE(waiting->deliveries.empty());
+  const size_t before = b_->ReadableCount("g");
+
+  clock_.Advance(kVisibility - absl::Milliseconds(1));
+  b_->store->consumer_groups().WakeAlarmsForTesting();
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(b_->ReadableCount("g"), before) << "announced before the lease expired";
+  b_->store->consumer_groups().WakeAlarmsForTesting();
+  ASSERT_TRUE(b_->WaitReadable("g", before + 1));
+  absl::StatusOr<PollResult> redelivered = Poll(*b_, "g", "waiter", 10);
+  ASSERT_TRUE(redelivered.ok()) << redelivered.status();
+  EXPECT_EQ(redelivered->deliveries.size(), 2u);
 }
 
 TEST_F(RedisConsumerGroupsTest, AnExtendedLeaseOutlivesTheVisibilityTimeout) {
