@@ -199,7 +199,7 @@ local room = taken == 0 or (taken < want and redis.call('ZCARD', READY) == 0 and
 local same = field('incarnation') == ARGV[12]
 local pending = redis.call('ZCARD', PEND)
 local group_bytes = tonumber(field('bytes'))
-local lost, stale = {}, 0
+local lost, stale, moved = {}, 0, 0
 local a = 14
 for _ = 1, tonumber(ARGV[13]) do
   local p, from, examined = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -242,7 +242,10 @@ for _ = 1, tonumber(ARGV[13]) do
         position = string.format('%d', math.floor(tonumber(id) / 16384))
       end
       if all then position = examined end
-      if position ~= from then redis.call('HSET', POS, p, position) end
+      if position ~= from then
+        redis.call('HSET', POS, p, position)
+        moved = moved + 1
+      end
     end
   end
 end
@@ -252,6 +255,7 @@ redis.call('HINCRBY', G, 'delivered_total', taken)
 table.insert(out, 1, deadline)
 table.insert(out, 2, lost)
 table.insert(out, 3, stale)
+table.insert(out, 4, moved)
 return out
 )lua";
 

@@ -88,7 +88,8 @@ const RedisScript& NextLeaseScript();
 // first, then new events of the blocks whose partition position is still
 // the one read from. Answers [lease deadline ms, lost ([] or [partition,
 // first, last]), blocks refused because another Poll moved their position,
-// then (id, delivery count, encoded event) triples].
+// blocks whose position this Poll moved, then (id, delivery count, encoded
+// event) triples].
 const RedisScript& PollCommitScript();
 // ARGV[4] = consumer, [5] = "ack", "nack" or "extend", [6] = the extension
 // (ms), then (id, delivery count) pairs. Answers per lease [0] done, [1] not

@@ -25,7 +25,9 @@ namespace {
 // examines at most.
 constexpr int kMaxReadsPerPoll = 8;
 constexpr int kEntriesPerRead = 1000;
-// Polls that found only positions another Poll had moved start again.
+// A Poll that leased nothing but moved positions, or found them moved by
+// another, starts again: at most this many times more than it takes to read
+// every partition once.
 constexpr int kMaxPollAttempts = 3;
 // A lease alarm that fired before the master saw the lease expire fires
 // again this much later.
@@ -652,7 +654,7 @@ void RedisConsumerGroups::Commit(std::shared_ptr<PollState> poll, std::vector<st
       return;
     }
     const std::vector<RedisReply>& r = reply->elements;
-    if (r.size() < 3 || (r.size() - 3) % 3 != 0) {
+    if (r.size() < 4 || (r.size() - 4) % 3 != 0) {
       std::move(poll->done)(Malformed("poll"));
       return;
     }
@@ -663,7 +665,7 @@ void RedisConsumerGroups::Commit(std::shared_ptr<PollState> poll, std::vector<st
       result.lost = LostRange{.first = GroupEventId(UintOf(r[1].elements[1]), p),
                               .last = GroupEventId(UintOf(r[1].elements[2]), p)};
     }
-    for (size_t i = 3; i < r.size(); i += 3) {
+    for (size_t i = 4; i < r.size(); i += 3) {
       const uint64_t id = UintOf(r[i]);
       absl::StatusOr<ExpiryEvent> event = DecodeEvent(id, r[i + 2].str);
       if (!event.ok()) {
@@ -675,10 +677,12 @@ void RedisConsumerGroups::Commit(std::shared_ptr<PollState> poll, std::vector<st
                                    .lease_deadline = deadline});
     }
     if (!result.deliveries.empty()) ArmLeaseAlarm(poll->group, IntOf(r[0]));
-    const int64_t stale = IntOf(r[2]);
-    if (result.deliveries.empty() && !result.lost.has_value() && stale > 0 &&
-        poll->attempts < kMaxPollAttempts) {
-      // Another Poll took what this one read: read again after it.
+    // Nothing to answer, but another Poll took what this one read, or this
+    // one moved past events its filter does not match: read on.
+    const bool again = IntOf(r[2]) > 0 || IntOf(r[3]) > 0;
+    const int attempts = kMaxPollAttempts + static_cast<int>(tags_->size()) / kMaxReadsPerPoll;
+    if (result.deliveries.empty() && !result.lost.has_value() && again &&
+        poll->attempts < attempts) {
       PollOnce(std::move(poll));
       return;
     }

@@ -21,7 +21,9 @@
 //   from one Poll to the next (fairness); PollCommit leases the redeliveries,
 //   then new events of the partitions whose position nobody moved meanwhile
 //   — two replicas polling one group lease each event once. A Poll that
-//   found only moved positions starts again, at most 3 times.
+//   leased nothing but moved a position (past events its filter does not
+//   match) or found one moved by another Poll starts again, at most
+//   P / 8 + 3 times.
 // - Durability. Every mutation is acknowledged once WAIT counts
 //   wait_replicas replicas (else UNAVAILABLE, outcome unknown); reads are
 //   sent again after a lost connection.

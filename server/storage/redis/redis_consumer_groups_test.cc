@@ -354,6 +354,23 @@ TEST_F(RedisConsumerGroupsTest, AGroupGetsOnlyTheEventsItsFilterMatches) {
   for (const Delivery& d : one->deliveries) EXPECT_EQ(d.event.collection, other);
 }
 
+TEST_F(RedisConsumerGroupsTest, APollReadsPastABacklogItsFilterDoesNotMatch) {
+  std::string wanted;
+  for (int i = 0; wanted.empty(); ++i) {
+    const std::string name = absl::StrCat("wanted:", i);
+    if (a_->store->PartitionOf(name) == 0) wanted = name;
+  }
+  ASSERT_TRUE(Create(*a_, "narrow", {.filter = {.collections = {wanted}}}).ok());
+  // More than one read of a partition examines.
+  Expire(0, 700);
+  Expire(0, 700);
+  const std::vector<std::string> keys = Expire(0, 1, wanted);
+  absl::StatusOr<PollResult> polled = Poll(*b_, "narrow", "c", 10);
+  ASSERT_TRUE(polled.ok()) << polled.status();
+  ASSERT_EQ(polled->deliveries.size(), 1u);
+  EXPECT_EQ(polled->deliveries[0].event.key, keys[0]);
+}
+
 TEST_F(RedisConsumerGroupsTest, AnExpiredLeaseIsRedeliveredAndTheLateAckRefused) {
   ASSERT_TRUE(Create(*a_, "g", {.visibility_timeout = kVisibility}).ok());
   Expire(2, 6);
