@@ -25,6 +25,9 @@ end
 
 local function field(f) return redis.call('HGET', G, f) end
 
+-- Replicas waiting on the group poll it (something other than new events).
+local function wake() redis.call('SPUBLISH', prefix .. 'wake', 'readable') end
+
 -- The lease on `id` ends: redelivery, or the dead letters after
 -- max_deliveries while they have room.
 local function release(id)
@@ -113,6 +116,7 @@ return info(tonumber(ARGV[4]))
 constexpr absl::string_view kDelete = R"lua(
 local incarnation, before = field('incarnation'), info(0)
 for _, key in ipairs(ALL) do redis.call('DEL', key) end
+wake()
 return {incarnation, before}
 )lua";
 
@@ -126,6 +130,7 @@ end
 redis.call('DEL', PEND, READY, LEASES, HOLDER, UNACKED, POS)
 redis.call('HSET', G, 'bytes', bytes)
 set_positions(4)
+wake()
 return info(0)
 )lua";
 
@@ -263,7 +268,7 @@ constexpr absl::string_view kSettle = R"lua(
 local consumer, op = ARGV[4], ARGV[5]
 if redis.call('HEXISTS', SEEN, consumer) == 1 then redis.call('HSET', SEEN, consumer, now_floor) end
 local deadline = now_ceil + tonumber(ARGV[6])
-local out = {}
+local out, freed = {}, false
 for i = 7, #ARGV, 2 do
   local id, count = ARGV[i], ARGV[i + 1]
   local holder = redis.call('HGET', HOLDER, id)
@@ -294,9 +299,12 @@ for i = 7, #ARGV, 2 do
         redis.call('ZADD', LEASES, deadline, id)
       end
       out[#out + 1] = {0}
+      freed = freed or op ~= 'extend'
     end
   end
 end
+-- A consumer that acked or released leases may take more.
+if freed then wake() end
 return out
 )lua";
 
@@ -345,6 +353,7 @@ else
     if redis.call('ZSCORE', DEAD, ARGV[i]) then redrive(ARGV[i]) end
   end
 end
+if redriven > 0 then wake() end
 return redriven
 )lua";
 
@@ -426,7 +435,9 @@ const RedisScript* GroupScript(absl::string_view body, bool creating = false) {
 
 }  // namespace
 
-GroupKeys::GroupKeys(absl::string_view name) : group(absl::StrCat("lapse:{g:", name, "}:group")) {}
+GroupKeys::GroupKeys(absl::string_view name)
+    : group(absl::StrCat("lapse:{g:", name, "}:group")),
+      wake(absl::StrCat("lapse:{g:", name, "}:wake")) {}
 
 const RedisScript& CreateGroupScript() {
   static const RedisScript* const script = GroupScript(kCreate, /*creating=*/true);

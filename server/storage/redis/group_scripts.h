@@ -43,6 +43,9 @@ struct GroupKeys {
   // The group's hash: incarnation, filter, options, counters. Every other key
   // of the group is this one's prefix ("lapse:{g:<name>}:") plus a suffix.
   std::string group;
+  // The group's sharded pub/sub channel: "readable" after an ack or nack of a
+  // lease held, a re-drive, a reset or a delete.
+  std::string wake;
 };
 
 // The index of groups by name, under {meta}: the sorted set

@@ -29,6 +29,9 @@ constexpr int kEntriesPerRead = 1000;
 // another, starts again: at most this many times more than it takes to read
 // every partition once.
 constexpr int kMaxPollAttempts = 3;
+// Wake channels a replica subscribes to, per max_consumer_groups: room for
+// groups deleted and created again under new names.
+constexpr size_t kMaxSubscriptionsPerGroupLimit = 4;
 // A lease alarm that fired before the master saw the lease expire fires
 // again this much later.
 constexpr int64_t kAlarmRetryMs = 10;
@@ -95,6 +98,19 @@ std::vector<uint64_t> PositionsOf(const RedisReply& pairs, size_t partitions) {
 
 }  // namespace
 
+struct RedisConsumerGroups::Subscriptions {
+  Mutex mu;
+  // Cleared by the destructor: nothing is announced after.
+  bool alive ABSL_GUARDED_BY(mu) = true;
+  absl::flat_hash_set<std::string> groups ABSL_GUARDED_BY(mu);
+  std::function<void(absl::string_view group)> announce;
+
+  void Announce(absl::string_view group) {
+    MutexLock lock(&mu);
+    if (alive && announce) announce(group);
+  }
+};
+
 struct RedisConsumerGroups::PollState {
   std::string group;
   std::string consumer;
@@ -111,13 +127,20 @@ RedisConsumerGroups::RedisConsumerGroups(ClusterRouter* router,
       tags_(tags),
       events_(events),
       options_(std::move(options)),
+      subscriptions_(std::make_shared<Subscriptions>()),
       alarms_(std::make_unique<Expirer>(ExpiryWork{.expire_due = [this] { FireDueAlarms(); },
                                                    .next_deadline = [this] { return NextAlarm(); }},
-                                        options_.clock, &wakeup_)) {}
+                                        options_.clock, &wakeup_)) {
+  subscriptions_->announce = options_.on_group_readable;
+}
 
 RedisConsumerGroups::~RedisConsumerGroups() {
   // No alarm sends a call once this returns.
   alarms_.reset();
+  {
+    MutexLock lock(&subscriptions_->mu);
+    subscriptions_->alive = false;
+  }
   MutexLock lock(&mu_);
   while (in_flight_ > 0) calls_done_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
 }
@@ -210,6 +233,24 @@ absl::Time RedisConsumerGroups::NextAlarm() const {
   MutexLock lock(&mu_);
   return alarm_times_.empty() ? absl::InfiniteFuture()
                               : TimeOfDeadline(alarm_times_.begin()->first);
+}
+
+void RedisConsumerGroups::Subscribe(absl::string_view group) {
+  {
+    MutexLock lock(&subscriptions_->mu);
+    if (subscriptions_->groups.size() >=
+            kMaxSubscriptionsPerGroupLimit * options_.limits.max_consumer_groups ||
+        !subscriptions_->groups.emplace(group).second) {
+      return;
+    }
+  }
+  // A message may have been missed while not subscribed: announced then too.
+  router_->Subscribe(
+      GroupKeys(group).wake,
+      [state = subscriptions_, group = std::string(group)](absl::string_view) {
+        state->Announce(group);
+      },
+      [state = subscriptions_, group = std::string(group)] { state->Announce(group); });
 }
 
 void RedisConsumerGroups::WakeAlarmsForTesting() { wakeup_.Wake(); }
@@ -575,6 +616,7 @@ void RedisConsumerGroups::OnPollBegun(std::shared_ptr<PollState> poll,
   // Waiters on this replica hear when the group's leases expire, whoever
   // holds them.
   if (const int64_t lease = IntOf(begun[6]); lease >= 0) ArmLeaseAlarm(poll->group, lease);
+  Subscribe(poll->group);
   const std::string incarnation = begun[0].str;
   const int64_t want = IntOf(begun[4]);
   const std::vector<uint64_t> positions = PositionsOf(begun[5], tags_->size());

@@ -34,7 +34,10 @@
 //   replica polled expires, whoever held it (the earliest lease deadline of
 //   each group this replica polled is kept, measured on `clock`; at it, the
 //   group is announced and its next lease deadline read). New events are
-//   announced by the event source's listener.
+//   announced by the event source's listener. A replica subscribes to the
+//   wake channel of each group it polls (at most 4 x max_consumer_groups of
+//   them), so an ack, nack, re-drive, reset or delete made through another
+//   replica is announced too.
 //
 // Thread safety: every method may be called from many threads at once; `done`
 // runs on the router's thread (or the caller's, for bad input). `router`,
@@ -43,6 +46,7 @@
 #define LAPSE_SERVER_STORAGE_REDIS_REDIS_CONSUMER_GROUPS_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -52,6 +56,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/time/time.h"
 #include "server/base/clock.h"
@@ -112,6 +117,7 @@ class RedisConsumerGroups final {
 
  private:
   struct PollState;
+  struct Subscriptions;
   using Positions = std::vector<uint64_t>;
   using Replies = std::vector<absl::StatusOr<RedisReply>>;
 
@@ -127,6 +133,8 @@ class RedisConsumerGroups final {
   // their next lease deadlines, read from Redis.
   void FireDueAlarms();
   absl::Time NextAlarm() const;
+  // Subscribes to `group`'s wake channel (GroupKeys::wake), once.
+  void Subscribe(absl::string_view group);
 
   // ARGV[1..3] of a group script (group_scripts.h), then `args`.
   RedisCall GroupCall(const RedisScript& script, absl::string_view group,
@@ -153,6 +161,8 @@ class RedisConsumerGroups final {
 
   // The partition the next Poll reads first.
   std::atomic<uint32_t> next_partition_{0};
+  // Shared with the router's subscription callbacks, which outlive the groups.
+  const std::shared_ptr<Subscriptions> subscriptions_;
 
   // State below is protected by mu_.
   mutable Mutex mu_;

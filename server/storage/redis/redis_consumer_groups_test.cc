@@ -435,6 +435,27 @@ TEST_F(RedisConsumerGroupsTest, ALeaseThatExpiresIsAnnouncedOnAReplicaWaitingOnT
   EXPECT_EQ(redelivered->deliveries.size(), 2u);
 }
 
+TEST_F(RedisConsumerGroupsTest, ANackThroughOneReplicaWakesTheWaitersOfAnother) {
+  ASSERT_TRUE(Create(*a_, "g").ok());
+  Expire(2, 1);
+  absl::StatusOr<PollResult> held = Poll(*a_, "g", "holder", 10);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->deliveries.size(), 1u);
+  absl::StatusOr<PollResult> waiting = Poll(*b_, "g", "waiter", 10);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_TRUE(waiting->deliveries.empty());
+  // Subscribing announces the group once (a message may have been missed).
+  ASSERT_TRUE(b_->WaitReadable("g", 1));
+  const size_t before = b_->ReadableCount("g");
+
+  ASSERT_TRUE(Nack(*a_, "g", "holder", LeasesOf(*held)).ok());
+  ASSERT_TRUE(b_->WaitReadable("g", before + 1));
+  absl::StatusOr<PollResult> redelivered = Poll(*b_, "g", "waiter", 10);
+  ASSERT_TRUE(redelivered.ok()) << redelivered.status();
+  ASSERT_EQ(redelivered->deliveries.size(), 1u);
+  EXPECT_EQ(redelivered->deliveries[0].delivery_count, 2u);
+}
+
 TEST_F(RedisConsumerGroupsTest, AnExtendedLeaseOutlivesTheVisibilityTimeout) {
   ASSERT_TRUE(Create(*a_, "g", {.visibility_timeout = kVisibility}).ok());
   Expire(3, 1);
