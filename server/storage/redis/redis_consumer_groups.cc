@@ -349,12 +349,8 @@ void RedisConsumerGroups::StartPositions(const GroupStart& start, StoreDone<Posi
   FanOut(std::move(calls), [oldest, done = std::move(done)](Replies replies) mutable {
     Positions positions;
     for (const absl::StatusOr<RedisReply>& reply : replies) {
-      if (!reply.ok()) {
-        std::move(done)(reply.status());
-        return;
-      }
-      if (reply->type == RedisReply::Type::kError) {
-        std::move(done)(StatusOfErrorReply(*reply));
+      if (absl::Status s = ReplyStatus(reply); !s.ok()) {
+        std::move(done)(s);
         return;
       }
       if (reply->elements.size() != 2) {
@@ -395,8 +391,8 @@ void RedisConsumerGroups::Create(absl::string_view name, const ConsumerGroupOpti
   Send(RedisCall::Command(index.names, {"ZCARD", index.names}).Idempotent(),
        [this, name = std::string(name), start, args = std::move(args),
         done = std::move(done)](absl::StatusOr<RedisReply> count) mutable {
-         if (!count.ok()) {
-           std::move(done)(count.status());
+         if (absl::Status s = ReplyStatus(count); !s.ok()) {
+           std::move(done)(s);
            return;
          }
          if (static_cast<size_t>(IntOf(*count)) >= options_.limits.max_consumer_groups) {
@@ -413,34 +409,30 @@ void RedisConsumerGroups::Create(absl::string_view name, const ConsumerGroupOpti
            }
            const std::string incarnation = args[0];
            AppendPositions(*at, &args);
-           Send(Durable(GroupCall(CreateGroupScript(), name, std::move(args))),
-                [this, name, incarnation,
-                 done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-                  if (!reply.ok()) {
-                    std::move(done)(reply.status());
-                    return;
-                  }
-                  if (reply->type == RedisReply::Type::kError) {
-                    std::move(done)(StatusOfErrorReply(*reply));
-                    return;
-                  }
-                  absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, *reply);
-                  const GroupIndexKeys index;
-                  Send(
-                      Durable(RedisCall::Eval(IndexGroupScript(), {index.names, index.incarnations},
-                                              {name, incarnation})),
-                      [info = std::move(info),
-                       done = std::move(done)](absl::StatusOr<RedisReply> indexed) mutable {
-                        if (!indexed.ok()) {
-                          std::move(done)(absl::Status(
-                              indexed.status().code(),
-                              absl::StrCat("the group was created but may not be listed: ",
-                                           indexed.status().message())));
-                          return;
-                        }
-                        std::move(done)(std::move(info));
-                      });
-                });
+           Send(
+               Durable(GroupCall(CreateGroupScript(), name, std::move(args))),
+               [this, name, incarnation,
+                done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+                 if (absl::Status s = ReplyStatus(reply); !s.ok()) {
+                   std::move(done)(s);
+                   return;
+                 }
+                 absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, *reply);
+                 const GroupIndexKeys index;
+                 Send(
+                     Durable(RedisCall::Eval(IndexGroupScript(), {index.names, index.incarnations},
+                                             {name, incarnation})),
+                     [info = std::move(info),
+                      done = std::move(done)](absl::StatusOr<RedisReply> indexed) mutable {
+                       if (absl::Status s = ReplyStatus(indexed); !s.ok()) {
+                         std::move(done)(absl::Status(
+                             s.code(), absl::StrCat("the group was created but may not be listed: ",
+                                                    s.message())));
+                         return;
+                       }
+                       std::move(done)(std::move(info));
+                     });
+               });
          });
        });
 }
@@ -470,8 +462,8 @@ void RedisConsumerGroups::List(int page_size, absl::string_view after,
                                         "+", "LIMIT", "0", absl::StrCat(size + 1)})
            .Idempotent(),
        [this, size, done = std::move(done)](absl::StatusOr<RedisReply> names) mutable {
-         if (!names.ok()) {
-           std::move(done)(names.status());
+         if (absl::Status s = ReplyStatus(names); !s.ok()) {
+           std::move(done)(s);
            return;
          }
          ConsumerGroups::Page page;
@@ -490,15 +482,11 @@ void RedisConsumerGroups::List(int page_size, absl::string_view after,
          FanOut(std::move(calls), [this, listed = std::move(listed), page = std::move(page),
                                    done = std::move(done)](Replies replies) mutable {
            for (size_t i = 0; i < replies.size(); ++i) {
-             if (!replies[i].ok()) {
-               std::move(done)(replies[i].status());
-               return;
-             }
              // A name whose group is gone (deleted meanwhile, or a
              // create that failed half-way) is left out.
-             if (replies[i]->type == RedisReply::Type::kError) {
-               const absl::Status s = StatusOfErrorReply(*replies[i]);
-               if (absl::IsNotFound(s)) continue;
+             if (absl::Status s = ReplyStatus(replies[i]); absl::IsNotFound(s)) {
+               continue;
+             } else if (!s.ok()) {
                std::move(done)(s);
                return;
              }
@@ -522,12 +510,8 @@ void RedisConsumerGroups::Delete(absl::string_view name, StoreDone<ConsumerGroup
   Send(Durable(GroupCall(DeleteGroupScript(), name, {})),
        [this, name = std::string(name),
         done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
-         if (!reply.ok()) {
-           std::move(done)(reply.status());
-           return;
-         }
-         if (reply->type == RedisReply::Type::kError) {
-           std::move(done)(StatusOfErrorReply(*reply));
+         if (absl::Status s = ReplyStatus(reply); !s.ok()) {
+           std::move(done)(s);
            return;
          }
          if (reply->elements.size() != 2) {
@@ -600,12 +584,8 @@ void RedisConsumerGroups::PollOnce(std::shared_ptr<PollState> poll) {
 
 void RedisConsumerGroups::OnPollBegun(std::shared_ptr<PollState> poll,
                                       absl::StatusOr<RedisReply> reply) {
-  if (!reply.ok()) {
-    std::move(poll->done)(reply.status());
-    return;
-  }
-  if (reply->type == RedisReply::Type::kError) {
-    std::move(poll->done)(StatusOfErrorReply(*reply));
+  if (absl::Status s = ReplyStatus(reply); !s.ok()) {
+    std::move(poll->done)(s);
     return;
   }
   if (reply->elements.size() != 7) {
@@ -687,12 +667,8 @@ void RedisConsumerGroups::OnPollBegun(std::shared_ptr<PollState> poll,
 void RedisConsumerGroups::Commit(std::shared_ptr<PollState> poll, std::vector<std::string> args) {
   RedisCall commit = Durable(GroupCall(PollCommitScript(), poll->group, std::move(args)));
   Send(std::move(commit), [this, poll](absl::StatusOr<RedisReply> reply) mutable {
-    if (!reply.ok()) {
-      std::move(poll->done)(reply.status());
-      return;
-    }
-    if (reply->type == RedisReply::Type::kError) {
-      std::move(poll->done)(StatusOfErrorReply(*reply));
+    if (absl::Status s = ReplyStatus(reply); !s.ok()) {
+      std::move(poll->done)(s);
       return;
     }
     const std::vector<RedisReply>& r = reply->elements;

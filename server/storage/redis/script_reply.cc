@@ -21,6 +21,12 @@ absl::Status StatusOfErrorReply(const RedisReply& error) {
   return absl::InternalError(absl::StrCat("Redis answered: ", error.str));
 }
 
+absl::Status ReplyStatus(const absl::StatusOr<RedisReply>& reply) {
+  if (!reply.ok()) return reply.status();
+  if (reply->type == RedisReply::Type::kError) return StatusOfErrorReply(*reply);
+  return absl::OkStatus();
+}
+
 absl::Status Malformed(absl::string_view script) {
   return absl::InternalError(absl::StrCat("Redis answered the ", script, " script malformed"));
 }

@@ -26,6 +26,10 @@ namespace lapse::redis {
 // The status of an error reply (see the top comment).
 absl::Status StatusOfErrorReply(const RedisReply& error);
 
+// OK for a reply that is not an error reply; else the failed call's status,
+// or the error reply's (StatusOfErrorReply).
+absl::Status ReplyStatus(const absl::StatusOr<RedisReply>& reply);
+
 // INTERNAL: `script`'s answer does not have the shape its caller expects.
 absl::Status Malformed(absl::string_view script);
 
@@ -34,10 +38,8 @@ absl::Status Malformed(absl::string_view script);
 template <typename T, typename Parse>
 ClusterRouter::Done AnswerWith(StoreDone<T> done, Parse parse) {
   return [done = std::move(done), parse](absl::StatusOr<RedisReply> reply) mutable {
-    if (!reply.ok()) {
-      std::move(done)(reply.status());
-    } else if (reply->type == RedisReply::Type::kError) {
-      std::move(done)(StatusOfErrorReply(*reply));
+    if (absl::Status s = ReplyStatus(reply); !s.ok()) {
+      std::move(done)(s);
     } else {
       std::move(done)(parse(*reply));
     }
