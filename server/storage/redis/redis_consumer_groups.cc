@@ -23,7 +23,7 @@ namespace {
 
 // Partitions one Poll reads at most, and the stream entries each read
 // examines at most.
-constexpr int kMaxReadsPerPoll = 8;
+constexpr size_t kMaxReadsPerPoll = 8;
 constexpr int kEntriesPerRead = 1000;
 // A Poll that leased nothing but moved positions, or found them moved by
 // another, starts again: at most this many times more than it takes to read
@@ -600,24 +600,31 @@ void RedisConsumerGroups::OnPollBegun(std::shared_ptr<PollState> poll,
   const std::string incarnation = begun[0].str;
   const int64_t want = IntOf(begun[4]);
   const std::vector<uint64_t> positions = PositionsOf(begun[5], tags_->size());
-  // The read's arguments after the position, then the partitions to read.
-  std::vector<std::string> read_args = {absl::StrCat(kEntriesPerRead), absl::StrCat(want),
-                                        absl::StrCat(options_.limits.max_response_bytes),
-                                        begun[3].str, begun[2].str};
-  for (absl::string_view c : absl::StrSplit(begun[1].str, ' ', absl::SkipEmpty())) {
-    read_args.emplace_back(c);
-  }
+  // The partitions to read: those this replica's event source has read past
+  // the group's position.
   std::vector<int> partitions;
-  std::vector<RedisCall> reads;
   const int count = static_cast<int>(tags_->size());
   const int first = static_cast<int>(next_partition_.fetch_add(1) % count);
-  for (int i = 0; i < count && want > 0 && static_cast<int>(reads.size()) < kMaxReadsPerPoll; ++i) {
+  for (int i = 0; i < count && want > 0 && partitions.size() < kMaxReadsPerPoll; ++i) {
     const int p = (first + i) % count;
-    if (positions[p] >= events_->read_sequence(p)) continue;
+    if (positions[p] < events_->read_sequence(p)) partitions.push_back(p);
+  }
+  // The reads share one answer's bytes (each returns at least one event), so
+  // what the commit is sent stays near what it can lease.
+  const size_t bytes_per_read =
+      options_.limits.max_response_bytes / std::max<size_t>(1, partitions.size());
+  std::vector<RedisCall> reads;
+  for (int p : partitions) {
     const PartitionKeys keys((*tags_)[p]);
-    std::vector<std::string> args = {absl::StrCat(positions[p])};
-    args.insert(args.end(), read_args.begin(), read_args.end());
-    partitions.push_back(p);
+    std::vector<std::string> args = {absl::StrCat(positions[p]),
+                                     absl::StrCat(kEntriesPerRead),
+                                     absl::StrCat(want),
+                                     absl::StrCat(bytes_per_read),
+                                     begun[3].str,
+                                     begun[2].str};
+    for (absl::string_view c : absl::StrSplit(begun[1].str, ' ', absl::SkipEmpty())) {
+      args.emplace_back(c);
+    }
     reads.push_back(
         RedisCall::Eval(ReadPartitionScript(), {keys.events, keys.delivered}, std::move(args))
             .Idempotent());
@@ -698,7 +705,7 @@ void RedisConsumerGroups::Commit(std::shared_ptr<PollState> poll, std::vector<st
     // Nothing to answer, but another Poll took what this one read, or this
     // one moved past events its filter does not match: read on.
     const bool again = IntOf(r[2]) > 0 || IntOf(r[3]) > 0;
-    const int attempts = kMaxPollAttempts + static_cast<int>(tags_->size()) / kMaxReadsPerPoll;
+    const int attempts = kMaxPollAttempts + static_cast<int>(tags_->size() / kMaxReadsPerPoll);
     if (result.deliveries.empty() && !result.lost.has_value() && again &&
         poll->attempts < attempts) {
       PollOnce(std::move(poll));
