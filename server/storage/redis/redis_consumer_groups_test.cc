@@ -331,6 +331,29 @@ TEST_F(RedisConsumerGroupsTest, ANewGroupStartsAfterTheEventsDeliveredBeforeIt) 
   EXPECT_EQ(all->deliveries.size(), 5u);
 }
 
+TEST_F(RedisConsumerGroupsTest, AGroupStartsAfterASequenceOfTheReplicasWatchFeed) {
+  const std::vector<std::string> keys = Expire(0, 3);
+  absl::StatusOr<EventBatch> watched =
+      a_->store->events().Read(0, EventFilter{}, ReadLimits{.max_events = 2});
+  ASSERT_TRUE(watched.ok()) << watched.status();
+  ASSERT_EQ(watched->events.size(), 2u);
+  ASSERT_TRUE(Create(*a_, "g", {},
+                     {.kind = GroupStart::Kind::kAfterSequence,
+                      .after_sequence = watched->events[1].sequence})
+                  .ok());
+  absl::StatusOr<PollResult> polled = Poll(*b_, "g", "c", 10);
+  ASSERT_TRUE(polled.ok()) << polled.status();
+  ASSERT_EQ(polled->deliveries.size(), 1u);
+  EXPECT_EQ(polled->deliveries[0].event.key, keys[2]);
+  EXPECT_EQ(Create(*a_, "beyond", {},
+                   {.kind = GroupStart::Kind::kAfterSequence,
+                    .after_sequence =
+                        a_->store->events().last_sequence() + RedisEventSource::kPositionSpacing})
+                .status()
+                .code(),
+            absl::StatusCode::kOutOfRange);
+}
+
 TEST_F(RedisConsumerGroupsTest, AGroupGetsOnlyTheEventsItsFilterMatches) {
   std::string other;
   for (int i = 0; other.empty(); ++i) {
@@ -512,6 +535,38 @@ TEST_F(RedisConsumerGroupsTest, NackRedeliversThenDeadLettersAfterMaxDeliveriesA
   ASSERT_EQ(revived->deliveries.size(), 1u);
   EXPECT_EQ(revived->deliveries[0].delivery_count, 1u);
   EXPECT_EQ(Get(*a_, "g")->dead_lettered, 0u);
+}
+
+TEST_F(RedisConsumerGroupsTest, DeadLettersArePagedAndRedrivenByTheirIds) {
+  ASSERT_TRUE(Create(*a_, "g", {.max_deliveries = 1}).ok());
+  Expire(3, 3);
+  absl::StatusOr<PollResult> polled = Poll(*a_, "g", "c", 10);
+  ASSERT_TRUE(polled.ok()) << polled.status();
+  ASSERT_EQ(polled->deliveries.size(), 3u);
+  ASSERT_TRUE(Nack(*a_, "g", "c", LeasesOf(*polled)).ok());
+  absl::StatusOr<DeadLetterPage> first = Await<DeadLetterPage>(
+      [&](auto done) { b_->store->ListDeadLetters("g", 0, 2, std::move(done)); });
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->letters.size(), 2u);
+  EXPECT_EQ(first->letters[0].event.sequence, polled->deliveries[0].event.sequence);
+  ASSERT_EQ(first->next_after, first->letters[1].event.sequence);
+  absl::StatusOr<DeadLetterPage> rest = Await<DeadLetterPage>(
+      [&](auto done) { b_->store->ListDeadLetters("g", *first->next_after, 2, std::move(done)); });
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_EQ(rest->letters.size(), 1u);
+  EXPECT_EQ(rest->letters[0].event.sequence, polled->deliveries[2].event.sequence);
+  EXPECT_FALSE(rest->next_after.has_value());
+
+  const std::vector<uint64_t> ids = {polled->deliveries[1].event.sequence, GroupEventId(99, 3)};
+  absl::StatusOr<size_t> redriven =
+      Await<size_t>([&](auto done) { a_->store->RedriveDeadLetters("g", ids, std::move(done)); });
+  ASSERT_TRUE(redriven.ok()) << redriven.status();
+  EXPECT_EQ(*redriven, 1u) << "ids that are not dead letters are skipped";
+  absl::StatusOr<PollResult> revived = Poll(*b_, "g", "c", 10);
+  ASSERT_TRUE(revived.ok()) << revived.status();
+  ASSERT_EQ(revived->deliveries.size(), 1u);
+  EXPECT_EQ(revived->deliveries[0].event.sequence, ids[0]);
+  EXPECT_EQ(Get(*b_, "g")->dead_lettered, 2u);
 }
 
 TEST_F(RedisConsumerGroupsTest, ResetDropsThePendingEventsAndMovesThePosition) {
