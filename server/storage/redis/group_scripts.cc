@@ -50,7 +50,9 @@ if not creating then
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', now_floor)) do release(id) end
 end
 
-local function info(max_leases)
+-- `reads`: the last sequence of each partition the asking replica's event
+-- source has read, space-separated, in partition order (for the lag).
+local function info(max_leases, reads)
   local fields = redis.call('HMGET', G, 'collections', 'prefix', 'include_values',
                             'visibility_ms', 'max_deliveries', 'max_unacked', 'bytes',
                             'delivered_total', 'acked_total', 'lost_total')
@@ -79,7 +81,18 @@ local function info(max_leases)
     end
     start = start + 1000
   end
-  return {fields, redis.call('HGETALL', POS), counts, consumers, leases}
+  local positions, position, lag, p = {}, 0, 0, 0
+  local flat = redis.call('HGETALL', POS)
+  for i = 1, #flat, 2 do
+    positions[flat[i]] = tonumber(flat[i + 1])
+    position = position + tonumber(flat[i + 1])
+  end
+  for read in string.gmatch(reads, '%d+') do
+    local at = positions[tostring(p)] or 0
+    if tonumber(read) > at then lag = lag + tonumber(read) - at end
+    p = p + 1
+  end
+  return {fields, {position, lag}, counts, consumers, leases}
 end
 
 -- The earliest lease deadline (ms), -1 for none.
@@ -105,16 +118,16 @@ redis.call('HSET', G, 'incarnation', ARGV[4], 'collections', ARGV[5], 'prefix', 
            'include_values', ARGV[7], 'visibility_ms', ARGV[8], 'max_deliveries', ARGV[9],
            'max_unacked', ARGV[10], 'bytes', 0, 'delivered_total', 0, 'acked_total', 0,
            'lost_total', 0)
-set_positions(11)
-return info(0)
+set_positions(12)
+return info(0, ARGV[11])
 )lua";
 
 constexpr absl::string_view kInfo = R"lua(
-return info(tonumber(ARGV[4]))
+return info(tonumber(ARGV[4]), ARGV[5])
 )lua";
 
 constexpr absl::string_view kDelete = R"lua(
-local incarnation, before = field('incarnation'), info(0)
+local incarnation, before = field('incarnation'), info(0, ARGV[4])
 for _, key in ipairs(ALL) do redis.call('DEL', key) end
 wake()
 return {incarnation, before}
@@ -129,9 +142,9 @@ for _, id in ipairs(redis.call('ZRANGE', PEND, 0, -1)) do
 end
 redis.call('DEL', PEND, READY, LEASES, HOLDER, UNACKED, POS)
 redis.call('HSET', G, 'bytes', bytes)
-set_positions(4)
+set_positions(5)
 wake()
-return info(0)
+return info(0, ARGV[4])
 )lua";
 
 constexpr absl::string_view kPollBegin = R"lua(

@@ -56,24 +56,28 @@ struct GroupIndexKeys {
   std::string incarnations = "lapse:{meta}:group_ids";
 };
 
-// The state every group script answers with (GroupInfo): [fields (collections,
+// The state the scripts below answer with (GroupInfo): [fields (collections,
 // prefix, include_values, visibility_ms, max_deliveries, max_unacked, bytes,
-// delivered_total, acked_total, lost_total), positions (partition, sequence
-// pairs), [pending, awaiting redelivery, dead-lettered], consumers (name,
-// unacked, last seen ms triples), leases (id, consumer, delivery count,
-// deadline ms quadruples)].
+// delivered_total, acked_total, lost_total), [the sum of the partition
+// positions, the lag], [pending, awaiting redelivery, dead-lettered],
+// consumers (name, unacked, last seen ms triples), leases (id, consumer,
+// delivery count, deadline ms quadruples)]. They take `reads`: the last
+// sequence of each partition this replica's event source has read,
+// space-separated in partition order; the lag is the sum over partitions of
+// what it read beyond the group's position.
 //
 // ARGV[4...] = incarnation, collections (space-separated), prefix,
-// include_values (0/1), visibility_ms, max_deliveries, max_unacked, then
-// (partition, position) pairs. ALREADY_EXISTS when the group exists. Answers
-// the state.
+// include_values (0/1), visibility_ms, max_deliveries, max_unacked, reads,
+// then (partition, position) pairs. ALREADY_EXISTS when the group exists.
+// Answers the state.
 const RedisScript& CreateGroupScript();
-// ARGV[4] = leases to list at most. Answers the state.
+// ARGV[4] = leases to list at most, ARGV[5] = reads. Answers the state.
 const RedisScript& GroupInfoScript();
-// Answers [incarnation, the state as it was], and deletes the group.
+// ARGV[4] = reads. Answers [incarnation, the state as it was], and deletes
+// the group.
 const RedisScript& DeleteGroupScript();
-// ARGV[4...] = (partition, position) pairs. Drops the pending events (not the
-// dead letters) and sets the positions. Answers the state.
+// ARGV[4] = reads, then (partition, position) pairs. Drops the pending
+// events (not the dead letters) and sets the positions. Answers the state.
 const RedisScript& ResetGroupScript();
 // ARGV[4] = consumer, ARGV[5] = max_events, ARGV[6] = Limits::max_group_pending.
 // Answers [incarnation, collections, prefix, include_values, how many new

@@ -266,6 +266,14 @@ RedisCall RedisConsumerGroups::Durable(RedisCall call) const {
   return std::move(call).WaitForReplicas(options_.wait_replicas, options_.wait_timeout);
 }
 
+std::string RedisConsumerGroups::Reads() const {
+  std::string reads;
+  for (size_t p = 0; p < tags_->size(); ++p) {
+    absl::StrAppend(&reads, p == 0 ? "" : " ", events_->read_sequence(static_cast<int>(p)));
+  }
+  return reads;
+}
+
 void RedisConsumerGroups::Announce(absl::string_view group) const {
   if (options_.on_group_readable) options_.on_group_readable(group);
 }
@@ -291,12 +299,9 @@ absl::StatusOr<ConsumerGroupInfo> RedisConsumerGroups::InfoOf(absl::string_view 
   info.delivered_total = UintOf(f[7]);
   info.acked_total = UintOf(f[8]);
   info.lost_sequences_total = UintOf(f[9]);
-  const std::vector<uint64_t> positions = PositionsOf(state.elements[1], tags_->size());
-  for (size_t p = 0; p < positions.size(); ++p) {
-    info.position += positions[p];
-    const uint64_t read = events_->read_sequence(static_cast<int>(p));
-    if (read > positions[p]) info.lag += read - positions[p];
-  }
+  if (state.elements[1].elements.size() != 2) return Malformed("consumer group");
+  info.position = UintOf(state.elements[1].elements[0]);
+  info.lag = UintOf(state.elements[1].elements[1]);
   const std::vector<RedisReply>& counts = state.elements[2].elements;
   info.pending = UintOf(counts[0]);
   info.awaiting_redelivery = UintOf(counts[1]);
@@ -408,6 +413,7 @@ void RedisConsumerGroups::Create(absl::string_view name, const ConsumerGroupOpti
              return;
            }
            const std::string incarnation = args[0];
+           args.push_back(Reads());
            AppendPositions(*at, &args);
            Send(
                Durable(GroupCall(CreateGroupScript(), name, std::move(args))),
@@ -443,7 +449,7 @@ void RedisConsumerGroups::Get(absl::string_view name, size_t max_leases,
     std::move(done)(s);
     return;
   }
-  Send(GroupCall(GroupInfoScript(), name, {absl::StrCat(max_leases)}).Idempotent(),
+  Send(GroupCall(GroupInfoScript(), name, {absl::StrCat(max_leases), Reads()}).Idempotent(),
        AnswerWith(std::move(done), [this, name = std::string(name)](const RedisReply& reply) {
          return InfoOf(name, reply);
        }));
@@ -476,8 +482,9 @@ void RedisConsumerGroups::List(int page_size, absl::string_view after,
            listed.push_back(n.str);
          }
          std::vector<RedisCall> calls;
+         const std::string reads = Reads();
          for (const std::string& name : listed) {
-           calls.push_back(GroupCall(GroupInfoScript(), name, {"0"}).Idempotent());
+           calls.push_back(GroupCall(GroupInfoScript(), name, {"0", reads}).Idempotent());
          }
          FanOut(std::move(calls), [this, listed = std::move(listed), page = std::move(page),
                                    done = std::move(done)](Replies replies) mutable {
@@ -507,7 +514,7 @@ void RedisConsumerGroups::Delete(absl::string_view name, StoreDone<ConsumerGroup
     std::move(done)(s);
     return;
   }
-  Send(Durable(GroupCall(DeleteGroupScript(), name, {})),
+  Send(Durable(GroupCall(DeleteGroupScript(), name, {Reads()})),
        [this, name = std::string(name),
         done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
          if (absl::Status s = ReplyStatus(reply); !s.ok()) {
@@ -543,7 +550,7 @@ void RedisConsumerGroups::Reset(absl::string_view name, const GroupStart& start,
       std::move(done)(at.status());
       return;
     }
-    std::vector<std::string> args;
+    std::vector<std::string> args = {Reads()};
     AppendPositions(*at, &args);
     Send(Durable(GroupCall(ResetGroupScript(), name, std::move(args))),
          AnswerWith(std::move(done), [this, name](const RedisReply& reply) {

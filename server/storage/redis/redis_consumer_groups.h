@@ -152,6 +152,9 @@ class RedisConsumerGroups final {
   // Parses the state a group script answers (GroupInfo in group_scripts.h).
   absl::StatusOr<ConsumerGroupInfo> InfoOf(absl::string_view name, const RedisReply& state) const;
   void Announce(absl::string_view group) const;
+  // The scripts' `reads` (group_scripts.h): what this replica's event source
+  // has read of each partition.
+  std::string Reads() const;
 
   // Constant after construction.
   ClusterRouter* const router_;

@@ -321,6 +321,8 @@ TEST_F(RedisConsumerGroupsTest, ANewGroupStartsAfterTheEventsDeliveredBeforeIt) 
   ASSERT_TRUE(Create(*a_, "new").ok());
   ASSERT_TRUE(Create(*a_, "oldest", {}, {.kind = GroupStart::Kind::kOldest}).ok());
   const std::vector<std::string> later = Expire(0, 2);
+  EXPECT_EQ(Get(*b_, "new")->lag, 2u);
+  EXPECT_EQ(Get(*b_, "oldest")->lag, 5u);
   absl::StatusOr<PollResult> fresh = Poll(*b_, "new", "c", 100);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   ASSERT_EQ(fresh->deliveries.size(), 2u);
