@@ -41,7 +41,8 @@
 //
 // Thread safety: every method may be called from many threads at once; `done`
 // runs on the router's thread (or the caller's, for bad input). `router`,
-// `tags` and `events` must outlive the groups.
+// `tags` and `events` must outlive the groups; the destructor waits for the
+// calls in flight to be answered.
 #ifndef LAPSE_SERVER_STORAGE_REDIS_REDIS_CONSUMER_GROUPS_H_
 #define LAPSE_SERVER_STORAGE_REDIS_REDIS_CONSUMER_GROUPS_H_
 
