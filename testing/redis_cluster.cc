@@ -260,6 +260,15 @@ absl::StatusOr<std::string> RedisCluster::Command(int port,
   return Text(**reply);
 }
 
+absl::StatusOr<std::string> RedisCluster::CommandOnOwner(
+    absl::string_view key, const std::vector<std::string>& args) const {
+  for (int port : MasterPorts()) {
+    absl::StatusOr<std::string> reply = Command(port, args);
+    if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return reply;
+  }
+  return absl::UnavailableError(absl::StrCat("no master answered for key ", key));
+}
+
 void RedisCluster::Kill(int port) {
   for (Node& node : nodes_) {
     if (node.port != port || node.process == nullptr) continue;

@@ -44,43 +44,6 @@ struct Consumer {
 // ReadLimits::max_examined) looking for matching events.
 constexpr int kMaxReadsPerPoll = 4;
 
-absl::Status ValidateOptions(const ConsumerGroupOptions& options, const Limits& limits) {
-  const EventFilter& filter = options.filter;
-  if (!filter.collections.empty() && !filter.prefix.empty()) {
-    return InvalidField("collections",
-                        "at most one of collections and collection_prefix may be set");
-  }
-  if (filter.collections.size() > limits.max_watch_collections) {
-    return InvalidField("collections",
-                        absl::StrFormat("%d entries exceed the limit of %d",
-                                        filter.collections.size(), limits.max_watch_collections));
-  }
-  for (const std::string& name : filter.collections) {
-    if (absl::Status s = ValidateName("collections", name, limits); !s.ok()) return s;
-  }
-  if (filter.prefix.size() > limits.max_collection_name_bytes) {
-    return InvalidField("collection_prefix",
-                        absl::StrFormat("%d bytes exceeds the limit of %d", filter.prefix.size(),
-                                        limits.max_collection_name_bytes));
-  }
-  if (options.visibility_timeout <= absl::ZeroDuration() ||
-      options.visibility_timeout > limits.max_visibility_timeout) {
-    return InvalidField("visibility_timeout",
-                        absl::StrCat("must be positive and at most ",
-                                     absl::FormatDuration(limits.max_visibility_timeout)));
-  }
-  if (options.max_deliveries < 1 || options.max_deliveries > limits.max_deliveries) {
-    return InvalidField("max_deliveries",
-                        absl::StrCat("must be between 1 and ", limits.max_deliveries));
-  }
-  if (options.max_unacked_per_consumer < 1 ||
-      options.max_unacked_per_consumer > limits.max_unacked_per_consumer) {
-    return InvalidField("max_unacked_per_consumer",
-                        absl::StrCat("must be between 1 and ", limits.max_unacked_per_consumer));
-  }
-  return absl::OkStatus();
-}
-
 // kGroupCreate's options: varint32 count | collection* | prefix |
 // include_values u8 | visibility_timeout_ns u64 | max_deliveries u32 |
 // max_unacked_per_consumer u32 (strings length-prefixed).
@@ -168,14 +131,52 @@ size_t MaxResponseBytesOfAnEvent(const Limits& limits) {
          kResponseEntryOverhead;
 }
 
-absl::Status LostLease(size_t index, const LeaseRef& ref, absl::string_view why) {
+}  // namespace
+
+absl::Status ValidateConsumerGroupOptions(const ConsumerGroupOptions& options,
+                                          const Limits& limits) {
+  const EventFilter& filter = options.filter;
+  if (!filter.collections.empty() && !filter.prefix.empty()) {
+    return InvalidField("collections",
+                        "at most one of collections and collection_prefix may be set");
+  }
+  if (filter.collections.size() > limits.max_watch_collections) {
+    return InvalidField("collections",
+                        absl::StrFormat("%d entries exceed the limit of %d",
+                                        filter.collections.size(), limits.max_watch_collections));
+  }
+  for (const std::string& name : filter.collections) {
+    if (absl::Status s = ValidateName("collections", name, limits); !s.ok()) return s;
+  }
+  if (filter.prefix.size() > limits.max_collection_name_bytes) {
+    return InvalidField("collection_prefix",
+                        absl::StrFormat("%d bytes exceeds the limit of %d", filter.prefix.size(),
+                                        limits.max_collection_name_bytes));
+  }
+  if (options.visibility_timeout <= absl::ZeroDuration() ||
+      options.visibility_timeout > limits.max_visibility_timeout) {
+    return InvalidField("visibility_timeout",
+                        absl::StrCat("must be positive and at most ",
+                                     absl::FormatDuration(limits.max_visibility_timeout)));
+  }
+  if (options.max_deliveries < 1 || options.max_deliveries > limits.max_deliveries) {
+    return InvalidField("max_deliveries",
+                        absl::StrCat("must be between 1 and ", limits.max_deliveries));
+  }
+  if (options.max_unacked_per_consumer < 1 ||
+      options.max_unacked_per_consumer > limits.max_unacked_per_consumer) {
+    return InvalidField("max_unacked_per_consumer",
+                        absl::StrCat("must be between 1 and ", limits.max_unacked_per_consumer));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LostLeaseError(size_t index, const LeaseRef& ref, absl::string_view why) {
   return absl::FailedPreconditionError(absl::StrFormat(
       "leases[%d]: the lease on event %d (delivery %d) is not held: %s; the event may be "
       "handled more than once",
       index, ref.sequence, ref.delivery_count, why));
 }
-
-}  // namespace
 
 struct ConsumerGroups::Group {
   std::string name;
@@ -231,7 +232,7 @@ absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Create(absl::string_view name,
                                                          const GroupStart& start,
                                                          CommitTicket* committed) {
   if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
-  if (absl::Status s = ValidateOptions(options, options_.limits); !s.ok()) return s;
+  if (absl::Status s = ValidateConsumerGroupOptions(options, options_.limits); !s.ok()) return s;
   MutexLock lock(&mu_);
   if (absl::Status s = WritableLocked(); !s.ok()) return s;
   if (groups_.contains(name)) {
@@ -546,22 +547,22 @@ absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ForEachHeldLease(
       const LeaseRef& ref = leases[i];
       auto it = group.pending.find(ref.sequence);
       if (it == group.pending.end()) {
-        results.push_back(LostLease(
+        results.push_back(LostLeaseError(
             i, ref,
             ref.sequence > group.position
                 ? "the group has not delivered it"
                 : "it is not pending: acknowledged already (by this or another consumer), "
                   "dead-lettered, or dropped by a reset of the group"));
       } else if (it->second.consumer.empty()) {
-        results.push_back(LostLease(i, ref,
-                                    "the lease expired or was released and the event awaits "
-                                    "redelivery"));
+        results.push_back(LostLeaseError(i, ref,
+                                         "the lease expired or was released and the event awaits "
+                                         "redelivery"));
       } else if (it->second.consumer != consumer ||
                  it->second.delivery_count != ref.delivery_count) {
         results.push_back(
-            LostLease(i, ref,
-                      absl::StrFormat("delivery %d of it is leased to consumer \"%s\"",
-                                      it->second.delivery_count, it->second.consumer)));
+            LostLeaseError(i, ref,
+                           absl::StrFormat("delivery %d of it is leased to consumer \"%s\"",
+                                           it->second.delivery_count, it->second.consumer)));
       } else {
         results.push_back(fn(group, it->second, change));
         held = true;

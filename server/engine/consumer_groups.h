@@ -181,6 +181,16 @@ struct DeadLetterPage {
   std::optional<uint64_t> next_after;
 };
 
+// INVALID_ARGUMENT naming the field when `options` break `limits` (the
+// filter's names, visibility_timeout, max_deliveries,
+// max_unacked_per_consumer). Every store checks a new group with it.
+absl::Status ValidateConsumerGroupOptions(const ConsumerGroupOptions& options,
+                                          const Limits& limits);
+
+// FAILED_PRECONDITION for leases[index] (`ref`), which the consumer does not
+// hold, saying `why` and that the event may be handled more than once.
+absl::Status LostLeaseError(size_t index, const LeaseRef& ref, absl::string_view why);
+
 class ConsumerGroups {
  public:
   struct Options {

@@ -5,7 +5,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "server/base/deadline.h"
 #include "server/base/mutex.h"
 #include "server/engine/pages.h"
@@ -15,44 +14,19 @@
 #include "server/storage/redis/key_slot.h"
 #include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/script_clock.h"
+#include "server/storage/redis/script_reply.h"
 
 namespace lapse::redis {
 namespace {
 
-constexpr absl::string_view kStoreName = "--store=redis-cluster";
 // Where the partition count and the store's identity are recorded.
 constexpr absl::string_view kMetaKey = "lapse:{meta}";
-
-absl::Status NotYet(absl::string_view what) {
-  return absl::UnimplementedError(absl::StrCat(what, " is not yet supported by ", kStoreName));
-}
-
-// The status of an error reply: a script's errors start with a canonical
-// code name; anything else is Redis's own.
-absl::Status StatusOf(const RedisReply& error) {
-  const std::pair<absl::string_view, absl::StatusCode> kCodes[] = {
-      {"INVALID_ARGUMENT", absl::StatusCode::kInvalidArgument},
-      {"FAILED_PRECONDITION", absl::StatusCode::kFailedPrecondition},
-      {"RESOURCE_EXHAUSTED", absl::StatusCode::kResourceExhausted},
-      {"NOT_FOUND", absl::StatusCode::kNotFound},
-  };
-  const std::pair<absl::string_view, absl::string_view> parts =
-      absl::StrSplit(error.str, absl::MaxSplits(' ', 1));
-  for (const auto& [name, code] : kCodes) {
-    if (parts.first == name) return absl::Status(code, parts.second);
-  }
-  return absl::InternalError(absl::StrCat("Redis answered: ", error.str));
-}
 
 // The checks of a request on `keys` of `collection`, as the engine's.
 absl::Status CheckKeyedRequest(absl::string_view collection,
                                absl::Span<const absl::string_view> keys, const Limits& limits) {
   if (absl::Status s = ValidateName("collection", collection, limits); !s.ok()) return s;
   return ValidateKeys(keys, limits);
-}
-
-absl::Status Malformed(absl::string_view script) {
-  return absl::InternalError(absl::StrCat("Redis answered the ", script, " script malformed"));
 }
 
 // A deadline in a script's answer: Unix ms, -1 for none.
@@ -93,20 +67,6 @@ absl::string_view ConditionArg(ExpireCondition condition) {
   return "always";
 }
 
-// Calls `done` with `parse` of the reply, or with the error.
-template <typename T, typename Parse>
-ClusterRouter::Done Answer(StoreDone<T> done, Parse parse) {
-  return [done = std::move(done), parse](absl::StatusOr<RedisReply> reply) mutable {
-    if (!reply.ok()) {
-      std::move(done)(reply.status());
-    } else if (reply->type == RedisReply::Type::kError) {
-      std::move(done)(StatusOf(*reply));
-    } else {
-      std::move(done)(parse(*reply));
-    }
-  };
-}
-
 // [members, members with a deadline, the earliest deadline] of a collection,
 // its name left empty.
 absl::StatusOr<CollectionInfo> InfoIn(absl::Span<const RedisReply> counts) {
@@ -143,8 +103,7 @@ class CollectionMerge final {
 
  private:
   absl::Status Collect(const absl::StatusOr<RedisReply>& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!reply.ok()) return reply.status();
-    if (reply->type == RedisReply::Type::kError) return StatusOf(*reply);
+    if (absl::Status s = ReplyStatus(reply); !s.ok()) return s;
     for (const RedisReply& r : reply->elements) {
       if (r.elements.size() != 4) return Malformed("list collections");
       absl::StatusOr<CollectionInfo> info = InfoIn(absl::MakeConstSpan(r.elements).subspan(1));
@@ -226,7 +185,7 @@ return redis.call('HMGET', KEYS[1], 'partitions', 'store_id')
   }
   if (!meta->ok()) return meta->status();
   const RedisReply& reply = **meta;
-  if (reply.type == RedisReply::Type::kError) return StatusOf(reply);
+  if (reply.type == RedisReply::Type::kError) return StatusOfErrorReply(reply);
   int partitions = 0;
   if (reply.elements.size() != 2 || !absl::SimpleAtoi(reply.elements[0].str, &partitions) ||
       partitions < 1 || partitions > kClusterSlots) {
@@ -254,7 +213,15 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
     : options_(std::move(options)),
       router_(std::move(router)),
       tags_(std::move(tags)),
-      events_(std::move(events)) {
+      events_(std::move(events)),
+      groups_(std::make_unique<RedisConsumerGroups>(
+          router_.get(), &tags_, events_.get(),
+          RedisConsumerGroupsOptions{.limits = options_.limits,
+                                     .wait_replicas = options_.wait_replicas,
+                                     .wait_timeout = options_.wait_timeout,
+                                     .script_clock = options_.script_clock,
+                                     .on_group_readable = options_.on_group_readable,
+                                     .clock = options_.clock})) {
   if (options_.reap) {
     reaper_ = std::make_unique<Reaper>(
         *router_, tags_,
@@ -330,20 +297,20 @@ void RedisClusterStore::PutMembers(absl::string_view collection,
   const size_t n = writes.size();
   router_->Send(CollectionCall(PutScript(), collection, std::move(args))
                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                Answer(std::move(done),
-                       [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PutResult>> {
-                         if (reply.elements.size() != n) return Malformed("put");
-                         std::vector<PutResult> results;
-                         for (const RedisReply& r : reply.elements) {
-                           if (r.elements.size() != 2) return Malformed("put");
-                           const PutOutcome outcome =
-                               r.elements[0].integer == 0   ? PutOutcome::kCreated
-                               : r.elements[0].integer == 1 ? PutOutcome::kReplaced
-                                                            : PutOutcome::kSkipped;
-                           results.push_back({outcome, DeadlineIn(r.elements[1])});
-                         }
-                         return results;
-                       }));
+                AnswerWith(std::move(done),
+                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PutResult>> {
+                             if (reply.elements.size() != n) return Malformed("put");
+                             std::vector<PutResult> results;
+                             for (const RedisReply& r : reply.elements) {
+                               if (r.elements.size() != 2) return Malformed("put");
+                               const PutOutcome outcome =
+                                   r.elements[0].integer == 0   ? PutOutcome::kCreated
+                                   : r.elements[0].integer == 1 ? PutOutcome::kReplaced
+                                                                : PutOutcome::kSkipped;
+                               results.push_back({outcome, DeadlineIn(r.elements[1])});
+                             }
+                             return results;
+                           }));
 }
 
 void RedisClusterStore::GetMembers(absl::string_view collection,
@@ -371,19 +338,19 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
              : std::move(call).WaitForReplicas(options_.wait_replicas, options_.wait_timeout);
   const size_t n = keys.size();
   router_->Send(std::move(call),
-                Answer(std::move(done),
-                       [n](const RedisReply& reply) -> absl::StatusOr<std::vector<GetResult>> {
-                         if (reply.elements.size() != n) return Malformed("get");
-                         std::vector<GetResult> results(n);
-                         for (size_t i = 0; i < n; ++i) {
-                           const RedisReply& r = reply.elements[i];
-                           if (r.elements.empty()) return Malformed("get");
-                           if (r.elements[0].integer == 0) continue;
-                           if (r.elements.size() != 3) return Malformed("get");
-                           results[i] = {true, r.elements[1].str, DeadlineIn(r.elements[2])};
-                         }
-                         return results;
-                       }));
+                AnswerWith(std::move(done),
+                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<GetResult>> {
+                             if (reply.elements.size() != n) return Malformed("get");
+                             std::vector<GetResult> results(n);
+                             for (size_t i = 0; i < n; ++i) {
+                               const RedisReply& r = reply.elements[i];
+                               if (r.elements.empty()) return Malformed("get");
+                               if (r.elements[0].integer == 0) continue;
+                               if (r.elements.size() != 3) return Malformed("get");
+                               results[i] = {true, r.elements[1].str, DeadlineIn(r.elements[2])};
+                             }
+                             return results;
+                           }));
 }
 
 void RedisClusterStore::RemoveMembers(absl::string_view collection,
@@ -396,15 +363,16 @@ void RedisClusterStore::RemoveMembers(absl::string_view collection,
   }
   std::vector<std::string> args(keys.begin(), keys.end());
   const size_t n = keys.size();
-  router_->Send(
-      CollectionCall(RemoveScript(), collection, std::move(args))
-          .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-      Answer(std::move(done), [n](const RedisReply& reply) -> absl::StatusOr<std::vector<bool>> {
-        if (reply.elements.size() != n) return Malformed("remove");
-        std::vector<bool> removed;
-        for (const RedisReply& r : reply.elements) removed.push_back(r.integer == 1);
-        return removed;
-      }));
+  router_->Send(CollectionCall(RemoveScript(), collection, std::move(args))
+                    .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                AnswerWith(std::move(done),
+                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<bool>> {
+                             if (reply.elements.size() != n) return Malformed("remove");
+                             std::vector<bool> removed;
+                             for (const RedisReply& r : reply.elements)
+                               removed.push_back(r.integer == 1);
+                             return removed;
+                           }));
 }
 
 void RedisClusterStore::ExpireMembers(absl::string_view collection,
@@ -432,22 +400,23 @@ void RedisClusterStore::ExpireMembers(absl::string_view collection,
   router_->Send(
       CollectionCall(ExpireScript(), collection, std::move(args))
           .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-      Answer(std::move(done),
-             [n](const RedisReply& reply) -> absl::StatusOr<std::vector<ExpireResult>> {
-               if (reply.elements.size() != n) return Malformed("expire");
-               constexpr ExpireOutcome kOutcomes[] = {
-                   ExpireOutcome::kUpdated, ExpireOutcome::kConditionNotMet,
-                   ExpireOutcome::kNotFound, ExpireOutcome::kExpired};
-               std::vector<ExpireResult> results;
-               for (const RedisReply& r : reply.elements) {
-                 if (r.elements.size() != 2 || r.elements[0].integer < 0 ||
-                     r.elements[0].integer > 3) {
-                   return Malformed("expire");
-                 }
-                 results.push_back({kOutcomes[r.elements[0].integer], DeadlineIn(r.elements[1])});
-               }
-               return results;
-             }));
+      AnswerWith(
+          std::move(done),
+          [n](const RedisReply& reply) -> absl::StatusOr<std::vector<ExpireResult>> {
+            if (reply.elements.size() != n) return Malformed("expire");
+            constexpr ExpireOutcome kOutcomes[] = {
+                ExpireOutcome::kUpdated, ExpireOutcome::kConditionNotMet, ExpireOutcome::kNotFound,
+                ExpireOutcome::kExpired};
+            std::vector<ExpireResult> results;
+            for (const RedisReply& r : reply.elements) {
+              if (r.elements.size() != 2 || r.elements[0].integer < 0 ||
+                  r.elements[0].integer > 3) {
+                return Malformed("expire");
+              }
+              results.push_back({kOutcomes[r.elements[0].integer], DeadlineIn(r.elements[1])});
+            }
+            return results;
+          }));
 }
 
 void RedisClusterStore::PersistMembers(absl::string_view collection,
@@ -460,21 +429,22 @@ void RedisClusterStore::PersistMembers(absl::string_view collection,
   }
   std::vector<std::string> args(keys.begin(), keys.end());
   const size_t n = keys.size();
-  router_->Send(CollectionCall(PersistScript(), collection, std::move(args))
-                    .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                Answer(std::move(done),
-                       [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PersistOutcome>> {
-                         if (reply.elements.size() != n) return Malformed("persist");
-                         constexpr PersistOutcome kOutcomes[] = {PersistOutcome::kPersisted,
-                                                                 PersistOutcome::kNoExpiration,
-                                                                 PersistOutcome::kNotFound};
-                         std::vector<PersistOutcome> results;
-                         for (const RedisReply& r : reply.elements) {
-                           if (r.integer < 0 || r.integer > 2) return Malformed("persist");
-                           results.push_back(kOutcomes[r.integer]);
-                         }
-                         return results;
-                       }));
+  router_->Send(
+      CollectionCall(PersistScript(), collection, std::move(args))
+          .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+      AnswerWith(std::move(done),
+                 [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PersistOutcome>> {
+                   if (reply.elements.size() != n) return Malformed("persist");
+                   constexpr PersistOutcome kOutcomes[] = {PersistOutcome::kPersisted,
+                                                           PersistOutcome::kNoExpiration,
+                                                           PersistOutcome::kNotFound};
+                   std::vector<PersistOutcome> results;
+                   for (const RedisReply& r : reply.elements) {
+                     if (r.integer < 0 || r.integer > 2) return Malformed("persist");
+                     results.push_back(kOutcomes[r.integer]);
+                   }
+                   return results;
+                 }));
 }
 
 void RedisClusterStore::ListMembers(absl::string_view collection, const ListMembersOptions& options,
@@ -501,7 +471,7 @@ void RedisClusterStore::ListMembers(absl::string_view collection, const ListMemb
                                    options.after.has_value() ? options.after->key : ""};
   router_->Send(
       CollectionCall(ListMembersScript(), collection, std::move(args)).Idempotent(),
-      Answer(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<MemberPage> {
+      AnswerWith(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<MemberPage> {
         if (reply.elements.empty() || reply.elements.size() % 3 != 1) {
           return Malformed("list members");
         }
@@ -522,14 +492,14 @@ void RedisClusterStore::GetCollection(absl::string_view name, StoreDone<Collecti
     std::move(done)(valid);
     return;
   }
-  router_->Send(
-      CollectionCall(GetCollectionScript(), name, {}).Idempotent(),
-      Answer(std::move(done),
-             [name = std::string(name)](const RedisReply& reply) -> absl::StatusOr<CollectionInfo> {
-               absl::StatusOr<CollectionInfo> info = InfoIn(reply.elements);
-               if (info.ok()) info->name = name;
-               return info;
-             }));
+  router_->Send(CollectionCall(GetCollectionScript(), name, {}).Idempotent(),
+                AnswerWith(std::move(done),
+                           [name = std::string(name)](
+                               const RedisReply& reply) -> absl::StatusOr<CollectionInfo> {
+                             absl::StatusOr<CollectionInfo> info = InfoIn(reply.elements);
+                             if (info.ok()) info->name = name;
+                             return info;
+                           }));
 }
 
 void RedisClusterStore::ListCollections(absl::string_view prefix, int page_size,
@@ -570,71 +540,78 @@ void RedisClusterStore::DeleteCollection(absl::string_view name, StoreDone<uint6
     std::move(done)(valid);
     return;
   }
-  router_->Send(CollectionCall(DeleteCollectionScript(), name, {})
-                    .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                Answer(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<uint64_t> {
-                  if (reply.type != RedisReply::Type::kInteger || reply.integer < 0) {
-                    return Malformed("delete collection");
-                  }
-                  return static_cast<uint64_t>(reply.integer);
-                }));
+  router_->Send(
+      CollectionCall(DeleteCollectionScript(), name, {})
+          .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+      AnswerWith(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<uint64_t> {
+        if (reply.type != RedisReply::Type::kInteger || reply.integer < 0) {
+          return Malformed("delete collection");
+        }
+        return static_cast<uint64_t>(reply.integer);
+      }));
 }
 
 const EventSource& RedisClusterStore::events() const { return *events_; }
 
-void RedisClusterStore::CreateConsumerGroup(absl::string_view, const ConsumerGroupOptions&,
-                                            const GroupStart&, StoreDone<ConsumerGroupInfo> done) {
-  std::move(done)(NotYet("CreateConsumerGroup"));
+void RedisClusterStore::CreateConsumerGroup(absl::string_view name,
+                                            const ConsumerGroupOptions& options,
+                                            const GroupStart& start,
+                                            StoreDone<ConsumerGroupInfo> done) {
+  groups_->Create(name, options, start, std::move(done));
 }
 
-void RedisClusterStore::GetConsumerGroup(absl::string_view, size_t,
+void RedisClusterStore::GetConsumerGroup(absl::string_view name, size_t max_leases,
                                          StoreDone<ConsumerGroupInfo> done) {
-  std::move(done)(NotYet("GetConsumerGroup"));
+  groups_->Get(name, max_leases, std::move(done));
 }
 
-void RedisClusterStore::ListConsumerGroups(int, absl::string_view,
+void RedisClusterStore::ListConsumerGroups(int page_size, absl::string_view after,
                                            StoreDone<ConsumerGroups::Page> done) {
-  std::move(done)(NotYet("ListConsumerGroups"));
+  groups_->List(page_size, after, std::move(done));
 }
 
-void RedisClusterStore::DeleteConsumerGroup(absl::string_view, StoreDone<ConsumerGroupInfo> done) {
-  std::move(done)(NotYet("DeleteConsumerGroup"));
+void RedisClusterStore::DeleteConsumerGroup(absl::string_view name,
+                                            StoreDone<ConsumerGroupInfo> done) {
+  groups_->Delete(name, std::move(done));
 }
 
-void RedisClusterStore::ResetConsumerGroup(absl::string_view, const GroupStart&,
+void RedisClusterStore::ResetConsumerGroup(absl::string_view name, const GroupStart& start,
                                            StoreDone<ConsumerGroupInfo> done) {
-  std::move(done)(NotYet("ResetConsumerGroup"));
+  groups_->Reset(name, start, std::move(done));
 }
 
-void RedisClusterStore::Poll(absl::string_view, absl::string_view, size_t,
+void RedisClusterStore::Poll(absl::string_view group, absl::string_view consumer, size_t max_events,
                              StoreDone<PollResult> done) {
-  std::move(done)(NotYet("Poll"));
+  groups_->Poll(group, consumer, max_events, std::move(done));
 }
 
-void RedisClusterStore::Ack(absl::string_view, absl::string_view, absl::Span<const LeaseRef>,
+void RedisClusterStore::Ack(absl::string_view group, absl::string_view consumer,
+                            absl::Span<const LeaseRef> leases,
                             StoreDone<std::vector<absl::Status>> done) {
-  std::move(done)(NotYet("Ack"));
+  groups_->Ack(group, consumer, leases, std::move(done));
 }
 
-void RedisClusterStore::Nack(absl::string_view, absl::string_view, absl::Span<const LeaseRef>,
+void RedisClusterStore::Nack(absl::string_view group, absl::string_view consumer,
+                             absl::Span<const LeaseRef> leases,
                              StoreDone<std::vector<absl::Status>> done) {
-  std::move(done)(NotYet("Nack"));
+  groups_->Nack(group, consumer, leases, std::move(done));
 }
 
-void RedisClusterStore::ExtendLeases(absl::string_view, absl::string_view,
-                                     absl::Span<const LeaseRef>, absl::Duration,
+void RedisClusterStore::ExtendLeases(absl::string_view group, absl::string_view consumer,
+                                     absl::Span<const LeaseRef> leases, absl::Duration extension,
                                      StoreDone<std::vector<absl::Status>> done) {
-  std::move(done)(NotYet("ExtendLeases"));
+  groups_->ExtendLeases(group, consumer, leases, extension, std::move(done));
 }
 
-void RedisClusterStore::ListDeadLetters(absl::string_view, uint64_t, int,
+void RedisClusterStore::ListDeadLetters(absl::string_view group, uint64_t after, int page_size,
                                         StoreDone<DeadLetterPage> done) {
-  std::move(done)(NotYet("ListDeadLetters"));
+  groups_->ListDeadLetters(group, after, page_size, std::move(done));
 }
 
-void RedisClusterStore::RedriveDeadLetters(absl::string_view, absl::Span<const uint64_t>,
+void RedisClusterStore::RedriveDeadLetters(absl::string_view group,
+                                           absl::Span<const uint64_t> sequences,
                                            StoreDone<size_t> done) {
-  std::move(done)(NotYet("RedriveDeadLetters"));
+  groups_->RedriveDeadLetters(group, sequences, std::move(done));
 }
 
 }  // namespace lapse::redis

@@ -20,12 +20,12 @@
 // member with one event, and their delivery watermarks advanced, each
 // advance handed to the event source.
 //
-// Done so far: every collection operation, and events(): the partitions'
-// streams read into one local buffer (redis_event_source.h), up to each
-// partition's delivery watermark as event_source().Advance is told of it.
-// ListCollections asks every partition at once and merges their answers in
-// the last one's completion. The consumer-group operations answer
-// UNIMPLEMENTED ("... is not yet supported by --store=redis-cluster").
+// Every operation is done: the collection operations, events() (the
+// partitions' streams read into one local buffer, redis_event_source.h, up to
+// each partition's delivery watermark as event_source().Advance is told of
+// it) and the consumer groups (redis_consumer_groups.h). ListCollections asks
+// every partition at once and merges their answers in the last one's
+// completion.
 // Limits::max_total_members is not enforced (the cluster's memory is the
 // bound).
 //
@@ -43,6 +43,7 @@
 #include "server/base/clock.h"
 #include "server/storage/redis/cluster_router.h"
 #include "server/storage/redis/reaper.h"
+#include "server/storage/redis/redis_consumer_groups.h"
 #include "server/storage/redis/redis_event_source.h"
 #include "server/storage/store.h"
 
@@ -66,7 +67,10 @@ struct RedisClusterStoreOptions {
   // Told whenever new events become readable from events(), on the router's
   // thread, cheaply and without blocking; may be empty.
   EventsReadableListener on_events_readable;
-  // For validating expire_time; not owned.
+  // Told of a consumer group that can deliver something other than new
+  // events (redis_consumer_groups.h), on the router's thread; may be empty.
+  std::function<void(absl::string_view group)> on_group_readable;
+  // For validating expire_time, and what lease alarms wait on; not owned.
   Clock* clock = RealClock();
   // The time scripts run at (script_clock.h); not owned. Null (production):
   // each partition's master's TIME. Tests set a FakeClock.
@@ -102,6 +106,7 @@ class RedisClusterStore final : public Store {
   void WakeReaperForTesting();
   // Null without options.reap.
   const Reaper* reaper() const { return reaper_.get(); }
+  RedisConsumerGroups& consumer_groups() { return *groups_; }
   // The partition of `collection`: CRC32C of its name modulo partitions().
   int PartitionOf(absl::string_view collection) const;
   // The hash tag of a partition's keys; the tags of the partitions are spread
@@ -167,6 +172,7 @@ class RedisClusterStore final : public Store {
   const std::vector<std::string> tags_;
   // Destroyed before the router it reads through.
   const std::unique_ptr<RedisEventSource> events_;
+  const std::unique_ptr<RedisConsumerGroups> groups_;
   // Null without options_.reap; destroyed before events_ and router_.
   std::unique_ptr<Reaper> reaper_;
 };

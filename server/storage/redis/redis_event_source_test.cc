@@ -107,17 +107,13 @@ class RedisEventSourceTest : public ::testing::Test {
     return replica;
   }
 
-  std::string PartitionKey(int p, absl::string_view name) const {
-    return absl::StrCat("lapse:{", a_->store->TagOf(p), "}:", name);
-  }
-
   // Runs a command on the master that holds `key`.
   std::string OnOwner(const std::string& key, const std::vector<std::string>& args) const {
-    for (int port : cluster_->MasterPorts()) {
-      absl::StatusOr<std::string> reply = cluster_->Command(port, args);
-      if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return *reply;
-    }
-    return "no master answered";
+    return cluster_->CommandOnOwner(key, args).value_or("no master answered");
+  }
+
+  std::string PartitionKey(int p, absl::string_view name) const {
+    return absl::StrCat("lapse:{", a_->store->TagOf(p), "}:", name);
   }
 
   // Expires `n` members of partition p's collection, each with its event in
