@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
@@ -196,6 +197,22 @@ MetricFamily Counter(std::string name, std::string help, uint64_t value) {
                   static_cast<double>(value));
 }
 
+// A counter family whose series carry one label each (AddCount).
+MetricFamily Labelled(std::string name, std::string help) {
+  MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = MetricType::Counter;
+  return family;
+}
+
+void AddCount(MetricFamily& family, std::string label, std::string value, uint64_t count) {
+  prometheus::ClientMetric metric;
+  metric.label.push_back({std::move(label), std::move(value)});
+  metric.counter.value = static_cast<double>(count);
+  family.metric.push_back(std::move(metric));
+}
+
 // The Redis Cluster store's figures, read on each scrape.
 class RedisGauges final : public prometheus::Collectable {
  public:
@@ -205,6 +222,33 @@ class RedisGauges final : public prometheus::Collectable {
     std::vector<MetricFamily> families;
     families.push_back(Gauge("lapse_redis_partitions", "Partitions of the store",
                              static_cast<double>(store_->partitions())));
+    // One series per partition: the store's partition count, at most 16384.
+    MetricFamily calls = Labelled("lapse_redis_partition_calls_total",
+                                  "Collection operations this replica sent to each partition: "
+                                  "its load, where hot spots show");
+    const std::vector<uint64_t> per_partition = store_->PartitionCalls();
+    for (size_t p = 0; p < per_partition.size(); ++p) {
+      AddCount(calls, "partition", absl::StrCat(p), per_partition[p]);
+    }
+    families.push_back(std::move(calls));
+    const redis::ClusterRouter::Stats router = store_->router_stats();
+    families.push_back(Counter("lapse_redis_router_calls_total",
+                               "Calls this replica sent to the Redis Cluster", router.calls));
+    families.push_back(Counter("lapse_redis_router_redirections_total",
+                               "MOVED and ASK redirections followed", router.redirections));
+    families.push_back(Counter("lapse_redis_router_retries_total",
+                               "Calls sent again: after a redirection, a NOSCRIPT, a transient "
+                               "error (TRYAGAIN, CLUSTERDOWN, ...) or a lost connection",
+                               router.retries));
+    MetricFamily failures = Labelled("lapse_redis_router_failures_total",
+                                     "Calls that failed without a reply from Redis, by status "
+                                     "code (UNAVAILABLE: unreachable, or WAIT short of replicas)");
+    for (size_t code = 0; code < router.failures.size(); ++code) {
+      if (router.failures[code] == 0) continue;
+      AddCount(failures, "code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
+               router.failures[code]);
+    }
+    families.push_back(std::move(failures));
     if (const redis::Reaper* reaper = store_->reaper(); reaper != nullptr) {
       const redis::Reaper::Stats stats = reaper->stats();
       families.push_back(Counter("lapse_redis_reaper_passes_total",

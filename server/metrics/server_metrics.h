@@ -13,8 +13,10 @@
 //   embedded store's: members, collections, pending deadlines, the event
 //   log's retained events, bytes and oldest sequence, each consumer group's
 //   lag, pending events, dead letters and lost sequences, WAL totals, the last
-//   snapshot, the recovery. The Redis Cluster store's: its reaper's figures
-//   (passes, members reaped, partitions owned and taken on, live replicas).
+//   snapshot, the recovery. The Redis Cluster store's: the calls sent to
+//   each partition (its load), the router's calls, redirections, retries
+//   and failures by code, the reaper's figures (passes, members reaped,
+//   partitions owned and taken on, live replicas).
 //
 //   lapse::ServerMetrics metrics;
 //   options.on_event = [&metrics](const ExpiryEvent& e) { metrics.OnExpiryEvent(e); };

@@ -22,6 +22,8 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
+#include "server/storage/crc32c.h"
+#include "testing/http_get.h"
 #include "testing/lapsed_process.h"
 #include "testing/redis_cluster.h"
 #include "testing/temp_dir.h"
@@ -137,6 +139,48 @@ TEST_F(RedisLapsedTest, TwoReplicasExpireAMemberOnceAndAWatcherOfTheOtherGetsIts
   EXPECT_EQ(StreamedEvents(cluster_), kCollections);
   EXPECT_EQ(a.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
+}
+
+TEST_F(RedisLapsedTest, MetricsShowEachPartitionsLoadTheRouterAndTheReaper) {
+  LapsedProcess lapsed(LAPSED_PATH, RedisFlags(cluster_, {"--metrics_listen=127.0.0.1:0"}));
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  const std::string& line = lapsed.start_line();
+  const size_t at = line.find("(metrics port ");
+  ASSERT_NE(at, std::string::npos) << line;
+  int metrics_port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(line.substr(at + 14, line.find(')', at) - at - 14), &metrics_port))
+      << line;
+  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  Watcher watcher(*stub, AllEvents());
+  // Three calls on one collection's partition, one expiring member.
+  PutTtl(*stub, "hot", {"a"}, absl::Milliseconds(100));
+  PutTtl(*stub, "hot", {"b"}, absl::Seconds(60));
+  ASSERT_TRUE(::lapse::testing::PutPersistent(*stub, "hot", "c").ok());
+  ASSERT_TRUE(watcher.WaitForEvents(1));
+
+  absl::StatusOr<::lapse::testing::MetricSamples> samples =
+      ::lapse::testing::ScrapeMetrics(metrics_port);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  const int hot = static_cast<int>(crc32c::Value("hot") % 8);
+  double calls = 0;
+  for (int p = 0; p < 8; ++p) {
+    const std::string series =
+        absl::StrCat("lapse_redis_partition_calls_total{partition=\"", p, "\"}");
+    ASSERT_EQ(samples->count(series), 1u) << series;
+    calls += samples->at(series);
+    if (p == hot) EXPECT_EQ(samples->at(series), 3) << series;
+  }
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(samples->at("lapse_redis_partitions"), 8);
+  EXPECT_GT(samples->at("lapse_redis_router_calls_total"), 3);
+  EXPECT_EQ(samples->count("lapse_redis_router_redirections_total"), 1u);
+  EXPECT_EQ(samples->count("lapse_redis_router_retries_total"), 1u);
+  EXPECT_EQ(samples->at("lapse_redis_reaper_partitions_owned"), 8);
+  EXPECT_EQ(samples->at("lapse_redis_reaper_partitions_gained_total"), 8);
+  EXPECT_EQ(samples->at("lapse_redis_replicas_live"), 1);
+  EXPECT_GE(samples->at("lapse_redis_reaper_reaped_total"), 1);
+  EXPECT_GE(samples->at("lapse_redis_reaper_passes_total"), 1);
+  EXPECT_EQ(lapsed.Stop(), 0);
 }
 
 TEST(RedisLapsedPasswordTest, AuthenticatesWithThePasswordFile) {

@@ -202,8 +202,11 @@ ClusterRouter::~ClusterRouter() {
 }
 
 void ClusterRouter::Send(RedisCall call, Done done) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
   if (pending_.fetch_add(1) >= options_.max_calls) {
     pending_.fetch_sub(1);
+    failures_[static_cast<size_t>(absl::StatusCode::kResourceExhausted)].fetch_add(
+        1, std::memory_order_relaxed);
     loop_.Post([done = std::move(done), limit = options_.max_calls]() mutable {
       std::move(done)(absl::ResourceExhaustedError(
           absl::StrCat(limit, " Redis calls are pending, the limit (max_calls): retry later")));
@@ -351,6 +354,7 @@ void ClusterRouter::Retry(std::unique_ptr<Request> request, absl::Time when) {
                                                "): ", last.message())));
     return;
   }
+  retries_.fetch_add(1, std::memory_order_relaxed);
   parked_.emplace_back(when, std::move(request));
   loop_.RunAt(when, [this] { DispatchParked(); });
 }
@@ -372,6 +376,10 @@ void ClusterRouter::DispatchParked() {
 
 void ClusterRouter::Finish(std::unique_ptr<Request> request, absl::StatusOr<RedisReply> result) {
   pending_.fetch_sub(1);
+  if (!result.ok()) {
+    const size_t code = static_cast<size_t>(result.status().code());
+    if (code < kStatusCodes) failures_[code].fetch_add(1, std::memory_order_relaxed);
+  }
   std::move(request->done)(std::move(result));
 }
 
@@ -462,6 +470,7 @@ void ClusterRouter::OnReply(Node& node, Request* request, const RedisReply* repl
     if ((absl::StartsWith(reply->str, "MOVED ") || absl::StartsWith(reply->str, "ASK ")) &&
         ParseRedirect(reply->str, slot, address)) {
       request->last_error = absl::UnavailableError(reply->str);
+      redirections_.fetch_add(1, std::memory_order_relaxed);
       if (++request->redirects > options_.max_redirects) {
         request->outcome = absl::UnavailableError(absl::StrCat(
             "more than ", options_.max_redirects, " Redis redirections; the last: ", reply->str));
@@ -527,6 +536,17 @@ void ClusterRouter::Complete(Request* raw) {
     absl::StatusOr<RedisReply> outcome = std::move(request->outcome);
     Finish(std::move(request), std::move(outcome));
   }
+}
+
+ClusterRouter::Stats ClusterRouter::stats() const {
+  Stats stats;
+  stats.calls = calls_.load(std::memory_order_relaxed);
+  stats.redirections = redirections_.load(std::memory_order_relaxed);
+  stats.retries = retries_.load(std::memory_order_relaxed);
+  for (size_t code = 0; code < kStatusCodes; ++code) {
+    stats.failures[code] = failures_[code].load(std::memory_order_relaxed);
+  }
+  return stats;
 }
 
 absl::Time ClusterRouter::BackoffFrom(absl::Time now, Request& request) const {

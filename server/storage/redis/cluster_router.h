@@ -54,8 +54,10 @@
 #ifndef LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_
 #define LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +73,9 @@
 struct redisAsyncContext;
 
 namespace lapse::redis {
+
+// absl::StatusCode values are 0 to 16.
+inline constexpr size_t kStatusCodes = 17;
 
 struct RouterOptions {
   // "host:port" of some nodes of the cluster; the rest are learned.
@@ -117,6 +122,19 @@ class ClusterRouter final {
  public:
   using Done = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
 
+  // What the router did since it started, for metrics.
+  struct Stats {
+    // Calls given to Send.
+    uint64_t calls = 0;
+    // MOVED and ASK redirections followed.
+    uint64_t redirections = 0;
+    // Calls sent again: after a redirection, a NOSCRIPT, a transient error
+    // (TRYAGAIN, CLUSTERDOWN, ...), an unknown slot or a lost connection.
+    uint64_t retries = 0;
+    // Calls that failed with a status (not an error reply), by its code.
+    std::array<uint64_t, kStatusCodes> failures{};
+  };
+
   // Starts the I/O thread; connects on first use.
   explicit ClusterRouter(RouterOptions options);
   ~ClusterRouter();
@@ -133,6 +151,9 @@ class ClusterRouter final {
   // on the I/O thread and must not block.
   void Subscribe(std::string channel, absl::AnyInvocable<void(absl::string_view)> on_message,
                  absl::AnyInvocable<void()> on_subscribed);
+
+  // Cheap (atomic loads); from any thread.
+  Stats stats() const;
 
  private:
   struct Node;
@@ -182,6 +203,11 @@ class ClusterRouter final {
 
   // Calls accepted and not finished, for the max_calls bound.
   std::atomic<size_t> pending_{0};
+  // Stats, counted as things happen.
+  std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> redirections_{0};
+  std::atomic<uint64_t> retries_{0};
+  std::array<std::atomic<uint64_t>, kStatusCodes> failures_{};
 
   // Loop thread only.
   absl::flat_hash_map<std::string, std::unique_ptr<Node>> nodes_;

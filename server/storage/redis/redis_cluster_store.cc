@@ -168,7 +168,8 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
     : options_(std::move(options)),
       router_(std::move(router)),
       tags_(std::move(tags)),
-      events_(std::move(events)) {
+      events_(std::move(events)),
+      partition_calls_(new std::atomic<uint64_t>[tags_.size()]()) {
   if (options_.reap) {
     reaper_ = std::make_unique<Reaper>(
         *router_, tags_,
@@ -194,9 +195,19 @@ int RedisClusterStore::PartitionOf(absl::string_view collection) const {
   return static_cast<int>(crc32c::Value(collection) % tags_.size());
 }
 
+std::vector<uint64_t> RedisClusterStore::PartitionCalls() const {
+  std::vector<uint64_t> calls(tags_.size());
+  for (size_t p = 0; p < calls.size(); ++p) {
+    calls[p] = partition_calls_[p].load(std::memory_order_relaxed);
+  }
+  return calls;
+}
+
 RedisCall RedisClusterStore::CollectionCall(const RedisScript& script, absl::string_view collection,
                                             std::vector<std::string> args) const {
-  const CollectionKeys keys(TagOf(PartitionOf(collection)), collection);
+  const int partition = PartitionOf(collection);
+  partition_calls_[partition].fetch_add(1, std::memory_order_relaxed);
+  const CollectionKeys keys(TagOf(partition), collection);
   args.insert(args.begin(), {ScriptTimeArg(options_.script_clock), std::string(collection),
                              absl::StrCat(options_.event_retention)});
   return RedisCall::Eval(script, keys.All(), std::move(args));

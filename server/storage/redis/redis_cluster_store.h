@@ -33,6 +33,8 @@
 #ifndef LAPSE_SERVER_STORAGE_REDIS_REDIS_CLUSTER_STORE_H_
 #define LAPSE_SERVER_STORAGE_REDIS_REDIS_CLUSTER_STORE_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +101,11 @@ class RedisClusterStore final : public Store {
   // The hash tag of a partition's keys; the tags of the partitions are spread
   // evenly over the cluster's slots.
   const std::string& TagOf(int partition) const { return tags_[partition]; }
+  // Collection operations sent to each partition since Open (its load: hot
+  // spots show here), indexed by partition; cheap (atomic loads).
+  std::vector<uint64_t> PartitionCalls() const;
+  // The router's figures (ClusterRouter::Stats).
+  ClusterRouter::Stats router_stats() const { return router_->stats(); }
 
   const Limits& limits() const override { return options_.limits; }
   void PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
@@ -161,6 +168,8 @@ class RedisClusterStore final : public Store {
   const std::unique_ptr<RedisEventSource> events_;
   // Null without options_.reap; destroyed before events_ and router_.
   std::unique_ptr<Reaper> reaper_;
+  // Per partition: the calls CollectionCall made.
+  const std::unique_ptr<std::atomic<uint64_t>[]> partition_calls_;
 };
 
 }  // namespace lapse::redis
