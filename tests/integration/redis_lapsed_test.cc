@@ -144,12 +144,8 @@ TEST_F(RedisLapsedTest, TwoReplicasExpireAMemberOnceAndAWatcherOfTheOtherGetsIts
 TEST_F(RedisLapsedTest, MetricsShowEachPartitionsLoadTheRouterAndTheReaper) {
   LapsedProcess lapsed(LAPSED_PATH, RedisFlags(cluster_, {"--metrics_listen=127.0.0.1:0"}));
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-  const std::string& line = lapsed.start_line();
-  const size_t at = line.find("(metrics port ");
-  ASSERT_NE(at, std::string::npos) << line;
-  int metrics_port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(line.substr(at + 14, line.find(')', at) - at - 14), &metrics_port))
-      << line;
+  const int metrics_port = lapsed.metrics_port();
+  ASSERT_GT(metrics_port, 0) << lapsed.start_line();
   std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
   Watcher watcher(*stub, AllEvents());
   // Three calls on one collection's partition, one expiring member.
