@@ -157,7 +157,9 @@ class LapseServer {
   // waiting polls answer with what is deliverable, Consume streams end
   // UNAVAILABLE once the requests they read are answered, then
   // in-flight RPCs get `grace` to finish before they are cancelled, and the
-  // expirer and /metrics stop. When the grace ends, the calls left are
+  // expirer and /metrics stop. (The Redis store's reaper runs until the
+  // server is destroyed, then deregisters, so the other replicas take its
+  // partitions over at their next heartbeat.) When the grace ends, the calls left are
   // cancelled; if they have not ended 500 ms later, the connections this
   // server accepted are shut down (shutdown(2)), so a client that stopped
   // reading its socket cannot hold it up: returns within about `grace` +
