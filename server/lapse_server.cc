@@ -167,6 +167,7 @@ absl::StatusOr<int> LapseServer::Start() {
     redis_options.event_buffer_events = options_.store.event_retention_events;
     redis_options.event_buffer_bytes = options_.store.event_retention_bytes;
     redis_options.on_events_readable = std::move(on_readable);
+    redis_options.on_event = store_options.on_event;
     absl::StatusOr<std::unique_ptr<redis::RedisClusterStore>> store =
         redis::RedisClusterStore::Open(std::move(redis_options));
     if (!store.ok()) {

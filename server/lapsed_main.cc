@@ -44,6 +44,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -401,7 +402,8 @@ absl::Status RedisFromFlags(lapse::ServerOptions* options) {
   if (!ok) return absl::InvalidArgumentError(error);
   lapse::redis::RedisClusterStoreOptions redis;
   constexpr size_t kMaxNodes = 1000;
-  for (absl::string_view node : absl::StrSplit(nodes, ',')) {
+  for (absl::string_view node : absl::StrSplit(nodes, ',', absl::SkipWhitespace())) {
+    node = absl::StripAsciiWhitespace(node);
     const size_t colon = node.rfind(':');
     int port = 0;
     if (colon == absl::string_view::npos || colon == 0 ||

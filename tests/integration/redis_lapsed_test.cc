@@ -179,6 +179,8 @@ TEST_F(RedisLapsedTest, MetricsShowEachPartitionsLoadTheRouterAndTheReaper) {
   EXPECT_EQ(samples->at("lapse_redis_replicas_live"), 1);
   EXPECT_GE(samples->at("lapse_redis_reaper_reaped_total"), 1);
   EXPECT_GE(samples->at("lapse_redis_reaper_passes_total"), 1);
+  EXPECT_EQ(samples->at("lapse_expiry_events_total"), 1);
+  EXPECT_EQ(samples->at("lapse_expiry_lag_seconds_count"), 1);
   EXPECT_EQ(lapsed.Stop(), 0);
 }
 

@@ -155,7 +155,8 @@ return redis.call('HMGET', KEYS[1], 'partitions', 'store_id')
                                             .tags = tags,
                                             .max_events = options.event_buffer_events,
                                             .max_bytes = options.event_buffer_bytes,
-                                            .on_readable = options.on_events_readable});
+                                            .on_readable = options.on_events_readable,
+                                            .on_append = options.on_event});
   if (!events.ok()) return events.status();
   return std::unique_ptr<RedisClusterStore>(new RedisClusterStore(
       std::move(options), std::move(router), std::move(tags), std::move(*events)));

@@ -35,6 +35,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ struct RedisClusterStoreOptions {
   // Told whenever new events become readable from events(), on the router's
   // thread, cheaply and without blocking; may be empty.
   EventsReadableListener on_events_readable;
+  // Every event this replica reads into its buffer (each replica reads every
+  // partition), for metrics; may be empty.
+  std::function<void(const ExpiryEvent&)> on_event;
   // For validating expire_time; not owned.
   Clock* clock = RealClock();
   // The time scripts run at (script_clock.h); not owned. Null (production):
