@@ -237,6 +237,14 @@ std::vector<int> RedisCluster::MasterPorts() const {
   return {};
 }
 
+std::vector<pid_t> RedisCluster::NodePids() const {
+  std::vector<pid_t> pids;
+  for (const Node& node : nodes_) {
+    if (node.process != nullptr) pids.push_back(node.process->pid());
+  }
+  return pids;
+}
+
 absl::StatusOr<std::string> RedisCluster::Command(int port,
                                                   const std::vector<std::string>& args) const {
   absl::StatusOr<Reply> reply = Run(port, options_.password, args);

@@ -25,6 +25,8 @@
 #ifndef LAPSE_TESTING_REDIS_CLUSTER_H_
 #define LAPSE_TESTING_REDIS_CLUSTER_H_
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +63,9 @@ class RedisCluster final {
   // The ports of the nodes that serve slots now, as CLUSTER SLOTS on a live
   // node says, in slot order.
   std::vector<int> MasterPorts() const;
+  // The process ids of the live nodes, for a crash handler that must stop
+  // them without running destructors.
+  std::vector<pid_t> NodePids() const;
 
   // Runs one command on the node at `port` (a fresh connection) and returns
   // its reply as text: a string, an integer in decimal, an error as

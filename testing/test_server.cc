@@ -1,8 +1,11 @@
 #include "testing/test_server.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -43,15 +46,38 @@ std::unique_ptr<TempDir> DurableDataDir(const ServerOptions& options) {
   return dir;
 }
 
+// The shared cluster's nodes, for StopClusterAndDie: a crash runs no
+// destructor, and the nodes would outlive the test process.
+pid_t g_cluster_pids[RedisCluster::kNodes] = {};
+
+// A crash signal's handler: SIGKILLs the nodes, then dies of the signal.
+void StopClusterAndDie(int signal_number) {
+  for (pid_t pid : g_cluster_pids) {
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+  raise(signal_number);
+}
+
 // The Redis Cluster of a LAPSE_TEST_STORE=redis run: started on first use,
-// stopped when the process exits.
+// stopped when the process exits, or crashes.
 RedisCluster& SharedCluster() {
   static RedisCluster cluster;
-  if (!cluster.status().ok()) {
-    std::fprintf(stderr, "the Redis Cluster for LAPSE_TEST_STORE=redis did not start: %s\n",
-                 cluster.status().ToString().c_str());
-    std::abort();
-  }
+  [[maybe_unused]] static const bool guarded = [] {
+    if (!cluster.status().ok()) {
+      std::fprintf(stderr, "the Redis Cluster for LAPSE_TEST_STORE=redis did not start: %s\n",
+                   cluster.status().ToString().c_str());
+      std::abort();
+    }
+    const std::vector<pid_t> pids = cluster.NodePids();
+    std::copy_n(pids.begin(), std::min(pids.size(), std::size(g_cluster_pids)), g_cluster_pids);
+    struct sigaction action = {};
+    action.sa_handler = &StopClusterAndDie;
+    action.sa_flags = SA_RESETHAND;
+    for (int signal_number : {SIGSEGV, SIGABRT, SIGBUS, SIGILL, SIGFPE}) {
+      sigaction(signal_number, &action, nullptr);
+    }
+    return true;
+  }();
   return cluster;
 }
 
