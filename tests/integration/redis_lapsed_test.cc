@@ -263,7 +263,13 @@ INSTANTIATE_TEST_SUITE_P(
                      "out of range"},
         RefusedFlags{{kCluster, kNodes, "--redis_password_file=/no/such/file"},
                      "--redis_password_file=/no/such/file",
-                     "cannot read it"}));
+                     "cannot read it"},
+        RefusedFlags{{kCluster, kNodes, "--redis_password_file=/"},
+                     "--redis_password_file=/",
+                     "cannot read it"},
+        RefusedFlags{{kCluster, kNodes, "--redis_password_file=/dev/null"},
+                     "--redis_password_file=/dev/null",
+                     "it is empty"}));
 
 }  // namespace
 }  // namespace lapse
