@@ -46,6 +46,8 @@ class ChildProcess final {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   bool spawned() const { return pid_ > 0; }
+  // Its process id; -1 if it was not spawned.
+  pid_t pid() const { return pid_; }
 
   // Writes `input` to the process's stdin and closes it.
   void CloseStdin(absl::string_view input = "");

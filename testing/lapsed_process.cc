@@ -34,6 +34,17 @@ std::vector<std::string> WithTestFlags(std::vector<std::string> flags, int port)
   return all;
 }
 
+// The number N in "(<label> N)" in `line`; 0 if there is none.
+int PortIn(const std::string& line, absl::string_view label) {
+  const std::string opening = absl::StrCat("(", label, " ");
+  const size_t at = line.find(opening);
+  if (at == std::string::npos) return 0;
+  const size_t start = at + opening.size();
+  int port = 0;
+  if (!absl::SimpleAtoi(line.substr(start, line.find(')', start) - start), &port)) return 0;
+  return port;
+}
+
 }  // namespace
 
 LapsedProcess::LapsedProcess(const std::string& path, std::vector<std::string> flags, int port,
@@ -41,13 +52,12 @@ LapsedProcess::LapsedProcess(const std::string& path, std::vector<std::string> f
     : process_(open_file_limit > 0 ? kPrlimit : path,
                Arguments(path, WithTestFlags(std::move(flags), port), open_file_limit)) {
   start_line_ = process_.WaitForLine(ChildProcess::kStdout, "listening on");
-  const size_t at = start_line_.find("(port ");
-  if (at == std::string::npos) return;
-  const size_t end = start_line_.find(')', at);
-  if (!absl::SimpleAtoi(start_line_.substr(at + 6, end - at - 6), &port_)) port_ = 0;
+  port_ = PortIn(start_line_, "port");
 }
 
 std::string LapsedProcess::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+int LapsedProcess::metrics_port() const { return PortIn(start_line_, "metrics port"); }
 
 int LapsedProcess::Stop() {
   process_.Signal(SIGTERM);

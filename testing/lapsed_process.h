@@ -37,6 +37,9 @@ class LapsedProcess final {
   int port() const { return port_; }
   // "127.0.0.1:<port>".
   std::string address() const;
+  // The port the start line names as "(metrics port N)" (--metrics_listen);
+  // 0 if none.
+  int metrics_port() const;
   // "lapsed listening on HOST:PORT (port N); ..."; empty if none came.
   const std::string& start_line() const { return start_line_; }
 

@@ -20,9 +20,14 @@
 // every replica's link to its master is up. The destructor stops every node
 // by its PID and removes the nodes' directory.
 //
+// With a password, every node requires it (requirepass) and replicas give it
+// to their masters (masterauth); Command() authenticates with it.
+//
 // Thread-compatible; the nodes are child processes of the test.
 #ifndef LAPSE_TESTING_REDIS_CLUSTER_H_
 #define LAPSE_TESTING_REDIS_CLUSTER_H_
+
+#include <sys/types.h>
 
 #include <memory>
 #include <string>
@@ -36,6 +41,11 @@
 
 namespace lapse::testing {
 
+struct RedisClusterOptions {
+  // Empty: no authentication.
+  std::string password;
+};
+
 class RedisCluster final {
  public:
   static constexpr int kMasters = 3;
@@ -43,7 +53,8 @@ class RedisCluster final {
   static constexpr int kNodeTimeoutMs = 1000;
 
   // Starts the nodes and creates the cluster; status() says whether it worked.
-  RedisCluster();
+  RedisCluster() : RedisCluster(RedisClusterOptions{}) {}
+  explicit RedisCluster(RedisClusterOptions options);
   ~RedisCluster();
   RedisCluster(const RedisCluster&) = delete;
   RedisCluster& operator=(const RedisCluster&) = delete;
@@ -55,6 +66,9 @@ class RedisCluster final {
   // The ports of the nodes that serve slots now, as CLUSTER SLOTS on a live
   // node says, in slot order.
   std::vector<int> MasterPorts() const;
+  // The process ids of the live nodes, for a crash handler that must stop
+  // them without running destructors.
+  std::vector<pid_t> NodePids() const;
 
   // Runs one command on the node at `port` (a fresh connection) and returns
   // its reply as text: a string, an integer in decimal, an error as
@@ -115,6 +129,7 @@ class RedisCluster final {
   // in slot order.
   absl::StatusOr<std::vector<int>> MasterPortsSeenBy(int port) const;
 
+  const RedisClusterOptions options_;
   TempDir dir_;
   std::vector<Node> nodes_;
   absl::Status status_;

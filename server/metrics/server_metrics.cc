@@ -1,9 +1,11 @@
 #include "server/metrics/server_metrics.h"
 
+#include <cstdint>
 #include <exception>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
@@ -190,6 +192,98 @@ class StoreGauges final : public prometheus::Collectable {
   EmbeddedStore* const store_;
 };
 
+MetricFamily Counter(std::string name, std::string help, uint64_t value) {
+  return OneValue(std::move(name), std::move(help), MetricType::Counter,
+                  static_cast<double>(value));
+}
+
+// A counter family whose series carry one label each (AddCount).
+MetricFamily Labelled(std::string name, std::string help) {
+  MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = MetricType::Counter;
+  return family;
+}
+
+void AddCount(MetricFamily& family, std::string label, std::string value, uint64_t count) {
+  prometheus::ClientMetric metric;
+  metric.label.push_back({std::move(label), std::move(value)});
+  metric.counter.value = static_cast<double>(count);
+  family.metric.push_back(std::move(metric));
+}
+
+// The Redis Cluster store's figures, read on each scrape.
+class RedisGauges final : public prometheus::Collectable {
+ public:
+  explicit RedisGauges(redis::RedisClusterStore* store) : store_(store) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    std::vector<MetricFamily> families;
+    families.push_back(Gauge("lapse_redis_partitions", "Partitions of the store",
+                             static_cast<double>(store_->partitions())));
+    // One series per partition: the store's partition count, at most 16384.
+    MetricFamily calls = Labelled("lapse_redis_partition_calls_total",
+                                  "Collection operations this replica sent to each partition: "
+                                  "its load, where hot spots show");
+    const std::vector<uint64_t> per_partition = store_->PartitionCalls();
+    for (size_t p = 0; p < per_partition.size(); ++p) {
+      AddCount(calls, "partition", absl::StrCat(p), per_partition[p]);
+    }
+    families.push_back(std::move(calls));
+    const redis::ClusterRouter::Stats router = store_->router_stats();
+    families.push_back(Counter("lapse_redis_router_calls_total",
+                               "Calls this replica sent to the Redis Cluster", router.calls));
+    families.push_back(Counter("lapse_redis_router_redirections_total",
+                               "MOVED and ASK redirections followed", router.redirections));
+    families.push_back(Counter("lapse_redis_router_retries_total",
+                               "Calls sent again: after a redirection, a NOSCRIPT, a transient "
+                               "error (TRYAGAIN, CLUSTERDOWN, ...) or a lost connection",
+                               router.retries));
+    MetricFamily failures = Labelled("lapse_redis_router_failures_total",
+                                     "Calls that failed without a reply from Redis, by status "
+                                     "code (UNAVAILABLE: unreachable, or WAIT short of replicas)");
+    for (size_t code = 0; code < router.failures.size(); ++code) {
+      if (router.failures[code] == 0) continue;
+      AddCount(failures, "code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
+               router.failures[code]);
+    }
+    families.push_back(std::move(failures));
+    if (const redis::Reaper* reaper = store_->reaper(); reaper != nullptr) {
+      const redis::Reaper::Stats stats = reaper->stats();
+      families.push_back(Counter("lapse_redis_reaper_passes_total",
+                                 "Reap script calls on the partitions this replica owns",
+                                 stats.passes));
+      families.push_back(Counter("lapse_redis_reaper_reaped_total",
+                                 "Members this replica's reaper expired", stats.reaped));
+      families.push_back(Gauge("lapse_redis_reaper_partitions_owned",
+                               "Partitions this replica reaps now",
+                               static_cast<double>(stats.owned)));
+      families.push_back(Counter("lapse_redis_reaper_partitions_gained_total",
+                                 "Partitions this replica took on: at start, and from replicas "
+                                 "that stopped or died (takeovers)",
+                                 stats.partitions_gained));
+      families.push_back(Gauge("lapse_redis_replicas_live",
+                               "Live lapsed replicas, as this replica's last heartbeat saw them",
+                               static_cast<double>(stats.live_replicas)));
+      families.push_back(Counter("lapse_redis_reaper_watermark_advances_total",
+                                 "Delivery watermarks this replica advanced after WAIT",
+                                 stats.watermark_advances));
+      families.push_back(Counter("lapse_redis_reaper_wait_failures_total",
+                                 "Reap passes whose WAIT did not count the replicas asked for "
+                                 "(the watermark held; retried)",
+                                 stats.wait_failures));
+      families.push_back(Counter("lapse_redis_reaper_failures_total",
+                                 "Reap passes and heartbeats that failed (retried)",
+                                 stats.failures));
+    }
+    return families;
+  }
+
+ private:
+  redis::RedisClusterStore* const store_;
+};
+
 }  // namespace
 
 ServerMetrics::ServerMetrics()
@@ -239,13 +333,23 @@ ServerMetrics::InterceptorFactory() {
 }
 
 absl::StatusOr<int> ServerMetrics::Serve(const std::string& address, EmbeddedStore* store) {
+  return ServeWith(address, std::make_shared<StoreGauges>(store));
+}
+
+absl::StatusOr<int> ServerMetrics::Serve(const std::string& address,
+                                         redis::RedisClusterStore* store) {
+  return ServeWith(address, std::make_shared<RedisGauges>(store));
+}
+
+absl::StatusOr<int> ServerMetrics::ServeWith(
+    const std::string& address, std::shared_ptr<prometheus::Collectable> store_gauges) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", e.what(),
                                                "; pick another --metrics_listen address"));
   }
-  store_gauges_ = std::make_shared<StoreGauges>(store);
+  store_gauges_ = std::move(store_gauges);
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(store_gauges_);
   const std::vector<int> ports = exposer_->GetListeningPorts();

@@ -235,10 +235,7 @@ bool HubHolds(TestServer& server, size_t polls, size_t streams) {
 
 // Moves the clock past the visibility timeout and lets the lease expirer see
 // it.
-void ExpireLeases(TestServer& server) {
-  server.clock().Advance(kVisibility + absl::Seconds(1));
-  server.server().embedded_store().lease_expirer().Wake();
-}
+void ExpireLeases(TestServer& server) { server.ExpireLeasesAfter(kVisibility + absl::Seconds(1)); }
 
 // Expires `n` events and waits until a watcher has seen them.
 void ExpireEvents(TestServer& server, int n) {

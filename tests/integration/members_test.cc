@@ -257,11 +257,17 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
   EXPECT_FALSE(later.results(1).has_expire_time());
   EXPECT_EQ(later.results(2).outcome(), v1::EXPIRE_OUTCOME_NOT_FOUND);
 
-  const uint64_t before = server_.server().store().events().last_sequence();
+  Watcher watcher(server_.stub(), AllEvents());
   v1::ExpireMembersResponse past = expire({"gone"}, v1::EXPIRE_CONDITION_UNSPECIFIED, true);
   EXPECT_EQ(past.results(0).outcome(), v1::EXPIRE_OUTCOME_EXPIRED);
   EXPECT_FALSE(past.results(0).has_expire_time());
-  EXPECT_EQ(server_.server().store().events().last_sequence(), before + 1);
+  // One event for "gone": a sentinel expired after it proves no second one.
+  ExpireNow(server_.stub(), "jobs", {"timed"}, StartTime());
+  ASSERT_TRUE(watcher.WaitForEvents(2));
+  const std::vector<v1::ExpiryEvent> events = watcher.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].key(), "gone");
+  EXPECT_EQ(events[1].key(), "timed");
 }
 
 TEST_F(MembersTest, PersistReportsEveryOutcome) {

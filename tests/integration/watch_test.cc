@@ -34,6 +34,17 @@ std::vector<std::string> Collections(const std::vector<v1::ExpiryEvent>& events)
   return names;
 }
 
+// Whether the events' sequences strictly increase from above `after`: what
+// lapse.proto promises. (The embedded store's are also dense; a Redis Cluster
+// store's, merged from its partitions, are not.)
+bool IncreasingAfter(const std::vector<v1::ExpiryEvent>& events, uint64_t after) {
+  for (const v1::ExpiryEvent& event : events) {
+    if (event.sequence() <= after) return false;
+    after = event.sequence();
+  }
+  return true;
+}
+
 // first, first + 1, ..., first + count - 1.
 std::vector<uint64_t> Consecutive(uint64_t first, size_t count) {
   std::vector<uint64_t> sequences;
@@ -108,7 +119,7 @@ TEST(WatchTest, ResumesAfterReconnectWithNoGapAndNoDuplicate) {
   ExpireNow(server.stub(), "jobs", {"k6"}, server.clock().Now());
   ASSERT_TRUE(second.WaitForEvents(3));
   const std::vector<v1::ExpiryEvent> events = second.events();
-  EXPECT_EQ(Sequences(events), Consecutive(resume_after + 1, 3));
+  EXPECT_TRUE(IncreasingAfter(events, resume_after)) << ::testing::PrintToString(Sequences(events));
   EXPECT_EQ(events[2].key(), "k6");
   EXPECT_EQ((std::set<std::string>{events[0].key(), events[1].key()}),
             (std::set<std::string>{"k4", "k5"}));
@@ -188,14 +199,13 @@ TEST(WatchTest, AResumeTokenOfAnotherStoreIsOutOfRangeNamingBothStores) {
 
 TEST(WatchTest, StartsFromTheOldestRetainedEvent) {
   TestServer server;
-  const uint64_t oldest = server.server().store().events().last_sequence() + 1;
   PutTtl(server.stub(), "c", {"a", "b", "c"}, absl::Seconds(60));
   ExpireNow(server.stub(), "c", {"a", "b", "c"}, server.clock().Now());
   v1::WatchExpirationsRequest request;
   request.set_start_position(v1::START_POSITION_OLDEST);
   Watcher watcher(server.stub(), request);
   ASSERT_TRUE(watcher.WaitForEvents(3));
-  EXPECT_EQ(Sequences(watcher.events()), Consecutive(oldest, 3));
+  EXPECT_TRUE(IncreasingAfter(watcher.events(), 0));
   EXPECT_THAT(Keys(watcher.events()), ElementsAre("a", "b", "c"));
 }
 
@@ -270,14 +280,14 @@ TEST(WatchTest, AWatcherThatFallsOutOfRetentionEndsWithOutOfRange) {
   TestServer server(options);
   PutTtl(server.stub(), "c", {"a", "b", "c", "d", "e"}, absl::Seconds(60));
   Watcher watcher(server.stub(), AllEvents());
-  const uint64_t before = server.server().store().events().last_sequence();
   // One burst of five events, of which the log keeps two: the stream's next
   // event is gone before it can be sent, and it must not be skipped silently.
   ExpireNow(server.stub(), "c", {"a", "b", "c", "d", "e"}, server.clock().Now());
   const grpc::Status status = watcher.WaitForEnd();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
   EXPECT_THAT(status.error_message(),
-              HasSubstr(absl::StrCat("oldest retained sequence is ", before + 4)));
+              HasSubstr(absl::StrCat("oldest retained sequence is ",
+                                     server.server().store().events().oldest_retained_sequence())));
   EXPECT_TRUE(watcher.events().empty());
 }
 

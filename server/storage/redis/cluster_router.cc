@@ -196,6 +196,8 @@ struct ClusterRouter::Subscriber final : EventLoop::Handler {
   bool want_write = false;
   // The subscriptions whose SSUBSCRIBE is not answered yet, in order.
   std::deque<Subscription*> pending;
+  // The first reply on the connection answers its AUTH.
+  bool auth_pending = false;
 };
 
 ClusterRouter::ClusterRouter(RouterOptions options)
@@ -211,8 +213,11 @@ ClusterRouter::~ClusterRouter() {
 }
 
 void ClusterRouter::Send(RedisCall call, Done done) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
   if (pending_.fetch_add(1) >= options_.max_calls) {
     pending_.fetch_sub(1);
+    failures_[static_cast<size_t>(absl::StatusCode::kResourceExhausted)].fetch_add(
+        1, std::memory_order_relaxed);
     loop_.Post([done = std::move(done), limit = options_.max_calls]() mutable {
       std::move(done)(absl::ResourceExhaustedError(
           absl::StrCat(limit, " Redis calls are pending, the limit (max_calls): retry later")));
@@ -271,6 +276,12 @@ bool ClusterRouter::Connect(Node& node) {
   redisAsyncSetConnectCallback(context, [](const redisAsyncContext* c, int status) {
     if (status == REDIS_OK) static_cast<Node*>(c->data)->connected = true;
   });
+  // Queued ahead of every call on the connection: a refused password shows
+  // in the calls' own replies (NOAUTH).
+  const std::string& password = options_.password;
+  if (!password.empty()) {
+    redisAsyncCommand(context, nullptr, nullptr, "AUTH %b", password.data(), password.size());
+  }
   return true;
 }
 
@@ -283,7 +294,9 @@ void ClusterRouter::Dispatch(std::unique_ptr<Request> request) {
   if (node == nullptr) node = slots_[KeySlot(request->call.key_)];
   const absl::Time now = absl::Now();
   if (node == nullptr) {
-    request->last_error = absl::UnavailableError("no Redis node is known to serve the slot");
+    request->last_error = absl::UnavailableError(
+        absl::StrCat("no Redis node is known to serve the slot",
+                     slots_error_.empty() ? "" : "; CLUSTER SLOTS answered: ", slots_error_));
     RefreshSlots();
     const absl::Time when = BackoffFrom(now, *request);
     Retry(std::move(request), when);
@@ -391,6 +404,7 @@ void ClusterRouter::Retry(std::unique_ptr<Request> request, absl::Time when) {
                                                "): ", last.message())));
     return;
   }
+  retries_.fetch_add(1, std::memory_order_relaxed);
   parked_.emplace_back(when, std::move(request));
   loop_.RunAt(when, [this] { DispatchParked(); });
 }
@@ -412,6 +426,10 @@ void ClusterRouter::DispatchParked() {
 
 void ClusterRouter::Finish(std::unique_ptr<Request> request, absl::StatusOr<RedisReply> result) {
   pending_.fetch_sub(1);
+  if (!result.ok()) {
+    const size_t code = static_cast<size_t>(result.status().code());
+    if (code < kStatusCodes) failures_[code].fetch_add(1, std::memory_order_relaxed);
+  }
   std::move(request->done)(std::move(result));
 }
 
@@ -444,6 +462,7 @@ void ClusterRouter::RefreshSlots() {
 void ClusterRouter::OnSlots(Node& node, Request*, const RedisReply* reply) {
   refreshing_ = false;
   if (shutting_down_) return;
+  if (reply != nullptr && reply->type == RedisReply::Type::kError) slots_error_ = reply->str;
   if (reply == nullptr || reply->type != RedisReply::Type::kArray) {
     // Another node is asked next, soon, while calls are waiting.
     if (!parked_.empty()) {
@@ -451,6 +470,7 @@ void ClusterRouter::OnSlots(Node& node, Request*, const RedisReply* reply) {
     }
     return;
   }
+  slots_error_.clear();
   std::vector<Node*> slots(kClusterSlots, nullptr);
   for (const RedisReply& range : reply->elements) {
     if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
@@ -500,6 +520,7 @@ void ClusterRouter::OnReply(Node& node, Request* request, const RedisReply* repl
     if ((absl::StartsWith(reply->str, "MOVED ") || absl::StartsWith(reply->str, "ASK ")) &&
         ParseRedirect(reply->str, slot, address)) {
       request->last_error = absl::UnavailableError(reply->str);
+      redirections_.fetch_add(1, std::memory_order_relaxed);
       if (++request->redirects > options_.max_redirects) {
         request->outcome = absl::UnavailableError(absl::StrCat(
             "more than ", options_.max_redirects, " Redis redirections; the last: ", reply->str));
@@ -567,6 +588,17 @@ void ClusterRouter::Complete(Request* raw) {
   }
 }
 
+ClusterRouter::Stats ClusterRouter::stats() const {
+  Stats stats;
+  stats.calls = calls_.load(std::memory_order_relaxed);
+  stats.redirections = redirections_.load(std::memory_order_relaxed);
+  stats.retries = retries_.load(std::memory_order_relaxed);
+  for (size_t code = 0; code < kStatusCodes; ++code) {
+    stats.failures[code] = failures_[code].load(std::memory_order_relaxed);
+  }
+  return stats;
+}
+
 absl::Time ClusterRouter::BackoffFrom(absl::Time now, Request& request) const {
   const int doublings = std::min(request.backoffs++, 16);
   return now + std::min(options_.max_backoff, options_.min_backoff * (1 << doublings));
@@ -629,6 +661,12 @@ void ClusterRouter::Resubscribe() {
         continue;
       }
       subscriber->context = context;
+      const std::string& password = options_.password;
+      if (!password.empty()) {
+        redisAppendCommand(context, "AUTH %b", password.data(), password.size());
+        subscriber->want_write = true;
+        subscriber->auth_pending = true;
+      }
     }
     const char* argv[] = {"SSUBSCRIBE", channel.data()};
     const size_t lengths[] = {10, channel.size()};
@@ -682,6 +720,12 @@ void ClusterRouter::OnSubscriberEvents(Subscriber& subscriber, short revents) {
 }
 
 void ClusterRouter::OnSubscriberReply(Subscriber& subscriber, const RedisReply& reply) {
+  if (subscriber.auth_pending) {
+    subscriber.auth_pending = false;
+    // Refused: the subscriptions are tried again on a new connection later.
+    if (reply.type == RedisReply::Type::kError) DropSubscriber(subscriber);
+    return;
+  }
   if (reply.type == RedisReply::Type::kError) {
     // The answer to the oldest SSUBSCRIBE: typically MOVED.
     if (subscriber.pending.empty()) return;
@@ -717,6 +761,7 @@ void ClusterRouter::DropSubscriber(Subscriber& subscriber) {
   redisFree(subscriber.context);
   subscriber.context = nullptr;
   subscriber.want_write = false;
+  subscriber.auth_pending = false;
   subscriber.pending.clear();
   for (auto& [channel, subscription] : subscriptions_) {
     if (subscription->on == &subscriber) subscription->on = nullptr;

@@ -48,6 +48,9 @@
 //   served after an error reply (MOVED), a SUNSUBSCRIBE from the node, a lost
 //   connection (a failover) or a slot map that moved the slot: at once when
 //   the new master is known, else every max_backoff with a fresh map.
+// - Authentication. With a password, AUTH goes first on every connection
+//   (call or subscription); a refused password fails the calls on it with
+//   Redis's error reply (NOAUTH ...) and the subscriptions are tried again.
 // - Completion. `done` is called exactly once, on the router's I/O thread,
 //   with the reply (an error reply of the script or command is a reply, not
 //   an error status) or a status. It must not block. The destructor fails
@@ -58,8 +61,10 @@
 #ifndef LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_
 #define LAPSE_SERVER_STORAGE_REDIS_CLUSTER_ROUTER_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,9 +81,15 @@ struct redisAsyncContext;
 
 namespace lapse::redis {
 
+// absl::StatusCode values are 0 to 16.
+inline constexpr size_t kStatusCodes = 17;
+
 struct RouterOptions {
   // "host:port" of some nodes of the cluster; the rest are learned.
   std::vector<std::string> seeds;
+  // Sent with AUTH first on every connection the router opens (calls and
+  // subscriptions) when not empty: the nodes' requirepass.
+  std::string password;
   size_t max_calls = 100000;
   size_t max_in_flight_per_node = 10000;
   size_t max_reply_bytes = size_t{64} << 20;
@@ -118,6 +129,19 @@ class ClusterRouter final {
  public:
   using Done = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
 
+  // What the router did since it started, for metrics.
+  struct Stats {
+    // Calls given to Send.
+    uint64_t calls = 0;
+    // MOVED and ASK redirections followed.
+    uint64_t redirections = 0;
+    // Calls sent again: after a redirection, a NOSCRIPT, a transient error
+    // (TRYAGAIN, CLUSTERDOWN, ...), an unknown slot or a lost connection.
+    uint64_t retries = 0;
+    // Calls that failed with a status (not an error reply), by its code.
+    std::array<uint64_t, kStatusCodes> failures{};
+  };
+
   // Starts the I/O thread; connects on first use.
   explicit ClusterRouter(RouterOptions options);
   ~ClusterRouter();
@@ -134,6 +158,9 @@ class ClusterRouter final {
   // on the I/O thread and must not block.
   void Subscribe(std::string channel, absl::AnyInvocable<void(absl::string_view)> on_message,
                  absl::AnyInvocable<void()> on_subscribed);
+
+  // Cheap (atomic loads); from any thread.
+  Stats stats() const;
 
  private:
   struct Node;
@@ -191,6 +218,11 @@ class ClusterRouter final {
 
   // Calls accepted and not finished, for the max_calls bound.
   std::atomic<size_t> pending_{0};
+  // Stats, counted as things happen.
+  std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> redirections_{0};
+  std::atomic<uint64_t> retries_{0};
+  std::array<std::atomic<uint64_t>, kStatusCodes> failures_{};
 
   // Loop thread only.
   absl::flat_hash_map<std::string, std::unique_ptr<Node>> nodes_;
@@ -205,6 +237,9 @@ class ClusterRouter final {
   // Requests waiting for a retry or for the slot map, with when to send them.
   std::vector<std::pair<absl::Time, std::unique_ptr<Request>>> parked_;
   bool refreshing_ = false;
+  // The error reply of the last CLUSTER SLOTS that failed with one (NOAUTH),
+  // for the calls that fail for want of a slot map; empty after a good one.
+  std::string slots_error_;
   absl::Time last_refresh_ = absl::InfinitePast();
   size_t next_refresh_node_ = 0;
   bool shutting_down_ = false;

@@ -200,7 +200,8 @@ return redis.call('HMGET', KEYS[1], 'partitions', 'store_id')
                                             .tags = tags,
                                             .max_events = options.event_buffer_events,
                                             .max_bytes = options.event_buffer_bytes,
-                                            .on_readable = options.on_events_readable});
+                                            .on_readable = options.on_events_readable,
+                                            .on_append = options.on_event});
   if (!events.ok()) return events.status();
   return std::unique_ptr<RedisClusterStore>(new RedisClusterStore(
       std::move(options), std::move(router), std::move(tags), std::move(*events)));
@@ -221,7 +222,8 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
                                      .wait_timeout = options_.wait_timeout,
                                      .script_clock = options_.script_clock,
                                      .on_group_readable = options_.on_group_readable,
-                                     .clock = options_.clock})) {
+                                     .clock = options_.clock})),
+      partition_calls_(new std::atomic<uint64_t>[tags_.size()]()) {
   if (options_.reap) {
     reaper_ = std::make_unique<Reaper>(
         *router_, tags_,
@@ -249,9 +251,19 @@ int RedisClusterStore::PartitionOf(absl::string_view collection) const {
   return static_cast<int>(crc32c::Value(collection) % tags_.size());
 }
 
+std::vector<uint64_t> RedisClusterStore::PartitionCalls() const {
+  std::vector<uint64_t> calls(tags_.size());
+  for (size_t p = 0; p < calls.size(); ++p) {
+    calls[p] = partition_calls_[p].load(std::memory_order_relaxed);
+  }
+  return calls;
+}
+
 RedisCall RedisClusterStore::CollectionCall(const RedisScript& script, absl::string_view collection,
                                             std::vector<std::string> args) const {
-  const CollectionKeys keys(TagOf(PartitionOf(collection)), collection);
+  const int partition = PartitionOf(collection);
+  partition_calls_[partition].fetch_add(1, std::memory_order_relaxed);
+  const CollectionKeys keys(TagOf(partition), collection);
   args.insert(args.begin(), {ScriptTimeArg(options_.script_clock), std::string(collection),
                              absl::StrCat(options_.event_retention)});
   return RedisCall::Eval(script, keys.All(), std::move(args));

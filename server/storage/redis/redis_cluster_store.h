@@ -34,6 +34,9 @@
 #ifndef LAPSE_SERVER_STORAGE_REDIS_REDIS_CLUSTER_STORE_H_
 #define LAPSE_SERVER_STORAGE_REDIS_REDIS_CLUSTER_STORE_H_
 
+#include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +73,9 @@ struct RedisClusterStoreOptions {
   // Told of a consumer group that can deliver something other than new
   // events (redis_consumer_groups.h), on the router's thread; may be empty.
   std::function<void(absl::string_view group)> on_group_readable;
+  // Every event this replica reads into its buffer (each replica reads every
+  // partition), for metrics; may be empty.
+  std::function<void(const ExpiryEvent&)> on_event;
   // For validating expire_time, and what lease alarms wait on; not owned.
   Clock* clock = RealClock();
   // The time scripts run at (script_clock.h); not owned. Null (production):
@@ -112,6 +118,11 @@ class RedisClusterStore final : public Store {
   // The hash tag of a partition's keys; the tags of the partitions are spread
   // evenly over the cluster's slots.
   const std::string& TagOf(int partition) const { return tags_[partition]; }
+  // Collection operations sent to each partition since Open (its load: hot
+  // spots show here), indexed by partition; cheap (atomic loads).
+  std::vector<uint64_t> PartitionCalls() const;
+  // The router's figures (ClusterRouter::Stats).
+  ClusterRouter::Stats router_stats() const { return router_->stats(); }
 
   const Limits& limits() const override { return options_.limits; }
   void PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
@@ -175,6 +186,8 @@ class RedisClusterStore final : public Store {
   const std::unique_ptr<RedisConsumerGroups> groups_;
   // Null without options_.reap; destroyed before events_ and router_.
   std::unique_ptr<Reaper> reaper_;
+  // Per partition: the calls CollectionCall made.
+  const std::unique_ptr<std::atomic<uint64_t>[]> partition_calls_;
 };
 
 }  // namespace lapse::redis

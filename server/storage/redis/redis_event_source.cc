@@ -185,7 +185,8 @@ RedisEventSource::RedisEventSource(ClusterRouter* router, RedisEventSourceOption
       feed_({.store_id = options_.store_id,
              .first_sequence = 1,
              .max_events = options_.max_events,
-             .max_bytes = options_.max_bytes}) {
+             .max_bytes = options_.max_bytes,
+             .on_append = options_.on_append}) {
   MutexLock lock(&mu_);
   partitions_.resize(options_.tags.size());
 }

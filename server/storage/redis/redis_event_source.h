@@ -60,6 +60,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +88,9 @@ struct RedisEventSourceOptions {
   // Told of the newest readable sequence whenever a read made events
   // readable; may be empty.
   EventsReadableListener on_readable;
+  // Every event as it enters the local buffer (EventFeed::Options::
+  // on_append), for metrics; may be empty.
+  std::function<void(const ExpiryEvent&)> on_append;
 };
 
 class RedisEventSource final : public EventSource {
