@@ -393,28 +393,36 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // many expired. `c` may be gone afterwards.
   size_t Reap(Collection* c, size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     size_t n = 0;
+    // What the events' blocks are sized for: the pass's batch, or all the
+    // collection's expiring members when a lookup reaps it whole.
+    const size_t expected =
+        limit == std::numeric_limits<size_t>::max() ? c->expiring_count() : limit;
     while (n < limit) {
       const StoredMember* m = c->EarliestExpiring();
       if (m == nullptr || m->deadline_ms() > now_ms_) break;
-      Expire(c, m, m->deadline_ms());
+      Expire(c, m, m->deadline_ms(), expected - n);
       ++n;
     }
     Settle(c);
     return n;
   }
 
-  void Expire(Collection* c, const StoredMember* m, int64_t deadline_ms)
+  // `expected_events`: how many events the caller expects to make from here
+  // on, this one included (a hint, for EventBlock sizes).
+  void Expire(Collection* c, const StoredMember* m, int64_t deadline_ms, size_t expected_events = 1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Expiry(c->name(), m->key(), m->value(), deadline_ms, absl::ToUnixNanos(now_));
       undo_.Put(c->name(), m->key(), m->value(), m->deadline_ms());
     }
     if (live_) {
-      AddEvent(events_, {.collection = c->name(),
-                         .key = m->key(),
-                         .value = m->value(),
-                         .expire_time = TimeOfDeadline(deadline_ms),
-                         .expired_at = now_});
+      AddEvent(events_,
+               {.collection = c->name(),
+                .key = m->key(),
+                .value = m->value(),
+                .expire_time = TimeOfDeadline(deadline_ms),
+                .expired_at = now_},
+               expected_events);
     }
     Erase(c, m);
   }

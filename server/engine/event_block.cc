@@ -1,5 +1,6 @@
 #include "server/engine/event_block.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace lapse {
@@ -16,7 +17,6 @@ void EventBlock::Add(const ExpiryEventView& e) {
       bytes_.append(e.collection.data(), e.collection.size());
     }
   } else {
-    if (bytes_.capacity() == 0) bytes_.reserve(256);
     entry.collection_offset = static_cast<uint32_t>(bytes_.size());
     bytes_.append(e.collection.data(), e.collection.size());
   }
@@ -51,21 +51,25 @@ ExpiryEventView EventBlock::operator[](size_t i) const {
           .expired_at = entry.expired_at};
 }
 
-void EventBlock::ReserveLike(const EventBlock& full) {
-  entries_.reserve(full.entries_.size());
-  bytes_.reserve(full.bytes_.size());
+void EventBlock::Reserve(size_t events, size_t bytes) {
+  entries_.reserve(events);
+  bytes_.reserve(bytes);
 }
 
-void AddEvent(std::vector<EventBlock>& blocks, const ExpiryEventView& e) {
-  if (blocks.empty()) {
-    blocks.emplace_back();
-  } else if (blocks.back().full()) {
-    // A drain: the next block will most likely fill up as the last did, so
-    // it is allocated at that size once instead of grown (a glibc malloc of
-    // a large size after many small frees consolidates the free lists).
-    EventBlock next;
-    next.ReserveLike(blocks.back());
-    blocks.push_back(std::move(next));
+void EventBlock::ShrinkToFit() {
+  if (entries_.capacity() > 2 * entries_.size()) entries_.shrink_to_fit();
+  if (bytes_.capacity() > 2 * bytes_.size()) bytes_.shrink_to_fit();
+}
+
+void AddEvent(std::vector<EventBlock>& blocks, const ExpiryEventView& e, size_t expected) {
+  if (blocks.empty() || blocks.back().full()) {
+    // Allocated once at the size expected instead of grown: growing a block
+    // of 1000 events costs ~20 reallocations, and a glibc malloc of a large
+    // size after many small frees (the expired members) consolidates its
+    // free lists.
+    const size_t events = std::min(std::max<size_t>(expected, 1), EventBlock::kMaxEvents);
+    const size_t bytes = e.collection.size() + e.key.size() + e.value.size();
+    blocks.emplace_back().Reserve(events, std::min(events * bytes, EventBlock::kMaxBytes));
   }
   blocks.back().Add(e);
 }

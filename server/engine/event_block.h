@@ -38,8 +38,10 @@ class EventBlock {
 
   // Appends a copy of `e` (its sequence is the feed's to assign).
   void Add(const ExpiryEventView& e);
-  // Reserves room for as many events and bytes as `full` holds.
-  void ReserveLike(const EventBlock& full);
+  // Reserves room for `events` events holding `bytes` bytes in all.
+  void Reserve(size_t events, size_t bytes);
+  // Gives back most of what a Reserve larger than the events needed took.
+  void ShrinkToFit();
   // Removes the newest event.
   void PopBack();
 
@@ -65,8 +67,9 @@ class EventBlock {
   std::vector<Entry> entries_;
 };
 
-// Appends `e` to the last of `blocks`, or to a new one when that is full.
-void AddEvent(std::vector<EventBlock>& blocks, const ExpiryEventView& e);
+// Appends `e` to the last of `blocks`, or to a new one when that is full,
+// sized for `expected` events like `e` (this one included; a hint).
+void AddEvent(std::vector<EventBlock>& blocks, const ExpiryEventView& e, size_t expected = 1);
 
 }  // namespace lapse
 

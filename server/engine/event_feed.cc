@@ -33,7 +33,9 @@ uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
                            absl::FunctionRef<void(uint64_t first, uint64_t last)> then,
                            Notify notify) {
   std::vector<EventBlock> blocks;
-  for (const ExpiryEvent& e : events) AddEvent(blocks, ViewOf(e));
+  for (size_t i = 0; i < events.size(); ++i) {
+    AddEvent(blocks, ViewOf(events[i]), events.size() - i);
+  }
   return Append(std::move(blocks), then, notify);
 }
 
@@ -67,6 +69,7 @@ size_t EventFeed::PushBlocksLocked(std::vector<EventBlock> blocks) {
   size_t pushed = 0;
   for (EventBlock& block : blocks) {
     if (block.empty()) continue;
+    block.ShrinkToFit();
     for (size_t i = 0; i < block.size(); ++i) bytes_ += MemoryFootprint(block[i]);
     blocks_.push_back({.first_sequence = front_sequence_ + count_, .events = std::move(block)});
     count_ += blocks_.back().events.size();
@@ -129,7 +132,9 @@ void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence)
   }
   front_sequence_ = next_sequence - (events.size() - first);
   std::vector<EventBlock> blocks;
-  for (size_t i = first; i < events.size(); ++i) AddEvent(blocks, ViewOf(events[i]));
+  for (size_t i = first; i < events.size(); ++i) {
+    AddEvent(blocks, ViewOf(events[i]), events.size() - i);
+  }
   PushBlocksLocked(std::move(blocks));
   visible_sequence_ = next_sequence - 1;
   TrimLocked();
