@@ -42,8 +42,11 @@ uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
 uint64_t EventFeed::Append(std::vector<EventBlock> blocks,
                            absl::FunctionRef<void(uint64_t first, uint64_t last)> then,
                            Notify notify) {
-  if (options_.on_append) {
-    for (const EventBlock& block : blocks) {
+  for (EventBlock& block : blocks) {
+    // Outside the lock: a block reserved for far more events than it got
+    // (a pass that found few due) gives the rest back before it is kept.
+    block.ShrinkToFit();
+    if (options_.on_append) {
       for (size_t i = 0; i < block.size(); ++i) options_.on_append(block[i]);
     }
   }
@@ -69,7 +72,6 @@ size_t EventFeed::PushBlocksLocked(std::vector<EventBlock> blocks) {
   size_t pushed = 0;
   for (EventBlock& block : blocks) {
     if (block.empty()) continue;
-    block.ShrinkToFit();
     for (size_t i = 0; i < block.size(); ++i) bytes_ += MemoryFootprint(block[i]);
     blocks_.push_back({.first_sequence = front_sequence_ + count_, .events = std::move(block)});
     count_ += blocks_.back().events.size();
