@@ -150,7 +150,9 @@ absl::StatusOr<int> LapseServer::Start() {
   };
   if (!options_.metrics_listen.empty()) {
     metrics_ = std::make_unique<ServerMetrics>();
-    store_options.on_event = [m = metrics_.get()](const ExpiryEvent& e) { m->OnExpiryEvent(e); };
+    store_options.on_event = [m = metrics_.get()](const ExpiryEventView& e) {
+      m->OnExpiryEvent(e);
+    };
     store_options.on_wal_io = [m = metrics_.get()](WalIo io, absl::Duration took) {
       m->OnWalIo(io, took);
     };

@@ -393,32 +393,36 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // many expired. `c` may be gone afterwards.
   size_t Reap(Collection* c, size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     size_t n = 0;
-    if (limit != std::numeric_limits<size_t>::max()) {
-      events_.reserve(events_.size() + std::min(limit, c->expiring_count()));
-    }
+    // What the events' blocks are sized for: the pass's batch, or all the
+    // collection's expiring members when a lookup reaps it whole.
+    const size_t expected =
+        limit == std::numeric_limits<size_t>::max() ? c->expiring_count() : limit;
     while (n < limit) {
       const StoredMember* m = c->EarliestExpiring();
       if (m == nullptr || m->deadline_ms() > now_ms_) break;
-      Expire(c, m, m->deadline_ms());
+      Expire(c, m, m->deadline_ms(), expected - n);
       ++n;
     }
     Settle(c);
     return n;
   }
 
-  void Expire(Collection* c, const StoredMember* m, int64_t deadline_ms)
+  // `expected_events`: how many events the caller expects to make from here
+  // on, this one included (a hint, for EventBlock sizes).
+  void Expire(Collection* c, const StoredMember* m, int64_t deadline_ms, size_t expected_events = 1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Expiry(c->name(), m->key(), m->value(), deadline_ms, absl::ToUnixNanos(now_));
       undo_.Put(c->name(), m->key(), m->value(), m->deadline_ms());
     }
     if (live_) {
-      ExpiryEvent& e = events_.emplace_back();
-      e.collection = std::string(c->name());
-      e.key = std::string(m->key());
-      e.value = std::string(m->value());
-      e.expire_time = TimeOfDeadline(deadline_ms);
-      e.expired_at = now_;
+      AddEvent(events_,
+               {.collection = c->name(),
+                .key = m->key(),
+                .value = m->value(),
+                .expire_time = TimeOfDeadline(deadline_ms),
+                .expired_at = now_},
+               expected_events);
     }
     Erase(c, m);
   }
@@ -503,7 +507,8 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   Collection* c_ = nullptr;
   // Whether c_ changed since it was found.
   bool changed_ = false;
-  std::vector<ExpiryEvent> events_;
+  // The expiries' events, in blocks of consecutive events.
+  std::vector<EventBlock> events_;
   BatchEncoder journal_;
   // What puts back the changes recorded in journal_, in the same order.
   BatchEncoder undo_;

@@ -32,28 +32,52 @@ uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
 uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
                            absl::FunctionRef<void(uint64_t first, uint64_t last)> then,
                            Notify notify) {
-  if (options_.on_append) {
-    for (const ExpiryEvent& e : events) options_.on_append(e);
+  std::vector<EventBlock> blocks;
+  for (size_t i = 0; i < events.size(); ++i) {
+    AddEvent(blocks, ViewOf(events[i]), events.size() - i);
+  }
+  return Append(std::move(blocks), then, notify);
+}
+
+uint64_t EventFeed::Append(std::vector<EventBlock> blocks,
+                           absl::FunctionRef<void(uint64_t first, uint64_t last)> then,
+                           Notify notify) {
+  for (EventBlock& block : blocks) {
+    // Outside the lock: a block reserved for far more events than it got
+    // (a pass that found few due) gives the rest back before it is kept.
+    block.ShrinkToFit();
+    if (options_.on_append) {
+      for (size_t i = 0; i < block.size(); ++i) options_.on_append(block[i]);
+    }
   }
   uint64_t last;
+  size_t appended;
   {
     MutexLock lock(&mu_);
-    uint64_t next = front_sequence_ + events_.size();
-    for (ExpiryEvent& e : events) {
-      e.sequence = next++;
-      bytes_ += MemoryFootprint(e);
-      events_.push_back(std::move(e));
-    }
-    last = next - 1;
-    if (!events.empty()) then(last - events.size() + 1, last);
+    const uint64_t first = front_sequence_ + count_;
+    appended = PushBlocksLocked(std::move(blocks));
+    last = first + appended - 1;
+    if (appended > 0) then(first, last);
     if (options_.visible_on_append) visible_sequence_ = last;
     TrimLocked();
   }
-  if (!events.empty() && notify == Notify::kNow && options_.visible_on_append &&
+  if (appended > 0 && notify == Notify::kNow && options_.visible_on_append &&
       options_.on_readable) {
     options_.on_readable(last);
   }
   return last;
+}
+
+size_t EventFeed::PushBlocksLocked(std::vector<EventBlock> blocks) {
+  size_t pushed = 0;
+  for (EventBlock& block : blocks) {
+    if (block.empty()) continue;
+    for (size_t i = 0; i < block.size(); ++i) bytes_ += MemoryFootprint(block[i]);
+    blocks_.push_back({.first_sequence = front_sequence_ + count_, .events = std::move(block)});
+    count_ += blocks_.back().events.size();
+    pushed += blocks_.back().events.size();
+  }
+  return pushed;
 }
 
 void EventFeed::NotifyReadable() {
@@ -65,7 +89,7 @@ void EventFeed::MakeVisibleThrough(uint64_t sequence) {
   uint64_t visible;
   {
     MutexLock lock(&mu_);
-    const uint64_t last = front_sequence_ + events_.size() - 1;
+    const uint64_t last = front_sequence_ + count_ - 1;
     visible = std::min(sequence, last);
     if (visible <= visible_sequence_) return;
     visible_sequence_ = visible;
@@ -77,9 +101,15 @@ void EventFeed::MakeVisibleThrough(uint64_t sequence) {
 
 void EventFeed::DropInvisible() {
   MutexLock lock(&mu_);
-  while (!events_.empty() && front_sequence_ + events_.size() - 1 > visible_sequence_) {
-    bytes_ -= MemoryFootprint(events_.back());
-    events_.pop_back();
+  while (count_ > 0 && front_sequence_ + count_ - 1 > visible_sequence_) {
+    EventBlock& back = blocks_.back().events;
+    bytes_ -= MemoryFootprint(back[back.size() - 1]);
+    back.PopBack();
+    --count_;
+    if (back.size() == (blocks_.size() == 1 ? front_index_ : 0)) {
+      blocks_.pop_back();
+      if (blocks_.empty()) front_index_ = 0;
+    }
   }
 }
 
@@ -90,8 +120,10 @@ void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence)
                             }) == events.end() &&
          "events not in strictly increasing sequence order");
   MutexLock lock(&mu_);
-  assert(events_.empty() && "Restore into a log already appended to");
-  events_.clear();
+  assert(count_ == 0 && "Restore into a log already appended to");
+  blocks_.clear();
+  front_index_ = 0;
+  count_ = 0;
   bytes_ = 0;
   if (!events.empty()) next_sequence = std::max(next_sequence, events.back().sequence + 1);
   // Keep the run of consecutive sequences that ends right before
@@ -101,10 +133,11 @@ void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence)
     --first;
   }
   front_sequence_ = next_sequence - (events.size() - first);
+  std::vector<EventBlock> blocks;
   for (size_t i = first; i < events.size(); ++i) {
-    bytes_ += MemoryFootprint(events[i]);
-    events_.push_back(std::move(events[i]));
+    AddEvent(blocks, ViewOf(events[i]), events.size() - i);
   }
+  PushBlocksLocked(std::move(blocks));
   visible_sequence_ = next_sequence - 1;
   TrimLocked();
 }
@@ -113,11 +146,16 @@ void EventFeed::TrimLocked() {
   // The newest event always stays, so a reader that is caught up can read it
   // even when it alone is larger than the byte bound; and events not yet
   // visible stay, or a reader could never see them.
-  while (events_.size() > 1 && front_sequence_ <= visible_sequence_ &&
-         (events_.size() > options_.max_events || bytes_ > options_.max_bytes)) {
-    bytes_ -= MemoryFootprint(events_.front());
-    events_.pop_front();
+  while (count_ > 1 && front_sequence_ <= visible_sequence_ &&
+         (count_ > options_.max_events || bytes_ > options_.max_bytes)) {
+    const EventBlock& front = blocks_.front().events;
+    bytes_ -= MemoryFootprint(front[front_index_]);
     ++front_sequence_;
+    --count_;
+    if (++front_index_ == front.size()) {
+      blocks_.pop_front();
+      front_index_ = 0;
+    }
   }
 }
 
@@ -133,7 +171,7 @@ uint64_t EventFeed::oldest_retained_sequence() const {
 
 EventFeed::Retained EventFeed::retained() const {
   ReaderMutexLock lock(&mu_);
-  return {.events = events_.size(), .bytes = bytes_};
+  return {.events = count_, .bytes = bytes_};
 }
 
 StoreId EventFeed::store_id() const { return options_.store_id; }
@@ -204,13 +242,24 @@ absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& fi
   if (absl::Status s = CheckPositionLocked(after, &from); !s.ok()) return s;
   EventBatch batch;
   batch.examined_sequence = from;
+  if (from == visible_sequence_) return batch;
   size_t bytes = 0;
   size_t examined = 0;
-  const size_t end = visible_sequence_ + 1 - front_sequence_;
-  batch.events.reserve(std::min(limits.max_events, end - (from + 1 - front_sequence_)));
-  for (size_t i = from + 1 - front_sequence_; i < end; ++i) {
+  batch.events.reserve(std::min<uint64_t>(limits.max_events, visible_sequence_ - from));
+  // The block holding from + 1, and its index there.
+  size_t block = static_cast<size_t>(std::upper_bound(blocks_.begin(), blocks_.end(), from + 1,
+                                                      [](uint64_t sequence, const StoredBlock& b) {
+                                                        return sequence < b.first_sequence;
+                                                      }) -
+                                     blocks_.begin() - 1);
+  size_t index = from + 1 - blocks_[block].first_sequence;
+  for (uint64_t sequence = from + 1; sequence <= visible_sequence_; ++sequence) {
     if (examined == limits.max_examined || batch.events.size() == limits.max_events) break;
-    const ExpiryEvent& e = events_[i];
+    if (index == blocks_[block].events.size()) {
+      ++block;
+      index = 0;
+    }
+    const ExpiryEventView e = blocks_[block].events[index++];
     if (filter.Matches(e.collection)) {
       const size_t size =
           e.collection.size() + e.key.size() + (filter.include_values ? e.value.size() : 0);
@@ -218,15 +267,15 @@ absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& fi
       if (!batch.events.empty() && bytes + size > limits.max_bytes) break;
       bytes += size;
       ExpiryEvent& out = batch.events.emplace_back();
-      out.sequence = e.sequence;
-      out.collection = e.collection;
-      out.key = e.key;
-      if (filter.include_values) out.value = e.value;
+      out.sequence = sequence;
+      out.collection = std::string(e.collection);
+      out.key = std::string(e.key);
+      if (filter.include_values) out.value = std::string(e.value);
       out.expire_time = e.expire_time;
       out.expired_at = e.expired_at;
     }
     ++examined;
-    batch.examined_sequence = e.sequence;
+    batch.examined_sequence = sequence;
   }
   return batch;
 }

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/base/mutex.h"
+#include "server/engine/event_block.h"
 #include "server/engine/event_source.h"
 #include "server/engine/expiry_event.h"
 
@@ -60,7 +61,7 @@ class EventFeed final : public EventSource {
     // Told of each event Append is given, before it is appended (its
     // sequence not yet assigned), on the appending thread, outside the log's
     // lock; must be cheap and must not call into the log. May be empty.
-    std::function<void(const ExpiryEvent&)> on_append = nullptr;
+    std::function<void(const ExpiryEventView&)> on_append = nullptr;
   };
 
   // What the log holds now, visible or not.
@@ -94,6 +95,10 @@ class EventFeed final : public EventSource {
     kLater,
   };
   uint64_t Append(std::vector<ExpiryEvent> events,
+                  absl::FunctionRef<void(uint64_t first, uint64_t last)> then, Notify notify);
+  // The same for events in blocks (the engine's drain), which the feed keeps
+  // as they are.
+  uint64_t Append(std::vector<EventBlock> blocks,
                   absl::FunctionRef<void(uint64_t first, uint64_t last)> then, Notify notify);
   // Tells Options::on_readable of the newest visible sequence, for appends
   // made with Notify::kLater. Does nothing when events become visible only
@@ -140,14 +145,29 @@ class EventFeed final : public EventSource {
   absl::Status CheckPositionLocked(uint64_t after, uint64_t* from) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves `blocks` to the end of blocks_; returns how many events they hold.
+  size_t PushBlocksLocked(std::vector<EventBlock> blocks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct StoredBlock {
+    // The sequence of events[0].
+    uint64_t first_sequence;
+    EventBlock events;
+  };
 
   // Constant after construction.
   const Options options_;
 
   // State below is protected by mu_.
   mutable Mutex mu_;
-  std::deque<ExpiryEvent> events_ ABSL_GUARDED_BY(mu_);
-  // Sequence of events_.front() (or of the next event when empty).
+  // The retained events: those of blocks_ from the front block's
+  // front_index_ on. Each block is dropped once retention dropped all its
+  // events, so what retention dropped and memory still holds is less than
+  // one block (EventBlock's bounds).
+  std::deque<StoredBlock> blocks_ ABSL_GUARDED_BY(mu_);
+  size_t front_index_ ABSL_GUARDED_BY(mu_) = 0;
+  // How many events are retained.
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sequence of the oldest retained event (or of the next event when empty).
   uint64_t front_sequence_ ABSL_GUARDED_BY(mu_);
   // Readers see events up to this sequence.
   uint64_t visible_sequence_ ABSL_GUARDED_BY(mu_);

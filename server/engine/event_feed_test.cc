@@ -319,5 +319,70 @@ TEST(EventFeedTest, RestoreWithNoEventsStartsAtTheNextSequence) {
   EXPECT_EQ(log.Append({Event("c", "a")}), 1000u);
 }
 
+// More events than one EventBlock holds: the feed keeps them in several.
+std::vector<ExpiryEvent> ManyEvents(size_t n) {
+  std::vector<ExpiryEvent> events;
+  for (size_t i = 0; i < n; ++i) events.push_back(Event(i % 3 == 0 ? "a" : "b", absl::StrCat(i)));
+  return events;
+}
+
+TEST(EventFeedTest, ReadsFromAnyPositionAcrossBlockBoundaries) {
+  const size_t n = 3 * EventBlock::kMaxEvents + 5;
+  EventFeed log({.first_sequence = 1});
+  log.Append(ManyEvents(n));
+  for (uint64_t after :
+       {uint64_t{0}, uint64_t{EventBlock::kMaxEvents - 1}, uint64_t{EventBlock::kMaxEvents},
+        uint64_t{2 * EventBlock::kMaxEvents + 7}, uint64_t{n - 1}}) {
+    absl::StatusOr<EventBatch> batch =
+        log.Read(after, EventFilter{}, ReadLimits{.max_events = 3000, .max_examined = 3000});
+    ASSERT_TRUE(batch.ok());
+    ASSERT_FALSE(batch->events.empty());
+    for (size_t i = 0; i < batch->events.size(); ++i) {
+      const ExpiryEvent& e = batch->events[i];
+      ASSERT_EQ(e.sequence, after + 1 + i);
+      ASSERT_EQ(e.key, absl::StrCat(e.sequence - 1));
+      ASSERT_EQ(e.collection, (e.sequence - 1) % 3 == 0 ? "a" : "b");
+    }
+  }
+}
+
+TEST(EventFeedTest, RetentionDropsTheOldestAcrossBlockBoundaries) {
+  const size_t n = 3 * EventBlock::kMaxEvents;
+  EventFeed log({.first_sequence = 1, .max_events = EventBlock::kMaxEvents + 10});
+  log.Append(ManyEvents(n));
+  EXPECT_EQ(log.retained().events, EventBlock::kMaxEvents + 10);
+  const uint64_t oldest = n - EventBlock::kMaxEvents - 9;
+  EXPECT_EQ(log.oldest_retained_sequence(), oldest);
+  absl::StatusOr<EventBatch> batch = log.Read(oldest - 1, EventFilter{}, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->events.front().key, absl::StrCat(oldest - 1));
+  log.Append({Event("c", "new")});
+  EXPECT_EQ(log.oldest_retained_sequence(), oldest + 1);
+  EXPECT_EQ(log.retained().events, EventBlock::kMaxEvents + 10);
+}
+
+TEST(EventFeedTest, DropInvisibleAcrossBlocksKeepsTheVisibleEventsAndReusesSequences) {
+  EventFeed log({.first_sequence = 1, .visible_on_append = false});
+  log.Append(ManyEvents(2 * EventBlock::kMaxEvents + 3));
+  log.MakeVisibleThrough(5);
+  log.DropInvisible();
+  EXPECT_EQ(log.retained().events, 5u);
+  EXPECT_EQ(log.Append({Event("c", "again")}), 6u);
+  log.MakeVisibleThrough(6);
+  EXPECT_THAT(KeysOf(*log.Read(0, EventFilter{}, ReadLimits{})),
+              ElementsAre("0", "1", "2", "3", "4", "again"));
+}
+
+TEST(EventFeedTest, DropInvisibleOfEverythingEmptiesTheFeed) {
+  EventFeed log({.first_sequence = 1, .visible_on_append = false});
+  log.Append(ManyEvents(EventBlock::kMaxEvents + 1));
+  log.DropInvisible();
+  EXPECT_EQ(log.retained().events, 0u);
+  EXPECT_EQ(log.retained().bytes, 0u);
+  EXPECT_EQ(log.Append({Event("c", "first")}), 1u);
+  log.MakeVisibleThrough(1);
+  EXPECT_THAT(KeysOf(*log.Read(0, EventFilter{}, ReadLimits{})), ElementsAre("first"));
+}
+
 }  // namespace
 }  // namespace lapse

@@ -318,7 +318,7 @@ ServerMetrics::ServerMetrics()
 
 ServerMetrics::~ServerMetrics() { StopServing(); }
 
-void ServerMetrics::OnExpiryEvent(const ExpiryEvent& event) {
+void ServerMetrics::OnExpiryEvent(const ExpiryEventView& event) {
   expiry_events_.Increment();
   expiry_lag_.Observe(absl::ToDoubleSeconds(event.expired_at - event.expire_time));
 }

@@ -19,7 +19,7 @@
 //   partitions owned and taken on, live replicas).
 //
 //   lapse::ServerMetrics metrics;
-//   options.on_event = [&metrics](const ExpiryEvent& e) { metrics.OnExpiryEvent(e); };
+//   options.on_event = [&metrics](const ExpiryEventView& e) { metrics.OnExpiryEvent(e); };
 //   options.on_wal_io = [&metrics](WalIo io, absl::Duration d) { metrics.OnWalIo(io, d); };
 //   ... open the store; builder.experimental().SetInterceptorCreators(...InterceptorFactory())
 //   absl::StatusOr<int> port = metrics.Serve("0.0.0.0:9090", store.get());
@@ -61,7 +61,7 @@ class ServerMetrics final {
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
   // The store's hooks (EmbeddedStore::Options::on_event, on_wal_io).
-  void OnExpiryEvent(const ExpiryEvent& event);
+  void OnExpiryEvent(const ExpiryEventView& event);
   void OnWalIo(WalIo io, absl::Duration took);
 
   // A factory for grpc::ServerBuilder's interceptors that records every RPC

@@ -72,7 +72,7 @@ class EmbeddedStore final : public Store {
     // Observers for metrics; each may be empty. on_event: every expiry event
     // as it is appended (EventFeed::Options::on_append). on_wal_io: the log's
     // write and fsync times (Wal::Options::on_io).
-    std::function<void(const ExpiryEvent&)> on_event = nullptr;
+    std::function<void(const ExpiryEventView&)> on_event = nullptr;
     WalIoListener on_wal_io = nullptr;
     // Told of a consumer group that can deliver something other than new
     // events (ConsumerGroups::Options::on_readable). May be empty.
