@@ -75,7 +75,7 @@ struct RedisClusterStoreOptions {
   std::function<void(absl::string_view group)> on_group_readable;
   // Every event this replica reads into its buffer (each replica reads every
   // partition), for metrics; may be empty.
-  std::function<void(const ExpiryEvent&)> on_event;
+  std::function<void(const ExpiryEventView&)> on_event;
   // For validating expire_time, and what lease alarms wait on; not owned.
   Clock* clock = RealClock();
   // The time scripts run at (script_clock.h); not owned. Null (production):

@@ -90,7 +90,7 @@ struct RedisEventSourceOptions {
   EventsReadableListener on_readable;
   // Every event as it enters the local buffer (EventFeed::Options::
   // on_append), for metrics; may be empty.
-  std::function<void(const ExpiryEvent&)> on_append;
+  std::function<void(const ExpiryEventView&)> on_append;
 };
 
 class RedisEventSource final : public EventSource {
