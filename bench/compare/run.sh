@@ -66,7 +66,8 @@
 # over both and watches the first) and redis-classic (the recipe above, one
 # redis-server, poller every last --poll-intervals value):
 #   put, put-batch1, expiry-latency, drain   as above, --cluster-members and
-#                   --cluster-small-members for the puts; each run on fresh
+#                   --cluster-small-members for the puts, --lead 3 s + 1 s per
+#                   20k members for the three lapse peers; each run on fresh
 #                   servers (the cluster emptied with FLUSHALL), with the
 #                   CPU seconds of the masters, the Redis replicas and lapsed
 #   store puts      lapse-cluster-bench: puts straight into the store (no
@@ -657,6 +658,10 @@ cluster_run() {
   stop_replicas
 }
 
+# The cluster set's --lead for N members: loading through the cluster store
+# is slower than lapse-bench's default lead (2 s + 1 s per 100k) allows.
+cluster_lead() { echo "$((3 + $1 / 20000))s"; }
+
 # run_cluster_peer PEER REPLICAS: put, put-batch1, expiry-latency, drain.
 run_cluster_peer() {
   local peer=$1 replicas=$2
@@ -668,8 +673,9 @@ run_cluster_peer() {
   cluster_run "$peer" "$replicas" put-batch1 put --peer="${peer}-batch1" --batch=1 \
     --concurrency="$concurrency" --members="$cluster_small_members"
   cluster_run "$peer" "$replicas" expiry-latency expiry-latency --peer="$peer" "${common[@]}" \
-    --members="$pending" --spread="$spread"
-  cluster_run "$peer" "$replicas" drain drain --peer="$peer" "${common[@]}" --members="$drain"
+    --members="$pending" --spread="$spread" --lead="$(cluster_lead "$pending")"
+  cluster_run "$peer" "$replicas" drain drain --peer="$peer" "${common[@]}" --members="$drain" \
+    --lead="$(cluster_lead "$drain")"
 }
 
 # run_store_bench: lapse-cluster-bench at partition 0's master (batch --batch
@@ -695,7 +701,7 @@ run_store_bench() {
 # run_failover: lapse-cluster-2 with a master killed during a put run, then
 # during an expiry-latency run (at 40 % of its spread).
 run_failover() {
-  local peer=lapse-cluster-2-failover killer lead_s=3
+  local peer=lapse-cluster-2-failover killer lead_s=$((3 + pending / 20000))
   echo
   echo "######## failover: 2 lapsed --store=redis-cluster, a master SIGKILLed mid-run"
   flush_cluster
