@@ -13,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpc/grpc.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpc/support/log.h"
@@ -154,15 +155,36 @@ absl::StatusOr<int> LapseServer::Start() {
       m->OnWalIo(io, took);
     };
   }
-  absl::StatusOr<std::unique_ptr<EmbeddedStore>> store = EmbeddedStore::Open(
-      store_options,
-      [hub = hub_.get(), groups = group_hub_.get()](uint64_t last) {
-        hub->OnReadable(last);
-        groups->OnEventsReadable();
-      },
-      [this](const absl::Status& status) { OnWritableChanged(status); });
-  if (!store.ok()) return store.status();
-  store_ = *std::move(store);
+  EventsReadableListener on_readable = [hub = hub_.get(),
+                                        groups = group_hub_.get()](uint64_t last) {
+    hub->OnReadable(last);
+    groups->OnEventsReadable();
+  };
+  if (options_.redis_cluster.has_value()) {
+    redis::RedisClusterStoreOptions redis_options = *options_.redis_cluster;
+    redis_options.limits = store_options.limits;
+    redis_options.clock = options_.store.clock;
+    redis_options.event_buffer_events = options_.store.event_retention_events;
+    redis_options.event_buffer_bytes = options_.store.event_retention_bytes;
+    redis_options.on_events_readable = std::move(on_readable);
+    absl::StatusOr<std::unique_ptr<redis::RedisClusterStore>> store =
+        redis::RedisClusterStore::Open(std::move(redis_options));
+    if (!store.ok()) {
+      return absl::Status(store.status().code(),
+                          absl::StrCat("cannot open the Redis Cluster store (nodes ",
+                                       absl::StrJoin(options_.redis_cluster->router.seeds, ","),
+                                       "): ", store.status().message()));
+    }
+    redis_ = store->get();
+    store_ = *std::move(store);
+  } else {
+    absl::StatusOr<std::unique_ptr<EmbeddedStore>> store =
+        EmbeddedStore::Open(store_options, std::move(on_readable),
+                            [this](const absl::Status& status) { OnWritableChanged(status); });
+    if (!store.ok()) return store.status();
+    embedded_ = store->get();
+    store_ = *std::move(store);
+  }
   service_ =
       std::make_unique<LapseServiceImpl>(store_.get(), hub_.get(), group_hub_.get(), auth_.get());
 
@@ -211,12 +233,19 @@ absl::StatusOr<int> LapseServer::Start() {
     }
   }
   if (metrics_ != nullptr) {
-    absl::StatusOr<int> metrics_port = metrics_->Serve(options_.metrics_listen, store_.get());
+    absl::StatusOr<int> metrics_port = redis_ != nullptr
+                                           ? metrics_->Serve(options_.metrics_listen, redis_)
+                                           : metrics_->Serve(options_.metrics_listen, embedded_);
     if (!metrics_port.ok()) return metrics_port.status();
     metrics_port_ = *metrics_port;
   }
   port_ = port;
   return port;
+}
+
+EmbeddedStore& LapseServer::embedded_store() {
+  assert(embedded_ != nullptr && "embedded_store() needs the embedded store");
+  return *embedded_;
 }
 
 void LapseServer::OnWritableChanged(const absl::Status& status) {
@@ -266,7 +295,7 @@ void LapseServer::Shutdown(absl::Duration grace) {
   }
   // Probes see NOT_SERVING until the drain ends.
   if (health_server_ != nullptr) health_server_->Shutdown(absl::ToChronoTime(absl::Now()));
-  store_->StopExpiring();
+  if (embedded_ != nullptr) embedded_->StopExpiring();
   if (metrics_ != nullptr) metrics_->StopServing();
 }
 

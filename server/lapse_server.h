@@ -4,8 +4,10 @@
 // that running out of descriptors never stops the listener, and calls
 // RouteGrpcLogs().
 //
-// Owns the store (today the EmbeddedStore: engine, event feed, expirer and,
-// with ServerOptions::store.data_dir set, the write-ahead log), the WatchHub,
+// Owns the store — the EmbeddedStore (engine, event feed, expirer and, with
+// ServerOptions::store.data_dir set, the write-ahead log) by default, or with
+// ServerOptions::redis_cluster set the RedisClusterStore (issue #11: state in
+// a Redis Cluster, this server one stateless replica of many) — the WatchHub,
 // the GroupHub (long polls and Consume streams),
 // the service and the grpc::Server (with the standard health service and
 // server reflection, which can describe grpc.health.v1 as well as lapse.v1),
@@ -17,7 +19,9 @@
 // Health: "" is SERVING from Start to Shutdown (the process is alive: use it
 // for liveness); "lapse.v1.LapseService" is SERVING only while the store takes
 // writes too, and NOT_SERVING while the write-ahead log refuses them, e.g. on
-// a full disk, until they resume by themselves (use it for readiness).
+// a full disk, until they resume by themselves (use it for readiness). The
+// Redis Cluster store has no such state: a call that cannot reach Redis fails
+// UNAVAILABLE on its own.
 //
 //   lapse::ServerOptions options;
 //   options.listen_address = "127.0.0.1:0";
@@ -29,8 +33,9 @@
 //
 // Start and Shutdown must not run concurrently with each other; everything
 // else is thread-safe, and Shutdown may run while clients are mid-RPC. The
-// accessors are valid once Start() has succeeded; embedded_store() is for
-// tests that drive the engine directly, e.g. with a FakeClock:
+// accessors are valid once Start() has succeeded; embedded_store() and
+// redis_store() are for what only one store has (recovery figures) and for
+// tests that drive the store directly, e.g. with a FakeClock:
 //   clock.Advance(absl::Seconds(30));
 //   server.embedded_store().expirer().Wake();
 #ifndef LAPSE_SERVER_LAPSE_SERVER_H_
@@ -55,6 +60,7 @@
 #include "server/service/lapse_service.h"
 #include "server/service/watch_hub.h"
 #include "server/storage/embedded_store.h"
+#include "server/storage/redis/redis_cluster_store.h"
 #include "server/storage/store.h"
 #include "server/tls_credentials.h"
 
@@ -64,7 +70,15 @@ struct ServerOptions {
   // HOST:PORT, [IPV6]:PORT or unix:/PATH (server/listen_address.h); port 0
   // picks a free one (see Start()).
   std::string listen_address = "127.0.0.1:50051";
+  // The embedded store's options. Its limits and clock apply to either store,
+  // and with redis_cluster set event_retention_events and _bytes bound the
+  // replica's local buffer of events (RedisClusterStoreOptions::
+  // event_buffer_events, _bytes); the rest is the embedded store's alone.
   EmbeddedStore::Options store;
+  // Set: the Redis Cluster store serves instead of the embedded one. Its
+  // limits, clock, event buffer and on_events_readable are set from the
+  // above and by the server.
+  std::optional<redis::RedisClusterStoreOptions> redis_cluster;
   // An idle watch stream gets an empty batch this often.
   absl::Duration heartbeat_interval = absl::Seconds(30);
   // Bounds on one watch batch.
@@ -124,8 +138,9 @@ class LapseServer {
   LapseServer(const LapseServer&) = delete;
   LapseServer& operator=(const LapseServer&) = delete;
 
-  // Recovers the data directory (if any) and starts serving, with the
-  // store's Limits::max_response_bytes set to ResponseBytesFor(options).
+  // Recovers the data directory (if any), or connects to the Redis Cluster,
+  // and starts serving, with the store's Limits::max_response_bytes set to
+  // ResponseBytesFor(options).
   // Returns the bound port; INVALID_ARGUMENT when the listen (or health)
   // address is malformed, ResponseBytesFor refuses the options, CheckTlsFiles
   // the TLS files (before anything else starts) or the auth file cannot be
@@ -133,7 +148,8 @@ class LapseServer {
   // when the data directory is locked by another server or the open-file
   // limit leaves nothing beyond reserved_fds, DATA_LOSS when the data
   // directory is damaged, UNAVAILABLE when the address (or the metrics or
-  // health address) cannot be listened on. Call at most once.
+  // health address) cannot be listened on or the Redis Cluster cannot be
+  // reached within its router's retry budget. Call at most once.
   absl::StatusOr<int> Start();
 
   // Drains: health turns NOT_SERVING, new RPCs fail with UNAVAILABLE, watch
@@ -151,7 +167,10 @@ class LapseServer {
   Store& store() { return *store_; }
   WatchHub& watch_hub() { return *hub_; }
   GroupHub& group_hub() { return *group_hub_; }
-  EmbeddedStore& embedded_store() { return *store_; }
+  // REQUIRES: the embedded store serves (no ServerOptions::redis_cluster).
+  EmbeddedStore& embedded_store();
+  // Null unless ServerOptions::redis_cluster is set.
+  redis::RedisClusterStore* redis_store() { return redis_; }
   // Null without ServerOptions::auth_file. Tests with auth_poll_interval zero
   // call its ReloadIfChanged() instead of waiting for a poll.
   AuthFile* auth_file() { return auth_.get(); }
@@ -183,7 +202,10 @@ class LapseServer {
   std::unique_ptr<WatchHub> hub_;
   std::unique_ptr<GroupHub> group_hub_;
   std::unique_ptr<ServerMetrics> metrics_;
-  std::unique_ptr<EmbeddedStore> store_;
+  std::unique_ptr<Store> store_;
+  // store_ as what it is: exactly one is set once Start has opened it.
+  EmbeddedStore* embedded_ = nullptr;
+  redis::RedisClusterStore* redis_ = nullptr;
   std::unique_ptr<AuthFile> auth_;
   std::unique_ptr<LapseServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -4,6 +4,10 @@
 //
 //   lapsed --data-dir=/var/lib/lapse --fsync=everysec
 //
+//   # one stateless replica of many over a Redis Cluster (issue #11):
+//   lapsed --store=redis-cluster --redis_nodes=10.0.0.1:7000,10.0.0.2:7000
+//          --redis_password_file=/etc/lapse/redis-password
+//
 //   lapsed --metrics_listen=0.0.0.0:9090    # Prometheus /metrics
 //
 //   # mTLS, and plaintext health for probes that cannot speak TLS:
@@ -15,19 +19,24 @@
 // serves (address, bound port, plaintext/TLS/mTLS, store, the metrics address
 // and port with --metrics_listen, the health address and port with
 // --health_listen), drains and exits 0 on SIGTERM or SIGINT, exits 2 on
-// invalid flags and 1 when it cannot listen, read its TLS files (or they do
-// not match) or recover its data directory.
+// invalid flags (an unreadable --redis_password_file too) and 1 when it
+// cannot listen, read its TLS files (or they do not match), recover its data
+// directory or reach the Redis Cluster.
 // Without --data_dir the store is
 // memory-only: a restart starts empty. Flag names may be written with dashes
 // or underscores (--data-dir, --data_dir).
 #include <pthread.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -36,7 +45,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -144,6 +156,29 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
 ABSL_FLAG(std::string, data_dir, "",
           "Keep state in this directory (write-ahead log + snapshots); empty "
           "runs memory-only");
+ABSL_FLAG(std::string, store, "embedded",
+          "embedded (this process, memory-only or --data_dir) or redis-cluster (a Redis "
+          "Cluster named by --redis_nodes; any number of lapsed replicas may serve it)");
+ABSL_FLAG(std::string, redis_nodes, "",
+          "With --store=redis-cluster: HOST:PORT,HOST:PORT,... of some nodes of the cluster; "
+          "the rest are learned");
+ABSL_FLAG(std::string, redis_password_file, "",
+          "With --store=redis-cluster: a file holding the cluster's password (requirepass), "
+          "read at start, a trailing newline stripped; empty: no AUTH");
+ABSL_FLAG(int64_t, redis_partitions, 64,
+          "With --store=redis-cluster: partitions of a store created now (1-16384); a store "
+          "already in the cluster keeps the count recorded there");
+ABSL_FLAG(int64_t, redis_wait_replicas, 1,
+          "With --store=redis-cluster: replicas WAIT must count before a write is acknowledged "
+          "and an event delivered (0 acknowledges once the master has it)");
+ABSL_FLAG(absl::Duration, redis_wait_timeout, absl::Seconds(1),
+          "With --store=redis-cluster: how long WAIT waits; a write it does not confirm fails "
+          "UNAVAILABLE, its outcome unknown");
+ABSL_FLAG(absl::Duration, redis_heartbeat_interval, absl::Seconds(1),
+          "With --store=redis-cluster: this replica renews its registration this often; a "
+          "replica that dies has its partitions expired by others within 4 intervals");
+ABSL_FLAG(int64_t, redis_event_retention, 1'000'000,
+          "With --store=redis-cluster: expiry events each partition's stream keeps (MAXLEN ~)");
 ABSL_FLAG(std::string, fsync, "everysec",
           "With --data_dir: always (fsync before each answer, with group "
           "commit), everysec (answer once written; fsync every second) or "
@@ -295,6 +330,105 @@ absl::Status GroupBoundsFromFlags(lapse::ServerOptions* options) {
   return absl::OkStatus();
 }
 
+// The longest password file read.
+constexpr size_t kMaxPasswordBytes = 4096;
+
+// The password in `path`, without a trailing newline.
+absl::StatusOr<std::string> ReadPasswordFile(const std::string& path) {
+  const std::string flag = absl::StrCat("--redis_password_file=", path);
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": cannot read it: ", std::strerror(errno)));
+  }
+  std::string password(kMaxPasswordBytes + 1, '\0');
+  const size_t read = std::fread(password.data(), 1, password.size(), file);
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  if (failed) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read it"));
+  if (read > kMaxPasswordBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": longer than ", kMaxPasswordBytes, " bytes"));
+  }
+  password.resize(read);
+  // One trailing newline (\n or \r\n), as editors and `echo` leave it.
+  if (absl::EndsWith(password, "\n")) {
+    password.pop_back();
+    if (absl::EndsWith(password, "\r")) password.pop_back();
+  }
+  if (password.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": it is empty"));
+  return password;
+}
+
+// The Redis Cluster store's options from the --redis_* flags; none with
+// --store=embedded, where those flags are refused.
+absl::Status RedisFromFlags(lapse::ServerOptions* options) {
+  const std::string store = absl::GetFlag(FLAGS_store);
+  const std::string nodes = absl::GetFlag(FLAGS_redis_nodes);
+  const std::string password_file = absl::GetFlag(FLAGS_redis_password_file);
+  if (store == "embedded") {
+    for (const auto& [flag, value] :
+         {std::pair<const char*, const std::string&>{"redis_nodes", nodes},
+          {"redis_password_file", password_file}}) {
+      if (!value.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", flag, " needs --store=redis-cluster"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (store != "redis-cluster") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--store=", store, ": expected embedded or redis-cluster"));
+  }
+  if (!options->store.data_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--data_dir is for --store=embedded: with --store=redis-cluster the state is in Redis");
+  }
+  if (nodes.empty()) {
+    return absl::InvalidArgumentError(
+        "--store=redis-cluster needs --redis_nodes=HOST:PORT,... (some nodes of the cluster)");
+  }
+  std::string error;
+  const bool ok =
+      InRange("redis_partitions", absl::GetFlag(FLAGS_redis_partitions), 1, 16384, &error) &&
+      InRange("redis_wait_replicas", absl::GetFlag(FLAGS_redis_wait_replicas), 0, 100, &error) &&
+      InRange("redis_wait_timeout", absl::GetFlag(FLAGS_redis_wait_timeout), absl::Milliseconds(1),
+              absl::Minutes(1), &error) &&
+      InRange("redis_heartbeat_interval", absl::GetFlag(FLAGS_redis_heartbeat_interval),
+              absl::Milliseconds(10), absl::Minutes(10), &error) &&
+      InRange("redis_event_retention", absl::GetFlag(FLAGS_redis_event_retention), 1, 1'000'000'000,
+              &error);
+  if (!ok) return absl::InvalidArgumentError(error);
+  lapse::redis::RedisClusterStoreOptions redis;
+  constexpr size_t kMaxNodes = 1000;
+  for (absl::string_view node : absl::StrSplit(nodes, ',')) {
+    const size_t colon = node.rfind(':');
+    int port = 0;
+    if (colon == absl::string_view::npos || colon == 0 ||
+        !absl::SimpleAtoi(node.substr(colon + 1), &port) || port < 1 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--redis_nodes=", nodes, ": \"", node, "\" is not HOST:PORT"));
+    }
+    redis.router.seeds.emplace_back(node);
+  }
+  if (redis.router.seeds.size() > kMaxNodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--redis_nodes: more than ", kMaxNodes, " nodes; a few are enough"));
+  }
+  if (!password_file.empty()) {
+    absl::StatusOr<std::string> password = ReadPasswordFile(password_file);
+    if (!password.ok()) return password.status();
+    redis.router.password = *std::move(password);
+  }
+  redis.partitions = static_cast<int>(absl::GetFlag(FLAGS_redis_partitions));
+  redis.wait_replicas = static_cast<int>(absl::GetFlag(FLAGS_redis_wait_replicas));
+  redis.wait_timeout = absl::GetFlag(FLAGS_redis_wait_timeout);
+  redis.heartbeat_interval = absl::GetFlag(FLAGS_redis_heartbeat_interval);
+  redis.event_retention = static_cast<size_t>(absl::GetFlag(FLAGS_redis_event_retention));
+  options->redis_cluster = std::move(redis);
+  return absl::OkStatus();
+}
+
 // Builds the server's options from the flags, or explains what is wrong.
 absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   constexpr int64_t kMax = INT64_MAX;
@@ -387,6 +521,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   if (absl::Status watch = WatchBoundsFromFlags(&options); !watch.ok()) return watch;
   if (absl::Status tls = TlsFromFlags(&options); !tls.ok()) return tls;
   if (absl::Status groups = GroupBoundsFromFlags(&options); !groups.ok()) return groups;
+  if (absl::Status redis = RedisFromFlags(&options); !redis.ok()) return redis;
 
   // A watch batch holds up to watch_batch_max_bytes of names, keys and values
   // (or one event, if larger) plus per-event framing; it must fit in a
@@ -471,7 +606,13 @@ void UnderscoreFlagNames(int argc, char** argv) {
   }
 }
 
-std::string StoreDescription(const lapse::ServerOptions& options) {
+std::string StoreDescription(const lapse::ServerOptions& options, lapse::LapseServer& server) {
+  if (const lapse::redis::RedisClusterStore* redis = server.redis_store(); redis != nullptr) {
+    return absl::StrCat("redis-cluster at ",
+                        absl::StrJoin(options.redis_cluster->router.seeds, ","), " (",
+                        redis->partitions(), " partitions, WAIT ",
+                        options.redis_cluster->wait_replicas, " replicas)");
+  }
   if (options.store.data_dir.empty()) {
     return "memory-only (no --data-dir: nothing survives a restart)";
   }
@@ -543,7 +684,10 @@ int main(int argc, char** argv) {
     Log(LogLevel::kError, "%s", port.status().message());
     return 1;
   }
-  if (const auto& recovered = server.embedded_store().recovery(); recovered.has_value()) {
+  // Only the embedded store recovers anything.
+  const std::optional<lapse::RecoveryStats> recovered =
+      server.redis_store() == nullptr ? server.embedded_store().recovery() : std::nullopt;
+  if (recovered.has_value()) {
     Log(LogLevel::kInfo,
         "recovered %d members and %d retained events from %s + %d log batches in %s",
         recovered->members, recovered->events,
@@ -591,7 +735,7 @@ int main(int argc, char** argv) {
                 " (health port ", server.health_port(), ")");
   std::printf("lapsed listening on %s%s (%s); store: %s; shards %zu; %s%s\n",
               listen.WithPort(*port).c_str(), port_note.c_str(), tls.c_str(),
-              StoreDescription(*options).c_str(), options->store.shards, metrics.c_str(),
+              StoreDescription(*options, server).c_str(), options->store.shards, metrics.c_str(),
               health.c_str());
   std::fflush(stdout);
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -47,9 +48,19 @@ absl::StatusOr<Context> Connect(int port) {
   return c;
 }
 
-absl::StatusOr<Reply> Run(int port, const std::vector<std::string>& args) {
+absl::StatusOr<Reply> Run(int port, const std::string& password,
+                          const std::vector<std::string>& args) {
   absl::StatusOr<Context> c = Connect(port);
   if (!c.ok()) return c.status();
+  if (!password.empty()) {
+    Reply auth(static_cast<redisReply*>(
+        redisCommand(c->get(), "AUTH %b", password.data(), password.size())));
+    if (auth == nullptr || auth->type == REDIS_REPLY_ERROR) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("127.0.0.1:", port, " refused the password: ",
+                       auth == nullptr ? (*c)->errstr : std::string(auth->str, auth->len)));
+    }
+  }
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
   for (const std::string& a : args) {
@@ -97,7 +108,8 @@ int EphemeralPortsStart() {
 
 }  // namespace
 
-RedisCluster::RedisCluster() : nodes_(kNodes) {
+RedisCluster::RedisCluster(RedisClusterOptions options)
+    : options_(std::move(options)), nodes_(kNodes) {
   for (int i = 0; i < kNodes && status_.ok(); ++i) status_ = StartNode(nodes_[i], i);
   if (status_.ok()) status_ = CreateCluster();
 }
@@ -141,6 +153,12 @@ absl::Status RedisCluster::StartNode(Node& node, int index) {
                                      "nodes.conf",
                                      "--cluster-node-timeout",
                                      absl::StrCat(kNodeTimeoutMs)};
+    if (!options_.password.empty()) {
+      for (const char* option : {"--requirepass", "--masterauth"}) {
+        args.push_back(option);
+        args.push_back(options_.password);
+      }
+    }
     if (mkdir(node.dir.c_str(), 0700) != 0) {
       return absl::InternalError(absl::StrCat("cannot create ", node.dir));
     }
@@ -175,6 +193,12 @@ absl::Status RedisCluster::CreateCluster() {
   std::vector<std::string> args = {"--cluster", "create"};
   for (const std::string& seed : seeds()) args.push_back(seed);
   for (const char* a : {"--cluster-replicas", "1", "--cluster-yes"}) args.push_back(a);
+  if (!options_.password.empty()) {
+    for (const std::string& a :
+         {std::string("-a"), options_.password, std::string("--no-auth-warning")}) {
+      args.push_back(a);
+    }
+  }
   ChildProcess::Result created = RunToCompletion(LAPSE_REDIS_CLI_PATH, args);
   if (created.exit_code != 0) {
     return absl::UnavailableError(
@@ -195,7 +219,7 @@ std::vector<std::string> RedisCluster::seeds() const {
 std::vector<int> RedisCluster::MasterPorts() const {
   for (const Node& node : nodes_) {
     if (node.process == nullptr) continue;
-    absl::StatusOr<Reply> slots = Run(node.port, {"CLUSTER", "SLOTS"});
+    absl::StatusOr<Reply> slots = Run(node.port, options_.password, {"CLUSTER", "SLOTS"});
     if (!slots.ok() || (*slots)->type != REDIS_REPLY_ARRAY) continue;
     std::vector<std::pair<long long, int>> ranges;
     for (size_t i = 0; i < (*slots)->elements; ++i) {
@@ -215,7 +239,7 @@ std::vector<int> RedisCluster::MasterPorts() const {
 
 absl::StatusOr<std::string> RedisCluster::Command(int port,
                                                   const std::vector<std::string>& args) const {
-  absl::StatusOr<Reply> reply = Run(port, args);
+  absl::StatusOr<Reply> reply = Run(port, options_.password, args);
   if (!reply.ok()) return reply.status();
   return Text(**reply);
 }

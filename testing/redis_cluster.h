@@ -18,6 +18,9 @@
 // every replica's link to its master is up. The destructor stops every node
 // by its PID and removes the nodes' directory.
 //
+// With a password, every node requires it (requirepass) and replicas give it
+// to their masters (masterauth); Command() authenticates with it.
+//
 // Thread-compatible; the nodes are child processes of the test.
 #ifndef LAPSE_TESTING_REDIS_CLUSTER_H_
 #define LAPSE_TESTING_REDIS_CLUSTER_H_
@@ -33,6 +36,11 @@
 
 namespace lapse::testing {
 
+struct RedisClusterOptions {
+  // Empty: no authentication.
+  std::string password;
+};
+
 class RedisCluster final {
  public:
   static constexpr int kMasters = 3;
@@ -40,7 +48,8 @@ class RedisCluster final {
   static constexpr int kNodeTimeoutMs = 1000;
 
   // Starts the nodes and creates the cluster; status() says whether it worked.
-  RedisCluster();
+  RedisCluster() : RedisCluster(RedisClusterOptions{}) {}
+  explicit RedisCluster(RedisClusterOptions options);
   ~RedisCluster();
   RedisCluster(const RedisCluster&) = delete;
   RedisCluster& operator=(const RedisCluster&) = delete;
@@ -79,6 +88,7 @@ class RedisCluster final {
   absl::Status CreateCluster();
   bool WaitForReplicasLinked() const;
 
+  const RedisClusterOptions options_;
   TempDir dir_;
   std::vector<Node> nodes_;
   absl::Status status_;

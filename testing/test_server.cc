@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,27 +12,85 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
+#include "server/base/mutex.h"
 #include "server/service/proto_convert.h"
+#include "testing/redis_cluster.h"
 
 namespace lapse::testing {
 namespace {
 
 // The integration suite is the Store conformance suite: ctest runs it once
-// per store, named by LAPSE_TEST_STORE: "memory" (the default) or "durable"
-// (every change through the write-ahead log).
-bool DurableStoreUnderTest() {
+// per store, named by LAPSE_TEST_STORE: "memory" (the default), "durable"
+// (every change through the write-ahead log) or "redis" (the Redis Cluster
+// store over one cluster for the whole process).
+enum class StoreUnderTest { kMemory, kDurable, kRedis };
+
+StoreUnderTest TheStoreUnderTest() {
   const char* store = std::getenv("LAPSE_TEST_STORE");
-  if (store == nullptr || std::string(store) == "memory") return false;
-  if (std::string(store) == "durable") return true;
-  std::fprintf(stderr, "LAPSE_TEST_STORE=%s: expected memory or durable\n", store);
+  if (store == nullptr || std::string(store) == "memory") return StoreUnderTest::kMemory;
+  if (std::string(store) == "durable") return StoreUnderTest::kDurable;
+  if (std::string(store) == "redis") return StoreUnderTest::kRedis;
+  std::fprintf(stderr, "LAPSE_TEST_STORE=%s: expected memory, durable or redis\n", store);
   std::abort();
 }
 
 std::unique_ptr<TempDir> DurableDataDir(const ServerOptions& options) {
-  if (!DurableStoreUnderTest() || !options.store.data_dir.empty()) return nullptr;
+  if (TheStoreUnderTest() != StoreUnderTest::kDurable || !options.store.data_dir.empty()) {
+    return nullptr;
+  }
   auto dir = std::make_unique<TempDir>();
   if (dir->path().empty()) std::abort();
   return dir;
+}
+
+// The Redis Cluster of a LAPSE_TEST_STORE=redis run: started on first use,
+// stopped when the process exits.
+RedisCluster& SharedCluster() {
+  static RedisCluster cluster;
+  if (!cluster.status().ok()) {
+    std::fprintf(stderr, "the Redis Cluster for LAPSE_TEST_STORE=redis did not start: %s\n",
+                 cluster.status().ToString().c_str());
+    std::abort();
+  }
+  return cluster;
+}
+
+// Empties the shared cluster (FLUSHALL on every master) the first time a
+// test starts a server, so that each test sees a new store; a test's further
+// servers are more replicas of that store.
+void FlushOncePerTest(RedisCluster& cluster) {
+  struct Flushed {
+    Mutex mu;
+    std::string test ABSL_GUARDED_BY(mu);
+  };
+  static Flushed* const flushed = new Flushed;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string name =
+      test == nullptr ? "" : absl::StrCat(test->test_suite_name(), ".", test->name());
+  MutexLock lock(&flushed->mu);
+  if (name == flushed->test) return;
+  flushed->test = name;
+  for (int port : cluster.MasterPorts()) {
+    absl::StatusOr<std::string> flushed = cluster.Command(port, {"FLUSHALL"});
+    if (!flushed.ok() || *flushed != "OK") {
+      std::fprintf(stderr, "FLUSHALL on 127.0.0.1:%d failed: %s\n", port,
+                   flushed.ok() ? flushed->c_str() : flushed.status().ToString().c_str());
+      std::abort();
+    }
+  }
+}
+
+// The Redis Cluster store over the shared cluster, its scripts and reaper
+// timed by `clock`.
+redis::RedisClusterStoreOptions RedisOptionsForTest(const Clock* clock) {
+  RedisCluster& cluster = SharedCluster();
+  FlushOncePerTest(cluster);
+  redis::RedisClusterStoreOptions options;
+  options.router.seeds = cluster.seeds();
+  options.partitions = 8;
+  options.script_clock = clock;
+  options.reaper_clock = clock;
+  return options;
 }
 
 ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock, const TempDir* data_dir) {
@@ -40,6 +99,10 @@ ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock, const TempD
   if (data_dir != nullptr) {
     options.store.data_dir = data_dir->path();
     options.store.fsync = FsyncPolicy::kNever;
+  }
+  if (TheStoreUnderTest() == StoreUnderTest::kRedis && options.store.data_dir.empty() &&
+      !options.redis_cluster.has_value()) {
+    options.redis_cluster = RedisOptionsForTest(clock);
   }
   return options;
 }
@@ -80,7 +143,11 @@ std::shared_ptr<grpc::Channel> TestServer::NewChannel() const {
 
 void TestServer::ExpireAfter(absl::Duration d) {
   clock_.Advance(d);
-  server_.embedded_store().expirer().Wake();
+  if (redis::RedisClusterStore* redis = server_.redis_store(); redis != nullptr) {
+    redis->WakeReaperForTesting();
+  } else {
+    server_.embedded_store().expirer().Wake();
+  }
 }
 
 void GuardDeadline(grpc::ClientContext* context) {

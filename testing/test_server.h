@@ -45,7 +45,10 @@ class TestServer {
   // Starts on 127.0.0.1:0 with `options` (listen address and clock are
   // replaced). With LAPSE_TEST_STORE=durable in the environment and no
   // options.store.data_dir, the server is durable in a TempDir of its own,
-  // removed after the server stops.
+  // removed after the server stops. With LAPSE_TEST_STORE=redis (and neither
+  // a data_dir nor options.redis_cluster), it serves the Redis Cluster store
+  // over one cluster shared by the test process, emptied when a test starts
+  // its first server, with the clock as the scripts' and the reaper's.
   explicit TestServer(ServerOptions options = TestOptions());
   ~TestServer();
   TestServer(const TestServer&) = delete;
@@ -58,7 +61,8 @@ class TestServer {
   LapseServer& server() { return server_; }
   int port() const { return port_; }
 
-  // Moves the clock and makes the expirer look at it.
+  // Moves the clock and makes the expirer (or the Redis store's reaper) look
+  // at it.
   void ExpireAfter(absl::Duration d);
 
  private:

@@ -1,5 +1,6 @@
 #include "server/metrics/server_metrics.h"
 
+#include <cstdint>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -190,6 +191,55 @@ class StoreGauges final : public prometheus::Collectable {
   EmbeddedStore* const store_;
 };
 
+MetricFamily Counter(std::string name, std::string help, uint64_t value) {
+  return OneValue(std::move(name), std::move(help), MetricType::Counter,
+                  static_cast<double>(value));
+}
+
+// The Redis Cluster store's figures, read on each scrape.
+class RedisGauges final : public prometheus::Collectable {
+ public:
+  explicit RedisGauges(redis::RedisClusterStore* store) : store_(store) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    std::vector<MetricFamily> families;
+    families.push_back(Gauge("lapse_redis_partitions", "Partitions of the store",
+                             static_cast<double>(store_->partitions())));
+    if (const redis::Reaper* reaper = store_->reaper(); reaper != nullptr) {
+      const redis::Reaper::Stats stats = reaper->stats();
+      families.push_back(Counter("lapse_redis_reaper_passes_total",
+                                 "Reap script calls on the partitions this replica owns",
+                                 stats.passes));
+      families.push_back(Counter("lapse_redis_reaper_reaped_total",
+                                 "Members this replica's reaper expired", stats.reaped));
+      families.push_back(Gauge("lapse_redis_reaper_partitions_owned",
+                               "Partitions this replica reaps now",
+                               static_cast<double>(stats.owned)));
+      families.push_back(Counter("lapse_redis_reaper_partitions_gained_total",
+                                 "Partitions this replica took on: at start, and from replicas "
+                                 "that stopped or died (takeovers)",
+                                 stats.partitions_gained));
+      families.push_back(Gauge("lapse_redis_replicas_live",
+                               "Live lapsed replicas, as this replica's last heartbeat saw them",
+                               static_cast<double>(stats.live_replicas)));
+      families.push_back(Counter("lapse_redis_reaper_watermark_advances_total",
+                                 "Delivery watermarks this replica advanced after WAIT",
+                                 stats.watermark_advances));
+      families.push_back(Counter("lapse_redis_reaper_wait_failures_total",
+                                 "Reap passes whose WAIT did not count the replicas asked for "
+                                 "(the watermark held; retried)",
+                                 stats.wait_failures));
+      families.push_back(Counter("lapse_redis_reaper_failures_total",
+                                 "Reap passes and heartbeats that failed (retried)",
+                                 stats.failures));
+    }
+    return families;
+  }
+
+ private:
+  redis::RedisClusterStore* const store_;
+};
+
 }  // namespace
 
 ServerMetrics::ServerMetrics()
@@ -239,13 +289,23 @@ ServerMetrics::InterceptorFactory() {
 }
 
 absl::StatusOr<int> ServerMetrics::Serve(const std::string& address, EmbeddedStore* store) {
+  return ServeWith(address, std::make_shared<StoreGauges>(store));
+}
+
+absl::StatusOr<int> ServerMetrics::Serve(const std::string& address,
+                                         redis::RedisClusterStore* store) {
+  return ServeWith(address, std::make_shared<RedisGauges>(store));
+}
+
+absl::StatusOr<int> ServerMetrics::ServeWith(
+    const std::string& address, std::shared_ptr<prometheus::Collectable> store_gauges) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", e.what(),
                                                "; pick another --metrics_listen address"));
   }
-  store_gauges_ = std::make_shared<StoreGauges>(store);
+  store_gauges_ = std::move(store_gauges);
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(store_gauges_);
   const std::vector<int> ports = exposer_->GetListeningPorts();

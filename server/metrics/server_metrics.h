@@ -9,10 +9,12 @@
 // - Hooks the store calls as things happen: every expiry event appended
 //   (OnExpiryEvent: events emitted, expiry lag = expired_at - deadline) and
 //   every write and fsync of the write-ahead log (OnWalIo).
-// - The store's state, read on each scrape through its accessors: members,
-//   collections, pending deadlines, the event log's retained events, bytes
-//   and oldest sequence, each consumer group's lag, pending events, dead
-//   letters and lost sequences, WAL totals, the last snapshot, the recovery.
+// - The store's state, read on each scrape through its accessors. The
+//   embedded store's: members, collections, pending deadlines, the event
+//   log's retained events, bytes and oldest sequence, each consumer group's
+//   lag, pending events, dead letters and lost sequences, WAL totals, the last
+//   snapshot, the recovery. The Redis Cluster store's: its reaper's figures
+//   (passes, members reaped, partitions owned and taken on, live replicas).
 //
 //   lapse::ServerMetrics metrics;
 //   options.on_event = [&metrics](const ExpiryEvent& e) { metrics.OnExpiryEvent(e); };
@@ -43,6 +45,7 @@
 #include "prometheus/registry.h"
 #include "server/engine/expiry_event.h"
 #include "server/storage/embedded_store.h"
+#include "server/storage/redis/redis_cluster_store.h"
 #include "server/storage/wal.h"
 
 namespace lapse {
@@ -68,6 +71,7 @@ class ServerMetrics final {
   // UNAVAILABLE when the address cannot be listened on. `store` must stay
   // valid until StopServing. Call at most once.
   absl::StatusOr<int> Serve(const std::string& address, EmbeddedStore* store);
+  absl::StatusOr<int> Serve(const std::string& address, redis::RedisClusterStore* store);
   // Stops the HTTP server; returns once no scrape is running. Idempotent.
   void StopServing();
 
@@ -82,6 +86,10 @@ class ServerMetrics final {
   prometheus::Family<prometheus::Histogram>& rpc_duration_;
   prometheus::Family<prometheus::Gauge>& rpcs_in_flight_;
   prometheus::Family<prometheus::Counter>& auth_denied_;
+
+  // Serves the registry and `store_gauges`; see Serve.
+  absl::StatusOr<int> ServeWith(const std::string& address,
+                                std::shared_ptr<prometheus::Collectable> store_gauges);
 
   // Set by Serve, reset by StopServing. The store's gauges are collected by
   // store_gauges_, which the exposer holds only weakly.

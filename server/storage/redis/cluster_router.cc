@@ -185,6 +185,8 @@ struct ClusterRouter::Subscriber final : EventLoop::Handler {
   bool want_write = false;
   // The subscriptions whose SSUBSCRIBE is not answered yet, in order.
   std::deque<Subscription*> pending;
+  // The first reply on the connection answers its AUTH.
+  bool auth_pending = false;
 };
 
 ClusterRouter::ClusterRouter(RouterOptions options)
@@ -260,6 +262,12 @@ bool ClusterRouter::Connect(Node& node) {
   redisAsyncSetConnectCallback(context, [](const redisAsyncContext* c, int status) {
     if (status == REDIS_OK) static_cast<Node*>(c->data)->connected = true;
   });
+  // Queued ahead of every call on the connection: a refused password shows
+  // in the calls' own replies (NOAUTH).
+  const std::string& password = options_.password;
+  if (!password.empty()) {
+    redisAsyncCommand(context, nullptr, nullptr, "AUTH %b", password.data(), password.size());
+  }
   return true;
 }
 
@@ -272,7 +280,9 @@ void ClusterRouter::Dispatch(std::unique_ptr<Request> request) {
   if (node == nullptr) node = slots_[KeySlot(request->call.key_)];
   const absl::Time now = absl::Now();
   if (node == nullptr) {
-    request->last_error = absl::UnavailableError("no Redis node is known to serve the slot");
+    request->last_error = absl::UnavailableError(
+        absl::StrCat("no Redis node is known to serve the slot",
+                     slots_error_.empty() ? "" : "; CLUSTER SLOTS answered: ", slots_error_));
     RefreshSlots();
     const absl::Time when = BackoffFrom(now, *request);
     Retry(std::move(request), when);
@@ -394,6 +404,7 @@ void ClusterRouter::RefreshSlots() {
 void ClusterRouter::OnSlots(Node& node, Request*, const RedisReply* reply) {
   refreshing_ = false;
   if (shutting_down_) return;
+  if (reply != nullptr && reply->type == RedisReply::Type::kError) slots_error_ = reply->str;
   if (reply == nullptr || reply->type != RedisReply::Type::kArray) {
     // Another node is asked next, soon, while calls are waiting.
     if (!parked_.empty()) {
@@ -401,6 +412,7 @@ void ClusterRouter::OnSlots(Node& node, Request*, const RedisReply* reply) {
     }
     return;
   }
+  slots_error_.clear();
   std::vector<Node*> slots(kClusterSlots, nullptr);
   for (const RedisReply& range : reply->elements) {
     if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
@@ -577,6 +589,12 @@ void ClusterRouter::Resubscribe() {
         continue;
       }
       subscriber->context = context;
+      const std::string& password = options_.password;
+      if (!password.empty()) {
+        redisAppendCommand(context, "AUTH %b", password.data(), password.size());
+        subscriber->want_write = true;
+        subscriber->auth_pending = true;
+      }
     }
     const char* argv[] = {"SSUBSCRIBE", channel.data()};
     const size_t lengths[] = {10, channel.size()};
@@ -630,6 +648,12 @@ void ClusterRouter::OnSubscriberEvents(Subscriber& subscriber, short revents) {
 }
 
 void ClusterRouter::OnSubscriberReply(Subscriber& subscriber, const RedisReply& reply) {
+  if (subscriber.auth_pending) {
+    subscriber.auth_pending = false;
+    // Refused: the subscriptions are tried again on a new connection later.
+    if (reply.type == RedisReply::Type::kError) DropSubscriber(subscriber);
+    return;
+  }
   if (reply.type == RedisReply::Type::kError) {
     // The answer to the oldest SSUBSCRIBE: typically MOVED.
     if (subscriber.pending.empty()) return;
@@ -665,6 +689,7 @@ void ClusterRouter::DropSubscriber(Subscriber& subscriber) {
   redisFree(subscriber.context);
   subscriber.context = nullptr;
   subscriber.want_write = false;
+  subscriber.auth_pending = false;
   subscriber.pending.clear();
   for (auto& [channel, subscription] : subscriptions_) {
     if (subscription->on == &subscriber) subscription->on = nullptr;

@@ -41,6 +41,9 @@
 //   served after an error reply (MOVED), a SUNSUBSCRIBE from the node, a lost
 //   connection (a failover) or a slot map that moved the slot: at once when
 //   the new master is known, else every max_backoff with a fresh map.
+// - Authentication. With a password, AUTH goes first on every connection
+//   (call or subscription); a refused password fails the calls on it with
+//   Redis's error reply (NOAUTH ...) and the subscriptions are tried again.
 // - Completion. `done` is called exactly once, on the router's I/O thread,
 //   with the reply (an error reply of the script or command is a reply, not
 //   an error status) or a status. It must not block. The destructor fails
@@ -72,6 +75,9 @@ namespace lapse::redis {
 struct RouterOptions {
   // "host:port" of some nodes of the cluster; the rest are learned.
   std::vector<std::string> seeds;
+  // Sent with AUTH first on every connection the router opens (calls and
+  // subscriptions) when not empty: the nodes' requirepass.
+  std::string password;
   size_t max_calls = 100000;
   size_t max_in_flight_per_node = 10000;
   size_t max_reply_bytes = size_t{64} << 20;
@@ -187,6 +193,9 @@ class ClusterRouter final {
   // Requests waiting for a retry or for the slot map, with when to send them.
   std::vector<std::pair<absl::Time, std::unique_ptr<Request>>> parked_;
   bool refreshing_ = false;
+  // The error reply of the last CLUSTER SLOTS that failed with one (NOAUTH),
+  // for the calls that fail for want of a slot map; empty after a good one.
+  std::string slots_error_;
   absl::Time last_refresh_ = absl::InfinitePast();
   size_t next_refresh_node_ = 0;
   bool shutting_down_ = false;

@@ -272,5 +272,26 @@ TEST_F(ClusterRouterTest, ASubscriptionFollowsItsChannelToThePromotedReplica) {
   EXPECT_EQ(messages.WaitForMessages(2), (std::vector<std::string>{"one", "two"}));
 }
 
+TEST(ClusterRouterAuthTest, SendsThePasswordOnEveryConnectionItOpens) {
+  RedisCluster cluster({.password = "s3cret"});
+  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+  ClusterRouter router({.seeds = {cluster.seeds()[0]}, .password = "s3cret"});
+  // Keys on every master: a connection to each.
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = absl::StrCat("key", i);
+    EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "v"}))), "OK") << key;
+  }
+  const std::string channel = "wake{tag}";
+  Messages messages;
+  messages.Subscribe(router, channel);
+  ASSERT_TRUE(messages.WaitForSubscribed(1));
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "one"}))), "1");
+  EXPECT_EQ(messages.WaitForMessages(1), (std::vector<std::string>{"one"}));
+
+  ClusterRouter without({.seeds = {cluster.seeds()[0]}, .retry_budget = absl::Seconds(1)});
+  const std::string refused = Text(Call(without, RedisCall::Command("key0", {"GET", "key0"})));
+  EXPECT_TRUE(absl::StrContains(refused, "NOAUTH")) << refused;
+}
+
 }  // namespace
 }  // namespace lapse::redis

@@ -258,7 +258,10 @@ void Reaper::OnHeartbeat(absl::StatusOr<RedisReply> reply) {
   int owned = 0;
   for (int p = 0; p < static_cast<int>(tags_.size()); ++p) {
     const bool mine = OwnerOf(p, live) == options_.replica_id;
-    if (mine && !owned_[p]) next_[p] = absl::InfinitePast();
+    if (mine && !owned_[p]) {
+      next_[p] = absl::InfinitePast();
+      ++stats_.partitions_gained;
+    }
     owned_[p] = mine;
     owned += mine ? 1 : 0;
   }

@@ -93,6 +93,9 @@ class Reaper final {
     uint64_t failures = 0;
     int live_replicas = 0;
     int owned = 0;
+    // Partitions this replica came to own: at start, and taken over from
+    // replicas that stopped or died.
+    uint64_t partitions_gained = 0;
   };
 
   // `tags[p]` is partition p's hash tag; `router` must outlive the reaper.

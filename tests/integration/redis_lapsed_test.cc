@@ -1,0 +1,224 @@
+// lapsed --store=redis-cluster as a real process (issue #11): puts, gets and
+// an expiry event over a Redis Cluster of the fixture; two replicas of one
+// store, a member put through one expiring once with its event reaching a
+// watcher of the other; a password-protected cluster with
+// --redis_password_file; and the flags it refuses. Time is real here
+// (lapsed's scripts read the masters' TIME): the tests wait for events, with
+// patience, never for a duration.
+#include <fstream>
+#include <memory>
+#include <ostream>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "lapse/v1/lapse.grpc.pb.h"
+#include "testing/lapsed_process.h"
+#include "testing/redis_cluster.h"
+#include "testing/temp_dir.h"
+#include "testing/test_server.h"
+
+namespace lapse {
+namespace {
+
+using ::lapse::testing::AllEvents;
+using ::lapse::testing::Call;
+using ::lapse::testing::ChildProcess;
+using ::lapse::testing::KeysRequest;
+using ::lapse::testing::LapsedProcess;
+using ::lapse::testing::PutTtl;
+using ::lapse::testing::RedisCluster;
+using ::lapse::testing::RedisClusterOptions;
+using ::lapse::testing::TempDir;
+using ::lapse::testing::Watcher;
+using ::testing::HasSubstr;
+
+// lapsed over `cluster`, with fast heartbeats so replicas share the
+// partitions soon.
+std::vector<std::string> RedisFlags(const RedisCluster& cluster,
+                                    std::vector<std::string> more = {}) {
+  std::vector<std::string> flags = {"--store=redis-cluster",
+                                    "--redis_nodes=" + absl::StrJoin(cluster.seeds(), ","),
+                                    "--redis_partitions=8", "--redis_heartbeat_interval=100ms"};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
+std::unique_ptr<v1::LapseService::Stub> StubOf(const LapsedProcess& lapsed) {
+  return v1::LapseService::NewStub(
+      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+}
+
+// Events of every partition's stream in the cluster: each expiry once.
+int64_t StreamedEvents(const RedisCluster& cluster) {
+  int64_t total = 0;
+  for (int port : cluster.MasterPorts()) {
+    absl::StatusOr<std::string> keys = cluster.Command(port, {"KEYS", "lapse:*:events"});
+    if (!keys.ok() || keys->empty()) continue;
+    for (absl::string_view key : absl::StrSplit(*keys, '\n')) {
+      absl::StatusOr<std::string> length = cluster.Command(port, {"XLEN", std::string(key)});
+      int64_t n = 0;
+      if (length.ok() && absl::SimpleAtoi(*length, &n)) total += n;
+    }
+  }
+  return total;
+}
+
+// Puts "a" (expiring) and "b" (persistent) through `stub`, reads them back,
+// and waits for a's expiry event on `watcher`.
+void PutGetAndExpire(v1::LapseService::Stub& stub, Watcher& watcher) {
+  PutTtl(stub, "orders:42", {"a"}, absl::Milliseconds(200));
+  ASSERT_TRUE(::lapse::testing::PutPersistent(stub, "orders:42", "b").ok());
+  v1::GetMembersResponse got;
+  ASSERT_TRUE(Call(stub, &v1::LapseService::Stub::GetMembers,
+                   KeysRequest<v1::GetMembersRequest>("orders:42", {"b"}), &got)
+                  .ok());
+  ASSERT_EQ(got.results_size(), 1);
+  EXPECT_TRUE(got.results(0).found());
+  ASSERT_TRUE(watcher.WaitForEvents(1));
+  const std::vector<v1::ExpiryEvent> events = watcher.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].collection(), "orders:42");
+  EXPECT_EQ(events[0].key(), "a");
+}
+
+class RedisLapsedTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(cluster_.status().ok()) << cluster_.status(); }
+
+  RedisCluster cluster_;
+};
+
+TEST_F(RedisLapsedTest, PutsGetsAndDeliversAnExpiryToAWatcher) {
+  LapsedProcess lapsed(LAPSED_PATH, RedisFlags(cluster_));
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  EXPECT_THAT(lapsed.start_line(), HasSubstr("store: redis-cluster at 127.0.0.1:"));
+  EXPECT_THAT(lapsed.start_line(), HasSubstr("(8 partitions"));
+  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  v1::WatchExpirationsRequest request = AllEvents();
+  request.set_include_values(true);
+  Watcher watcher(*stub, request);
+  PutGetAndExpire(*stub, watcher);
+  EXPECT_EQ(watcher.events()[0].value(), "v:a");
+  EXPECT_EQ(lapsed.Stop(), 0);
+}
+
+TEST_F(RedisLapsedTest, TwoReplicasExpireAMemberOnceAndAWatcherOfTheOtherGetsItsEvent) {
+  LapsedProcess a(LAPSED_PATH, RedisFlags(cluster_));
+  ASSERT_GT(a.port(), 0) << a.Wait().err;
+  LapsedProcess b(LAPSED_PATH, RedisFlags(cluster_));
+  ASSERT_GT(b.port(), 0) << b.Wait().err;
+  std::unique_ptr<v1::LapseService::Stub> stub_a = StubOf(a);
+  std::unique_ptr<v1::LapseService::Stub> stub_b = StubOf(b);
+  Watcher on_a(*stub_a, AllEvents());
+  Watcher on_b(*stub_b, AllEvents());
+  // Collections over several partitions, so both replicas' reapers work.
+  constexpr int kCollections = 16;
+  for (int c = 0; c < kCollections; ++c) {
+    PutTtl(*stub_a, absl::StrCat("orders:", c), {"k"}, absl::Milliseconds(200));
+  }
+  ASSERT_TRUE(on_b.WaitForEvents(kCollections));
+  ASSERT_TRUE(on_a.WaitForEvents(kCollections));
+  for (Watcher* watcher : {&on_a, &on_b}) {
+    std::set<std::string> collections;
+    for (const v1::ExpiryEvent& e : watcher->events()) collections.insert(e.collection());
+    EXPECT_EQ(watcher->events().size(), static_cast<size_t>(kCollections));
+    EXPECT_EQ(collections.size(), static_cast<size_t>(kCollections)) << "an event came twice";
+  }
+  EXPECT_EQ(StreamedEvents(cluster_), kCollections);
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
+}
+
+TEST(RedisLapsedPasswordTest, AuthenticatesWithThePasswordFile) {
+  RedisCluster cluster(RedisClusterOptions{.password = "pa55word"});
+  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+  TempDir dir;
+  const std::string file = dir.path() + "/redis-password";
+  std::ofstream(file) << "pa55word\n";
+  LapsedProcess lapsed(LAPSED_PATH, RedisFlags(cluster, {"--redis_password_file=" + file}));
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  Watcher watcher(*stub, AllEvents());
+  PutGetAndExpire(*stub, watcher);
+  EXPECT_EQ(lapsed.Stop(), 0);
+}
+
+TEST(RedisLapsedUnreachableTest, ExitsWithStatus1WhenTheClusterCannotBeReached) {
+  // Port 1 on loopback: nothing listens there.
+  LapsedProcess lapsed(LAPSED_PATH, {"--store=redis-cluster", "--redis_nodes=127.0.0.1:1"});
+  ASSERT_TRUE(lapsed.spawned());
+  const ChildProcess::Result result = lapsed.Wait();
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_THAT(result.err, HasSubstr("cannot open the Redis Cluster store (nodes 127.0.0.1:1)"));
+}
+
+struct RefusedFlags {
+  std::vector<std::string> flags;
+  // The flag the message must name, and what else it says.
+  std::string names;
+  std::string says;
+};
+
+void PrintTo(const RefusedFlags& refused, std::ostream* out) {
+  *out << absl::StrJoin(refused.flags, " ");
+}
+
+class RedisLapsedRefusesFlagsTest : public ::testing::TestWithParam<RefusedFlags> {};
+
+TEST_P(RedisLapsedRefusesFlagsTest, ExitsWithStatus2NamingTheFlag) {
+  LapsedProcess lapsed(LAPSED_PATH, GetParam().flags);
+  ASSERT_TRUE(lapsed.spawned());
+  const ChildProcess::Result result = lapsed.Wait();
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_THAT(result.err, HasSubstr(GetParam().names));
+  EXPECT_THAT(result.err, HasSubstr(GetParam().says));
+}
+
+const std::string kCluster = "--store=redis-cluster";
+const std::string kNodes = "--redis_nodes=127.0.0.1:7000";
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, RedisLapsedRefusesFlagsTest,
+    ::testing::Values(
+        RefusedFlags{{"--store=memcached"}, "--store", "expected embedded or redis-cluster"},
+        RefusedFlags{{kCluster}, "--redis_nodes", "needs"},
+        RefusedFlags{{kNodes}, "--redis_nodes", "needs --store=redis-cluster"},
+        RefusedFlags{{"--redis_password_file=/etc/hostname"},
+                     "--redis_password_file",
+                     "needs --store=redis-cluster"},
+        RefusedFlags{{kCluster, kNodes, "--data-dir=/tmp/lapse"}, "--data_dir", "in Redis"},
+        RefusedFlags{{kCluster, "--redis_nodes=127.0.0.1"}, "--redis_nodes", "not HOST:PORT"},
+        RefusedFlags{
+            {kCluster, "--redis_nodes=127.0.0.1:7000,:7001"}, "--redis_nodes", "not HOST:PORT"},
+        RefusedFlags{{kCluster, "--redis_nodes=127.0.0.1:70000"}, "--redis_nodes", "not HOST:PORT"},
+        RefusedFlags{
+            {kCluster, kNodes, "--redis_partitions=0"}, "--redis_partitions", "out of range"},
+        RefusedFlags{
+            {kCluster, kNodes, "--redis_partitions=16385"}, "--redis_partitions", "out of range"},
+        RefusedFlags{{kCluster, kNodes, "--redis_wait_replicas=-1"},
+                     "--redis_wait_replicas",
+                     "out of range"},
+        RefusedFlags{
+            {kCluster, kNodes, "--redis_wait_timeout=0s"}, "--redis_wait_timeout", "out of range"},
+        RefusedFlags{{kCluster, kNodes, "--redis_heartbeat_interval=1ms"},
+                     "--redis_heartbeat_interval",
+                     "out of range"},
+        RefusedFlags{{kCluster, kNodes, "--redis_event_retention=0"},
+                     "--redis_event_retention",
+                     "out of range"},
+        RefusedFlags{{kCluster, kNodes, "--redis_password_file=/no/such/file"},
+                     "--redis_password_file=/no/such/file",
+                     "cannot read it"}));
+
+}  // namespace
+}  // namespace lapse
