@@ -730,13 +730,17 @@ run_failover() {
 }
 
 if [[ $scenario_set == cluster ]]; then
-  [[ -x "$cluster_bench" ]] || { echo "run.sh: $cluster_bench is missing" >&2; exit 2; }
+  if wanted store && [[ ! -x "$cluster_bench" ]]; then
+    echo "run.sh: $cluster_bench is missing" >&2
+    exit 2
+  fi
   if ! command -v "$redis_server" >/dev/null || ! command -v redis-cli >/dev/null; then
     echo "run.sh: --scenario=cluster needs redis-server and redis-cli" >&2
     exit 2
   fi
+  # The flag's name in the binary: lapsed refuses --helpfull ("no such flag").
   if { wanted lapse-cluster-1 || wanted lapse-cluster-2 || wanted failover; } &&
-    ! "$lapsed" --helpfull 2>&1 | grep -q -- '-redis_nodes'; then
+    ! grep -qa -- 'redis_nodes' "$lapsed"; then
     echo "run.sh: this lapsed has no --store=redis-cluster (--redis_nodes)" >&2
     exit 2
   fi
@@ -869,9 +873,11 @@ group_table() {
     redis-streams-redelivery
 }
 
-# A figure to three significant digits or so: 441256.4 -> 441256, 8.07.
+# A figure to three significant digits or so: 441256.4 -> 441256, 8.07; a
+# count stays a count.
 figure() {
-  awk -v v="$1" 'BEGIN { if (v !~ /^-?[0-9.]+$/) print v; else if (v >= 1000) printf "%.0f", v;
+  awk -v v="$1" 'BEGIN { if (v !~ /^-?[0-9.]+$/ || v ~ /^-?[0-9]+$/) print v;
+    else if (v >= 1000) printf "%.0f", v;
     else if (v >= 100) printf "%.1f", v; else printf "%.2f", v }'
 }
 
