@@ -913,7 +913,7 @@ cluster_table() {
   header="$(printf '%-38s %15s %15s %15s %15s' metric lapse-embedded cluster-1-lapsed \
     cluster-2-lapsed "classic-${poll_intervals##*,}")"
   echo "$header"
-  echo "$header" | sed 's/./-/g'
+  echo "${header//?/-}"
   cluster_row "put members/s (batch ${batch})" put members_per_s "${c[@]}" "$rc"
   cluster_row "put p99 per RPC/batch (ms)" put rpc_p99_ms "${c[@]}" "$rc"
   cluster_row "put members/s (batch 1)" put members_per_s "${c[@]/%/-batch1}" "${rc}-batch1"
@@ -941,7 +941,7 @@ cluster_table() {
   header="$(printf '%-38s %15s %15s %15s' "store puts (lapse-cluster-bench)" "1 master, b${batch}" \
     "1 master, b1" "3 masters, b${batch}")"
   echo "$header"
-  echo "$header" | sed 's/./-/g'
+  echo "${header//?/-}"
   cluster_row "members/s" put members_per_s "${s[@]}"
   cluster_row "call p99 (ms)" put rpc_p99_ms "${s[@]}"
   cluster_row "master CPU us/member" cpu master_us_per_member "${s[@]}"
