@@ -121,7 +121,7 @@
 #   --cluster-in-flight=N    lapse-cluster-bench calls in flight at batch 1 (default
 #                            64; at --batch, --concurrency)
 #   --failover=yes|no        the failover runs (default yes)
-#   --failover-put-time=DUR  failover put run length (default 10s)
+#   --failover-put-time=DUR  failover put run length (default 20s)
 #   --smoke                  tiny sizes (the bench-smoke ctests)
 #
 # Exits 1 when a lapse scenario saw errors or lost events (the peers'
@@ -171,7 +171,7 @@ cluster_node_timeout=1000
 cluster_bench_time=5s
 cluster_in_flight=64
 failover=yes
-failover_put_time=10s
+failover_put_time=20s
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
