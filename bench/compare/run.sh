@@ -653,8 +653,8 @@ cluster_run() {
   m=$(awk -v a="$(cpu_seconds "${masters[@]}")" -v b="$m" 'BEGIN {printf "%.2f", a - b}')
   r=$(awk -v a="$(cpu_seconds "${redis_replicas[@]}")" -v b="$r" 'BEGIN {printf "%.2f", a - b}')
   l=$(awk -v a="$(cpu_seconds "${replica_pids[@]}")" -v b="$l" 'BEGIN {printf "%.2f", a - b}')
-  echo "  CPU seconds: masters ${m}, Redis replicas ${r}, lapsed ${l}"
-  echo "RESULT ${peer} cpu-${what} masters_s=${m} redis_replicas_s=${r} lapsed_s=${l}" >>"$results"
+  echo "RESULT ${peer} cpu-${what} masters_s=${m} redis_replicas_s=${r} lapsed_s=${l}" |
+    tee -a "$results"
   stop_replicas
 }
 
