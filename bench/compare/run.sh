@@ -754,6 +754,7 @@ if [[ $scenario_set == cluster ]]; then
   wanted lapse-cluster-1 && run_cluster_peer lapse-cluster-1 1
   wanted lapse-cluster-2 && run_cluster_peer lapse-cluster-2 2
   if wanted redis-classic && [[ $have_redis == 1 ]]; then
+    members=$cluster_members small_members=$cluster_small_members
     run_redis_peer redis-classic "$(command -v "$redis_server")" classic "${poll_intervals##*,}" 1 0
   fi
   wanted store && run_store_bench
