@@ -711,7 +711,7 @@ run_failover() {
     "${work}/failover-put" "${peer}-put" &
   killer=$!
   run_bench "$peer" fault "$lapse_bench" put --addr="$replica_addrs" --peer="$peer" \
-    "${common[@]}" --duration="$failover_put_time"
+    "${common[@]}" --duration="$failover_put_time" --keep-going
   wait "$killer" || true
   rejoin_killed "${work}/failover-put"
   stop_replicas

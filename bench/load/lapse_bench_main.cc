@@ -61,6 +61,10 @@ ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(30), "Deadline of each RPC"
 ABSL_FLAG(std::string, token_file, "",
           "File holding the bearer token for a lapsed with --auth_file (the run needs read, "
           "write and watch on --prefix)");
+ABSL_FLAG(bool, keep_going, false,
+          "put: go on writing after a failed RPC, counting the errors (the run still exits 1), "
+          "to measure the stall while a fault is injected; without it the first error stops "
+          "the load");
 ABSL_FLAG(bool, client_library, false,
           "put: call PutMembersAsync of the C++ client library from one thread, "
           "--concurrency calls in flight on its write stream, instead of the stubs");
@@ -128,6 +132,7 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
       scenario, static_cast<uint64_t>(absl::GetFlag(FLAGS_members)), o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
   o->client_library = absl::GetFlag(FLAGS_client_library);
+  o->keep_going = absl::GetFlag(FLAGS_keep_going);
   o->timing = lapse::load::ExpiryTimingFromFlags();
   o->include_values = absl::GetFlag(FLAGS_include_values);
   o->rate = absl::GetFlag(FLAGS_rate);
