@@ -9,7 +9,8 @@ namespace load {
 LoadCounters::LoadCounters(const LoadPlan& plan, size_t batch)
     : total_batches_(plan.Batches(batch)),
       start_(absl::Now()),
-      end_(plan.members == 0 ? start_ + plan.duration : absl::InfiniteFuture()) {}
+      end_(plan.members == 0 ? start_ + plan.duration : absl::InfiniteFuture()),
+      stop_on_error_(plan.stop_on_error) {}
 
 std::optional<uint64_t> LoadCounters::NextBatch() {
   if (stop_.load(std::memory_order_relaxed)) return std::nullopt;
@@ -29,7 +30,7 @@ void LoadCounters::Finished(int64_t started_us, size_t members, bool ok) {
 
 void LoadCounters::Failed(const std::string& error) {
   errors_.fetch_add(1, std::memory_order_relaxed);
-  stop_.store(true, std::memory_order_relaxed);
+  if (stop_on_error_) stop_.store(true, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   if (first_error_.empty()) first_error_ = error;
 }

@@ -45,8 +45,9 @@ class LoadCounters {
   // A request that started at `started_us` was answered; its `members` count
   // as written when `ok`.
   void Finished(int64_t started_us, size_t members, bool ok);
-  // A failure: counted, the first one kept, and no batch is handed out any
-  // more (a scenario with errors has failed; stop rather than pile them up).
+  // A failure: counted, the first one kept, and unless the plan says
+  // otherwise (stop_on_error) no batch is handed out any more (a scenario
+  // with errors has failed; stop rather than pile them up).
   void Failed(const std::string& error);
 
   uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
@@ -60,6 +61,7 @@ class LoadCounters {
   const uint64_t total_batches_;
   const absl::Time start_;
   const absl::Time end_;
+  const bool stop_on_error_;
 
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> next_batch_{0};

@@ -37,6 +37,9 @@ struct LoadPlan {
   std::function<int64_t(uint64_t index)> deadline_ms;
   // Print a progress line to stderr every second on long runs.
   bool progress = true;
+  // A failed request stops the load (a scenario with errors has failed);
+  // false goes on writing, counting the errors (a run that injects faults).
+  bool stop_on_error = true;
 
   // How many batches of `batch` members the plan writes; UINT64_MAX when it
   // writes for a duration.

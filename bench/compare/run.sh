@@ -58,6 +58,29 @@
 #                   every --claim-interval)
 # Every member must be acked exactly once, on both sides (else exit 1).
 #
+# With --scenario=cluster, instead: a Redis Cluster of 3 masters + 3 replicas
+# (Debian's redis-server, AOF everysec, --cluster-node-timeout, started here
+# on random ports below the ephemeral range, stopped by PID), and side by side
+# lapse (lapsed, embedded store), lapse-cluster-1 and lapse-cluster-2 (1 and
+# 2 lapsed --store=redis-cluster replicas on it; lapse-bench spreads its RPCs
+# over both and watches the first) and redis-classic (the recipe above, one
+# redis-server, poller every last --poll-intervals value):
+#   put, put-batch1, expiry-latency, drain   as above, --cluster-members and
+#                   --cluster-small-members for the puts, --lead 3 s + 1 s per
+#                   20k members for the three lapse peers; each run on fresh
+#                   servers (the cluster emptied with FLUSHALL), with the
+#                   CPU seconds of the masters, the Redis replicas and lapsed
+#   store puts      lapse-cluster-bench: puts straight into the store (no
+#                   gRPC) at one partition's master (batch --batch and 1),
+#                   then over every partition, for --cluster-bench-time each:
+#                   per-master throughput and master CPU per member
+#   failover        (--failover=yes) lapse-cluster-2 again: a put run for
+#                   --failover-put-time and an expiry-latency run, each with
+#                   a master SIGKILLed mid-run (its replica is promoted, the
+#                   killed node started again as a supervisor would, and it
+#                   rejoins as a replica): the put stall (max RPC latency,
+#                   errors) and the expiry gap (max latency, lost events)
+#
 # Flags (defaults finish in a few minutes; the 1M-size runs in docs/benchmarks.md
 # use --pending=1000000 --spread=20s --drain=1000000):
 #   --build-dir=DIR          Release build to use (default <repo>/build-bench)
@@ -82,7 +105,7 @@
 #   --lapsed-preload=LIB     LD_PRELOAD for lapsed (e.g. libjemalloc.so.2)
 #   --durable=auto|yes|no    run lapse-durable and redis-aof (default auto)
 #   --only=PEERS             comma-separated subset of the peers above
-#   --scenario=SET           default (the scenarios above) or group
+#   --scenario=SET           default (the scenarios above), group or cluster
 #   --group-members=N        group burst and rate size (default 20000)
 #   --group-consumers=LIST   consumer counts of the burst runs (default 1,3,10)
 #   --group-spread=DUR       group rate run's deadline window (default 4s)
@@ -90,6 +113,15 @@
 #   --max-in-flight=N        unacked events per consumer (default 100)
 #   --visibility-timeout=DUR (default 1s)
 #   --claim-interval=DUR     Redis: XAUTOCLAIM period per consumer (default 100ms)
+#   --cluster-members=N      cluster set: put size (default 200000)
+#   --cluster-small-members=N  cluster set: batch-1 put size (default 20000)
+#   --cluster-partitions=N   lapsed --redis_partitions (default 64)
+#   --cluster-node-timeout=MS  Redis cluster-node-timeout (default 1000)
+#   --cluster-bench-time=DUR lapse-cluster-bench run length (default 5s)
+#   --cluster-in-flight=N    lapse-cluster-bench calls in flight at batch 1 (default
+#                            64; at --batch, --concurrency)
+#   --failover=yes|no        the failover runs (default yes)
+#   --failover-put-time=DUR  failover put run length (default 20s)
 #   --smoke                  tiny sizes (the bench-smoke ctests)
 #
 # Exits 1 when a lapse scenario saw errors or lost events (the peers'
@@ -100,6 +132,8 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../common/lapsed.sh
 source "${repo}/bench/common/lapsed.sh"
+# shellcheck source=cluster.sh
+source "${repo}/bench/compare/cluster.sh"
 build="${repo}/build-bench"
 do_build=1
 members=1000000
@@ -130,6 +164,14 @@ group_redelivery_members=5000
 max_in_flight=100
 visibility_timeout=1s
 claim_interval=100ms
+cluster_members=200000
+cluster_small_members=20000
+cluster_partitions=64
+cluster_node_timeout=1000
+cluster_bench_time=5s
+cluster_in_flight=64
+failover=yes
+failover_put_time=20s
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
@@ -165,6 +207,14 @@ for arg in "$@"; do
     --max-in-flight=*) max_in_flight="${arg#*=}" ;;
     --visibility-timeout=*) visibility_timeout="${arg#*=}" ;;
     --claim-interval=*) claim_interval="${arg#*=}" ;;
+    --cluster-members=*) cluster_members="${arg#*=}" ;;
+    --cluster-small-members=*) cluster_small_members="${arg#*=}" ;;
+    --cluster-partitions=*) cluster_partitions="${arg#*=}" ;;
+    --cluster-node-timeout=*) cluster_node_timeout="${arg#*=}" ;;
+    --cluster-bench-time=*) cluster_bench_time="${arg#*=}" ;;
+    --cluster-in-flight=*) cluster_in_flight="${arg#*=}" ;;
+    --failover=*) failover="${arg#*=}" ;;
+    --failover-put-time=*) failover_put_time="${arg#*=}" ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown flag $arg (see --help)" >&2; exit 2 ;;
   esac
@@ -175,22 +225,30 @@ if [[ $smoke == 1 ]]; then
   sparse_members=3 sparse_spread=1s
   group_members=2000 group_consumers=1,3 group_spread=1s group_redelivery_members=1000
   visibility_timeout=500ms
+  cluster_members=5000 cluster_small_members=500 cluster_bench_time=1s failover_put_time=4s
 fi
-if [[ "$scenario_set" != default && "$scenario_set" != group ]]; then
-  echo "run.sh: --scenario must be default or group" >&2
+if [[ "$scenario_set" != default && "$scenario_set" != group && "$scenario_set" != cluster ]]; then
+  echo "run.sh: --scenario must be default, group or cluster" >&2
+  exit 2
+fi
+if [[ "$failover" != yes && "$failover" != no ]]; then
+  echo "run.sh: --failover must be yes or no" >&2
   exit 2
 fi
 
 lapsed="${build}/server/lapsed"
 lapse_bench="${build}/bench/load/lapse-bench"
 redis_bench="${build}/bench/compare/lapse-redis-bench"
+cluster_bench="${build}/bench/cluster/lapse-cluster-bench"
 
 if [[ $do_build == 1 ]]; then
   build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "${build}/CMakeCache.txt" 2>/dev/null || true)"
   if [[ "${build_type}" != "Release" ]]; then
     cmake -S "${repo}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi
-  cmake --build "${build}" -j"${JOBS:-2}" --target lapsed lapse-bench lapse-redis-bench
+  targets=(lapsed lapse-bench lapse-redis-bench)
+  [[ $scenario_set == cluster ]] && targets+=(lapse-cluster-bench)
+  cmake --build "${build}" -j"${JOBS:-2}" --target "${targets[@]}"
 fi
 for bin in "$lapsed" "$lapse_bench"; do
   [[ -x "$bin" ]] || { echo "run.sh: $bin is missing (build it, or pass --build-dir)" >&2; exit 2; }
@@ -243,7 +301,12 @@ run_lapsed() {
 # holds it, Redis fails to bind and start_redis tries another.
 redis_ports_end="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
 (( redis_ports_end > 20000 )) || redis_ports_end=32768
-redis_port_candidate() { echo $((20000 + RANDOM % (redis_ports_end - 20000))); }
+# A caller may narrow the range with redis_port_low / redis_port_high (the
+# cluster's nodes need room for their bus ports, port + 10000).
+redis_port_candidate() {
+  local low=${redis_port_low:-20000} high=${redis_port_high:-$redis_ports_end}
+  echo $((low + RANDOM % (high - low)))
+}
 
 # start_redis BINARY [config lines...]: sets server_pid and server_port.
 start_redis() {
@@ -308,9 +371,9 @@ redis_rss() {
 
 # ---- running a scenario -------------------------------------------------------
 
-# run_bench PEER lapse|redis|strict CMD...: runs one scenario, shows its
-# output, keeps its RESULT line, and notes a failure of lapse or of a strict
-# (group) peer.
+# run_bench PEER lapse|redis|strict|fault CMD...: runs one scenario, shows
+# its output, keeps its RESULT line, and notes a failure of lapse or of a
+# strict (group) peer (a fault run's errors are what it measures).
 run_bench() {
   local peer=$1 kind=$2 status
   shift 2
@@ -319,7 +382,9 @@ run_bench() {
   status=${PIPESTATUS[0]}
   set -e
   grep '^RESULT ' "${work}/last" >>"$results" || true
-  if [[ $status != 0 && $kind != redis ]]; then lapse_failed+=("$peer: ${*:2:1}"); fi
+  if [[ $status != 0 && ($kind == lapse || $kind == strict) ]]; then
+    lapse_failed+=("$peer: ${*:2:1}")
+  fi
   return 0
 }
 
@@ -451,6 +516,11 @@ if [[ $scenario_set == group ]]; then
   echo "   sizes: group burst ${group_members} (consumers ${group_consumers}), rate ${group_members} over" \
     "${group_spread}, redelivery ${group_redelivery_members}; max in flight ${max_in_flight}," \
     "visibility timeout ${visibility_timeout}"
+elif [[ $scenario_set == cluster ]]; then
+  echo "   sizes: put ${cluster_members} (batch ${batch}, concurrency ${concurrency}), batch-1 put" \
+    "${cluster_small_members}, expiry-latency ${pending} over ${spread}, drain ${drain};" \
+    "${cluster_partitions} partitions, cluster-node-timeout ${cluster_node_timeout} ms"
+  echo "   load: $(uptime | sed 's/.*load average/load average/')"
 else
   echo "   sizes: put ${members} (batch ${batch}, concurrency ${concurrency}), batch-1 put ${small_members}," \
     "expiry-latency ${pending} over ${spread}, drain ${drain}, reconnect ${reconnect_members} over ${reconnect_spread}," \
@@ -530,7 +600,166 @@ run_group_peer() {
     --consumers=3 --kill-consumer
 }
 
-if [[ $scenario_set == group ]]; then
+# ---- the cluster set ------------------------------------------------------------
+
+replica_pids=()
+replica_addrs=
+
+# start_replicas N [lapsed flags...]: N lapsed, each with a directory of its
+# own; sets replica_pids and replica_addrs (comma-separated).
+start_replicas() {
+  local n=$1 i
+  shift
+  replica_pids=()
+  replica_addrs=
+  for i in $(seq "$n"); do
+    mkdir -p "${work}/replica${i}"
+    LAPSED_PRELOAD="${lapsed_preload}" start_lapsed "${work}/replica${i}" "$lapsed" \
+      --log_level=error --shutdown_grace=1s "$@"
+    replica_pids+=("$lapsed_pid")
+    server_pids+=("$lapsed_pid")
+    replica_addrs+="${replica_addrs:+,}127.0.0.1:${lapsed_port}"
+  done
+}
+
+stop_replicas() {
+  local pid
+  for pid in "${replica_pids[@]}"; do
+    server_pid=$pid
+    stop_server
+  done
+  replica_pids=()
+}
+
+# cluster_run PEER REPLICAS WHAT LAPSE-BENCH-ARGS...: one lapse-bench run on
+# fresh servers — REPLICAS lapsed on the emptied cluster, or with 0 one lapsed
+# on its embedded store — and a "RESULT PEER cpu-WHAT" line with the CPU
+# seconds the masters, the Redis replicas and lapsed spent during it.
+cluster_run() {
+  local peer=$1 replicas=$2 what=$3 masters=() redis_replicas=() m r l
+  shift 3
+  if [[ $replicas == 0 ]]; then
+    start_replicas 1
+  else
+    flush_cluster
+    start_replicas "$replicas" "${cluster_flags[@]}"
+    read -r -a masters <<<"$(cluster_pids master | tr '\n' ' ')"
+    read -r -a redis_replicas <<<"$(cluster_pids replica | tr '\n' ' ')"
+  fi
+  m=$(cpu_seconds "${masters[@]}")
+  r=$(cpu_seconds "${redis_replicas[@]}")
+  l=$(cpu_seconds "${replica_pids[@]}")
+  run_bench "$peer" lapse "$lapse_bench" "$@" --addr="$replica_addrs"
+  m=$(awk -v a="$(cpu_seconds "${masters[@]}")" -v b="$m" 'BEGIN {printf "%.2f", a - b}')
+  r=$(awk -v a="$(cpu_seconds "${redis_replicas[@]}")" -v b="$r" 'BEGIN {printf "%.2f", a - b}')
+  l=$(awk -v a="$(cpu_seconds "${replica_pids[@]}")" -v b="$l" 'BEGIN {printf "%.2f", a - b}')
+  echo "RESULT ${peer} cpu-${what} masters_s=${m} redis_replicas_s=${r} lapsed_s=${l}" |
+    tee -a "$results"
+  stop_replicas
+}
+
+# The cluster set's --lead for N members: loading through the cluster store
+# is slower than lapse-bench's default lead (2 s + 1 s per 100k) allows.
+cluster_lead() { echo "$((3 + $1 / 20000))s"; }
+
+# run_cluster_peer PEER REPLICAS: put, put-batch1, expiry-latency, drain.
+run_cluster_peer() {
+  local peer=$1 replicas=$2
+  echo
+  echo "######## ${peer}: $([[ $replicas == 0 ]] && echo "lapsed, embedded store" ||
+    echo "${replicas} lapsed --store=redis-cluster over 3 masters + 3 replicas")"
+  cluster_run "$peer" "$replicas" put put --peer="$peer" "${common[@]}" \
+    --members="$cluster_members"
+  cluster_run "$peer" "$replicas" put-batch1 put --peer="${peer}-batch1" --batch=1 \
+    --concurrency="$concurrency" --members="$cluster_small_members"
+  cluster_run "$peer" "$replicas" expiry-latency expiry-latency --peer="$peer" "${common[@]}" \
+    --members="$pending" --spread="$spread" --lead="$(cluster_lead "$pending")"
+  cluster_run "$peer" "$replicas" drain drain --peer="$peer" "${common[@]}" --members="$drain" \
+    --lead="$(cluster_lead "$drain")"
+}
+
+# run_store_bench: lapse-cluster-bench at partition 0's master (batch --batch
+# with --concurrency calls in flight, then batch 1 with --cluster-in-flight),
+# then over every partition.
+run_store_bench() {
+  local b
+  echo
+  echo "######## store puts: lapse-cluster-bench, no gRPC"
+  for b in "$batch" 1; do
+    flush_cluster
+    run_bench "store-p0-b${b}" lapse "$cluster_bench" --seeds="$cluster_seeds" \
+      --peer="store-p0-b${b}" --partition=0 --partitions="$cluster_partitions" --batch="$b" \
+      --in-flight="$([[ $b == 1 ]] && echo "$cluster_in_flight" || echo "$concurrency")" \
+      --duration="$cluster_bench_time"
+  done
+  flush_cluster
+  run_bench "store-all-b${batch}" lapse "$cluster_bench" --seeds="$cluster_seeds" \
+    --peer="store-all-b${batch}" --partitions="$cluster_partitions" --batch="$batch" \
+    --in-flight="$concurrency" --duration="$cluster_bench_time"
+}
+
+# run_failover: lapse-cluster-2 with a master killed during a put run, then
+# during an expiry-latency run (at 40 % of its spread).
+run_failover() {
+  local peer=lapse-cluster-2-failover killer lead_s=$((3 + pending / 20000))
+  echo
+  echo "######## failover: 2 lapsed --store=redis-cluster, a master SIGKILLed mid-run"
+  flush_cluster
+  start_replicas 2 "${cluster_flags[@]}"
+  : >"${work}/failover-put"
+  kill_master_later "$(awk -v d="${failover_put_time%s}" 'BEGIN {print d * 0.3}')" \
+    "${work}/failover-put" "${peer}-put" &
+  killer=$!
+  run_bench "$peer" fault "$lapse_bench" put --addr="$replica_addrs" --peer="$peer" \
+    "${common[@]}" --duration="$failover_put_time" --keep-going
+  wait "$killer" || true
+  rejoin_killed "${work}/failover-put"
+  stop_replicas
+
+  flush_cluster
+  start_replicas 2 "${cluster_flags[@]}"
+  : >"${work}/failover-expiry"
+  kill_master_later "$(awk -v l="$lead_s" -v s="${spread%s}" 'BEGIN {print l + s * 0.4}')" \
+    "${work}/failover-expiry" "${peer}-expiry" &
+  killer=$!
+  run_bench "$peer" fault "$lapse_bench" expiry-latency --addr="$replica_addrs" --peer="$peer" \
+    "${common[@]}" --members="$pending" --spread="$spread" --lead="${lead_s}s" --drain-timeout=15s
+  wait "$killer" || true
+  rejoin_killed "${work}/failover-expiry"
+  stop_replicas
+}
+
+if [[ $scenario_set == cluster ]]; then
+  if wanted store && [[ ! -x "$cluster_bench" ]]; then
+    echo "run.sh: $cluster_bench is missing" >&2
+    exit 2
+  fi
+  if ! command -v "$redis_server" >/dev/null || ! command -v redis-cli >/dev/null; then
+    echo "run.sh: --scenario=cluster needs redis-server and redis-cli" >&2
+    exit 2
+  fi
+  # The flag's name in the binary: lapsed refuses --helpfull ("no such flag").
+  if { wanted lapse-cluster-1 || wanted lapse-cluster-2 || wanted failover; } &&
+    ! grep -qa -- 'redis_nodes' "$lapsed"; then
+    echo "run.sh: this lapsed has no --store=redis-cluster (--redis_nodes)" >&2
+    exit 2
+  fi
+  echo
+  echo "######## Redis Cluster: 3 masters + 3 replicas"
+  start_cluster
+  echo "   nodes ${cluster_seeds}"
+  cluster_flags=(--store=redis-cluster --redis_nodes="$cluster_seeds"
+    --redis_partitions="$cluster_partitions")
+  wanted lapse && run_cluster_peer lapse 0
+  wanted lapse-cluster-1 && run_cluster_peer lapse-cluster-1 1
+  wanted lapse-cluster-2 && run_cluster_peer lapse-cluster-2 2
+  if wanted redis-classic && [[ $have_redis == 1 ]]; then
+    members=$cluster_members small_members=$cluster_small_members
+    run_redis_peer redis-classic "$(command -v "$redis_server")" classic "${poll_intervals##*,}" 1 0
+  fi
+  wanted store && run_store_bench
+  if [[ $failover == yes ]] && wanted failover; then run_failover; fi
+elif [[ $scenario_set == group ]]; then
   wanted lapse && run_group_peer lapse lapse
   if wanted redis-streams && [[ $have_redis == 1 ]]; then run_group_peer redis-streams redis; fi
 else
@@ -645,7 +874,104 @@ group_table() {
     redis-streams-redelivery
 }
 
-if [[ $scenario_set == group ]]; then
+# A figure to three significant digits or so: 441256.4 -> 441256, 8.07; a
+# count stays a count.
+figure() {
+  awk -v v="$1" 'BEGIN { if (v !~ /^-?[0-9.]+$/ || v ~ /^-?[0-9]+$/) print v;
+    else if (v >= 1000) printf "%.0f", v;
+    else if (v >= 100) printf "%.1f", v; else printf "%.2f", v }'
+}
+
+# cluster_row LABEL SCENARIO KEY PEER...: the figures side by side, no ratios.
+cluster_row() {
+  local label=$1 scenario=$2 key=$3 out peer v
+  shift 3
+  out="$(printf '%-38s' "$label")"
+  for peer in "$@"; do
+    v="$(get "$peer" "$scenario" "$key")"
+    [[ -n "$v" ]] && v="$(figure "$v")"
+    out+="$(printf ' %15s' "${v:-n/m}")"
+  done
+  echo "$out"
+}
+
+# cpu_row LABEL WHAT KEY MEMBERS PEER...: CPU microseconds per member.
+cpu_row() {
+  local label=$1 what=$2 key=$3 n=$4 out peer v
+  shift 4
+  out="$(printf '%-38s' "$label")"
+  for peer in "$@"; do
+    v="$(get "$peer" "cpu-${what}" "$key")"
+    [[ -n "$v" ]] && v="$(awk -v s="$v" -v n="$n" 'BEGIN {printf "%.2f", s * 1e6 / n}')"
+    out+="$(printf ' %15s' "${v:-n/m}")"
+  done
+  echo "$out"
+}
+
+cluster_table() {
+  local c=(lapse lapse-cluster-1 lapse-cluster-2) rc=redis-classic
+  local rp="redis-classic-poll${poll_intervals##*,}" header
+  header="$(printf '%-38s %15s %15s %15s %15s' metric lapse-embedded cluster-1-lapsed \
+    cluster-2-lapsed "classic-${poll_intervals##*,}")"
+  echo "$header"
+  echo "${header//?/-}"
+  cluster_row "put members/s (batch ${batch})" put members_per_s "${c[@]}" "$rc"
+  cluster_row "put p99 per RPC/batch (ms)" put rpc_p99_ms "${c[@]}" "$rc"
+  cluster_row "put members/s (batch 1)" put members_per_s "${c[@]/%/-batch1}" "${rc}-batch1"
+  cluster_row "put p99 (batch 1, ms)" put rpc_p99_ms "${c[@]/%/-batch1}" "${rc}-batch1"
+  cluster_row "expiry latency p50 (ms)" expiry-latency event_p50_ms "${c[@]}" "$rp"
+  cluster_row "expiry latency p99 (ms)" expiry-latency event_p99_ms "${c[@]}" "$rp"
+  cluster_row "expiry latency p99.9 (ms)" expiry-latency event_p999_ms "${c[@]}" "$rp"
+  cluster_row "expiry latency max (ms)" expiry-latency event_max_ms "${c[@]}" "$rp"
+  cluster_row "expiry events lost" expiry-latency lost "${c[@]}" "$rp"
+  cluster_row "drain: all notified after (ms)" drain all_ms "${c[@]}" "$rp"
+  cluster_row "drain: events/s" drain events_per_s "${c[@]}" "$rp"
+  cpu_row "CPU us/member, put: masters" put masters_s "$cluster_members" "${c[@]}"
+  cpu_row "CPU us/member, put: Redis replicas" put redis_replicas_s "$cluster_members" "${c[@]}"
+  cpu_row "CPU us/member, put: lapsed" put lapsed_s "$cluster_members" "${c[@]}"
+  cpu_row "CPU us/member, batch-1 put: masters" put-batch1 masters_s "$cluster_small_members" \
+    "${c[@]}"
+  cpu_row "CPU us/member, batch-1 put: lapsed" put-batch1 lapsed_s "$cluster_small_members" \
+    "${c[@]}"
+  cpu_row "CPU us/member, drain run: masters" drain masters_s "$drain" "${c[@]}"
+  cpu_row "CPU us/member, drain run: lapsed" drain lapsed_s "$drain" "${c[@]}"
+  echo "   (CPU: user + system seconds of the processes during the run, over its members; a"
+  echo "   drain run also loads its members. Redis classic's CPU is not measured.)"
+  echo
+  local s=("store-p0-b${batch}" store-p0-b1 "store-all-b${batch}")
+  header="$(printf '%-38s %15s %15s %15s' "store puts (lapse-cluster-bench)" "1 master, b${batch}" \
+    "1 master, b1" "3 masters, b${batch}")"
+  echo "$header"
+  echo "${header//?/-}"
+  cluster_row "members/s" put members_per_s "${s[@]}"
+  cluster_row "call p99 (ms)" put rpc_p99_ms "${s[@]}"
+  cluster_row "master CPU us/member" cpu master_us_per_member "${s[@]}"
+  cluster_row "master CPU us/call" cpu master_us_per_call "${s[@]}"
+  cluster_row "store client CPU us/member" cpu client_us_per_member "${s[@]}"
+  cluster_row "errors" put errors "${s[@]}"
+  if [[ $failover == yes ]] && wanted failover; then
+    local f=lapse-cluster-2-failover
+    echo
+    echo "== Failover: a master SIGKILLed mid-run, 2 lapsed (cluster-node-timeout ${cluster_node_timeout} ms)"
+    cluster_row "put run: promoted after (ms)" failover promoted_ms "${f}-put"
+    cluster_row "put run: replica back after (ms)" failover replica_linked_ms "${f}-put"
+    cluster_row "put run: max RPC latency (ms)" put rpc_max_ms "$f"
+    cluster_row "put run: members/s overall" put members_per_s "$f"
+    cluster_row "put run: RPC errors" put errors "$f"
+    cluster_row "expiry run: promoted after (ms)" failover promoted_ms "${f}-expiry"
+    cluster_row "expiry run: replica back after (ms)" failover replica_linked_ms "${f}-expiry"
+    cluster_row "expiry run: latency p99 (ms)" expiry-latency event_p99_ms "$f"
+    cluster_row "expiry run: latency max (ms)" expiry-latency event_max_ms "$f"
+    cluster_row "expiry run: events lost" expiry-latency lost "$f"
+    cluster_row "expiry run: duplicates" expiry-latency duplicates "$f"
+  fi
+}
+
+if [[ $scenario_set == cluster ]]; then
+  echo
+  echo "== Redis Cluster store side by side (n/m: not measured)"
+  cluster_table
+elif [[ $scenario_set == group ]]; then
   echo
   echo "== Consumer groups (lapse/it = lapse / peer; + lapse ahead, - lapse behind; n/m not measured)"
   echo "   burst ${group_members} sharing a deadline; rate ${group_members} over ${group_spread}, 3 consumers;"

@@ -7,6 +7,7 @@
 //   lapse-bench mixed --rate=5000 --duration=10s --watchers=4
 //   lapse-bench group --members=20000 --spread=0s --consumers=3 --max-in-flight=100
 //   lapse-bench group --members=5000 --spread=0s --consumers=3 --kill-consumer
+//   lapse-bench put --addr=127.0.0.1:50051,127.0.0.1:50052 --batch=100   # two replicas
 //   lapse-bench put --addr=lapse:50051 --tls_ca=ca.crt --tls_cert=me.crt --tls_key=me.key
 //
 // Flags may be spelled with dashes or underscores. Prints a table per
@@ -30,7 +31,9 @@
 #include "bench/common/load_flags.h"
 #include "bench/load/lapse_scenarios.h"
 
-ABSL_FLAG(std::string, addr, "127.0.0.1:50051", "lapsed's address");
+ABSL_FLAG(std::string, addr, "127.0.0.1:50051",
+          "lapsed's address, or several replicas' comma-separated: RPCs go round-robin over "
+          "them (at least one channel each), watchers to the first");
 ABSL_FLAG(std::string, tls_ca, "", "TLS: PEM CA certificates that verify lapsed");
 ABSL_FLAG(std::string, tls_cert, "", "mTLS: this client's PEM certificate (with --tls_key)");
 ABSL_FLAG(std::string, tls_key, "", "mTLS: its PEM private key");
@@ -58,6 +61,10 @@ ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(30), "Deadline of each RPC"
 ABSL_FLAG(std::string, token_file, "",
           "File holding the bearer token for a lapsed with --auth_file (the run needs read, "
           "write and watch on --prefix)");
+ABSL_FLAG(bool, keep_going, false,
+          "put: go on writing after a failed RPC, counting the errors (the run still exits 1), "
+          "to measure the stall while a fault is injected; without it the first error stops "
+          "the load");
 ABSL_FLAG(bool, client_library, false,
           "put: call PutMembersAsync of the C++ client library from one thread, "
           "--concurrency calls in flight on its write stream, instead of the stubs");
@@ -88,6 +95,9 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
 
   o->peer = absl::GetFlag(FLAGS_peer);
   o->addr = absl::GetFlag(FLAGS_addr);
+  if (o->addr.find(',') != std::string::npos && absl::GetFlag(FLAGS_client_library)) {
+    return Fail("--client_library takes one --addr");
+  }
   o->channels = absl::GetFlag(FLAGS_channels);
   o->lookahead_bytes = absl::GetFlag(FLAGS_http2_lookahead_bytes);
   if (absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() ||
@@ -122,6 +132,7 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
       scenario, static_cast<uint64_t>(absl::GetFlag(FLAGS_members)), o->duration);
   o->ttl = absl::GetFlag(FLAGS_ttl);
   o->client_library = absl::GetFlag(FLAGS_client_library);
+  o->keep_going = absl::GetFlag(FLAGS_keep_going);
   o->timing = lapse::load::ExpiryTimingFromFlags();
   o->include_values = absl::GetFlag(FLAGS_include_values);
   o->rate = absl::GetFlag(FLAGS_rate);

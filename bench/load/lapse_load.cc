@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/common/load_counters.h"
 #include "bench/common/members.h"
@@ -208,8 +209,10 @@ absl::StatusOr<ChannelSecurity> ChannelSecurityFor(const std::string& ca_file,
 
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
                                              int lookahead_bytes, const ChannelSecurity& security) {
+  const std::vector<std::string> addrs = absl::StrSplit(addr, ',', absl::SkipEmpty());
   std::vector<std::unique_ptr<Stub>> stubs;
-  for (int i = 0; i < std::max(1, channels); ++i) {
+  const int n = std::max({1, channels, static_cast<int>(addrs.size())});
+  for (int i = 0; i < n; ++i) {
     grpc::ChannelArguments args;
     // Without these, channels with equal arguments would share one connection.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -224,7 +227,8 @@ std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channe
     }
     stubs.push_back(
         v1::LapseService::NewStub(grpc::experimental::CreateCustomChannelWithInterceptors(
-            addr, security.credentials, args, std::move(creators))));
+            addrs.empty() ? addr : addrs[i % addrs.size()], security.credentials, args,
+            std::move(creators))));
   }
   return stubs;
 }

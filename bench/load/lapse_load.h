@@ -64,9 +64,13 @@ absl::StatusOr<ChannelSecurity> ChannelSecurityFor(const std::string& ca_file,
                                                    const std::string& key_file,
                                                    const std::string& server_name);
 
-// `channels` stubs, each on its own HTTP/2 connection to `addr`. A positive
-// `lookahead_bytes` sets the per-stream receive window the client grants
-// (gRPC's GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES); 0 keeps gRPC's default.
+// `channels` stubs, each on its own HTTP/2 connection to `addr`. `addr` may
+// list several lapsed replicas, comma-separated: stub i then goes to the
+// (i mod n)-th, and there are at least as many stubs as addresses, so
+// RunPuts' round-robin spreads the load over them and a watcher on stubs[0]
+// watches the first. A positive `lookahead_bytes` sets the per-stream
+// receive window the client grants (gRPC's
+// GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES); 0 keeps gRPC's default.
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
                                              int lookahead_bytes = 0,
                                              const ChannelSecurity& security = ChannelSecurity());

@@ -45,6 +45,7 @@ bool RunPut(const ScenarioOptions& o) {
   plan.members = o.members;
   plan.duration = o.duration;
   plan.ttl = o.ttl;
+  plan.stop_on_error = !o.keep_going;
   return ReportPut(
       o.peer, {"RPCs/s", "RPC latency"}, o.shape.batch, o.shape.concurrency,
       o.client_library ? RunClientPuts(o.addr, o.shape, plan) : RunPuts(stubs, o.shape, plan));

@@ -70,6 +70,9 @@ struct ScenarioOptions {
   absl::Duration ttl = absl::Hours(1);
   // put: through the C++ client library (client_puts.h), not the stubs.
   bool client_library = false;
+  // put: go on writing after a failed RPC, counting the errors (LoadPlan's
+  // stop_on_error), to measure a stall while a fault is injected.
+  bool keep_going = false;
   // expiry-latency and drain (mixed: its drain_timeout).
   ExpiryTiming timing;
   bool include_values = true;
