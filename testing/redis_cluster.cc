@@ -285,6 +285,17 @@ std::vector<pid_t> RedisCluster::NodePids() const {
   return pids;
 }
 
+absl::Status RedisCluster::FlushAll() const {
+  for (int port : MasterPorts()) {
+    absl::StatusOr<std::string> flushed = Command(port, {"FLUSHALL"});
+    if (!flushed.ok()) return flushed.status();
+    if (*flushed != "OK") {
+      return absl::UnavailableError(absl::StrCat("FLUSHALL on 127.0.0.1:", port, ": ", *flushed));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> RedisCluster::Command(int port,
                                                   const std::vector<std::string>& args) const {
   absl::StatusOr<Reply> reply = Run(port, options_.password, args);

@@ -74,6 +74,8 @@ class RedisCluster final {
   // its reply as text: a string, an integer in decimal, an error as
   // "ERR ...", an array as its elements joined by '\n'.
   absl::StatusOr<std::string> Command(int port, const std::vector<std::string>& args) const;
+  // FLUSHALL on every master: the cluster holds no key after it.
+  absl::Status FlushAll() const;
   // Runs one command on the master that serves `key`'s slot (each master in
   // turn until one answers other than MOVED); its reply as Command's.
   absl::StatusOr<std::string> CommandOnOwner(absl::string_view key,

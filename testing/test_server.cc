@@ -96,13 +96,10 @@ void FlushOncePerTest(RedisCluster& cluster) {
   MutexLock lock(&flushed->mu);
   if (name == flushed->test) return;
   flushed->test = name;
-  for (int port : cluster.MasterPorts()) {
-    absl::StatusOr<std::string> flushed = cluster.Command(port, {"FLUSHALL"});
-    if (!flushed.ok() || *flushed != "OK") {
-      std::fprintf(stderr, "FLUSHALL on 127.0.0.1:%d failed: %s\n", port,
-                   flushed.ok() ? flushed->c_str() : flushed.status().ToString().c_str());
-      std::abort();
-    }
+  if (const absl::Status emptied = cluster.FlushAll(); !emptied.ok()) {
+    std::fprintf(stderr, "emptying the shared Redis Cluster failed: %s\n",
+                 emptied.ToString().c_str());
+    std::abort();
   }
 }
 

@@ -18,6 +18,7 @@
 #include "server/storage/redis/partition_scripts.h"
 #include "testing/await.h"
 #include "testing/redis_cluster.h"
+#include "testing/shared_redis_cluster.h"
 #include "testing/test_util.h"
 
 namespace lapse::redis {
@@ -25,22 +26,14 @@ namespace {
 
 using ::lapse::testing::Await;
 using ::lapse::testing::RedisCluster;
+using ::lapse::testing::SharedRedisClusterTest;
 using ::lapse::testing::WaitWithPatience;
 
-class RedisClusterStoreTest : public ::testing::Test {
+class RedisClusterStoreTest : public SharedRedisClusterTest {
  protected:
-  // One cluster for the binary: each test starts from an empty one.
-  static void SetUpTestSuite() { cluster_ = new RedisCluster(); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_TRUE(cluster_->status().ok()) << cluster_->status();
-    for (int port : cluster_->MasterPorts()) {
-      ASSERT_TRUE(cluster_->Command(port, {"FLUSHALL"}).ok());
-    }
+    SharedRedisClusterTest::SetUp();
+    if (HasFatalFailure()) return;
     absl::StatusOr<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(Options());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
@@ -145,13 +138,10 @@ class RedisClusterStoreTest : public ::testing::Test {
     return CollectionKeys(store_->TagOf(store_->PartitionOf(collection)), collection);
   }
 
-  static RedisCluster* cluster_;
   // Before the store, which may run scripts at its time.
   FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};
   std::unique_ptr<RedisClusterStore> store_;
 };
-
-RedisCluster* RedisClusterStoreTest::cluster_ = nullptr;
 
 TEST_F(RedisClusterStoreTest, PutThenGetReturnsValuesAndDeadlines) {
   const absl::Time before = absl::Now();

@@ -25,6 +25,7 @@
 #include "server/storage/redis/redis_cluster_store.h"
 #include "testing/await.h"
 #include "testing/redis_cluster.h"
+#include "testing/shared_redis_cluster.h"
 #include "testing/test_util.h"
 
 namespace lapse::redis {
@@ -32,6 +33,7 @@ namespace {
 
 using ::lapse::testing::Await;
 using ::lapse::testing::RedisCluster;
+using ::lapse::testing::SharedRedisClusterTest;
 using ::lapse::testing::WaitWithPatience;
 
 constexpr int kPartitions = 4;
@@ -69,20 +71,11 @@ std::vector<LeaseRef> LeasesOf(const PollResult& polled) {
   return leases;
 }
 
-class RedisConsumerGroupsTest : public ::testing::Test {
+class RedisConsumerGroupsTest : public SharedRedisClusterTest {
  protected:
-  // One cluster for the binary: each test starts from an empty one.
-  static void SetUpTestSuite() { cluster_ = new RedisCluster(); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_TRUE(cluster_->status().ok()) << cluster_->status();
-    for (int port : cluster_->MasterPorts()) {
-      ASSERT_TRUE(cluster_->Command(port, {"FLUSHALL"}).ok());
-    }
+    SharedRedisClusterTest::SetUp();
+    if (HasFatalFailure()) return;
     a_ = OpenReplica();
     b_ = OpenReplica();
     ASSERT_NE(a_, nullptr);
@@ -196,7 +189,6 @@ class RedisConsumerGroupsTest : public ::testing::Test {
         [&](auto done) { r.store->Nack(group, consumer, leases, std::move(done)); });
   }
 
-  static RedisCluster* cluster_;
   Limits limits_;
   // On a whole millisecond, as the scripts' times are.
   FakeClock clock_{absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()))};
@@ -205,8 +197,6 @@ class RedisConsumerGroupsTest : public ::testing::Test {
   std::unique_ptr<Replica> a_;
   std::unique_ptr<Replica> b_;
 };
-
-RedisCluster* RedisConsumerGroupsTest::cluster_ = nullptr;
 
 TEST_F(RedisConsumerGroupsTest, CreateGetListAndDeleteGroupsFromEitherReplica) {
   ConsumerGroupOptions options;

@@ -20,12 +20,14 @@
 #include "server/base/mutex.h"
 #include "server/storage/redis/redis_cluster_store.h"
 #include "testing/redis_cluster.h"
+#include "testing/shared_redis_cluster.h"
 #include "testing/test_util.h"
 
 namespace lapse::redis {
 namespace {
 
 using ::lapse::testing::RedisCluster;
+using ::lapse::testing::SharedRedisClusterTest;
 using ::lapse::testing::WaitWithPatience;
 
 constexpr int kPartitions = 4;
@@ -62,20 +64,11 @@ struct Replica {
   }
 };
 
-class RedisEventSourceTest : public ::testing::Test {
+class RedisEventSourceTest : public SharedRedisClusterTest {
  protected:
-  // One cluster for the binary: each test starts from an empty one.
-  static void SetUpTestSuite() { cluster_ = new RedisCluster(); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_TRUE(cluster_->status().ok()) << cluster_->status();
-    for (int port : cluster_->MasterPorts()) {
-      ASSERT_TRUE(cluster_->Command(port, {"FLUSHALL"}).ok());
-    }
+    SharedRedisClusterTest::SetUp();
+    if (HasFatalFailure()) return;
     a_ = OpenReplica();
     ASSERT_NE(a_, nullptr);
     for (int p = 0; p < kPartitions; ++p) {
@@ -172,14 +165,11 @@ class RedisEventSourceTest : public ::testing::Test {
     return out;
   }
 
-  static RedisCluster* cluster_;
   FakeClock clock_{absl::Now()};
   std::string collections_[kPartitions];
   int next_key_ = 0;
   std::unique_ptr<Replica> a_;
 };
-
-RedisCluster* RedisEventSourceTest::cluster_ = nullptr;
 
 TEST_F(RedisEventSourceTest, MergesPartitionsKeepingEachPartitionsOrder) {
   uint64_t last[kPartitions];
