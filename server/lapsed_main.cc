@@ -555,6 +555,14 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
 // parse; lapsed's flag errors all exit 2, so its flags are checked here first
 // (each value is parsed again, to the same result, by absl). absl's own flags
 // (--help, --flagfile, ...) are left to absl.
+bool IsUsageFlag(absl::string_view name) {
+  for (absl::string_view usage : {"help", "helpfull", "helpshort", "helppackage", "helpon",
+                                  "helpmatch", "version", "only_check_args"}) {
+    if (name == usage) return true;
+  }
+  return false;
+}
+
 bool CheckFlagSyntax(int argc, char** argv, std::string* error) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
@@ -563,6 +571,8 @@ bool CheckFlagSyntax(int argc, char** argv, std::string* error) {
     if (arg.empty()) break;  // "--" ends the flags.
     const size_t equals = arg.find('=');
     absl::string_view name = arg.substr(0, equals);
+    // absl's usage flags are not in the registry FindCommandLineFlag reads.
+    if (IsUsageFlag(name)) continue;
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr && absl::ConsumePrefix(&name, "no")) {
       flag = absl::FindCommandLineFlag(name);

@@ -36,6 +36,7 @@ namespace lapse::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   // A short grace: an idle client connection that this process does not poll
@@ -76,6 +77,15 @@ struct RefusedFlag {
 
   friend void PrintTo(const RefusedFlag& refused, std::ostream* os) { *os << refused.flag; }
 };
+
+// Since lapsed checked its flags itself, --help was refused as "no such flag".
+TEST(LapsedTest, HelpListsTheFlags) {
+  LapsedProcess lapsed(LAPSED_PATH, {"--helpfull"});
+  ASSERT_TRUE(lapsed.spawned());
+  const ChildProcess::Result result = lapsed.Wait();
+  EXPECT_THAT(result.out + result.err, HasSubstr("redis_nodes"));
+  EXPECT_THAT(result.err, Not(HasSubstr("no such flag")));
+}
 
 class LapsedRefusesFlagTest : public ::testing::TestWithParam<RefusedFlag> {};
 
