@@ -738,9 +738,8 @@ if [[ $scenario_set == cluster ]]; then
     echo "run.sh: --scenario=cluster needs redis-server and redis-cli" >&2
     exit 2
   fi
-  # The flag's name in the binary: lapsed refuses --helpfull ("no such flag").
   if { wanted lapse-cluster-1 || wanted lapse-cluster-2 || wanted failover; } &&
-    ! grep -qa -- 'redis_nodes' "$lapsed"; then
+    [[ "$("$lapsed" --helpfull 2>&1 || true)" != *redis_nodes* ]]; then
     echo "run.sh: this lapsed has no --store=redis-cluster (--redis_nodes)" >&2
     exit 2
   fi
