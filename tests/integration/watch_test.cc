@@ -411,7 +411,7 @@ TEST(WatchTest, HeartbeatsCarryTheExaminedSequenceWhenNothingMatches) {
   Watcher second(server.stub(), resumed);
   ASSERT_TRUE(second.WaitForEvents(1));
   EXPECT_THAT(Keys(second.events()), ElementsAre("d"));
-  EXPECT_THAT(Sequences(second.events()), ElementsAre(last + 1));
+  EXPECT_TRUE(IncreasingAfter(second.events(), last));
 }
 
 }  // namespace

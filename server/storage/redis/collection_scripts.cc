@@ -53,7 +53,17 @@ local function set_deadline(key, deadline)
   end
 end
 
+local sequence_at_start = tonumber(redis.call('GET', sequence) or '0')
 reap()
+)lua";
+
+// The end of every script on one collection: its answer, and the last
+// sequence of the events it appended (0: none).
+constexpr absl::string_view kEpilogue = R"lua(
+local answer = body()
+if type(answer) == 'table' and answer.err then return answer end
+local last = tonumber(redis.call('GET', sequence) or '0')
+return {answer, last > sequence_at_start and last or 0}
 )lua";
 
 constexpr absl::string_view kPut = R"lua(
@@ -339,9 +349,11 @@ return out
 )lua";
 
 // A script on one collection: the time, the shared reap, the prelude, then
-// `body`.
+// `body` as a function, whose answer the epilogue returns with the last
+// sequence it appended.
 std::string CollectionScript(absl::string_view body) {
-  return absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, body);
+  return absl::StrCat(ScriptClockLua(), ReapLua(), kPrelude, "local function body()\n", body,
+                      "\nend\n", kEpilogue);
 }
 
 }  // namespace

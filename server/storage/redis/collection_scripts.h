@@ -17,6 +17,10 @@
 // checks everything before it writes (a failing request writes nothing but
 // the expiries it found due), and fails with an error reply whose first
 // word is the canonical status code ("FAILED_PRECONDITION collection ...").
+// Its reply is [answer, last]: the answer each script below describes, and
+// the last sequence of the events it appended (0 when it appended none), so
+// the store can deliver them before acknowledging a write.
+// (ListCollectionsScript answers its answer alone.)
 //
 //   router.Send(RedisCall::Eval(PutScript(), keys.All(), {...}), done);
 //

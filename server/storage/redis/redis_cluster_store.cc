@@ -241,7 +241,13 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
   }
 }
 
-RedisClusterStore::~RedisClusterStore() = default;
+RedisClusterStore::~RedisClusterStore() {
+  // DeliverThen's calls reach events_, which goes before router_.
+  MutexLock lock(&deliveries_mu_);
+  while (deliveries_in_flight_ > 0) {
+    deliveries_done_.WaitWithTimeout(&deliveries_mu_, absl::InfiniteDuration());
+  }
+}
 
 void RedisClusterStore::WakeReaperForTesting() {
   if (reaper_ != nullptr) reaper_->Wake();
@@ -257,6 +263,57 @@ std::vector<uint64_t> RedisClusterStore::PartitionCalls() const {
     calls[p] = partition_calls_[p].load(std::memory_order_relaxed);
   }
   return calls;
+}
+
+template <typename T, typename Parse>
+void RedisClusterStore::SendCollection(RedisCall call, absl::string_view collection,
+                                       Delivery delivery, StoreDone<T> done, Parse parse) {
+  const int partition = PartitionOf(collection);
+  router_->Send(std::move(call), [this, partition, delivery, done = std::move(done),
+                                  parse](absl::StatusOr<RedisReply> reply) mutable {
+    if (absl::Status s = ReplyStatus(reply); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
+    if (reply->elements.size() != 2 || reply->elements[1].integer < 0) {
+      std::move(done)(Malformed("collection"));
+      return;
+    }
+    absl::StatusOr<T> result = parse(reply->elements[0]);
+    const uint64_t appended = static_cast<uint64_t>(reply->elements[1].integer);
+    if (delivery == Delivery::kByTheReaper || !result.ok() || appended == 0) {
+      std::move(done)(std::move(result));
+      return;
+    }
+    DeliverThen(partition, appended,
+                [done = std::move(done), result = std::move(result)]() mutable {
+                  std::move(done)(std::move(result));
+                });
+  });
+}
+
+void RedisClusterStore::DeliverThen(int partition, uint64_t sequence,
+                                    absl::AnyInvocable<void() &&> then) {
+  {
+    MutexLock lock(&deliveries_mu_);
+    ++deliveries_in_flight_;
+  }
+  const PartitionKeys keys(TagOf(partition));
+  router_->Send(
+      RedisCall::Eval(AdvanceWatermarkScript(), {keys.delivered},
+                      {ScriptTimeArg(options_.script_clock), absl::StrCat(sequence), keys.wake}),
+      [this, partition, sequence,
+       then = std::move(then)](absl::StatusOr<RedisReply> reply) mutable {
+        if (ReplyStatus(reply).ok()) {
+          events_->Advance(partition, sequence);
+          events_->WhenRead(partition, sequence, std::move(then));
+        } else {
+          // The reaper delivers them on its next pass.
+          std::move(then)();
+        }
+        MutexLock lock(&deliveries_mu_);
+        if (--deliveries_in_flight_ == 0) deliveries_done_.SignalAll();
+      });
 }
 
 RedisCall RedisClusterStore::CollectionCall(const RedisScript& script, absl::string_view collection,
@@ -307,22 +364,21 @@ void RedisClusterStore::PutMembers(absl::string_view collection,
     args.push_back(std::move(deadline.second));
   }
   const size_t n = writes.size();
-  router_->Send(CollectionCall(PutScript(), collection, std::move(args))
-                    .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                AnswerWith(std::move(done),
-                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PutResult>> {
-                             if (reply.elements.size() != n) return Malformed("put");
-                             std::vector<PutResult> results;
-                             for (const RedisReply& r : reply.elements) {
-                               if (r.elements.size() != 2) return Malformed("put");
-                               const PutOutcome outcome =
-                                   r.elements[0].integer == 0   ? PutOutcome::kCreated
-                                   : r.elements[0].integer == 1 ? PutOutcome::kReplaced
-                                                                : PutOutcome::kSkipped;
-                               results.push_back({outcome, DeadlineIn(r.elements[1])});
-                             }
-                             return results;
-                           }));
+  SendCollection(CollectionCall(PutScript(), collection, std::move(args))
+                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                 collection, Delivery::kBeforeAnswer, std::move(done),
+                 [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PutResult>> {
+                   if (reply.elements.size() != n) return Malformed("put");
+                   std::vector<PutResult> results;
+                   for (const RedisReply& r : reply.elements) {
+                     if (r.elements.size() != 2) return Malformed("put");
+                     const PutOutcome outcome = r.elements[0].integer == 0   ? PutOutcome::kCreated
+                                                : r.elements[0].integer == 1 ? PutOutcome::kReplaced
+                                                                             : PutOutcome::kSkipped;
+                     results.push_back({outcome, DeadlineIn(r.elements[1])});
+                   }
+                   return results;
+                 });
 }
 
 void RedisClusterStore::GetMembers(absl::string_view collection,
@@ -349,20 +405,21 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
              ? std::move(call).Idempotent()
              : std::move(call).WaitForReplicas(options_.wait_replicas, options_.wait_timeout);
   const size_t n = keys.size();
-  router_->Send(std::move(call),
-                AnswerWith(std::move(done),
-                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<GetResult>> {
-                             if (reply.elements.size() != n) return Malformed("get");
-                             std::vector<GetResult> results(n);
-                             for (size_t i = 0; i < n; ++i) {
-                               const RedisReply& r = reply.elements[i];
-                               if (r.elements.empty()) return Malformed("get");
-                               if (r.elements[0].integer == 0) continue;
-                               if (r.elements.size() != 3) return Malformed("get");
-                               results[i] = {true, r.elements[1].str, DeadlineIn(r.elements[2])};
-                             }
-                             return results;
-                           }));
+  SendCollection(
+      std::move(call), collection,
+      refresh.kind == Expiration::Kind::kNone ? Delivery::kByTheReaper : Delivery::kBeforeAnswer,
+      std::move(done), [n](const RedisReply& reply) -> absl::StatusOr<std::vector<GetResult>> {
+        if (reply.elements.size() != n) return Malformed("get");
+        std::vector<GetResult> results(n);
+        for (size_t i = 0; i < n; ++i) {
+          const RedisReply& r = reply.elements[i];
+          if (r.elements.empty()) return Malformed("get");
+          if (r.elements[0].integer == 0) continue;
+          if (r.elements.size() != 3) return Malformed("get");
+          results[i] = {true, r.elements[1].str, DeadlineIn(r.elements[2])};
+        }
+        return results;
+      });
 }
 
 void RedisClusterStore::RemoveMembers(absl::string_view collection,
@@ -375,16 +432,15 @@ void RedisClusterStore::RemoveMembers(absl::string_view collection,
   }
   std::vector<std::string> args(keys.begin(), keys.end());
   const size_t n = keys.size();
-  router_->Send(CollectionCall(RemoveScript(), collection, std::move(args))
-                    .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                AnswerWith(std::move(done),
-                           [n](const RedisReply& reply) -> absl::StatusOr<std::vector<bool>> {
-                             if (reply.elements.size() != n) return Malformed("remove");
-                             std::vector<bool> removed;
-                             for (const RedisReply& r : reply.elements)
-                               removed.push_back(r.integer == 1);
-                             return removed;
-                           }));
+  SendCollection(CollectionCall(RemoveScript(), collection, std::move(args))
+                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                 collection, Delivery::kBeforeAnswer, std::move(done),
+                 [n](const RedisReply& reply) -> absl::StatusOr<std::vector<bool>> {
+                   if (reply.elements.size() != n) return Malformed("remove");
+                   std::vector<bool> removed;
+                   for (const RedisReply& r : reply.elements) removed.push_back(r.integer == 1);
+                   return removed;
+                 });
 }
 
 void RedisClusterStore::ExpireMembers(absl::string_view collection,
@@ -409,26 +465,24 @@ void RedisClusterStore::ExpireMembers(absl::string_view collection,
                                    std::move(deadline.second)};
   for (absl::string_view key : keys) args.emplace_back(key);
   const size_t n = keys.size();
-  router_->Send(
+  SendCollection(
       CollectionCall(ExpireScript(), collection, std::move(args))
           .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-      AnswerWith(
-          std::move(done),
-          [n](const RedisReply& reply) -> absl::StatusOr<std::vector<ExpireResult>> {
-            if (reply.elements.size() != n) return Malformed("expire");
-            constexpr ExpireOutcome kOutcomes[] = {
-                ExpireOutcome::kUpdated, ExpireOutcome::kConditionNotMet, ExpireOutcome::kNotFound,
-                ExpireOutcome::kExpired};
-            std::vector<ExpireResult> results;
-            for (const RedisReply& r : reply.elements) {
-              if (r.elements.size() != 2 || r.elements[0].integer < 0 ||
-                  r.elements[0].integer > 3) {
-                return Malformed("expire");
-              }
-              results.push_back({kOutcomes[r.elements[0].integer], DeadlineIn(r.elements[1])});
-            }
-            return results;
-          }));
+      collection, Delivery::kBeforeAnswer, std::move(done),
+      [n](const RedisReply& reply) -> absl::StatusOr<std::vector<ExpireResult>> {
+        if (reply.elements.size() != n) return Malformed("expire");
+        constexpr ExpireOutcome kOutcomes[] = {ExpireOutcome::kUpdated,
+                                               ExpireOutcome::kConditionNotMet,
+                                               ExpireOutcome::kNotFound, ExpireOutcome::kExpired};
+        std::vector<ExpireResult> results;
+        for (const RedisReply& r : reply.elements) {
+          if (r.elements.size() != 2 || r.elements[0].integer < 0 || r.elements[0].integer > 3) {
+            return Malformed("expire");
+          }
+          results.push_back({kOutcomes[r.elements[0].integer], DeadlineIn(r.elements[1])});
+        }
+        return results;
+      });
 }
 
 void RedisClusterStore::PersistMembers(absl::string_view collection,
@@ -441,10 +495,9 @@ void RedisClusterStore::PersistMembers(absl::string_view collection,
   }
   std::vector<std::string> args(keys.begin(), keys.end());
   const size_t n = keys.size();
-  router_->Send(
-      CollectionCall(PersistScript(), collection, std::move(args))
-          .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-      AnswerWith(std::move(done),
+  SendCollection(CollectionCall(PersistScript(), collection, std::move(args))
+                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                 collection, Delivery::kBeforeAnswer, std::move(done),
                  [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PersistOutcome>> {
                    if (reply.elements.size() != n) return Malformed("persist");
                    constexpr PersistOutcome kOutcomes[] = {PersistOutcome::kPersisted,
@@ -456,7 +509,7 @@ void RedisClusterStore::PersistMembers(absl::string_view collection,
                      results.push_back(kOutcomes[r.integer]);
                    }
                    return results;
-                 }));
+                 });
 }
 
 void RedisClusterStore::ListMembers(absl::string_view collection, const ListMembersOptions& options,
@@ -481,9 +534,10 @@ void RedisClusterStore::ListMembers(absl::string_view collection, const ListMemb
                                    options.after.has_value() ? "1" : "0",
                                    std::move(after_deadline),
                                    options.after.has_value() ? options.after->key : ""};
-  router_->Send(
-      CollectionCall(ListMembersScript(), collection, std::move(args)).Idempotent(),
-      AnswerWith(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<MemberPage> {
+  SendCollection(
+      CollectionCall(ListMembersScript(), collection, std::move(args)).Idempotent(), collection,
+      Delivery::kByTheReaper, std::move(done),
+      [](const RedisReply& reply) -> absl::StatusOr<MemberPage> {
         if (reply.elements.empty() || reply.elements.size() % 3 != 1) {
           return Malformed("list members");
         }
@@ -496,7 +550,7 @@ void RedisClusterStore::ListMembers(absl::string_view collection, const ListMemb
           page.next = MemberCursor{page.members.back().expire_time, page.members.back().key};
         }
         return page;
-      }));
+      });
 }
 
 void RedisClusterStore::GetCollection(absl::string_view name, StoreDone<CollectionInfo> done) {
@@ -504,14 +558,14 @@ void RedisClusterStore::GetCollection(absl::string_view name, StoreDone<Collecti
     std::move(done)(valid);
     return;
   }
-  router_->Send(CollectionCall(GetCollectionScript(), name, {}).Idempotent(),
-                AnswerWith(std::move(done),
-                           [name = std::string(name)](
-                               const RedisReply& reply) -> absl::StatusOr<CollectionInfo> {
-                             absl::StatusOr<CollectionInfo> info = InfoIn(reply.elements);
-                             if (info.ok()) info->name = name;
-                             return info;
-                           }));
+  SendCollection(
+      CollectionCall(GetCollectionScript(), name, {}).Idempotent(), name, Delivery::kByTheReaper,
+      std::move(done),
+      [name = std::string(name)](const RedisReply& reply) -> absl::StatusOr<CollectionInfo> {
+        absl::StatusOr<CollectionInfo> info = InfoIn(reply.elements);
+        if (info.ok()) info->name = name;
+        return info;
+      });
 }
 
 void RedisClusterStore::ListCollections(absl::string_view prefix, int page_size,
@@ -552,15 +606,15 @@ void RedisClusterStore::DeleteCollection(absl::string_view name, StoreDone<uint6
     std::move(done)(valid);
     return;
   }
-  router_->Send(
-      CollectionCall(DeleteCollectionScript(), name, {})
-          .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-      AnswerWith(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<uint64_t> {
-        if (reply.type != RedisReply::Type::kInteger || reply.integer < 0) {
-          return Malformed("delete collection");
-        }
-        return static_cast<uint64_t>(reply.integer);
-      }));
+  SendCollection(CollectionCall(DeleteCollectionScript(), name, {})
+                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                 name, Delivery::kBeforeAnswer, std::move(done),
+                 [](const RedisReply& reply) -> absl::StatusOr<uint64_t> {
+                   if (reply.type != RedisReply::Type::kInteger || reply.integer < 0) {
+                     return Malformed("delete collection");
+                   }
+                   return static_cast<uint64_t>(reply.integer);
+                 });
 }
 
 const EventSource& RedisClusterStore::events() const { return *events_; }

@@ -41,9 +41,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/base/clock.h"
+#include "server/base/mutex.h"
 #include "server/storage/redis/cluster_router.h"
 #include "server/storage/redis/reaper.h"
 #include "server/storage/redis/redis_consumer_groups.h"
@@ -176,6 +178,23 @@ class RedisClusterStore final : public Store {
   // retention, then `args`.
   RedisCall CollectionCall(const RedisScript& script, absl::string_view collection,
                            std::vector<std::string> args) const;
+  // When the expiry events a collection script appended become readable
+  // from events(): before its answer (a write, acknowledged after its WAIT,
+  // so that a write's own expiries are readable once it is acknowledged, as
+  // on the embedded store), or when the reaper delivers them (a read: its
+  // events are not known replicated).
+  enum class Delivery { kBeforeAnswer, kByTheReaper };
+  // Sends a collection script's call (collection_scripts.h) and answers
+  // `done` with `parse` of its answer, after DeliverThen when `delivery`
+  // says so and it appended events.
+  template <typename T, typename Parse>
+  void SendCollection(RedisCall call, absl::string_view collection, Delivery delivery,
+                      StoreDone<T> done, Parse parse);
+  // Raises `partition`'s delivery watermark to `sequence`, which a WAIT has
+  // confirmed replicated, then calls `then` once events() has read that
+  // far; if the watermark cannot be raised, calls `then` at once (the
+  // reaper delivers the events).
+  void DeliverThen(int partition, uint64_t sequence, absl::AnyInvocable<void() &&> then);
 
   // Constant after construction.
   const RedisClusterStoreOptions options_;
@@ -188,6 +207,12 @@ class RedisClusterStore final : public Store {
   std::unique_ptr<Reaper> reaper_;
   // Per partition: the calls CollectionCall made.
   const std::unique_ptr<std::atomic<uint64_t>[]> partition_calls_;
+
+  // DeliverThen's watermark calls not yet answered; the destructor waits
+  // for them.
+  Mutex deliveries_mu_;
+  CondVar deliveries_done_;
+  int deliveries_in_flight_ ABSL_GUARDED_BY(deliveries_mu_) = 0;
 };
 
 }  // namespace lapse::redis

@@ -396,6 +396,36 @@ TEST_F(RedisClusterStoreTest, ExpireMembersWithAPastTimeExpiresAtOnceWithOneEven
   EXPECT_EQ(On(keys.key_index, {"ZRANGE", keys.key_index, "0", "-1"}), "kept");
 }
 
+TEST_F(RedisClusterStoreTest, AWritesOwnExpiryEventsAreReadableOnceItIsAcknowledged) {
+  UseScriptClock();  // No reaper: nothing but the write itself delivers them.
+  constexpr uint64_t kOneEvent = RedisEventSource::kPositionSpacing;
+  ASSERT_TRUE(
+      Put("jobs", {{.key = "gone", .value = "v", .expiration = Expiration::Ttl(absl::Seconds(60))}})
+          .ok());
+  const uint64_t before = store_->events().last_sequence();
+  ASSERT_TRUE(Expire("jobs", {"gone"}, Expiration::At(clock_.Now() - absl::Seconds(1)),
+                     ExpireCondition::kAlways)
+                  .ok());
+  EXPECT_EQ(store_->events().last_sequence(), before + kOneEvent);
+
+  // A put that first expires a due member of its collection.
+  ASSERT_TRUE(
+      Put("jobs", {{.key = "due", .value = "w", .expiration = Expiration::Ttl(absl::Seconds(1))}})
+          .ok());
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(Put("jobs", {{.key = "kept", .value = "x"}}).ok());
+  EXPECT_EQ(store_->events().last_sequence(), before + 2 * kOneEvent);
+
+  // A read that expires one leaves its event to the reaper: it is not known
+  // replicated.
+  ASSERT_TRUE(
+      Put("jobs", {{.key = "late", .value = "y", .expiration = Expiration::Ttl(absl::Seconds(1))}})
+          .ok());
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_FALSE((*Get("jobs", {"late"}))[0].found);
+  EXPECT_EQ(store_->events().last_sequence(), before + 2 * kOneEvent);
+}
+
 TEST_F(RedisClusterStoreTest, PersistMembersClearsDeadlinesAndSaysWhatItDid) {
   UseScriptClock();
   ASSERT_TRUE(

@@ -66,6 +66,10 @@ bool EventOfEntry(const RedisReply& entry, uint64_t* sequence, ExpiryEvent* even
 }  // namespace
 
 struct RedisEventSource::Partition {
+  Partition() = default;
+  Partition(Partition&&) = default;
+  Partition(const Partition&) = delete;
+
   // The last sequence read into the buffer, or found trimmed.
   uint64_t read = 0;
   // The highest watermark Advance was given.
@@ -80,6 +84,8 @@ struct RedisEventSource::Partition {
   uint64_t stream_first = 1;
   // Feed indexes of this partition's buffered events, in order.
   std::deque<uint64_t> indexes;
+  // WhenRead's callbacks, with the sequence each waits for.
+  std::vector<std::pair<uint64_t, absl::AnyInvocable<void() &&>>> waiting;
 };
 
 // Partition `partition`'s sequences `from`..`to` were missing from its stream;
@@ -192,9 +198,47 @@ RedisEventSource::RedisEventSource(ClusterRouter* router, RedisEventSourceOption
 }
 
 RedisEventSource::~RedisEventSource() {
-  MutexLock lock(&mu_);
-  stopping_ = true;
-  while (reads_in_flight_ > 0) reads_done_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+  std::vector<absl::AnyInvocable<void() &&>> due;
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    while (reads_in_flight_ > 0) reads_done_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+    for (size_t p = 0; p < partitions_.size(); ++p) {
+      for (auto& then : DueWaitersLocked(p)) due.push_back(std::move(then));
+    }
+  }
+  for (auto& then : due) std::move(then)();
+}
+
+void RedisEventSource::WhenRead(int partition, uint64_t sequence,
+                                absl::AnyInvocable<void() &&> then) {
+  {
+    MutexLock lock(&mu_);
+    if (partition >= 0 && static_cast<size_t>(partition) < partitions_.size()) {
+      Partition& p = partitions_[partition];
+      if (p.read < sequence && p.in_flight) {
+        p.waiting.emplace_back(sequence, std::move(then));
+        return;
+      }
+    }
+  }
+  std::move(then)();
+}
+
+std::vector<absl::AnyInvocable<void() &&>> RedisEventSource::DueWaitersLocked(size_t p) {
+  Partition& partition = partitions_[p];
+  std::vector<absl::AnyInvocable<void() &&>> due;
+  auto& waiting = partition.waiting;
+  for (size_t i = 0; i < waiting.size();) {
+    if (!partition.in_flight || waiting[i].first <= partition.read) {
+      due.push_back(std::move(waiting[i].second));
+      waiting[i] = std::move(waiting.back());
+      waiting.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return due;
 }
 
 void RedisEventSource::Advance(int partition, uint64_t delivered) {
@@ -224,6 +268,7 @@ void RedisEventSource::SendRead(int p, uint64_t from, uint64_t to) {
 
 void RedisEventSource::OnRead(int p, uint64_t from, absl::StatusOr<RedisReply> reply) {
   std::optional<std::pair<uint64_t, uint64_t>> next;
+  std::vector<absl::AnyInvocable<void() &&>> due;
   uint64_t readable = 0;
   {
     MutexLock lock(&mu_);
@@ -266,8 +311,10 @@ void RedisEventSource::OnRead(int p, uint64_t from, absl::StatusOr<RedisReply> r
     } else {
       partition.in_flight = false;
     }
+    due = DueWaitersLocked(p);
   }
   if (readable != 0 && options_.on_readable) options_.on_readable(readable * kSpacing);
+  for (auto& then : due) std::move(then)();
   if (next.has_value()) {
     SendRead(p, next->first, next->second);
     return;

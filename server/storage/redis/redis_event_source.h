@@ -67,6 +67,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/base/mutex.h"
@@ -112,6 +113,14 @@ class RedisEventSource final : public EventSource {
   // is ignored.
   void Advance(int partition, uint64_t delivered);
 
+  // Calls `then` once `partition` has been read up to `sequence` (at once if
+  // it has been), or once the reads Advance started for it end short of it
+  // (a failed read; the rest is read on a later Advance) or the source
+  // stops. On the router's thread, or on the caller's when it can be called
+  // at once; never under the source's lock. Call Advance(partition, s >=
+  // sequence) first.
+  void WhenRead(int partition, uint64_t sequence, absl::AnyInvocable<void() &&> then);
+
   // The last sequence of `partition` read into the buffer (or found trimmed).
   uint64_t read_sequence(int partition) const;
   // What the local buffer holds.
@@ -137,6 +146,10 @@ class RedisEventSource final : public EventSource {
   // Sends partition p's next XRANGE. REQUIRES: its read is marked in flight.
   void SendRead(int p, uint64_t from, uint64_t to);
   void OnRead(int p, uint64_t from, absl::StatusOr<RedisReply> reply);
+  // Takes partition p's WhenRead callbacks that are due: those its reads
+  // reached, or all of them once its reads have ended.
+  std::vector<absl::AnyInvocable<void() &&>> DueWaitersLocked(size_t p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the index entries of events the feed no longer retains.
   void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Partition p's last examined sequence at local event index n.
