@@ -376,6 +376,7 @@ TEST(WatchTest, ConcurrentWritersGetOneEventPerExpiredMember) {
   // Events arrive in sequence order, so once a sentinel arrives nothing
   // earlier is still on its way.
   PutTtl(server.stub(), "w0-sentinel", {"s"}, absl::Seconds(60));
+  EXPECT_EQ(LiveMembers(server.stub(), "w0-sentinel"), 1u);
   ExpireNow(server.stub(), "w0-sentinel", {"s"}, server.clock().Now());
   ASSERT_TRUE(all.WaitForEvents(kMembers + 1));
   ASSERT_TRUE(prefixed.WaitForEvents(kRounds * kPerRound + 1));
