@@ -83,8 +83,9 @@ RedisCluster& SharedCluster() {
 
 // Empties the shared cluster (FLUSHALL on every master) the first time a
 // test starts a server, so that each test sees a new store; a test's further
-// servers are more replicas of that store.
-void FlushOncePerTest(RedisCluster& cluster) {
+// servers are more replicas of that store. `again`: empties it even if this
+// test did already (StartNewStore).
+void FlushForTest(RedisCluster& cluster, bool again) {
   struct Flushed {
     Mutex mu;
     std::string test ABSL_GUARDED_BY(mu);
@@ -94,7 +95,7 @@ void FlushOncePerTest(RedisCluster& cluster) {
   const std::string name =
       test == nullptr ? "" : absl::StrCat(test->test_suite_name(), ".", test->name());
   MutexLock lock(&flushed->mu);
-  if (name == flushed->test) return;
+  if (name == flushed->test && !again) return;
   flushed->test = name;
   if (const absl::Status emptied = cluster.FlushAll(); !emptied.ok()) {
     std::fprintf(stderr, "emptying the shared Redis Cluster failed: %s\n",
@@ -107,7 +108,7 @@ void FlushOncePerTest(RedisCluster& cluster) {
 // timed by `clock`.
 redis::RedisClusterStoreOptions RedisOptionsForTest(const Clock* clock) {
   RedisCluster& cluster = SharedCluster();
-  FlushOncePerTest(cluster);
+  FlushForTest(cluster, /*again=*/false);
   redis::RedisClusterStoreOptions options;
   options.router.seeds = cluster.seeds();
   options.partitions = 8;
@@ -131,6 +132,10 @@ ServerOptions WithTestEndpoints(ServerOptions options, Clock* clock, const TempD
 }
 
 }  // namespace
+
+void StartNewStore() {
+  if (TheStoreUnderTest() == StoreUnderTest::kRedis) FlushForTest(SharedCluster(), /*again=*/true);
+}
 
 ServerOptions TestOptions() {
   ServerOptions options;

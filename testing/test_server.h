@@ -40,6 +40,13 @@ inline absl::Time StartTime() { return absl::FromUnixSeconds(1'700'000'000); }
 // Options with small, test-friendly defaults (heartbeats effectively off).
 ServerOptions TestOptions();
 
+// Makes the next TestServer serve a new store (a new store_id, no events).
+// With LAPSE_TEST_STORE=redis, a test's servers are replicas of one store
+// over the shared cluster: this empties the cluster, so call it only once
+// the test's earlier servers have stopped. Elsewhere every TestServer is a
+// store of its own already, and this does nothing.
+void StartNewStore();
+
 class TestServer {
  public:
   // Starts on 127.0.0.1:0 with `options` (listen address and clock are

@@ -366,7 +366,10 @@ absl::StatusOr<RedisEventSource::Cursor> RedisEventSource::CursorLocked(uint64_t
   const uint64_t last = feed_.last_sequence();
   const uint64_t front = feed_.oldest_retained_sequence();
   const std::string id = options_.store_id.ToString();
-  if (cursor.index > last) {
+  // A position between two events that no resumed cursor holds: not one
+  // this replica gave out, or one it gave out and released.
+  const bool unknown_slot = cursor.slot != 0 && !floors_.contains(cursor.slot);
+  if (cursor.index > last || (unknown_slot && position > last * kSpacing)) {
     return absl::OutOfRangeError(absl::StrFormat(
         "sequence %d is beyond the newest event %d of this replica of store %s: a position "
         "from another lapsed replica or another store (sequences on --store=redis-cluster are "
@@ -380,16 +383,15 @@ absl::StatusOr<RedisEventSource::Cursor> RedisEventSource::CursorLocked(uint64_t
         "discarded; the oldest retained sequence is %d",
         position, front - cursor.index - 1, front * kSpacing));
   }
-  if (cursor.slot != 0) {
-    auto it = floors_.find(cursor.slot);
-    if (it == floors_.end()) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "sequence %d is not a position this replica of store %s gave out; resume with a "
-          "resume_token, or start anew (START_POSITION_OLDEST)",
-          position, id));
-    }
-    cursor.floor = &it->second;
+  if (unknown_slot) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "sequence %d belongs to another store, or to another lapsed replica of store %s: it "
+        "is no position this replica holds (sequences on --store=redis-cluster are each "
+        "replica's own, multiples of %d); resume with a resume_token, or start anew "
+        "(START_POSITION_OLDEST)",
+        position, id, kSpacing));
   }
+  if (cursor.slot != 0) cursor.floor = &floors_.at(cursor.slot);
   for (const Gap& gap : gaps_) {
     if (gap.index <= cursor.index) continue;
     if (cursor.floor != nullptr && (*cursor.floor)[gap.partition] >= gap.to) continue;

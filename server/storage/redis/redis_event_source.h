@@ -46,6 +46,10 @@
 //   trimmed from the stream by MAXLEN) is OUT_OF_RANGE naming the partition
 //   and the sequences lost; a token of another store OUT_OF_RANGE naming both
 //   ids.
+// A bare position (CheckPosition, Read) past the newest event is OUT_OF_RANGE
+// "beyond the newest event"; one between two events' sequences that no
+// resumed cursor holds, "belongs to another store, or to another lapsed
+// replica" — as the embedded store answers a sequence older than its first.
 // An entry missing from a stream when the source reads it (trimmed by MAXLEN
 // before this replica read it) is a gap: a reader that reaches it gets
 // OUT_OF_RANGE naming the partition and sequences, never a silent gap.

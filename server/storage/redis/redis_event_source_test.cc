@@ -296,6 +296,37 @@ TEST_F(RedisEventSourceTest, ATokenOfAnotherStoreIsOutOfRange) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A bare after_sequence between two events' sequences that no resumed cursor
+// holds: another store's, or another replica's (as the embedded store says of
+// a sequence older than its first).
+TEST_F(RedisEventSourceTest, APositionNoCursorHoldsBelongsToAnotherStoreOrReplica) {
+  Deliver(*a_, 0, ExpireIn(0, 2));
+  const uint64_t last = a_->source().last_sequence();
+  for (const uint64_t position : {uint64_t{41}, last - RedisEventSource::kPositionSpacing / 2}) {
+    const absl::Status status = a_->source().CheckPosition(position);
+    EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(),
+                                  absl::StrCat("sequence ", position, " belongs to another store")))
+        << status;
+  }
+  // 0, an event's sequence, and right before one are positions.
+  for (const uint64_t position : {uint64_t{0}, last, last - 1}) {
+    EXPECT_TRUE(a_->source().CheckPosition(position).ok()) << position;
+  }
+}
+
+// As on the embedded store: the newest event's sequence + 1 is beyond it,
+// on a store with no event yet and on one with events.
+TEST_F(RedisEventSourceTest, APositionPastTheNewestEventIsBeyondIt) {
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t last = a_->source().last_sequence();
+    const absl::Status status = a_->source().CheckPosition(last + 1);
+    EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "beyond the newest event")) << status;
+    Deliver(*a_, 1, ExpireIn(1, 1));
+  }
+}
+
 TEST_F(RedisEventSourceTest, APositionTrimmedFromTheStreamIsOutOfRangeNamingIt) {
   Deliver(*a_, 2, ExpireIn(2, 5));
   const std::string token = a_->source().ResumeTokenAfter(0);
