@@ -259,6 +259,7 @@ absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Create(absl::string_view name,
 }
 
 absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Get(absl::string_view name, size_t max_leases) {
+  if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
   Announcer readable(this);
   absl::StatusOr<ConsumerGroupInfo> info;
   {
@@ -295,6 +296,7 @@ absl::StatusOr<ConsumerGroups::Page> ConsumerGroups::List(int page_size, absl::s
 
 absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Delete(absl::string_view name,
                                                          CommitTicket* committed) {
+  if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
   // Those waiting on the group learn that it is gone.
   Announcer readable(this);
   MutexLock lock(&mu_);
@@ -317,6 +319,7 @@ absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Delete(absl::string_view name,
 absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Reset(absl::string_view name,
                                                         const GroupStart& start,
                                                         CommitTicket* committed) {
+  if (absl::Status s = ValidateName("name", name, options_.limits); !s.ok()) return s;
   ConsumerGroupInfo info;
   {
     MutexLock lock(&mu_);
@@ -345,6 +348,7 @@ absl::StatusOr<ConsumerGroupInfo> ConsumerGroups::Reset(absl::string_view name,
 absl::StatusOr<PollResult> ConsumerGroups::Poll(absl::string_view group_name,
                                                 absl::string_view consumer, size_t max_events,
                                                 CommitTicket* committed) {
+  if (absl::Status s = ValidateName("group", group_name, options_.limits); !s.ok()) return s;
   if (absl::Status s = ValidateName("consumer", consumer, options_.limits); !s.ok()) return s;
   if (max_events == 0) return InvalidField("max_events", "must be positive");
   max_events = std::min(max_events, options_.limits.max_poll_events);
@@ -525,6 +529,7 @@ absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ExtendLeases(
 absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ForEachHeldLease(
     absl::string_view group_name, absl::string_view consumer, absl::Span<const LeaseRef> leases,
     CommitTicket* committed, const PerLease& fn) {
+  if (absl::Status s = ValidateName("group", group_name, options_.limits); !s.ok()) return s;
   if (absl::Status s = ValidateName("consumer", consumer, options_.limits); !s.ok()) return s;
   if (absl::Status s = ValidateCount("leases", leases.size(), options_.limits); !s.ok()) return s;
   Announcer readable(this);
@@ -577,6 +582,7 @@ absl::StatusOr<std::vector<absl::Status>> ConsumerGroups::ForEachHeldLease(
 
 absl::StatusOr<DeadLetterPage> ConsumerGroups::ListDeadLetters(absl::string_view group_name,
                                                                uint64_t after, int page_size) {
+  if (absl::Status s = ValidateName("group", group_name, options_.limits); !s.ok()) return s;
   if (absl::Status s = ValidatePageSize(page_size); !s.ok()) return s;
   const size_t size = EffectivePageSize(page_size, options_.limits);
   MutexLock lock(&mu_);
@@ -605,6 +611,7 @@ absl::StatusOr<DeadLetterPage> ConsumerGroups::ListDeadLetters(absl::string_view
 absl::StatusOr<size_t> ConsumerGroups::RedriveDeadLetters(absl::string_view group_name,
                                                           absl::Span<const uint64_t> sequences,
                                                           CommitTicket* committed) {
+  if (absl::Status s = ValidateName("group", group_name, options_.limits); !s.ok()) return s;
   if (sequences.size() > options_.limits.max_members_per_request) {
     return InvalidField("sequences",
                         absl::StrFormat("%d entries exceed the limit of %d", sequences.size(),

@@ -228,7 +228,9 @@ class ConsumerGroups {
                                            const ConsumerGroupOptions& options,
                                            const GroupStart& start,
                                            CommitTicket* committed = nullptr);
-  // NOT_FOUND when there is no such group (as for every operation below).
+  // NOT_FOUND when there is no such group, INVALID_ARGUMENT naming the field
+  // ("name" or "group") when no group could have the name (ValidateName), as
+  // for every operation below.
   // At most `max_leases` leases are listed.
   absl::StatusOr<ConsumerGroupInfo> Get(absl::string_view name, size_t max_leases = 0);
   // Groups after `after` (exclusive) in name order, without their leases;

@@ -4,6 +4,7 @@
 // reconnects between calls.
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -173,6 +174,102 @@ TEST(ConsumerGroupsTest, BadRequestsAreInvalidArgumentNamingTheField) {
   status = Call(server.stub(), &v1::LapseService::Stub::Poll, poll, &polled);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("consumer"));
+}
+
+// Every call naming a group, by the field that names it, with `group` there
+// (a consumer "c", one lease and a valid extension where the call needs
+// them): its status.
+std::vector<std::pair<std::string, grpc::Status>> CallsNamingGroup(v1::LapseService::Stub& stub,
+                                                                   const std::string& group) {
+  std::vector<std::pair<std::string, grpc::Status>> out;
+  {
+    v1::GetConsumerGroupRequest request;
+    request.set_name(group);
+    v1::GetConsumerGroupResponse response;
+    out.emplace_back("GetConsumerGroup.name",
+                     Call(stub, &v1::LapseService::Stub::GetConsumerGroup, request, &response));
+  }
+  {
+    v1::ResetConsumerGroupRequest request;
+    request.set_name(group);
+    v1::ResetConsumerGroupResponse response;
+    out.emplace_back("ResetConsumerGroup.name",
+                     Call(stub, &v1::LapseService::Stub::ResetConsumerGroup, request, &response));
+  }
+  {
+    v1::PollRequest request;
+    request.set_group(group);
+    request.set_consumer("c");
+    request.set_max_events(1);
+    v1::PollResponse response;
+    out.emplace_back("Poll.group", Call(stub, &v1::LapseService::Stub::Poll, request, &response));
+  }
+  {
+    v1::AckRequest request;
+    request.set_group(group);
+    request.set_consumer("c");
+    request.add_leases()->set_sequence(1);
+    v1::AckResponse response;
+    out.emplace_back("Ack.group", Call(stub, &v1::LapseService::Stub::Ack, request, &response));
+  }
+  {
+    v1::NackRequest request;
+    request.set_group(group);
+    request.set_consumer("c");
+    request.add_leases()->set_sequence(1);
+    v1::NackResponse response;
+    out.emplace_back("Nack.group", Call(stub, &v1::LapseService::Stub::Nack, request, &response));
+  }
+  {
+    v1::ExtendLeasesRequest request;
+    request.set_group(group);
+    request.set_consumer("c");
+    request.add_leases()->set_sequence(1);
+    request.mutable_extension()->set_seconds(10);
+    v1::ExtendLeasesResponse response;
+    out.emplace_back("ExtendLeases.group",
+                     Call(stub, &v1::LapseService::Stub::ExtendLeases, request, &response));
+  }
+  {
+    v1::ListDeadLettersRequest request;
+    request.set_group(group);
+    v1::ListDeadLettersResponse response;
+    out.emplace_back("ListDeadLetters.group",
+                     Call(stub, &v1::LapseService::Stub::ListDeadLetters, request, &response));
+  }
+  {
+    v1::RedriveDeadLettersRequest request;
+    request.set_group(group);
+    v1::RedriveDeadLettersResponse response;
+    out.emplace_back("RedriveDeadLetters.group",
+                     Call(stub, &v1::LapseService::Stub::RedriveDeadLetters, request, &response));
+  }
+  {
+    v1::DeleteConsumerGroupRequest request;
+    request.set_name(group);
+    v1::DeleteConsumerGroupResponse response;
+    out.emplace_back("DeleteConsumerGroup.name",
+                     Call(stub, &v1::LapseService::Stub::DeleteConsumerGroup, request, &response));
+  }
+  return out;
+}
+
+// No group can have a malformed name: the caller's mistake is the field, on
+// every store; a well-formed name no group has is NOT_FOUND.
+TEST(ConsumerGroupsTest, AMalformedGroupNameIsInvalidArgumentNamingTheFieldInEveryCall) {
+  TestServer server;
+  for (const std::string& bad : {std::string(), std::string("two words"), std::string(257, 'g')}) {
+    for (const auto& [call, status] : CallsNamingGroup(server.stub(), bad)) {
+      const std::string field = call.substr(call.find('.') + 1);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << call << " \"" << bad << "\": " << status.error_message();
+      EXPECT_THAT(status.error_message(), HasSubstr(field)) << call;
+    }
+  }
+  for (const auto& [call, status] : CallsNamingGroup(server.stub(), "missing")) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND)
+        << call << ": " << status.error_message();
+  }
 }
 
 }  // namespace

@@ -189,6 +189,56 @@ TEST_F(MembersTest, PutBeyondMaxMembersFailsAndWritesNothing) {
   EXPECT_FALSE(got.results(1).found());
 }
 
+// max_total_members, on every store: a put that would pass the store's
+// bound (the embedded store's total; the Redis store's share of it for the
+// collection's partition, docs/redis-cluster.md) is refused, writing
+// nothing, and every way a member goes makes room again.
+TEST_F(MembersTest, AFullStoreRefusesNewMembersWritingNothingUntilRoomIsMade) {
+  ServerOptions options = TestOptions();
+  options.store.limits.max_total_members = 16;
+  TestServer server(options);
+  v1::LapseService::Stub& stub = server.stub();
+  int held = 0;
+  grpc::Status refused;
+  for (; held <= 16; ++held) {
+    refused = PutPersistent(stub, "full", absl::StrCat("k", held));
+    if (!refused.ok()) break;
+  }
+  ASSERT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  ASSERT_GE(held, 2);
+  auto found = [&](const std::string& key) {
+    v1::GetMembersResponse got;
+    EXPECT_TRUE(Call(stub, &v1::LapseService::Stub::GetMembers,
+                     KeysRequest<v1::GetMembersRequest>("full", {key}), &got)
+                    .ok());
+    return got.results_size() == 1 && got.results(0).found();
+  };
+  EXPECT_FALSE(found(absl::StrCat("k", held))) << "a refused put writes nothing";
+  EXPECT_TRUE(PutPersistent(stub, "full", "k0").ok()) << "replacing adds no member";
+
+  v1::RemoveMembersResponse removed;
+  ASSERT_TRUE(Call(stub, &v1::LapseService::Stub::RemoveMembers,
+                   KeysRequest<v1::RemoveMembersRequest>("full", {"k0"}), &removed)
+                  .ok());
+  EXPECT_TRUE(PutPersistent(stub, "full", "after-remove").ok());
+  EXPECT_EQ(PutPersistent(stub, "full", "one-too-many").error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  ExpireNow(stub, "full", {"k1"}, server.clock().Now());
+  EXPECT_FALSE(found("k1"));
+  EXPECT_TRUE(PutPersistent(stub, "full", "after-expiry").ok());
+  EXPECT_EQ(PutPersistent(stub, "full", "one-too-many").error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  v1::DeleteCollectionRequest drop;
+  drop.set_name("full");
+  v1::DeleteCollectionResponse dropped;
+  ASSERT_TRUE(Call(stub, &v1::LapseService::Stub::DeleteCollection, drop, &dropped).ok());
+  for (int i = 0; i < held; ++i) {
+    EXPECT_TRUE(PutPersistent(stub, "full", absl::StrCat("again", i)).ok()) << i;
+  }
+}
+
 TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
   PutTtl(server_.stub(), "sessions", {"s1"}, absl::Seconds(5));
   auto request = KeysRequest<v1::GetMembersRequest>("sessions", {"s1", "nope"});

@@ -10,8 +10,8 @@ namespace {
 // The start of every script after the time (script_clock.h) and ReapLua():
 // names, reap() and index().
 constexpr absl::string_view kPrelude = R"lua(
-local values, deadlines, due, events, sequence, collections, key_index =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local values, deadlines, due, events, sequence, collections, key_index, members =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local collection, retention = ARGV[2], ARGV[3]
 
 local wake = string.sub(due, 1, -4) .. 'wake'
@@ -67,9 +67,9 @@ return {answer, last > sequence_at_start and last or 0}
 )lua";
 
 constexpr absl::string_view kPut = R"lua(
-local max_members = tonumber(ARGV[4])
+local max_members, share = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out, apply, creates = {}, {}, 0
-local first = 5
+local first = 6
 local n = (#ARGV - first + 1) / 5
 for i = 1, n do
   local a = first + (i - 1) * 5
@@ -91,6 +91,15 @@ if max_members > 0 then
     return redis.error_reply('FAILED_PRECONDITION collection "' .. collection ..
                              '" would hold ' .. size .. ' members; max_members is ' .. max_members)
   end
+end
+if creates > 0 then
+  local held = tonumber(redis.call('GET', members) or '0')
+  if held + creates > share then
+    return redis.error_reply('RESOURCE_EXHAUSTED the partition of collection "' .. collection ..
+                             '" holds ' .. held .. ' members and may hold ' .. share ..
+                             ', its share of max_total_members')
+  end
+  redis.call('INCRBY', members, creates)
 end
 for i = 1, n do
   if apply[i] then
@@ -145,12 +154,14 @@ return out
 )lua";
 
 constexpr absl::string_view kRemove = R"lua(
-local out = {}
+local out, removed = {}, 0
 for i = 4, #ARGV do
   out[#out + 1] = redis.call('HDEL', values, ARGV[i])
+  removed = removed + out[#out]
   redis.call('ZREM', deadlines, ARGV[i])
   redis.call('ZREM', key_index, ARGV[i])
 end
+if removed > 0 then redis.call('DECRBY', members, removed) end
 index()
 return out
 )lua";
@@ -314,6 +325,7 @@ return info
 constexpr absl::string_view kDeleteCollection = R"lua(
 local removed = redis.call('HLEN', values)
 redis.call('DEL', values, deadlines, key_index)
+if removed > 0 then redis.call('DECRBY', members, removed) end
 index()
 return removed
 )lua";
@@ -365,10 +377,11 @@ CollectionKeys::CollectionKeys(absl::string_view tag, absl::string_view collecti
       events(absl::StrCat("lapse:{", tag, "}:events")),
       sequence(absl::StrCat("lapse:{", tag, "}:sequence")),
       collections(absl::StrCat("lapse:{", tag, "}:collections")),
-      key_index(absl::StrCat("lapse:{", tag, "}:k:", collection)) {}
+      key_index(absl::StrCat("lapse:{", tag, "}:k:", collection)),
+      members(absl::StrCat("lapse:{", tag, "}:members")) {}
 
 std::vector<std::string> CollectionKeys::All() const {
-  return {values, deadlines, due, events, sequence, collections, key_index};
+  return {values, deadlines, due, events, sequence, collections, key_index, members};
 }
 
 const RedisScript& PutScript() {

@@ -58,11 +58,16 @@ struct CollectionKeys {
   // The member keys (a sorted set, score 0): the key order of ListMembers,
   // which is Redis's byte order of equal scores.
   std::string key_index;
+  // The partition's live members (a counter): every script that adds or
+  // removes members keeps it exact, reaping included (ReapLua()).
+  std::string members;
 
   std::vector<std::string> All() const;
 };
 
-// ARGV[4] = max_members (0: none), then per member five arguments: key,
+// ARGV[4] = max_members (0: none), ARGV[5] = the partition's share of
+// Limits::max_total_members (RESOURCE_EXHAUSTED, writing nothing, when its
+// members would pass it), then per member five arguments: key,
 // value, condition ("always", "absent", "present"), deadline kind ("none",
 // "ttl" with milliseconds, "at" with Unix milliseconds, "keep") and its
 // number ("0" when it has none). Answers one [outcome, deadline] per member:

@@ -376,6 +376,18 @@ redis.call('ZADD', KEYS[1], 0, ARGV[1])
 return 1
 )lua";
 
+constexpr absl::string_view kReserve = R"lua(
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local count = redis.call('ZCARD', KEYS[1])
+if count >= tonumber(ARGV[3]) then
+  return redis.error_reply('RESOURCE_EXHAUSTED ' .. count .. ' consumer groups exist, the limit ' ..
+                           '(max_consumer_groups); delete one first')
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[1], 0, ARGV[1])
+return 1
+)lua";
+
 constexpr absl::string_view kUnindex = R"lua(
 if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
   redis.call('HDEL', KEYS[2], ARGV[1])
@@ -504,6 +516,11 @@ const RedisScript& RedriveScript() {
 
 const RedisScript& IndexGroupScript() {
   static const RedisScript* const script = new RedisScript(std::string(kIndex));
+  return *script;
+}
+
+const RedisScript& ReserveGroupScript() {
+  static const RedisScript* const script = new RedisScript(std::string(kReserve));
   return *script;
 }
 

@@ -117,6 +117,13 @@ const RedisScript& RedriveScript();
 // the one given (a group created again meanwhile stays listed).
 const RedisScript& IndexGroupScript();
 const RedisScript& UnindexGroupScript();
+// ARGV = name, incarnation, Limits::max_consumer_groups: the room for a new
+// group, taken atomically before the group is created, so that creates on
+// many replicas at once never pass the limit. Answers 0 when the name is
+// listed already (it holds its room: the create may find the group exists),
+// else records it (as Add) and answers 1; RESOURCE_EXHAUSTED when the index
+// holds the limit.
+const RedisScript& ReserveGroupScript();
 
 // KEYS = a partition's events and delivered (partition_scripts.h); ARGV =
 // position, entries to examine at most, matching events at most, their

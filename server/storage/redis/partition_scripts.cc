@@ -7,6 +7,11 @@ namespace lapse::redis {
 namespace {
 
 constexpr absl::string_view kReap = R"lua(
+-- The partition's member count, beside its sequence counter.
+local function members_of(sequence)
+  return string.sub(sequence, 1, -#'sequence' - 1) .. 'members'
+end
+
 local function reap_members(values, deadlines, key_index, events, sequence, collection, retention,
                             limit)
   local due_members
@@ -26,6 +31,7 @@ local function reap_members(values, deadlines, key_index, events, sequence, coll
     redis.call('ZREM', deadlines, key)
     redis.call('ZREM', key_index, key)
   end
+  if #due_members > 0 then redis.call('DECRBY', members_of(sequence), #due_members / 2) end
   return #due_members / 2
 end
 

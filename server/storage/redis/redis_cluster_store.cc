@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "server/base/deadline.h"
 #include "server/base/mutex.h"
 #include "server/engine/pages.h"
@@ -194,6 +195,12 @@ return redis.call('HMGET', KEYS[1], 'partitions', 'store_id')
   }
   absl::StatusOr<StoreId> id = ParseStoreId(reply.elements[1].str);
   if (!id.ok()) return id.status();
+  if (options.limits.max_total_members < static_cast<uint64_t>(partitions)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max_total_members: %d is below the store's %d partitions, each of which holds its "
+        "share of it",
+        options.limits.max_total_members, partitions));
+  }
   std::vector<std::string> tags = SpreadTags(partitions);
   absl::StatusOr<std::unique_ptr<RedisEventSource>> events =
       RedisEventSource::Open(router.get(), {.store_id = *id,
@@ -316,6 +323,12 @@ void RedisClusterStore::DeliverThen(int partition, uint64_t sequence,
       });
 }
 
+uint64_t RedisClusterStore::MemberShareOf(int partition) const {
+  const uint64_t total = options_.limits.max_total_members;
+  const uint64_t count = tags_.size();
+  return total / count + (static_cast<uint64_t>(partition) < total % count ? 1 : 0);
+}
+
 RedisCall RedisClusterStore::CollectionCall(const RedisScript& script, absl::string_view collection,
                                             std::vector<std::string> args) const {
   const int partition = PartitionOf(collection);
@@ -348,8 +361,9 @@ void RedisClusterStore::PutMembers(absl::string_view collection,
     std::move(done)(valid);
     return;
   }
-  std::vector<std::string> args = {absl::StrCat(options.max_members)};
-  args.reserve(1 + 5 * writes.size());
+  std::vector<std::string> args = {absl::StrCat(options.max_members),
+                                   absl::StrCat(MemberShareOf(PartitionOf(collection)))};
+  args.reserve(2 + 5 * writes.size());
   for (const MemberWrite& w : writes) {
     args.emplace_back(w.key);
     args.emplace_back(w.value);

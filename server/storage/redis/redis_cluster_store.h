@@ -26,8 +26,12 @@
 // it) and the consumer groups (redis_consumer_groups.h). ListCollections asks
 // every partition at once and merges their answers in the last one's
 // completion.
-// Limits::max_total_members is not enforced (the cluster's memory is the
-// bound).
+// Limits::max_total_members is shared among the partitions: partition p
+// holds at most MemberShareOf(p) members (max_total_members / P, the first
+// max_total_members % P partitions one more), so the store never holds more
+// than max_total_members, and a put past its partition's share is
+// RESOURCE_EXHAUSTED even when other partitions have room. Open refuses a
+// max_total_members below P.
 //
 // Thread safety: every method may be called from many threads at once; `done`
 // is called on the router's I/O thread.
@@ -117,6 +121,9 @@ class RedisClusterStore final : public Store {
   RedisConsumerGroups& consumer_groups() { return *groups_; }
   // The partition of `collection`: CRC32C of its name modulo partitions().
   int PartitionOf(absl::string_view collection) const;
+  // The members `partition` may hold: its share of Limits::max_total_members
+  // (the shares add up to it).
+  uint64_t MemberShareOf(int partition) const;
   // The hash tag of a partition's keys; the tags of the partitions are spread
   // evenly over the cluster's slots.
   const std::string& TagOf(int partition) const { return tags_[partition]; }

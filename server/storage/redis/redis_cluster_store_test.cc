@@ -209,6 +209,68 @@ TEST_F(RedisClusterStoreTest, MaxMembersFailsAndWritesNothing) {
   EXPECT_FALSE((*got)[1].found);
 }
 
+// max_total_members is shared among the partitions: 16 over 8 partitions
+// lets each hold 2 members, whatever the others hold, and each partition's
+// count follows every way a member comes and goes.
+TEST_F(RedisClusterStoreTest, EachPartitionHoldsItsShareOfMaxTotalMembersCountedExactly) {
+  RedisClusterStoreOptions options = Options();
+  options.limits.max_total_members = 16;
+  UseScriptClock(options);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string a = "a";
+  std::string same = "b0", other = "c0";
+  for (int i = 1; store_->PartitionOf(same) != store_->PartitionOf(a); ++i) {
+    same = absl::StrCat("b", i);
+  }
+  for (int i = 1; store_->PartitionOf(other) == store_->PartitionOf(a); ++i) {
+    other = absl::StrCat("c", i);
+  }
+  const std::string members = KeysOf(a).members;
+  auto count = [&] { return On(members, {"GET", members}); };
+
+  ASSERT_TRUE(
+      Put(a, {{.key = "1", .value = "", .expiration = Expiration::Ttl(absl::Seconds(5))}}).ok());
+  ASSERT_TRUE(Put(same, {{.key = "1", .value = ""}}).ok());
+  EXPECT_EQ(count(), "2");
+  absl::StatusOr<std::vector<PutResult>> refused =
+      Put(a, {{.key = "1", .value = "new"}, {.key = "2", .value = ""}});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "max_total_members"))
+      << refused.status();
+  EXPECT_EQ((*Get(a, {"1"}))[0].value, "") << "a refused put writes nothing";
+  EXPECT_TRUE(Put(a, {{.key = "1", .value = "replaced", .keep_expiration = true}}).ok());
+  EXPECT_TRUE(Put(other, {{.key = "1", .value = ""}, {.key = "2", .value = ""}}).ok())
+      << "another partition has its own share";
+
+  // Each way out: expiry (reaped by the collection's next script), removal,
+  // ExpireMembers with a past time, DeleteCollection.
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_FALSE((*Get(a, {"1"}))[0].found);
+  EXPECT_EQ(count(), "1");
+  EXPECT_TRUE(Put(same, {{.key = "2", .value = ""}}).ok());
+  EXPECT_EQ(count(), "2");
+  ASSERT_TRUE(Remove(same, {"1", "missing"}).ok());
+  EXPECT_EQ(count(), "1");
+  ASSERT_TRUE(Put(a, {{.key = "3", .value = ""}}).ok());
+  ASSERT_TRUE(
+      Expire(a, {"3"}, Expiration::At(clock_.Now() - absl::Seconds(1)), ExpireCondition::kAlways)
+          .ok());
+  EXPECT_EQ(count(), "1");
+  ASSERT_TRUE(Put(a, {{.key = "4", .value = ""}}).ok());
+  EXPECT_EQ(count(), "2");
+  EXPECT_EQ(*Delete(same), 1u);
+  EXPECT_EQ(count(), "1");
+  EXPECT_EQ(*Delete(a), 1u);
+  EXPECT_EQ(count(), "0");
+}
+
+TEST_F(RedisClusterStoreTest, OpeningWithMaxTotalMembersBelowThePartitionCountFails) {
+  RedisClusterStoreOptions options = Options();
+  options.limits.max_total_members = 7;
+  absl::StatusOr<std::unique_ptr<RedisClusterStore>> opened = RedisClusterStore::Open(options);
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kInvalidArgument) << opened.status();
+}
+
 TEST_F(RedisClusterStoreTest, RemoveSaysWhichExisted) {
   ASSERT_TRUE(Put("c", {{.key = "a", .value = "1"}}).ok());
   absl::StatusOr<std::vector<bool>> removed = Remove("c", {"a", "b"});

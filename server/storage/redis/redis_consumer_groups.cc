@@ -392,38 +392,65 @@ void RedisConsumerGroups::Create(absl::string_view name, const ConsumerGroupOpti
       absl::StrCat(absl::ToInt64Milliseconds(options.visibility_timeout)),
       absl::StrCat(options.max_deliveries),
       absl::StrCat(options.max_unacked_per_consumer)};
+  const std::string incarnation = args[0];
+  // Gives the room back when the group was certainly not created, then
+  // answers `status`; the name stays listed only if its incarnation changed.
+  auto give_back = [this, name = std::string(name), incarnation](
+                       absl::Status status, StoreDone<ConsumerGroupInfo> done) {
+    const GroupIndexKeys index;
+    Send(Durable(RedisCall::Eval(UnindexGroupScript(), {index.names, index.incarnations},
+                                 {name, incarnation})),
+         [status = std::move(status), done = std::move(done)](absl::StatusOr<RedisReply>) mutable {
+           // A name left in the index is skipped by List.
+           std::move(done)(std::move(status));
+         });
+  };
   const GroupIndexKeys index;
-  Send(RedisCall::Command(index.names, {"ZCARD", index.names}).Idempotent(),
-       [this, name = std::string(name), start, args = std::move(args),
-        done = std::move(done)](absl::StatusOr<RedisReply> count) mutable {
-         if (absl::Status s = ReplyStatus(count); !s.ok()) {
+  Send(Durable(RedisCall::Eval(
+           ReserveGroupScript(), {index.names, index.incarnations},
+           {std::string(name), incarnation, absl::StrCat(options_.limits.max_consumer_groups)})),
+       [this, name = std::string(name), start, args = std::move(args), incarnation, give_back,
+        done = std::move(done)](absl::StatusOr<RedisReply> reserved) mutable {
+         if (absl::Status s = ReplyStatus(reserved); !s.ok()) {
            std::move(done)(s);
            return;
          }
-         if (static_cast<size_t>(IntOf(*count)) >= options_.limits.max_consumer_groups) {
-           std::move(done)(absl::ResourceExhaustedError(absl::StrFormat(
-               "%d consumer groups exist, the limit (max_consumer_groups); delete one first",
-               IntOf(*count))));
-           return;
-         }
-         StartPositions(start, [this, name = std::move(name), args = std::move(args),
+         // Else the name was listed already: it keeps the room it holds.
+         const bool reserved_here = IntOf(*reserved) == 1;
+         StartPositions(start, [this, name = std::move(name), args = std::move(args), incarnation,
+                                give_back, reserved_here,
                                 done = std::move(done)](absl::StatusOr<Positions> at) mutable {
            if (!at.ok()) {
-             std::move(done)(at.status());
+             if (reserved_here) {
+               give_back(at.status(), std::move(done));
+             } else {
+               std::move(done)(at.status());
+             }
              return;
            }
-           const std::string incarnation = args[0];
            args.push_back(Reads());
            AppendPositions(*at, &args);
            Send(
                Durable(GroupCall(CreateGroupScript(), name, std::move(args))),
-               [this, name, incarnation,
+               [this, name, incarnation, give_back, reserved_here,
                 done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
                  if (absl::Status s = ReplyStatus(reply); !s.ok()) {
-                   std::move(done)(s);
+                   // Any other failure may have created the group: it keeps
+                   // its room.
+                   if (reserved_here && absl::IsAlreadyExists(s)) {
+                     give_back(s, std::move(done));
+                   } else {
+                     std::move(done)(s);
+                   }
                    return;
                  }
                  absl::StatusOr<ConsumerGroupInfo> info = InfoOf(name, *reply);
+                 if (reserved_here) {
+                   std::move(done)(std::move(info));
+                   return;
+                 }
+                 // The name was listed already, perhaps with a gone group's
+                 // incarnation: the index records this one's.
                  const GroupIndexKeys index;
                  Send(
                      Durable(RedisCall::Eval(IndexGroupScript(), {index.names, index.incarnations},

@@ -654,5 +654,62 @@ TEST_F(RedisConsumerGroupsTest, GroupCountIsBoundedByMaxConsumerGroups) {
   EXPECT_EQ(Create(*a_, "three").status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+TEST_F(RedisConsumerGroupsTest, CreatesOnTwoReplicasAtOnceNeverPassMaxConsumerGroups) {
+  limits_.max_consumer_groups = 3;
+  a_ = OpenReplica();
+  b_ = OpenReplica();
+  ASSERT_NE(a_, nullptr);
+  ASSERT_NE(b_, nullptr);
+  // Every create is sent before any is answered: each sees room if the
+  // check and the create are apart.
+  constexpr int kCreates = 10;
+  Mutex mu;
+  CondVar cv;
+  int answered = 0;
+  int created = 0;
+  int exhausted = 0;
+  for (int i = 0; i < kCreates; ++i) {
+    Replica& r = i % 2 == 0 ? *a_ : *b_;
+    r.store->CreateConsumerGroup(
+        absl::StrCat("g", i), {}, {}, [&](absl::StatusOr<ConsumerGroupInfo> info) {
+          MutexLock lock(&mu);
+          ++answered;
+          if (info.ok()) ++created;
+          if (absl::IsResourceExhausted(info.status())) ++exhausted;
+          EXPECT_TRUE(info.ok() || absl::IsResourceExhausted(info.status())) << info.status();
+          cv.SignalAll();
+        });
+  }
+  {
+    MutexLock lock(&mu);
+    ASSERT_TRUE(WaitWithPatience(mu, cv, [&] { return answered == kCreates; }));
+    EXPECT_EQ(created, 3);
+    EXPECT_EQ(exhausted, kCreates - 3);
+  }
+  absl::StatusOr<ConsumerGroups::Page> page = Await<ConsumerGroups::Page>(
+      [&](auto done) { b_->store->ListConsumerGroups(0, "", std::move(done)); });
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->groups.size(), 3u);
+  // A create refused for want of room leaves none taken: deleting one group
+  // makes room for exactly one.
+  ASSERT_TRUE(Await<ConsumerGroupInfo>([&](auto done) {
+                b_->store->DeleteConsumerGroup(page->groups[0].name, std::move(done));
+              }).ok());
+  EXPECT_TRUE(Create(*a_, "again").ok());
+  EXPECT_EQ(Create(*b_, "more").status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(RedisConsumerGroupsTest, ACreateRefusedAsAlreadyExistingTakesNoRoom) {
+  limits_.max_consumer_groups = 2;
+  a_ = OpenReplica();
+  ASSERT_NE(a_, nullptr);
+  ASSERT_TRUE(Create(*a_, "one").ok());
+  EXPECT_EQ(Create(*a_, "one").status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Create(*b_, "one").status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(Create(*b_, "two").ok());
+  EXPECT_EQ(Create(*a_, "three").status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Get(*b_, "one").ok());
+}
+
 }  // namespace
 }  // namespace lapse::redis
