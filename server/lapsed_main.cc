@@ -618,20 +618,24 @@ void UnderscoreFlagNames(int argc, char** argv) {
   }
 }
 
+// The start line's store: what is true of the store in use (lock shards are
+// the embedded store's; the Redis Cluster store has partitions instead).
 std::string StoreDescription(const lapse::ServerOptions& options, lapse::LapseServer& server) {
   if (const lapse::redis::RedisClusterStore* redis = server.redis_store(); redis != nullptr) {
     return absl::StrCat("redis-cluster at ",
                         absl::StrJoin(options.redis_cluster->router.seeds, ","), " (",
                         redis->partitions(), " partitions, WAIT ",
-                        options.redis_cluster->wait_replicas, " replicas)");
+                        options.redis_cluster->wait_replicas, " replicas, heartbeat ",
+                        absl::FormatDuration(options.redis_cluster->heartbeat_interval), ")");
   }
+  const std::string shards = absl::StrCat("; shards ", options.store.shards);
   if (options.store.data_dir.empty()) {
-    return "memory-only (no --data-dir: nothing survives a restart)";
+    return absl::StrCat("memory-only (no --data-dir: nothing survives a restart)", shards);
   }
   const char* fsync = options.store.fsync == lapse::FsyncPolicy::kAlways        ? "always"
                       : options.store.fsync == lapse::FsyncPolicy::kEverySecond ? "everysec"
                                                                                 : "never";
-  return absl::StrCat("durable in ", options.store.data_dir, " (fsync ", fsync, ")");
+  return absl::StrCat("durable in ", options.store.data_dir, " (fsync ", fsync, ")", shards);
 }
 
 }  // namespace
@@ -745,10 +749,9 @@ int main(int argc, char** argv) {
                 "; plaintext health on ",
                 lapse::ParseListenAddress(options->health_listen)->WithPort(server.health_port()),
                 " (health port ", server.health_port(), ")");
-  std::printf("lapsed listening on %s%s (%s); store: %s; shards %zu; %s%s\n",
-              listen.WithPort(*port).c_str(), port_note.c_str(), tls.c_str(),
-              StoreDescription(*options, server).c_str(), options->store.shards, metrics.c_str(),
-              health.c_str());
+  std::printf("lapsed listening on %s%s (%s); store: %s; %s%s\n", listen.WithPort(*port).c_str(),
+              port_note.c_str(), tls.c_str(), StoreDescription(*options, server).c_str(),
+              metrics.c_str(), health.c_str());
   std::fflush(stdout);
 
   int signal_number = 0;

@@ -43,6 +43,7 @@ using ::lapse::testing::RedisClusterOptions;
 using ::lapse::testing::TempDir;
 using ::lapse::testing::Watcher;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // lapsed over `cluster`, with fast heartbeats so replicas share the
 // partitions soon.
@@ -104,7 +105,9 @@ TEST_F(RedisLapsedTest, PutsGetsAndDeliversAnExpiryToAWatcher) {
   LapsedProcess lapsed(LAPSED_PATH, RedisFlags(cluster_));
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
   EXPECT_THAT(lapsed.start_line(), HasSubstr("store: redis-cluster at 127.0.0.1:"));
-  EXPECT_THAT(lapsed.start_line(), HasSubstr("(8 partitions"));
+  EXPECT_THAT(lapsed.start_line(), HasSubstr("(8 partitions, WAIT 1 replicas, heartbeat 100ms)"));
+  // Lock shards are the embedded store's.
+  EXPECT_THAT(lapsed.start_line(), Not(HasSubstr("shards")));
   std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
   v1::WatchExpirationsRequest request = AllEvents();
   request.set_include_values(true);
