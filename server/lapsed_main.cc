@@ -21,7 +21,8 @@
 // --health_listen), drains and exits 0 on SIGTERM or SIGINT, exits 2 on
 // invalid flags (an unreadable --redis_password_file too) and 1 when it
 // cannot listen, read its TLS files (or they do not match), recover its data
-// directory or reach the Redis Cluster.
+// directory or reach the Redis Cluster (at once, naming
+// --redis_password_file, when the cluster refuses the password).
 // Without --data_dir the store is
 // memory-only: a restart starts empty. Flag names may be written with dashes
 // or underscores (--data-dir, --data_dir).
@@ -696,6 +697,14 @@ int main(int argc, char** argv) {
   grpc_init();
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();
+  if (!port.ok() && port.status().code() == absl::StatusCode::kUnauthenticated) {
+    // The Redis Cluster refused the password, or wants one: the flag to fix.
+    const std::string file = absl::GetFlag(FLAGS_redis_password_file);
+    Log(LogLevel::kError, "%s; %s", port.status().message(),
+        file.empty() ? std::string("give its password with --redis_password_file")
+                     : absl::StrCat("check the password in --redis_password_file=", file));
+    return 1;
+  }
   if (!port.ok()) {
     Log(LogLevel::kError, "%s", port.status().message());
     return 1;

@@ -2,7 +2,7 @@
 // an expiry event over a Redis Cluster of the fixture; two replicas of one
 // store, a member put through one expiring once with its event reaching a
 // watcher of the other; a password-protected cluster with
-// --redis_password_file; and the flags it refuses. Time is real here
+// --redis_password_file, and a password it refuses; and the flags it refuses. Time is real here
 // (lapsed's scripts read the masters' TIME): the tests wait for events, with
 // patience, never for a duration.
 #include <fstream>
@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -199,6 +200,31 @@ TEST(RedisLapsedPasswordTest, AuthenticatesWithThePasswordFile) {
   Watcher watcher(*stub, AllEvents());
   PutGetAndExpire(*stub, watcher);
   EXPECT_EQ(lapsed.Stop(), 0);
+}
+
+TEST(RedisLapsedPasswordTest, ExitsWithStatus1AtOnceNamingThePasswordFileWhenRedisRefusesIt) {
+  RedisCluster cluster(RedisClusterOptions{.password = "pa55word"});
+  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+  TempDir dir;
+  const std::string file = dir.path() + "/redis-password";
+  std::ofstream(file) << "wrong\n";
+  // A refused password is not worth retrying: lapsed exits well inside the
+  // router's 15 s retry budget, which it used to spend first.
+  const absl::Time start = absl::Now();
+  LapsedProcess wrong(LAPSED_PATH, RedisFlags(cluster, {"--redis_password_file=" + file}));
+  ASSERT_TRUE(wrong.spawned());
+  ChildProcess::Result result = wrong.Wait();
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_THAT(result.err, HasSubstr("refused the password: WRONGPASS"));
+  EXPECT_THAT(result.err, HasSubstr("check the password in --redis_password_file=" + file));
+
+  LapsedProcess none(LAPSED_PATH, RedisFlags(cluster));
+  ASSERT_TRUE(none.spawned());
+  result = none.Wait();
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_THAT(result.err, HasSubstr("wants a password and none was given: NOAUTH"));
+  EXPECT_THAT(result.err, HasSubstr("give its password with --redis_password_file"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
 }
 
 TEST(RedisLapsedUnreachableTest, ExitsWithStatus1WhenTheClusterCannotBeReached) {

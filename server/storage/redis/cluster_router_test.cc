@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -308,10 +309,21 @@ TEST(ClusterRouterAuthTest, SendsThePasswordOnEveryConnectionItOpens) {
   ASSERT_TRUE(messages.WaitForSubscribed(1));
   EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "one"}))), "1");
   EXPECT_EQ(messages.WaitForMessages(1), (std::vector<std::string>{"one"}));
+}
 
-  ClusterRouter without({.seeds = {cluster.seeds()[0]}, .retry_budget = absl::Seconds(1)});
-  const std::string refused = Text(Call(without, RedisCall::Command("key0", {"GET", "key0"})));
-  EXPECT_TRUE(absl::StrContains(refused, "NOAUTH")) << refused;
+TEST(ClusterRouterAuthTest, AMissingOrWrongPasswordFailsAtOnceUnauthenticated) {
+  RedisCluster cluster({.password = "s3cret"});
+  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+  // Not transient: UNAUTHENTICATED with Redis's answer, not UNAVAILABLE once
+  // the (default, 15 s) retry budget is spent.
+  for (const auto& [password, says] :
+       {std::pair<std::string, std::string>{"", "NOAUTH"}, {"wrong", "WRONGPASS"}}) {
+    ClusterRouter router({.seeds = {cluster.seeds()[0]}, .password = password});
+    const absl::StatusOr<RedisReply> reply =
+        Call(router, RedisCall::Command("key0", {"GET", "key0"}));
+    EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnauthenticated) << Text(reply);
+    EXPECT_TRUE(absl::StrContains(reply.status().message(), says)) << Text(reply);
+  }
 }
 
 }  // namespace
