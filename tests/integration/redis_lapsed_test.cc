@@ -319,13 +319,24 @@ TEST_F(RedisLapsedTest, MetricsShowEachPartitionsLoadTheRouterAndTheReaper) {
   EXPECT_EQ(lapsed.Stop(), 0);
 }
 
-TEST(RedisLapsedPasswordTest, AuthenticatesWithThePasswordFile) {
-  RedisCluster cluster(RedisClusterOptions{.password = "pa55word"});
-  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
-  TempDir dir;
-  const std::string file = dir.path() + "/redis-password";
-  std::ofstream(file) << "pa55word\n";
-  LapsedProcess lapsed(LAPSED_PATH, RedisFlags(cluster, {"--redis_password_file=" + file}));
+// A cluster that requires a password.
+class RedisLapsedPasswordTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(cluster_.status().ok()) << cluster_.status(); }
+
+  // --redis_password_file= a file holding `password` and a newline.
+  std::string PasswordFileFlag(const std::string& password) {
+    const std::string file = dir_.path() + "/redis-password";
+    std::ofstream(file) << password << "\n";
+    return "--redis_password_file=" + file;
+  }
+
+  RedisCluster cluster_{RedisClusterOptions{.password = "pa55word"}};
+  TempDir dir_;
+};
+
+TEST_F(RedisLapsedPasswordTest, AuthenticatesWithThePasswordFile) {
+  LapsedProcess lapsed(LAPSED_PATH, RedisFlags(cluster_, {PasswordFileFlag("pa55word")}));
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
   std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
   Watcher watcher(*stub, AllEvents());
@@ -333,23 +344,19 @@ TEST(RedisLapsedPasswordTest, AuthenticatesWithThePasswordFile) {
   EXPECT_EQ(lapsed.Stop(), 0);
 }
 
-TEST(RedisLapsedPasswordTest, ExitsWithStatus1AtOnceNamingThePasswordFileWhenRedisRefusesIt) {
-  RedisCluster cluster(RedisClusterOptions{.password = "pa55word"});
-  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
-  TempDir dir;
-  const std::string file = dir.path() + "/redis-password";
-  std::ofstream(file) << "wrong\n";
+TEST_F(RedisLapsedPasswordTest, ExitsWithStatus1AtOnceNamingThePasswordFileWhenRedisRefusesIt) {
+  const std::string flag = PasswordFileFlag("wrong");
   // A refused password is not worth retrying: lapsed exits well inside the
   // router's 15 s retry budget, which it used to spend first.
   const absl::Time start = absl::Now();
-  LapsedProcess wrong(LAPSED_PATH, RedisFlags(cluster, {"--redis_password_file=" + file}));
+  LapsedProcess wrong(LAPSED_PATH, RedisFlags(cluster_, {flag}));
   ASSERT_TRUE(wrong.spawned());
   ChildProcess::Result result = wrong.Wait();
   EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
   EXPECT_THAT(result.err, HasSubstr("refused the password: WRONGPASS"));
-  EXPECT_THAT(result.err, HasSubstr("check the password in --redis_password_file=" + file));
+  EXPECT_THAT(result.err, HasSubstr("check the password in " + flag));
 
-  LapsedProcess none(LAPSED_PATH, RedisFlags(cluster));
+  LapsedProcess none(LAPSED_PATH, RedisFlags(cluster_));
   ASSERT_TRUE(none.spawned());
   result = none.Wait();
   EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
