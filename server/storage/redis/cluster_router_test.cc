@@ -326,5 +326,24 @@ TEST(ClusterRouterAuthTest, AMissingOrWrongPasswordFailsAtOnceUnauthenticated) {
   }
 }
 
+TEST(ClusterRouterAuthTest, APasswordChangedUnderItFailsItsCallsUnauthenticatedOnceItReconnects) {
+  RedisCluster cluster({.password = "s3cret"});
+  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+  ClusterRouter router({.seeds = {cluster.seeds()[0]}, .password = "s3cret"});
+  EXPECT_EQ(Text(Call(router, RedisCall::Command("key0", {"SET", "key0", "v"}))), "OK");
+  // The slot map is known now: the refusal comes in the call's own reply.
+  ASSERT_TRUE(
+      cluster.Command(OwnerOf(cluster, "key0"), {"CONFIG", "SET", "requirepass", "n3w"}).ok());
+  // The router's connection, authenticated before the change, is closed
+  // (the CLIENT KILL's own answer is lost with it).
+  Call(router, RedisCall::Command("key0", {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no"}))
+      .IgnoreError();
+  const absl::StatusOr<RedisReply> reply =
+      Call(router, RedisCall::Command("key0", {"GET", "key0"}));
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnauthenticated) << Text(reply);
+  EXPECT_TRUE(absl::StrContains(reply.status().message(), "refused the password: WRONGPASS"))
+      << Text(reply);
+}
+
 }  // namespace
 }  // namespace lapse::redis
