@@ -21,7 +21,8 @@
 // --health_listen), drains and exits 0 on SIGTERM or SIGINT, exits 2 on
 // invalid flags (an unreadable --redis_password_file too) and 1 when it
 // cannot listen, read its TLS files (or they do not match), recover its data
-// directory or reach the Redis Cluster.
+// directory or reach the Redis Cluster (at once, naming
+// --redis_password_file, when the cluster refuses the password).
 // Without --data_dir the store is
 // memory-only: a restart starts empty. Flag names may be written with dashes
 // or underscores (--data-dir, --data_dir).
@@ -618,20 +619,24 @@ void UnderscoreFlagNames(int argc, char** argv) {
   }
 }
 
+// The start line's store: what is true of the store in use (lock shards are
+// the embedded store's; the Redis Cluster store has partitions instead).
 std::string StoreDescription(const lapse::ServerOptions& options, lapse::LapseServer& server) {
   if (const lapse::redis::RedisClusterStore* redis = server.redis_store(); redis != nullptr) {
     return absl::StrCat("redis-cluster at ",
                         absl::StrJoin(options.redis_cluster->router.seeds, ","), " (",
                         redis->partitions(), " partitions, WAIT ",
-                        options.redis_cluster->wait_replicas, " replicas)");
+                        options.redis_cluster->wait_replicas, " replicas, heartbeat ",
+                        absl::FormatDuration(options.redis_cluster->heartbeat_interval), ")");
   }
+  const std::string shards = absl::StrCat("; shards ", options.store.shards);
   if (options.store.data_dir.empty()) {
-    return "memory-only (no --data-dir: nothing survives a restart)";
+    return absl::StrCat("memory-only (no --data-dir: nothing survives a restart)", shards);
   }
   const char* fsync = options.store.fsync == lapse::FsyncPolicy::kAlways        ? "always"
                       : options.store.fsync == lapse::FsyncPolicy::kEverySecond ? "everysec"
                                                                                 : "never";
-  return absl::StrCat("durable in ", options.store.data_dir, " (fsync ", fsync, ")");
+  return absl::StrCat("durable in ", options.store.data_dir, " (fsync ", fsync, ")", shards);
 }
 
 }  // namespace
@@ -692,6 +697,14 @@ int main(int argc, char** argv) {
   grpc_init();
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();
+  if (!port.ok() && port.status().code() == absl::StatusCode::kUnauthenticated) {
+    // The Redis Cluster refused the password, or wants one: the flag to fix.
+    const std::string file = absl::GetFlag(FLAGS_redis_password_file);
+    Log(LogLevel::kError, "%s; %s", port.status().message(),
+        file.empty() ? std::string("give its password with --redis_password_file")
+                     : absl::StrCat("check the password in --redis_password_file=", file));
+    return 1;
+  }
   if (!port.ok()) {
     Log(LogLevel::kError, "%s", port.status().message());
     return 1;
@@ -745,10 +758,9 @@ int main(int argc, char** argv) {
                 "; plaintext health on ",
                 lapse::ParseListenAddress(options->health_listen)->WithPort(server.health_port()),
                 " (health port ", server.health_port(), ")");
-  std::printf("lapsed listening on %s%s (%s); store: %s; shards %zu; %s%s\n",
-              listen.WithPort(*port).c_str(), port_note.c_str(), tls.c_str(),
-              StoreDescription(*options, server).c_str(), options->store.shards, metrics.c_str(),
-              health.c_str());
+  std::printf("lapsed listening on %s%s (%s); store: %s; %s%s\n", listen.WithPort(*port).c_str(),
+              port_note.c_str(), tls.c_str(), StoreDescription(*options, server).c_str(),
+              metrics.c_str(), health.c_str());
   std::fflush(stdout);
 
   int signal_number = 0;

@@ -46,6 +46,7 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
   const std::string& line = lapsed.start_line();
   EXPECT_THAT(line, HasSubstr("memory-only"));
+  EXPECT_THAT(line, HasSubstr("; shards 2;"));
   EXPECT_THAT(line, HasSubstr(lapsed.address()));
 
   std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(

@@ -62,6 +62,15 @@ bool IsTransient(absl::string_view error) {
   return false;
 }
 
+// Error replies that mean the password is missing or wrong: NOAUTH (a
+// command on a connection without a good AUTH), WRONGPASS (Redis 6's answer to
+// a wrong AUTH), "ERR invalid password" (Redis 5's). Not transient: sending
+// the call again cannot help.
+bool IsAuthenticationError(absl::string_view error) {
+  return absl::StartsWith(error, "NOAUTH") || absl::StartsWith(error, "WRONGPASS") ||
+         absl::StartsWith(error, "ERR invalid password");
+}
+
 // "MOVED 3999 127.0.0.1:6381" → slot and address.
 bool ParseRedirect(absl::string_view error, int& slot, std::string& address) {
   std::vector<absl::string_view> parts = absl::StrSplit(error, ' ');
@@ -277,12 +286,26 @@ bool ClusterRouter::Connect(Node& node) {
     if (status == REDIS_OK) static_cast<Node*>(c->data)->connected = true;
   });
   // Queued ahead of every call on the connection: a refused password shows
-  // in the calls' own replies (NOAUTH).
+  // in the calls' own replies (NOAUTH), which OnAuth's answer explains.
   const std::string& password = options_.password;
   if (!password.empty()) {
-    redisAsyncCommand(context, nullptr, nullptr, "AUTH %b", password.data(), password.size());
+    redisAsyncCommand(context, &Callback<Request, &ClusterRouter::OnAuth>, nullptr, "AUTH %b",
+                      password.data(), password.size());
   }
   return true;
+}
+
+void ClusterRouter::OnAuth(Node&, Request*, const RedisReply* reply) {
+  if (reply != nullptr && reply->type == RedisReply::Type::kError) auth_refusal_ = reply->str;
+}
+
+absl::Status ClusterRouter::Unauthenticated(absl::string_view error) const {
+  if (options_.password.empty()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("the Redis Cluster wants a password and none was given: ", error));
+  }
+  return absl::UnauthenticatedError(absl::StrCat("the Redis Cluster refused the password: ",
+                                                 auth_refusal_.empty() ? error : auth_refusal_));
 }
 
 void ClusterRouter::Dispatch(std::unique_ptr<Request> request) {
@@ -293,6 +316,10 @@ void ClusterRouter::Dispatch(std::unique_ptr<Request> request) {
   Node* node = request->ask;
   if (node == nullptr) node = slots_[KeySlot(request->call.key_)];
   const absl::Time now = absl::Now();
+  if (node == nullptr && IsAuthenticationError(slots_error_)) {
+    Finish(std::move(request), Unauthenticated(slots_error_));
+    return;
+  }
   if (node == nullptr) {
     request->last_error = absl::UnavailableError(
         absl::StrCat("no Redis node is known to serve the slot",
@@ -540,6 +567,8 @@ void ClusterRouter::OnReply(Node& node, Request* request, const RedisReply* repl
       request->load_script = request->script_loaded = true;
       request->next = Request::Next::kRetry;
       request->retry_at = now;
+    } else if (IsAuthenticationError(reply->str)) {
+      request->outcome = Unauthenticated(reply->str);
     } else if (IsTransient(reply->str)) {
       request->last_error = absl::UnavailableError(reply->str);
       request->next = Request::Next::kRetry;

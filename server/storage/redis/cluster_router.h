@@ -49,8 +49,11 @@
 //   connection (a failover) or a slot map that moved the slot: at once when
 //   the new master is known, else every max_backoff with a fresh map.
 // - Authentication. With a password, AUTH goes first on every connection
-//   (call or subscription); a refused password fails the calls on it with
-//   Redis's error reply (NOAUTH ...) and the subscriptions are tried again.
+//   (call or subscription). A password refused, or missing where the cluster
+//   wants one (NOAUTH, WRONGPASS, "ERR invalid password" from a call or from
+//   CLUSTER SLOTS), is not transient: the calls fail UNAUTHENTICATED at once,
+//   with Redis's answer, instead of spending their retry budget; the
+//   subscriptions are tried again.
 // - Completion. `done` is called exactly once, on the router's I/O thread,
 //   with the reply (an error reply of the script or command is a reply, not
 //   an error status) or a status. It must not block. The destructor fails
@@ -71,7 +74,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/storage/redis/event_loop.h"
 #include "server/storage/redis/redis_reply.h"
@@ -183,6 +188,11 @@ class ClusterRouter final {
   void RefreshSlots();
   // The answer to CLUSTER SLOTS; `request` is null.
   void OnSlots(Node& node, Request* request, const RedisReply* reply);
+  // The answer to AUTH; `request` is null.
+  void OnAuth(Node& node, Request* request, const RedisReply* reply);
+  // UNAUTHENTICATED for a call refused by `error` (NOAUTH ...), with AUTH's
+  // own refusal when there was one.
+  absl::Status Unauthenticated(absl::string_view error) const;
   void OnReply(Node& node, Request* request, const RedisReply* reply);
   void OnWaitReply(Node& node, Request* request, const RedisReply* reply);
   // Adds `request`, just written to `node`, to the calls the node's next
@@ -240,6 +250,8 @@ class ClusterRouter final {
   // The error reply of the last CLUSTER SLOTS that failed with one (NOAUTH),
   // for the calls that fail for want of a slot map; empty after a good one.
   std::string slots_error_;
+  // The error reply of the last AUTH refused (WRONGPASS ...).
+  std::string auth_refusal_;
   absl::Time last_refresh_ = absl::InfinitePast();
   size_t next_refresh_node_ = 0;
   bool shutting_down_ = false;

@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -308,10 +309,42 @@ TEST(ClusterRouterAuthTest, SendsThePasswordOnEveryConnectionItOpens) {
   ASSERT_TRUE(messages.WaitForSubscribed(1));
   EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "one"}))), "1");
   EXPECT_EQ(messages.WaitForMessages(1), (std::vector<std::string>{"one"}));
+}
 
-  ClusterRouter without({.seeds = {cluster.seeds()[0]}, .retry_budget = absl::Seconds(1)});
-  const std::string refused = Text(Call(without, RedisCall::Command("key0", {"GET", "key0"})));
-  EXPECT_TRUE(absl::StrContains(refused, "NOAUTH")) << refused;
+TEST(ClusterRouterAuthTest, AMissingOrWrongPasswordFailsAtOnceUnauthenticated) {
+  RedisCluster cluster({.password = "s3cret"});
+  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+  // Not transient: UNAUTHENTICATED with Redis's answer, not UNAVAILABLE once
+  // the (default, 15 s) retry budget is spent.
+  for (const auto& [password, says] :
+       {std::pair<std::string, std::string>{"", "NOAUTH"}, {"wrong", "WRONGPASS"}}) {
+    ClusterRouter router({.seeds = {cluster.seeds()[0]}, .password = password});
+    const absl::StatusOr<RedisReply> reply =
+        Call(router, RedisCall::Command("key0", {"GET", "key0"}));
+    EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnauthenticated) << Text(reply);
+    EXPECT_TRUE(absl::StrContains(reply.status().message(), says)) << Text(reply);
+  }
+}
+
+TEST(ClusterRouterAuthTest, APasswordChangedUnderItFailsItsCallsUnauthenticatedOnceItReconnects) {
+  RedisCluster cluster({.password = "s3cret"});
+  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+  ClusterRouter router({.seeds = {cluster.seeds()[0]}, .password = "s3cret"});
+  EXPECT_EQ(Text(Call(router, RedisCall::Command("key0", {"SET", "key0", "v"}))), "OK");
+  // The slot map is known now: the refusal comes in the call's own reply.
+  ASSERT_TRUE(
+      cluster.Command(OwnerOf(cluster, "key0"), {"CONFIG", "SET", "requirepass", "n3w"}).ok());
+  // The router's connection, authenticated before the change, is closed
+  // (the CLIENT KILL's own answer may be lost with it). The GET may be
+  // written before the router sees that: idempotent, it is sent again on the
+  // next connection, whose AUTH is refused.
+  Call(router, RedisCall::Command("key0", {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no"}))
+      .IgnoreError();
+  const absl::StatusOr<RedisReply> reply =
+      Call(router, RedisCall::Command("key0", {"GET", "key0"}).Idempotent());
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnauthenticated) << Text(reply);
+  EXPECT_TRUE(absl::StrContains(reply.status().message(), "refused the password: WRONGPASS"))
+      << Text(reply);
 }
 
 }  // namespace
