@@ -131,8 +131,14 @@ void Collection::Insert(absl::string_view key, absl::string_view value, int64_t 
   // is cheap to move, and doubling would leave a collection of 9 to 15
   // members up to 7 empty slots.
   if (small_.size() == small_.capacity()) small_.reserve(small_.size() + 1);
+  const StoredMember* member = m.get();
   small_.insert(SmallLowerBound(key), std::move(m));
-  FindSmallEarliest();
+  // Only the new member can have become the earliest: no scan, which would
+  // read every member's header.
+  if (member->has_deadline() &&
+      (small_earliest_ == nullptr || DeadlineLess()(member, small_earliest_))) {
+    small_earliest_ = member;
+  }
 }
 
 void Collection::Replace(const StoredMember* member, absl::string_view value, int64_t deadline_ms) {
@@ -164,8 +170,14 @@ void Collection::SetDeadline(const StoredMember* member, int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
   if (member->deadline_ms() == deadline_ms) return;
   if (!indexed_) {
+    const bool was_earliest = member == small_earliest_;
     const_cast<StoredMember*>(member)->set_deadline_ms(deadline_ms);
-    FindSmallEarliest();
+    if (member->has_deadline() &&
+        (small_earliest_ == nullptr || DeadlineLess()(member, small_earliest_))) {
+      small_earliest_ = member;
+    } else if (was_earliest) {
+      FindSmallEarliest();
+    }
     return;
   }
   Unindex(member);

@@ -11,7 +11,8 @@
 //
 // A collection starts small: up to kSmallMax members are kept in one vector of
 // member pointers in key order, one slot per member, with no deadline index
-// (the earliest is found by a scan of the vector after each change), which
+// (the earliest is kept by one comparison when a member is added or its
+// deadline moves earlier, found by a scan of the vector after other changes), which
 // saves the two indexes' nodes of a collection of a few members. The collection that grows past
 // kSmallMax moves its members into the two indexes and keeps them until it is empty, as a Redis
 // hash keeps its hash table once it outgrew its listpack.
