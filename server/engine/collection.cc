@@ -235,7 +235,7 @@ size_t Collection::IndexedEraseDue(int64_t now_ms, size_t limit,
   auto& by_deadline = indexed_->by_deadline;
   auto& by_key = indexed_->by_key;
   // Every member due: events in order, then both indexes freed whole.
-  if (by_deadline.size() == by_key.size() && by_key.size() <= limit &&
+  if (!by_key.empty() && by_deadline.size() == by_key.size() && by_key.size() <= limit &&
       (*by_deadline.rbegin())->deadline_ms() <= now_ms) {
     for (const StoredMember* m : by_deadline) expire(*m);
     const size_t n = by_key.size();

@@ -162,6 +162,7 @@ std::vector<std::string> EraseDue(Collection& c, int64_t now_ms, size_t limit) {
 constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
 
 TEST_P(CollectionTest, EraseDueTakesTheDueMembersInDeadlineOrderAndKeepsTheRest) {
+  EXPECT_THAT(EraseDue(c, 100, kNoLimit), ElementsAre());  // Empty.
   c.Insert("a", "1", 30);
   c.Insert("b", "2", 10);
   c.Insert("c", "3", 20);
