@@ -278,6 +278,45 @@ void BM_ExpireDue(benchmark::State& state) {
 }
 BENCHMARK(BM_ExpireDue)->Apply(MembersInCollections);
 
+// The drain of one collection whose members share one deadline (what
+// `lapse-bench drain` makes lapsed do): ExpireDue takes them a batch
+// (Engine::Options::expire_batch) at a time, in key order.
+void BM_ExpireDueOneDeadline(benchmark::State& state) {
+  const Members members(state.range(0), 1);
+  std::vector<MemberWrite> writes;
+  for (auto _ : state) {
+    auto rig = std::make_unique<Rig>(members.size());
+    for (size_t i = 0; i < members.size() && !state.error_occurred(); i += 1000) {
+      writes.clear();
+      for (size_t j = i; j < std::min(members.size(), i + 1000); ++j) {
+        writes.push_back({members.key(j), members.value(j), Expiration::Ttl(absl::Seconds(1))});
+      }
+      if (absl::StatusOr<std::vector<PutResult>> r =
+              rig->engine.Put(members.collection(0), writes, {});
+          !r.ok()) {
+        Fail(state, r.status());
+      }
+    }
+    rig->clock.Advance(absl::Seconds(1));
+    Stopwatch stopwatch;
+    const size_t expired = rig->engine.ExpireDue();
+    state.SetIterationTime(stopwatch.Seconds());
+    if (expired != members.size()) {
+      Fail(state, absl::InternalError(
+                      absl::StrCat("ExpireDue expired ", expired, " of ", members.size())));
+      break;
+    }
+    rig.reset();
+  }
+  state.SetItemsProcessed(state.iterations() * members.size());
+}
+BENCHMARK(BM_ExpireDueOneDeadline)
+    ->ArgNames({"members"})
+    ->Arg(1'000'000)
+    ->Arg(1000)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 enum WatchFilter : int64_t {
   kMatchAll = 0,
   kMatchAllWithValues = 1,

@@ -1,6 +1,7 @@
 #include "server/engine/collection.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstring>
 #include <new>
@@ -130,8 +131,14 @@ void Collection::Insert(absl::string_view key, absl::string_view value, int64_t 
   // is cheap to move, and doubling would leave a collection of 9 to 15
   // members up to 7 empty slots.
   if (small_.size() == small_.capacity()) small_.reserve(small_.size() + 1);
+  const StoredMember* member = m.get();
   small_.insert(SmallLowerBound(key), std::move(m));
-  FindSmallEarliest();
+  // Only the new member can have become the earliest: no scan, which would
+  // read every member's header.
+  if (member->has_deadline() &&
+      (small_earliest_ == nullptr || DeadlineLess()(member, small_earliest_))) {
+    small_earliest_ = member;
+  }
 }
 
 void Collection::Replace(const StoredMember* member, absl::string_view value, int64_t deadline_ms) {
@@ -163,8 +170,14 @@ void Collection::SetDeadline(const StoredMember* member, int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
   if (member->deadline_ms() == deadline_ms) return;
   if (!indexed_) {
+    const bool was_earliest = member == small_earliest_;
     const_cast<StoredMember*>(member)->set_deadline_ms(deadline_ms);
-    FindSmallEarliest();
+    if (member->has_deadline() &&
+        (small_earliest_ == nullptr || DeadlineLess()(member, small_earliest_))) {
+      small_earliest_ = member;
+    } else if (was_earliest) {
+      FindSmallEarliest();
+    }
     return;
   }
   Unindex(member);
@@ -182,6 +195,69 @@ void Collection::Erase(const StoredMember* member) {
   }
   Unindex(member);
   indexed_->by_key.erase(indexed_->by_key.find(member->key()));
+}
+
+size_t Collection::EraseDue(int64_t now_ms, size_t limit,
+                            absl::FunctionRef<void(const StoredMember&)> expire) {
+  return indexed_ ? IndexedEraseDue(now_ms, limit, expire) : SmallEraseDue(now_ms, limit, expire);
+}
+
+size_t Collection::SmallEraseDue(int64_t now_ms, size_t limit,
+                                 absl::FunctionRef<void(const StoredMember&)> expire) {
+  std::array<const StoredMember*, kSmallMax> due;
+  size_t due_count = 0;
+  for (const StoredMember::Ptr& m : small_) {
+    if (m->has_deadline() && m->deadline_ms() <= now_ms) due[due_count++] = m.get();
+  }
+  const size_t n = std::min(due_count, limit);
+  if (n == 0) return 0;
+  // Only the first n in (deadline, key) order go when the limit cuts.
+  if (n < due_count) {
+    std::partial_sort(due.begin(), due.begin() + n, due.begin() + due_count, DeadlineLess());
+  } else {
+    std::sort(due.begin(), due.begin() + n, DeadlineLess());
+  }
+  for (size_t i = 0; i < n; ++i) expire(*due[i]);
+  if (n == small_.size()) {
+    small_.clear();
+  } else {
+    const auto erased = [&](const StoredMember::Ptr& m) {
+      return std::find(due.begin(), due.begin() + n, m.get()) != due.begin() + n;
+    };
+    small_.erase(std::remove_if(small_.begin(), small_.end(), erased), small_.end());
+  }
+  FindSmallEarliest();
+  return n;
+}
+
+size_t Collection::IndexedEraseDue(int64_t now_ms, size_t limit,
+                                   absl::FunctionRef<void(const StoredMember&)> expire) {
+  auto& by_deadline = indexed_->by_deadline;
+  auto& by_key = indexed_->by_key;
+  // Every member due: events in order, then both indexes freed whole.
+  if (!by_key.empty() && by_deadline.size() == by_key.size() && by_key.size() <= limit &&
+      (*by_deadline.rbegin())->deadline_ms() <= now_ms) {
+    for (const StoredMember* m : by_deadline) expire(*m);
+    const size_t n = by_key.size();
+    by_deadline.clear();
+    by_key.clear();
+    return n;
+  }
+  size_t n = 0;
+  // Where the last erase left the key index: the next due member is often
+  // there (always when the due members share a deadline).
+  auto next_by_key = by_key.end();
+  while (n < limit && !by_deadline.empty()) {
+    const StoredMember* m = *by_deadline.begin();
+    if (m->deadline_ms() > now_ms) break;
+    expire(*m);
+    by_deadline.erase(by_deadline.begin());
+    auto it = next_by_key != by_key.end() && next_by_key->get() == m ? next_by_key
+                                                                     : by_key.find(m->key());
+    next_by_key = by_key.erase(it);
+    ++n;
+  }
+  return n;
 }
 
 std::vector<const StoredMember*> Collection::PageByKey(const absl::string_view* after_key,

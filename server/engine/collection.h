@@ -11,7 +11,8 @@
 //
 // A collection starts small: up to kSmallMax members are kept in one vector of
 // member pointers in key order, one slot per member, with no deadline index
-// (the earliest is found by a scan of the vector after each change), which
+// (the earliest is kept by one comparison when a member is added or its
+// deadline moves earlier, found by a scan of the vector after other changes), which
 // saves the two indexes' nodes of a collection of a few members. The collection that grows past
 // kSmallMax moves its members into the two indexes and keeps them until it is empty, as a Redis
 // hash keeps its hash table once it outgrew its listpack.
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "absl/container/btree_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "server/base/coding.h"
 #include "server/base/deadline.h"
@@ -133,6 +135,14 @@ class Collection {
   void Replace(const StoredMember* member, absl::string_view value, int64_t deadline_ms);
   void SetDeadline(const StoredMember* member, int64_t deadline_ms);
   void Erase(const StoredMember* member);
+  // Erases the members due at `now_ms` (deadline <= now_ms), up to `limit`,
+  // in (deadline, key) order, calling `expire` with each before it is freed.
+  // Returns how many it erased. In bulk: a collection whose every member is
+  // due is freed whole, with no search per member; otherwise the key index
+  // is searched only where the next due member does not follow the last one
+  // erased in key order (members sharing one deadline do).
+  size_t EraseDue(int64_t now_ms, size_t limit,
+                  absl::FunctionRef<void(const StoredMember&)> expire);
 
   // The member with the earliest deadline, or nullptr when none has one.
   const StoredMember* EarliestExpiring() const {
@@ -193,6 +203,11 @@ class Collection {
   void FindSmallEarliest();
   // Moves the members of the small form into the indexes.
   void MakeIndexed();
+  // EraseDue of each form.
+  size_t SmallEraseDue(int64_t now_ms, size_t limit,
+                       absl::FunctionRef<void(const StoredMember&)> expire);
+  size_t IndexedEraseDue(int64_t now_ms, size_t limit,
+                         absl::FunctionRef<void(const StoredMember&)> expire);
 
   explicit Collection(uint32_t name_size) : name_size_(name_size) {}
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -141,6 +143,101 @@ TEST_P(CollectionTest, KeepsBothOrdersAsItGrowsPastTheSmallForm) {
   const DeadlinePosition after{kNoDeadlineMs, "k03"};
   EXPECT_THAT(KeysOf(c.PageByDeadline(&after, 2, &more)), ElementsAre("k06", "k09"));
   EXPECT_TRUE(more);
+}
+
+// What EraseDue's callback saw: "key=value@deadline" per member, in order.
+struct Expired {
+  std::vector<std::string> seen;
+  void operator()(const StoredMember& m) {
+    seen.push_back(absl::StrFormat("%s=%s@%d", m.key(), m.value(), m.deadline_ms()));
+  }
+};
+
+std::vector<std::string> EraseDue(Collection& c, int64_t now_ms, size_t limit) {
+  Expired expired;
+  EXPECT_EQ(c.EraseDue(now_ms, limit, std::ref(expired)), expired.seen.size());
+  return expired.seen;
+}
+
+constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
+
+TEST_P(CollectionTest, EraseDueTakesTheDueMembersInDeadlineOrderAndKeepsTheRest) {
+  EXPECT_THAT(EraseDue(c, 100, kNoLimit), ElementsAre());  // Empty.
+  c.Insert("a", "1", 30);
+  c.Insert("b", "2", 10);
+  c.Insert("c", "3", 20);
+  c.Insert("d", "4", 10);
+  c.Insert("e", "5", kNoDeadlineMs);
+  c.Insert("f", "6", 31);
+  EXPECT_THAT(EraseDue(c, 9, kNoLimit), ElementsAre());
+  EXPECT_THAT(EraseDue(c, 30, 3), ElementsAre("b=2@10", "d=4@10", "c=3@20"));
+  EXPECT_EQ(c.Find("b"), nullptr);
+  EXPECT_EQ(c.Find("c"), nullptr);
+  EXPECT_EQ(c.Find("a")->value(), "1");
+  EXPECT_EQ(c.next_deadline_ms(), 30);
+  EXPECT_THAT(EraseDue(c, 30, kNoLimit), ElementsAre("a=1@30"));
+  bool more = true;
+  EXPECT_THAT(KeysOf(c.PageByKey(nullptr, 10, &more)), ElementsAre("e", "f"));
+  EXPECT_THAT(KeysOf(c.PageByDeadline(nullptr, 10, &more)), ElementsAre("f", "e"));
+  EXPECT_EQ(c.expiring_count(), 1u);
+  EXPECT_EQ(c.EarliestExpiring()->key(), "f");
+}
+
+TEST_P(CollectionTest, EraseDueOfEveryMemberEmptiesTheCollection) {
+  // In key order the deadlines fall, so the events' order is not the key
+  // order.
+  for (int i = 0; i < 12; ++i) c.Insert(absl::StrFormat("k%02d", i), "v", 100 - i % 5);
+  std::vector<std::string> want;
+  for (int d = 96; d <= 100; ++d) {
+    for (int i = 0; i < 12; ++i) {
+      if (100 - i % 5 == d) want.push_back(absl::StrFormat("k%02d=v@%d", i, d));
+    }
+  }
+  EXPECT_EQ(EraseDue(c, 100, kNoLimit), want);
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(c.EarliestExpiring(), nullptr);
+  EXPECT_EQ(c.Find("k00"), nullptr);
+  c.Insert("k00", "again", 5);
+  EXPECT_EQ(c.Find("k00")->value(), "again");
+  EXPECT_EQ(c.next_deadline_ms(), 5);
+}
+
+TEST(CollectionEraseDueTest, ErasingPartOfALargeCollectionKeepsItsKeyIndex) {
+  // Members sharing one deadline (the key index's next member is the next to
+  // go) among members due later and persistent ones (it is not).
+  Collection::Ptr collection = Collection::Create("c");
+  Collection& c = *collection;
+  std::vector<std::string> shared;
+  std::vector<std::string> later;
+  std::vector<std::string> persistent;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string key = absl::StrFormat("k%04d", i);
+    const int64_t deadline = i % 5 == 4 ? kNoDeadlineMs : i % 5 == 3 ? 20 + i % 11 : 10;
+    c.Insert(key, key, deadline);
+    (deadline == 10 ? shared : deadline == kNoDeadlineMs ? persistent : later).push_back(key);
+  }
+  std::vector<std::string> gone;
+  while (gone.size() < shared.size()) {
+    for (const std::string& event : EraseDue(c, 19, 250)) {
+      gone.push_back(event.substr(0, 5));
+      EXPECT_EQ(event, absl::StrFormat("%s=%s@10", gone.back(), gone.back()));
+    }
+    ASSERT_LE(gone.size(), shared.size());
+    EXPECT_TRUE(std::equal(gone.begin(), gone.end(), shared.begin()));
+    std::vector<std::string> left(shared.begin() + gone.size(), shared.end());
+    left.insert(left.end(), later.begin(), later.end());
+    left.insert(left.end(), persistent.begin(), persistent.end());
+    std::sort(left.begin(), left.end());
+    bool more = true;
+    EXPECT_EQ(KeysOf(c.PageByKey(nullptr, 1000, &more)), left);
+    for (const std::string& key : left) EXPECT_EQ(c.Find(key)->key(), key);
+    for (const std::string& key : gone) EXPECT_EQ(c.Find(key), nullptr);
+  }
+  EXPECT_THAT(EraseDue(c, 19, kNoLimit), ElementsAre());
+  EXPECT_EQ(EraseDue(c, 30, kNoLimit).size(), later.size());
+  bool more = true;
+  EXPECT_EQ(KeysOf(c.PageByKey(nullptr, 1000, &more)), persistent);
+  EXPECT_EQ(c.EarliestExpiring(), nullptr);
 }
 
 }  // namespace

@@ -397,20 +397,27 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     // collection's expiring members when a lookup reaps it whole.
     const size_t expected =
         limit == std::numeric_limits<size_t>::max() ? c->expiring_count() : limit;
-    while (n < limit) {
-      const StoredMember* m = c->EarliestExpiring();
-      if (m == nullptr || m->deadline_ms() > now_ms_) break;
-      Expire(c, m, m->deadline_ms(), expected - n);
-      ++n;
-    }
+    c->EraseDue(now_ms_, limit,
+                [&](const StoredMember& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+                  RecordExpiry(c, &m, m.deadline_ms(), expected - n);
+                  ++n;
+                });
+    member_delta_ -= static_cast<int64_t>(n);
     Settle(c);
     return n;
   }
 
+  void Expire(Collection* c, const StoredMember* m, int64_t deadline_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    RecordExpiry(c, m, deadline_ms, 1);
+    Erase(c, m);
+  }
+
+  // Journals `m`'s expiry and makes its event when live; the member stays.
   // `expected_events`: how many events the caller expects to make from here
   // on, this one included (a hint, for EventBlock sizes).
-  void Expire(Collection* c, const StoredMember* m, int64_t deadline_ms, size_t expected_events = 1)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+  void RecordExpiry(Collection* c, const StoredMember* m, int64_t deadline_ms,
+                    size_t expected_events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Expiry(c->name(), m->key(), m->value(), deadline_ms, absl::ToUnixNanos(now_));
       undo_.Put(c->name(), m->key(), m->value(), m->deadline_ms());
@@ -424,7 +431,6 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
                 .expired_at = now_},
                expected_events);
     }
-    Erase(c, m);
   }
 
   // Where a member leaves its collection, removed or expired.

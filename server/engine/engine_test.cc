@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -486,6 +487,44 @@ TEST_F(EngineTest, ABacklogExpiresEveryMemberEachCollectionInDeadlineOrder) {
   EXPECT_THAT(by_collection["c1"], ElementsAre("k1", "k4", "k7"));
   EXPECT_THAT(by_collection["c2"], ElementsAre("k2", "k5", "k8"));
   EXPECT_EQ(batch->events.front().key, "k0");
+}
+
+// Large collections go in bulk (every member due) or a batch at a time
+// (expire_batch cuts into one): each member makes one event, with its
+// value and deadline, in (deadline, key) order within its collection.
+TEST_F(EngineTest, LargeCollectionsExpireInBulkWithOneEventPerMember) {
+  Engine::Options options;
+  options.shards = 1;
+  options.expire_batch = 30;
+  EventFeed log(EventFeed::Options{});
+  Engine engine(options, &clock_, &log);
+  std::map<std::string, std::vector<std::string>> want;
+  for (const auto& [name, members] : {std::pair<std::string, int>{"big", 100}, {"whole", 40}}) {
+    std::vector<std::pair<int, std::string>> order;
+    for (int i = 0; i < members; ++i) {
+      const std::string key = absl::StrFormat("k%03d", i);
+      const int seconds = name == "big" ? 1 + i % 4 : 1;
+      MemberWrite w{key, absl::StrCat("v", i), Expiration::Ttl(absl::Seconds(seconds))};
+      ASSERT_TRUE(engine.Put(name, {w}, {}).ok());
+      order.emplace_back(seconds, absl::StrCat(key, "=v", i, "@", seconds));
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& [seconds, event] : order) want[name].push_back(event);
+  }
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_EQ(engine.ExpireDue(), 140u);
+  EXPECT_EQ(engine.total_members(), 0u);
+  EventFilter with_values;
+  with_values.include_values = true;
+  absl::StatusOr<EventBatch> batch = log.Read(0, with_values, ReadLimits{});
+  ASSERT_TRUE(batch.ok());
+  std::map<std::string, std::vector<std::string>> got;
+  for (const ExpiryEvent& e : batch->events) {
+    got[e.collection].push_back(
+        absl::StrCat(e.key, "=", e.value, "@", absl::ToInt64Seconds(e.expire_time - kStart)));
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(engine.ListCollections("", 0, "")->collections.empty());
 }
 
 TEST_F(EngineTest, SimultaneousExpiriesAllProduceEvents) {
