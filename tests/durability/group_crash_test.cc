@@ -12,33 +12,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
+#include "testing/test_server.h"
 #include "testing/test_util.h"
 
 namespace lapse::testing {
 namespace {
 
 constexpr int kEvents = 200;
-
-std::unique_ptr<v1::LapseService::Stub> Connect(int port) {
-  return v1::LapseService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-}
-
-template <typename Request, typename Response>
-grpc::Status Call(v1::LapseService::Stub& stub,
-                  grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
-                                                              Response*),
-                  const Request& request, Response* response) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-  return (stub.*rpc)(&context, request, response);
-}
 
 template <typename Request>
 Request LeaseRequest(const std::string& consumer, const std::vector<v1::Delivery>& deliveries) {
@@ -66,13 +50,8 @@ TEST(GroupCrashTest, AfterASigkillNothingAckedComesBackAndNothingUnackedIsLost) 
   {
     LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    std::unique_ptr<v1::LapseService::Stub> stub = Connect(lapsed.port());
-    v1::CreateConsumerGroupRequest create;
-    create.set_name("g");
-    create.mutable_visibility_timeout()->set_seconds(3600);
-    create.set_max_unacked_per_consumer(1000);
-    v1::CreateConsumerGroupResponse created;
-    ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::CreateConsumerGroup, create, &created).ok());
+    std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
+    CreateGroup(*stub, "g", absl::Hours(1));
 
     // The events, seen by a watcher once they are durable.
     grpc::ClientContext watch_context;
@@ -120,7 +99,7 @@ TEST(GroupCrashTest, AfterASigkillNothingAckedComesBackAndNothingUnackedIsLost) 
 
   LapsedProcess restarted(LAPSED_PATH, flags);
   ASSERT_GT(restarted.port(), 0) << restarted.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = Connect(restarted.port());
+  std::unique_ptr<v1::LapseService::Stub> stub = restarted.NewStub();
   v1::GetConsumerGroupRequest get;
   get.set_name("g");
   get.set_max_leases(1000);

@@ -48,8 +48,7 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_THAT(line, HasSubstr("memory-only"));
   EXPECT_THAT(line, HasSubstr(lapsed.address()));
 
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
-      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   v1::PutMembersRequest request;
   request.set_collection("smoke");
   v1::MemberWrite* write = request.add_members();
@@ -218,8 +217,7 @@ TEST(LapsedTest, SigtermKeepsToTheShutdownGraceWhenAWatcherStopsReading) {
   LapsedProcess lapsed(LAPSED_PATH,
                        {"--shutdown_grace=1s", "--watch_stall_timeout=1s", "--log_level=warning"});
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
-      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   v1::WatchExpirationsRequest request = AllEvents();
   request.set_include_values(true);
   RawHttp2Watch stalled(lapsed.port(), request, /*window=*/1u << 30);
@@ -299,10 +297,8 @@ TEST(LapsedTest, RefusesFlagsUnderWhichAnAnswerCouldNotFitInAMessage) {
 }
 
 // Puts one member through a fresh connection; the RPC's status.
-grpc::Status PutOne(int port, const std::string& key) {
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-  return PutPersistent(*stub, "durable", key);
+grpc::Status PutOne(const LapsedProcess& lapsed, const std::string& key) {
+  return PutPersistent(*lapsed.NewStub(), "durable", key);
 }
 
 TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
@@ -316,7 +312,7 @@ TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
       LAPSED_PATH, {"--shutdown_grace=500ms", absl::StrCat("--data-dir=", dir), "--fsync=always"});
   ASSERT_GT(first.port(), 0) << first.Wait().err;
   EXPECT_THAT(first.start_line(), HasSubstr(absl::StrCat("durable in ", dir, " (fsync always)")));
-  ASSERT_TRUE(PutOne(first.port(), "k").ok());
+  ASSERT_TRUE(PutOne(first, "k").ok());
 
   // Neither deleting a lock file nor another path to the directory gets round
   // the lock.
@@ -332,14 +328,9 @@ TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
   EXPECT_EQ(first.Wait().exit_code, 0);
 }
 
-std::unique_ptr<v1::LapseService::Stub> StubOf(const LapsedProcess& lapsed) {
-  return v1::LapseService::NewStub(
-      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
-}
-
 // Expires `keys` of collection "c" through `lapsed`.
 void PutAndExpire(const LapsedProcess& lapsed, const std::vector<std::string>& keys) {
-  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   PutTtl(*stub, "c", keys, absl::Hours(1));
   ExpireNow(*stub, "c", keys, absl::Now());
 }
@@ -352,7 +343,7 @@ TEST(LapsedTest, AFreshDurableServerDeliversEveryEventAfterSequenceZero) {
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
   ASSERT_NO_FATAL_FAILURE(PutAndExpire(lapsed, {"a", "b"}));
 
-  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   Watcher watcher(*stub, After(0));
   ASSERT_TRUE(watcher.WaitForEvents(2)) << watcher.WaitForEnd().error_message();
   std::vector<std::string> keys;
@@ -369,7 +360,7 @@ TEST(LapsedTest, AResumeTokenOutlivesARestartButNotAMoveToAnotherDataDirectory) 
     LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
     ASSERT_NO_FATAL_FAILURE(PutAndExpire(lapsed, {"k1"}));
-    std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+    std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
     v1::WatchExpirationsRequest oldest;
     oldest.set_start_position(v1::START_POSITION_OLDEST);
     Watcher watcher(*stub, oldest);
@@ -384,7 +375,7 @@ TEST(LapsedTest, AResumeTokenOutlivesARestartButNotAMoveToAnotherDataDirectory) 
     LapsedProcess restarted(LAPSED_PATH, flags);
     ASSERT_GT(restarted.port(), 0) << restarted.Wait().err;
     ASSERT_NO_FATAL_FAILURE(PutAndExpire(restarted, {"k2"}));
-    std::unique_ptr<v1::LapseService::Stub> stub = StubOf(restarted);
+    std::unique_ptr<v1::LapseService::Stub> stub = restarted.NewStub();
     Watcher resumed(*stub, AfterToken(token));
     ASSERT_TRUE(resumed.WaitForEvents(1)) << resumed.WaitForEnd().error_message();
     ASSERT_EQ(resumed.events().size(), 1u);
@@ -396,7 +387,7 @@ TEST(LapsedTest, AResumeTokenOutlivesARestartButNotAMoveToAnotherDataDirectory) 
   }
   LapsedProcess moved(LAPSED_PATH, {absl::StrCat("--data-dir=", other.path())});
   ASSERT_GT(moved.port(), 0) << moved.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(moved);
+  std::unique_ptr<v1::LapseService::Stub> stub = moved.NewStub();
   Watcher refused(*stub, AfterToken(token));
   const grpc::Status status = refused.WaitForEnd();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
@@ -431,7 +422,7 @@ TEST(LapsedTest, ADamagedSnapshotIsReportedAndPassedOverLosingNoWrite) {
   {
     LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    for (const std::string& key : keys) ASSERT_TRUE(PutOne(lapsed.port(), key).ok());
+    for (const std::string& key : keys) ASSERT_TRUE(PutOne(lapsed, key).ok());
     ASSERT_EQ(lapsed.Stop(), 0);
   }
   {
@@ -456,8 +447,7 @@ TEST(LapsedTest, ADamagedSnapshotIsReportedAndPassedOverLosingNoWrite) {
 
   LapsedProcess lapsed(LAPSED_PATH, flags);
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
-      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   v1::GetMembersResponse response;
   ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::GetMembers,
                    KeysRequest<v1::GetMembersRequest>("durable", keys), &response)
@@ -482,7 +472,7 @@ TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
   {
     LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    for (int i = 0; i < 20; ++i) ASSERT_TRUE(PutOne(lapsed.port(), absl::StrCat("k", i)).ok());
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(PutOne(lapsed, absl::StrCat("k", i)).ok());
     ASSERT_EQ(lapsed.Stop(), 0);
   }
   // Damage the first segment in its middle.
@@ -509,7 +499,7 @@ TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
   anyway.push_back("--wal_truncate_damaged");
   LapsedProcess started(LAPSED_PATH, anyway);
   ASSERT_GT(started.port(), 0) << started.Wait().err;
-  EXPECT_TRUE(PutOne(started.port(), "after").ok());
+  EXPECT_TRUE(PutOne(started, "after").ok());
 }
 
 }  // namespace
