@@ -116,10 +116,10 @@ grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& coll
 void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
                const std::vector<std::string>& keys, absl::Time now);
 
-// Puts `count` members without expiration into `collection`, keys "k0",
-// "k1", ..., each with a value of `value_bytes` bytes; returns the keys.
-std::vector<std::string> PutLargeValues(v1::LapseService::Stub& stub, const std::string& collection,
-                                        int count, size_t value_bytes);
+// Puts 16 members with values of 256 KiB into each of "big0" to "big3" and
+// expires them (ExpireNow): 64 events with 16 MiB of values, far more than
+// the sockets of a loopback connection hold.
+void ExpireLargeValues(v1::LapseService::Stub& stub, absl::Time now);
 
 // Creates consumer group `name` over every event with `visibility` and room
 // for 1000 unacknowledged events per consumer; expects OK.
