@@ -297,6 +297,19 @@ grpc::Status PutOne(const LapsedProcess& lapsed, const std::string& key) {
   return PutPersistent(*lapsed.NewStub(), "durable", key);
 }
 
+// The flags of a lapsed that keeps its state in `dir`, with a short grace.
+std::vector<std::string> DurableFlags(const std::string& dir) {
+  return {"--shutdown_grace=500ms", absl::StrCat("--data-dir=", dir)};
+}
+
+// Starts lapsed with `flags`, puts `keys` (PutOne) and stops it.
+void PutEachAndStop(const std::vector<std::string>& flags, const std::vector<std::string>& keys) {
+  LapsedProcess lapsed(LAPSED_PATH, flags);
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  for (const std::string& key : keys) ASSERT_TRUE(PutOne(lapsed, key).ok());
+  ASSERT_EQ(lapsed.Stop(), 0);
+}
+
 TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
   TempDir temp;
   ASSERT_FALSE(temp.path().empty());
@@ -349,8 +362,7 @@ TEST(LapsedTest, AFreshDurableServerDeliversEveryEventAfterSequenceZero) {
 
 TEST(LapsedTest, AResumeTokenOutlivesARestartButNotAMoveToAnotherDataDirectory) {
   TempDir temp, other;
-  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
-                                          absl::StrCat("--data-dir=", temp.path())};
+  const std::vector<std::string> flags = DurableFlags(temp.path());
   std::string token, store_id;
   {
     LapsedProcess lapsed(LAPSED_PATH, flags);
@@ -412,15 +424,9 @@ TEST(LapsedTest, ADamagedSnapshotIsReportedAndPassedOverLosingNoWrite) {
   TempDir temp;
   const std::string& dir = temp.path();
   ASSERT_FALSE(dir.empty());
-  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
-                                          absl::StrCat("--data-dir=", dir)};
+  const std::vector<std::string> flags = DurableFlags(dir);
   const std::vector<std::string> keys = {"k0", "k1", "k2"};
-  {
-    LapsedProcess lapsed(LAPSED_PATH, flags);
-    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    for (const std::string& key : keys) ASSERT_TRUE(PutOne(lapsed, key).ok());
-    ASSERT_EQ(lapsed.Stop(), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(PutEachAndStop(flags, keys));
   {
     absl::StatusOr<std::unique_ptr<EmbeddedStore>> store =
         EmbeddedStore::Open({.data_dir = dir}, nullptr);
@@ -463,14 +469,10 @@ TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
   TempDir temp;
   const std::string& dir = temp.path();
   ASSERT_FALSE(dir.empty());
-  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
-                                          absl::StrCat("--data-dir=", dir)};
-  {
-    LapsedProcess lapsed(LAPSED_PATH, flags);
-    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    for (int i = 0; i < 20; ++i) ASSERT_TRUE(PutOne(lapsed, absl::StrCat("k", i)).ok());
-    ASSERT_EQ(lapsed.Stop(), 0);
-  }
+  const std::vector<std::string> flags = DurableFlags(dir);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 20; ++i) keys.push_back(absl::StrCat("k", i));
+  ASSERT_NO_FATAL_FAILURE(PutEachAndStop(flags, keys));
   // Damage the first segment in its middle.
   absl::StatusOr<std::vector<std::string>> names = files::List(dir);
   ASSERT_TRUE(names.ok());
