@@ -25,6 +25,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/sync_stream.h"
+#include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/clock.h"
 #include "server/base/mutex.h"
@@ -90,6 +91,19 @@ grpc::Status Call(v1::LapseService::Stub& stub,
   grpc::ClientContext context;
   GuardDeadline(&context);
   return (stub.*rpc)(&context, request, response);
+}
+
+// Call that expects OK and returns the response:
+//   const v1::GetMembersResponse got = CallOk(stub, &v1::LapseService::Stub::GetMembers, request);
+template <typename Request, typename Response>
+Response CallOk(v1::LapseService::Stub& stub,
+                grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                            Response*),
+                const Request& request) {
+  Response response;
+  const grpc::Status status = Call(stub, rpc, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
 }
 
 // A request naming `keys` in `collection`, as Get, Remove, Expire and Persist
