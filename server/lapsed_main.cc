@@ -39,6 +39,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
@@ -229,18 +230,22 @@ namespace {
 using lapse::Log;
 using lapse::LogLevel;
 
-// Checks that `flag`'s value is within [min, max].
-bool InRange(absl::string_view flag, int64_t value, int64_t min, int64_t max, std::string* error) {
+// Checks that `flag`'s value is within [min, max]; the error names the flag.
+bool InRange(const absl::Flag<int64_t>& flag, int64_t min, int64_t max, std::string* error) {
+  const int64_t value = absl::GetFlag(flag);
   if (value >= min && value <= max) return true;
-  *error = absl::StrCat("--", flag, "=", value, " is out of range [", min, ", ", max, "]");
+  *error = absl::StrCat("--", absl::GetFlagReflectionHandle(flag).Name(), "=", value,
+                        " is out of range [", min, ", ", max, "]");
   return false;
 }
 
-// Checks that `flag`'s duration is within [min, max].
-bool InRange(absl::string_view flag, absl::Duration value, absl::Duration min, absl::Duration max,
+// Checks that `flag`'s duration is within [min, max]; the error names the flag.
+bool InRange(const absl::Flag<absl::Duration>& flag, absl::Duration min, absl::Duration max,
              std::string* error) {
+  const absl::Duration value = absl::GetFlag(flag);
   if (value >= min && value <= max) return true;
-  *error = absl::StrCat("--", flag, "=", absl::FormatDuration(value), " is out of range [",
+  *error = absl::StrCat("--", absl::GetFlagReflectionHandle(flag).Name(), "=",
+                        absl::FormatDuration(value), " is out of range [",
                         absl::FormatDuration(min), ", ", absl::FormatDuration(max), "]");
   return false;
 }
@@ -249,13 +254,10 @@ bool InRange(absl::string_view flag, absl::Duration value, absl::Duration min, a
 absl::Status WatchBoundsFromFlags(lapse::ServerOptions* options) {
   std::string error;
   const bool ok =
-      InRange("max_watch_streams", absl::GetFlag(FLAGS_max_watch_streams), 1, 1'000'000, &error) &&
-      InRange("watch_pinned_bytes", absl::GetFlag(FLAGS_watch_pinned_bytes), 1, INT64_MAX,
-              &error) &&
-      InRange("watch_stall_timeout", absl::GetFlag(FLAGS_watch_stall_timeout),
-              absl::Milliseconds(100), absl::Hours(1), &error) &&
-      InRange("max_concurrent_streams", absl::GetFlag(FLAGS_max_concurrent_streams), 1, INT32_MAX,
-              &error);
+      InRange(FLAGS_max_watch_streams, 1, 1'000'000, &error) &&
+      InRange(FLAGS_watch_pinned_bytes, 1, INT64_MAX, &error) &&
+      InRange(FLAGS_watch_stall_timeout, absl::Milliseconds(100), absl::Hours(1), &error) &&
+      InRange(FLAGS_max_concurrent_streams, 1, INT32_MAX, &error);
   if (!ok) return absl::InvalidArgumentError(error);
   options->max_watch_streams = static_cast<size_t>(absl::GetFlag(FLAGS_max_watch_streams));
   options->watch_pinned_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_watch_pinned_bytes));
@@ -268,8 +270,7 @@ absl::Status WatchBoundsFromFlags(lapse::ServerOptions* options) {
 // are read by LapseServer::Start.
 absl::Status TlsFromFlags(lapse::ServerOptions* options) {
   std::string error;
-  if (!InRange("tls_refresh_interval", absl::GetFlag(FLAGS_tls_refresh_interval), absl::Seconds(1),
-               absl::Hours(1), &error)) {
+  if (!InRange(FLAGS_tls_refresh_interval, absl::Seconds(1), absl::Hours(1), &error)) {
     return absl::InvalidArgumentError(error);
   }
   options->tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
@@ -297,23 +298,17 @@ absl::Status TlsFromFlags(lapse::ServerOptions* options) {
 absl::Status GroupBoundsFromFlags(lapse::ServerOptions* options) {
   std::string error;
   const bool ok =
-      InRange("max_consumer_groups", absl::GetFlag(FLAGS_max_consumer_groups), 1, 1'000'000,
-              &error) &&
-      InRange("max_consumers_per_group", absl::GetFlag(FLAGS_max_consumers_per_group), 1, 1'000'000,
-              &error) &&
-      InRange("max_group_pending", absl::GetFlag(FLAGS_max_group_pending), 1, INT32_MAX, &error) &&
-      InRange("max_group_dead_letters", absl::GetFlag(FLAGS_max_group_dead_letters), 0, INT32_MAX,
-              &error) &&
-      InRange("max_group_bytes", absl::GetFlag(FLAGS_max_group_bytes), 1, INT64_MAX, &error) &&
-      InRange("max_unacked_per_consumer", absl::GetFlag(FLAGS_max_unacked_per_consumer), 1,
-              INT32_MAX, &error) &&
-      InRange("max_deliveries", absl::GetFlag(FLAGS_max_deliveries), 1, INT32_MAX, &error) &&
-      InRange("max_visibility_timeout", absl::GetFlag(FLAGS_max_visibility_timeout),
-              absl::Milliseconds(1), absl::Hours(24 * 365), &error) &&
-      InRange("max_poll_events", absl::GetFlag(FLAGS_max_poll_events), 1, 1'000'000, &error) &&
-      InRange("max_waiting_polls", absl::GetFlag(FLAGS_max_waiting_polls), 1, 1'000'000, &error) &&
-      InRange("max_consume_streams", absl::GetFlag(FLAGS_max_consume_streams), 1, 1'000'000,
-              &error);
+      InRange(FLAGS_max_consumer_groups, 1, 1'000'000, &error) &&
+      InRange(FLAGS_max_consumers_per_group, 1, 1'000'000, &error) &&
+      InRange(FLAGS_max_group_pending, 1, INT32_MAX, &error) &&
+      InRange(FLAGS_max_group_dead_letters, 0, INT32_MAX, &error) &&
+      InRange(FLAGS_max_group_bytes, 1, INT64_MAX, &error) &&
+      InRange(FLAGS_max_unacked_per_consumer, 1, INT32_MAX, &error) &&
+      InRange(FLAGS_max_deliveries, 1, INT32_MAX, &error) &&
+      InRange(FLAGS_max_visibility_timeout, absl::Milliseconds(1), absl::Hours(24 * 365), &error) &&
+      InRange(FLAGS_max_poll_events, 1, 1'000'000, &error) &&
+      InRange(FLAGS_max_waiting_polls, 1, 1'000'000, &error) &&
+      InRange(FLAGS_max_consume_streams, 1, 1'000'000, &error);
   if (!ok) return absl::InvalidArgumentError(error);
   lapse::Limits* limits = &options->store.limits;
   limits->max_consumer_groups = static_cast<size_t>(absl::GetFlag(FLAGS_max_consumer_groups));
@@ -392,14 +387,11 @@ absl::Status RedisFromFlags(lapse::ServerOptions* options) {
   }
   std::string error;
   const bool ok =
-      InRange("redis_partitions", absl::GetFlag(FLAGS_redis_partitions), 1, 16384, &error) &&
-      InRange("redis_wait_replicas", absl::GetFlag(FLAGS_redis_wait_replicas), 0, 100, &error) &&
-      InRange("redis_wait_timeout", absl::GetFlag(FLAGS_redis_wait_timeout), absl::Milliseconds(1),
-              absl::Minutes(1), &error) &&
-      InRange("redis_heartbeat_interval", absl::GetFlag(FLAGS_redis_heartbeat_interval),
-              absl::Milliseconds(10), absl::Minutes(10), &error) &&
-      InRange("redis_event_retention", absl::GetFlag(FLAGS_redis_event_retention), 1, 1'000'000'000,
-              &error);
+      InRange(FLAGS_redis_partitions, 1, 16384, &error) &&
+      InRange(FLAGS_redis_wait_replicas, 0, 100, &error) &&
+      InRange(FLAGS_redis_wait_timeout, absl::Milliseconds(1), absl::Minutes(1), &error) &&
+      InRange(FLAGS_redis_heartbeat_interval, absl::Milliseconds(10), absl::Minutes(10), &error) &&
+      InRange(FLAGS_redis_event_retention, 1, 1'000'000'000, &error);
   if (!ok) return absl::InvalidArgumentError(error);
   lapse::redis::RedisClusterStoreOptions redis;
   constexpr size_t kMaxNodes = 1000;
@@ -440,39 +432,29 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   const int64_t max_page = absl::GetFlag(FLAGS_max_page_size);
   std::string error;
   const bool ok =
-      InRange("shards", absl::GetFlag(FLAGS_shards), 1, 65536, &error) &&
-      InRange("event_retention_events", absl::GetFlag(FLAGS_event_retention_events), 1, kMax,
-              &error) &&
-      InRange("event_retention_bytes", absl::GetFlag(FLAGS_event_retention_bytes), 1, kMax,
-              &error) &&
-      InRange("max_collection_name_bytes", absl::GetFlag(FLAGS_max_collection_name_bytes), 1,
-              1 << 20, &error) &&
-      InRange("max_key_bytes", absl::GetFlag(FLAGS_max_key_bytes), 1, 1 << 20, &error) &&
-      InRange("max_value_bytes", absl::GetFlag(FLAGS_max_value_bytes), 0, INT32_MAX, &error) &&
-      InRange("max_members_per_request", absl::GetFlag(FLAGS_max_members_per_request), 1, 1'000'000,
-              &error) &&
-      InRange("max_page_size", max_page, 1, INT32_MAX, &error) &&
-      InRange("default_page_size", absl::GetFlag(FLAGS_default_page_size), 1, max_page, &error) &&
+      InRange(FLAGS_shards, 1, 65536, &error) &&
+      InRange(FLAGS_event_retention_events, 1, kMax, &error) &&
+      InRange(FLAGS_event_retention_bytes, 1, kMax, &error) &&
+      InRange(FLAGS_max_collection_name_bytes, 1, 1 << 20, &error) &&
+      InRange(FLAGS_max_key_bytes, 1, 1 << 20, &error) &&
+      InRange(FLAGS_max_value_bytes, 0, INT32_MAX, &error) &&
+      InRange(FLAGS_max_members_per_request, 1, 1'000'000, &error) &&
+      InRange(FLAGS_max_page_size, 1, INT32_MAX, &error) &&
+      InRange(FLAGS_default_page_size, 1, max_page, &error) &&
       // Deadlines stay far inside what a millisecond count and a
       // google.protobuf.Timestamp (up to year 9999) can hold.
-      InRange("max_ttl", absl::GetFlag(FLAGS_max_ttl), absl::Milliseconds(1), kMaxTtl, &error) &&
-      InRange("max_total_members", absl::GetFlag(FLAGS_max_total_members), 1, kMax, &error) &&
-      InRange("max_watch_collections", absl::GetFlag(FLAGS_max_watch_collections), 1, 1'000'000,
-              &error) &&
-      InRange("heartbeat_interval", absl::GetFlag(FLAGS_heartbeat_interval), absl::Milliseconds(10),
-              absl::Hours(1), &error) &&
-      InRange("watch_batch_max_events", absl::GetFlag(FLAGS_watch_batch_max_events), 1, 1'000'000,
-              &error) &&
-      InRange("watch_batch_max_bytes", absl::GetFlag(FLAGS_watch_batch_max_bytes), 1, INT32_MAX,
-              &error) &&
-      InRange("max_message_bytes", max_message, 4096, INT32_MAX, &error) &&
-      InRange("reserved_fds", absl::GetFlag(FLAGS_reserved_fds), 16, 1 << 20, &error) &&
-      InRange("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace), absl::ZeroDuration(),
-              absl::Hours(1), &error) &&
-      InRange("snapshot_after_bytes", absl::GetFlag(FLAGS_snapshot_after_bytes), 0, kMax, &error) &&
-      InRange("wal_segment_bytes", absl::GetFlag(FLAGS_wal_segment_bytes), 4096, kMax, &error) &&
-      InRange("wal_group_wait", absl::GetFlag(FLAGS_wal_group_wait), absl::ZeroDuration(),
-              absl::Milliseconds(10), &error);
+      InRange(FLAGS_max_ttl, absl::Milliseconds(1), kMaxTtl, &error) &&
+      InRange(FLAGS_max_total_members, 1, kMax, &error) &&
+      InRange(FLAGS_max_watch_collections, 1, 1'000'000, &error) &&
+      InRange(FLAGS_heartbeat_interval, absl::Milliseconds(10), absl::Hours(1), &error) &&
+      InRange(FLAGS_watch_batch_max_events, 1, 1'000'000, &error) &&
+      InRange(FLAGS_watch_batch_max_bytes, 1, INT32_MAX, &error) &&
+      InRange(FLAGS_max_message_bytes, 4096, INT32_MAX, &error) &&
+      InRange(FLAGS_reserved_fds, 16, 1 << 20, &error) &&
+      InRange(FLAGS_shutdown_grace, absl::ZeroDuration(), absl::Hours(1), &error) &&
+      InRange(FLAGS_snapshot_after_bytes, 0, kMax, &error) &&
+      InRange(FLAGS_wal_segment_bytes, 4096, kMax, &error) &&
+      InRange(FLAGS_wal_group_wait, absl::ZeroDuration(), absl::Milliseconds(10), &error);
   if (!ok) return absl::InvalidArgumentError(error);
   absl::StatusOr<lapse::ListenAddress> listen =
       lapse::ParseListenAddress(absl::GetFlag(FLAGS_listen));

@@ -6,6 +6,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 
 namespace lapse::testing {
 namespace {
@@ -56,6 +58,11 @@ LapsedProcess::LapsedProcess(const std::string& path, std::vector<std::string> f
 }
 
 std::string LapsedProcess::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+std::unique_ptr<v1::LapseService::Stub> LapsedProcess::NewStub() const {
+  return v1::LapseService::NewStub(
+      grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
+}
 
 int LapsedProcess::metrics_port() const { return PortIn(start_line_, "metrics port"); }
 

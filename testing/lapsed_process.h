@@ -6,6 +6,7 @@
 //   LapsedProcess lapsed(LAPSED_PATH, {"--data-dir=" + dir.path()});
 //   ASSERT_GT(lapsed.port(), 0);
 //   Client client(lapsed.address());
+//   std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
 //   ...
 //   EXPECT_EQ(lapsed.Stop(), 0);  // SIGTERM, then its exit status
 //
@@ -13,10 +14,12 @@
 #ifndef LAPSE_TESTING_LAPSED_PROCESS_H_
 #define LAPSE_TESTING_LAPSED_PROCESS_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "lapse/v1/lapse.grpc.pb.h"
 #include "testing/child_process.h"
 
 namespace lapse::testing {
@@ -37,6 +40,8 @@ class LapsedProcess final {
   int port() const { return port_; }
   // "127.0.0.1:<port>".
   std::string address() const;
+  // A LapseService stub on a new plaintext channel to address().
+  std::unique_ptr<v1::LapseService::Stub> NewStub() const;
   // The port the start line names as "(metrics port N)" (--metrics_listen);
   // 0 if none.
   int metrics_port() const;

@@ -241,23 +241,6 @@ grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& coll
   return Call(stub, &v1::LapseService::Stub::PutMembers, request, &response);
 }
 
-std::vector<std::string> PutLargeValues(v1::LapseService::Stub& stub, const std::string& collection,
-                                        int count, size_t value_bytes) {
-  v1::PutMembersRequest request;
-  request.set_collection(collection);
-  std::vector<std::string> keys;
-  for (int i = 0; i < count; ++i) {
-    keys.push_back(absl::StrCat("k", i));
-    v1::MemberWrite* write = request.add_members();
-    write->set_key(keys.back());
-    write->set_value(std::string(value_bytes, 'x'));
-  }
-  v1::PutMembersResponse response;
-  const grpc::Status status = Call(stub, &v1::LapseService::Stub::PutMembers, request, &response);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  return keys;
-}
-
 void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
                const std::vector<std::string>& keys, absl::Time now) {
   auto request = KeysRequest<v1::ExpireMembersRequest>(collection, keys);
@@ -268,6 +251,24 @@ void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
   ASSERT_TRUE(status.ok()) << status.error_message();
   for (const v1::ExpireMemberResult& result : response.results()) {
     EXPECT_EQ(result.outcome(), v1::EXPIRE_OUTCOME_EXPIRED) << result.key();
+  }
+}
+
+void ExpireLargeValues(v1::LapseService::Stub& stub, absl::Time now) {
+  for (int c = 0; c < 4; ++c) {
+    v1::PutMembersRequest request;
+    request.set_collection(absl::StrCat("big", c));
+    std::vector<std::string> keys;
+    for (int i = 0; i < 16; ++i) {
+      keys.push_back(absl::StrCat("k", i));
+      v1::MemberWrite* write = request.add_members();
+      write->set_key(keys.back());
+      write->set_value(std::string(256 << 10, 'x'));
+    }
+    v1::PutMembersResponse response;
+    const grpc::Status status = Call(stub, &v1::LapseService::Stub::PutMembers, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ExpireNow(stub, request.collection(), keys, now);
   }
 }
 

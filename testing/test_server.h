@@ -25,6 +25,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/sync_stream.h"
+#include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/clock.h"
 #include "server/base/mutex.h"
@@ -99,6 +100,19 @@ grpc::Status Call(v1::LapseService::Stub& stub,
   return (stub.*rpc)(&context, request, response);
 }
 
+// Call that expects OK and returns the response:
+//   const v1::GetMembersResponse got = CallOk(stub, &v1::LapseService::Stub::GetMembers, request);
+template <typename Request, typename Response>
+Response CallOk(v1::LapseService::Stub& stub,
+                grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                            Response*),
+                const Request& request) {
+  Response response;
+  const grpc::Status status = Call(stub, rpc, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
+}
+
 // A request naming `keys` in `collection`, as Get, Remove, Expire and Persist
 // requests do.
 template <typename Request>
@@ -123,10 +137,10 @@ grpc::Status PutPersistent(v1::LapseService::Stub& stub, const std::string& coll
 void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
                const std::vector<std::string>& keys, absl::Time now);
 
-// Puts `count` members without expiration into `collection`, keys "k0",
-// "k1", ..., each with a value of `value_bytes` bytes; returns the keys.
-std::vector<std::string> PutLargeValues(v1::LapseService::Stub& stub, const std::string& collection,
-                                        int count, size_t value_bytes);
+// Puts 16 members with values of 256 KiB into each of "big0" to "big3" and
+// expires them (ExpireNow): 64 events with 16 MiB of values, far more than
+// the sockets of a loopback connection hold.
+void ExpireLargeValues(v1::LapseService::Stub& stub, absl::Time now);
 
 // Creates consumer group `name` over every event with `visibility` and room
 // for 1000 unacknowledged events per consumer; expects OK.

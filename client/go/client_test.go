@@ -252,25 +252,43 @@ func TestAWatchResumesAfterADurableKillWithNoGapAndNoDuplicate(t *testing.T) {
 	resumesAfterRestart(t, (*lapsetest.Lapsed).Kill)
 }
 
+// watching is a lapsed, a quick client of it and a watch from the oldest
+// event that has read two events: "orders" a and b.
+type watching struct {
+	lapsed *lapsetest.Lapsed
+	client *lapse.Client
+	watch  *lapse.Watch
+	events []lapse.ExpiryEvent
+}
+
+// watchTwoEvents starts a lapsed with flags, opens the watch and expires a
+// and b.
+func watchTwoEvents(t *testing.T, flags []string) watching {
+	t.Helper()
+	w := watching{lapsed: lapsetest.Start(t, flags, 0)}
+	w.client = dial(t, w.lapsed.Address, quick)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var err error
+	w.watch, err = w.client.Watch(ctx, lapse.WatchOptions{Start: lapse.StartOldest})
+	must(t, err)
+	expireNow(t, w.client, "orders", "a", "b")
+	w.events, err = lapsetest.Take(w.watch, 2)
+	must(t, err)
+	return w
+}
+
 func resumesAfterRestart(t *testing.T, end func(*lapsetest.Lapsed)) {
 	flags := []string{"--data-dir=" + t.TempDir()}
-	lapsed := lapsetest.Start(t, flags, 0)
-	client := dial(t, lapsed.Address, quick)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	watch, err := client.Watch(ctx, lapse.WatchOptions{Start: lapse.StartOldest})
-	must(t, err)
-	expireNow(t, client, "orders", "a", "b")
-	before, err := lapsetest.Take(watch, 2)
-	must(t, err)
-	end(lapsed)
-	lapsed = lapsetest.Start(t, flags, lapsed.Port)
+	w := watchTwoEvents(t, flags)
+	end(w.lapsed)
+	lapsed := lapsetest.Start(t, flags, w.lapsed.Port)
 	// A new client: the old channel is still backing off.
 	expireNow(t, dial(t, lapsed.Address, lapse.Options{}), "orders", "c", "d")
-	after, err := lapsetest.Take(watch, 2)
+	after, err := lapsetest.Take(w.watch, 2)
 	must(t, err)
 	var keys []string
-	events := append(before, after...)
+	events := append(w.events, after...)
 	for i, e := range events {
 		keys = append(keys, e.Key)
 		if i > 0 && e.Sequence <= events[i-1].Sequence {
@@ -308,31 +326,25 @@ func TestAResumePointNoLongerRetainedEndsTheWatchWithOutOfRange(t *testing.T) {
 }
 
 func TestAWatchResumesByTokenAndARestartedMemoryOnlyServerEndsItWithOutOfRange(t *testing.T) {
-	lapsed := lapsetest.Start(t, nil, 0)
-	client := dial(t, lapsed.Address, quick)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	watch, err := client.Watch(ctx, lapse.WatchOptions{Start: lapse.StartOldest})
-	must(t, err)
-	expireNow(t, client, "orders", "a", "b")
-	_, err = lapsetest.Take(watch, 2)
-	must(t, err)
-	lapsed.Kill()
-	lapsed = lapsetest.Start(t, nil, lapsed.Port)
+	w := watchTwoEvents(t, nil)
+	w.lapsed.Kill()
+	lapsed := lapsetest.Start(t, nil, w.lapsed.Port)
 	// The new store has events of its own: a bare sequence would not always
 	// tell them from the old store's, the token does.
 	expireNow(t, dial(t, lapsed.Address, lapse.Options{}), "orders", "c")
-	events, err := lapsetest.Take(watch, 1)
+	events, err := lapsetest.Take(w.watch, 1)
 	if len(events) != 0 || codeOf(err) != codes.OutOfRange || !strings.Contains(err.Error(), "resume_token: belongs to store") {
 		t.Fatalf("events %+v, error %v; want OUT_OF_RANGE naming the stores", events, err)
 	}
 	// The position to keep, as the server gave it: a later watch from it is
 	// refused the same way.
-	token := watch.ResumeToken()
+	token := w.watch.ResumeToken()
 	if len(token) == 0 {
 		t.Fatal("no resume token")
 	}
-	late, err := client.Watch(ctx, lapse.WatchOptions{Start: lapse.StartAfterToken, ResumeToken: token})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	late, err := w.client.Watch(ctx, lapse.WatchOptions{Start: lapse.StartAfterToken, ResumeToken: token})
 	must(t, err)
 	if _, err := lapsetest.Take(late, 1); codeOf(err) != codes.OutOfRange {
 		t.Errorf("a later watch from the token: %v", err)

@@ -56,6 +56,19 @@ func groupReaches(t *testing.T, client *lapse.Client, group string, done func(la
 	}
 }
 
+// groupWithLostEvents starts a lapsed that keeps two events, with group "g"
+// starting at the oldest, then expires "orders" a, b, c and d: the group lost
+// a and b before it read them.
+func groupWithLostEvents(t *testing.T) *lapse.Client {
+	t.Helper()
+	lapsed := lapsetest.Start(t, []string{"--event_retention_events=2"}, 0)
+	client := dial(t, lapsed.Address, lapse.Options{})
+	_, err := client.CreateGroup(context.Background(), "g", lapse.GroupOptions{Start: lapse.StartOldest})
+	must(t, err)
+	expireNow(t, client, "orders", "a", "b", "c", "d")
+	return client
+}
+
 // handled collects the deliveries a handler was given.
 type handled chan lapse.Delivery
 
@@ -238,11 +251,7 @@ func TestAWorkerPollsOnAcrossADurableRestartUnderItsName(t *testing.T) {
 }
 
 func TestEventsAGroupLostToRetentionEndTheWorkerWithOutOfRange(t *testing.T) {
-	lapsed := lapsetest.Start(t, []string{"--event_retention_events=2"}, 0)
-	client, ctx := dial(t, lapsed.Address, lapse.Options{}), context.Background()
-	_, err := client.CreateGroup(ctx, "g", lapse.GroupOptions{Start: lapse.StartOldest})
-	must(t, err)
-	expireNow(t, client, "orders", "a", "b", "c", "d")
+	client, ctx := groupWithLostEvents(t), context.Background()
 	deliveries := make(handled, 10)
 	_, wait := working(t, client, lapse.WorkerOptions{Group: "g", Consumer: "w1", MaxEvents: 10}, deliveries.handler)
 	if err := wait(); codeOf(err) != codes.OutOfRange || !strings.Contains(err.Error(), "discarded") {
@@ -260,11 +269,7 @@ func TestEventsAGroupLostToRetentionEndTheWorkerWithOutOfRange(t *testing.T) {
 }
 
 func TestAWorkerWithOnLostIsToldAndGoesOn(t *testing.T) {
-	lapsed := lapsetest.Start(t, []string{"--event_retention_events=2"}, 0)
-	client, ctx := dial(t, lapsed.Address, lapse.Options{}), context.Background()
-	_, err := client.CreateGroup(ctx, "g", lapse.GroupOptions{Start: lapse.StartOldest})
-	must(t, err)
-	expireNow(t, client, "orders", "a", "b", "c", "d")
+	client := groupWithLostEvents(t)
 	deliveries, lost := make(handled, 10), make(chan lapse.LostRange, 1)
 	stop, _ := working(t, client, lapse.WorkerOptions{Group: "g", Consumer: "w1", MaxEvents: 10,
 		OnLost: func(r lapse.LostRange) { lost <- r }}, deliveries.handler)

@@ -1,7 +1,5 @@
 #include "server/auth/auth_file.h"
 
-#include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "absl/strings/escaping.h"
@@ -10,33 +8,14 @@
 #include "gtest/gtest.h"
 #include "server/base/log.h"
 #include "testing/auth_grants.h"
+#include "testing/captured_log.h"
 #include "testing/temp_dir.h"
 
 namespace lapse {
 namespace {
 
+using ::lapse::testing::CapturedLog;
 using ::testing::HasSubstr;
-
-// Captures lapse's log lines while it lives.
-class CapturedLog {
- public:
-  CapturedLog() : file_(std::tmpfile()) { SetLogSinkForTesting(file_); }
-  ~CapturedLog() {
-    SetLogSinkForTesting(nullptr);
-    std::fclose(file_);
-  }
-  std::string Text() {
-    std::fflush(file_);
-    std::rewind(file_);
-    std::string text;
-    char buffer[4096];
-    while (size_t n = std::fread(buffer, 1, sizeof(buffer), file_)) text.append(buffer, n);
-    return text;
-  }
-
- private:
-  std::FILE* file_;
-};
 
 TEST(AuthFileTest, OpenRefusesABadFileNamingItAndTheLine) {
   testing::TempDir dir;

@@ -1,8 +1,5 @@
 #include "server/base/log.h"
 
-#include <stdio.h>
-
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,34 +8,26 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/captured_log.h"
 
 namespace lapse {
 namespace {
 
 using ::testing::ElementsAre;
 
-// Captures what is logged in memory; puts the process-wide level and sink
+// Captures what is logged in memory; puts the process-wide level and format
 // back afterwards.
 class LogTest : public ::testing::Test {
  protected:
-  LogTest() : sink_(open_memstream(&buffer_, &size_)) { SetLogSinkForTesting(sink_); }
   ~LogTest() override {
-    SetLogSinkForTesting(nullptr);
     SetMinLogLevel(LogLevel::kInfo);
     SetLogFormat(LogFormat::kText);
-    std::fclose(sink_);
-    std::free(buffer_);
   }
 
-  std::string Written() {
-    std::fflush(sink_);
-    return std::string(buffer_, size_);
-  }
+  std::string Written() { return log_.Text(); }
 
  private:
-  char* buffer_ = nullptr;
-  size_t size_ = 0;
-  std::FILE* const sink_;
+  testing::CapturedLog log_;
 };
 
 TEST_F(LogTest, WritesOneLineNamingTheLevel) {

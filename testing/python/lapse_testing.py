@@ -8,11 +8,13 @@ process (like testing/lapsed_process.h) and a patient read of a watch.
 
     certs = make_certs(tmp_path)        # testing/test_certs.sh: ca.crt, server.*, client.*
     write_auth_file(tmp_path / "auth", {"s3cret": "read,write orders:"})
+    expire_now(client, "orders", ["a", "b"])   # two events, a then b
 
 The lapsed binary is the one CMake passes in the LAPSED environment variable,
 the certificate script the one in LAPSE_TEST_CERTS.
 """
 
+import datetime
 import hashlib
 import os
 import pathlib
@@ -26,6 +28,9 @@ from typing import Callable, List, Mapping, Sequence, Union
 # How long a test waits for something that should happen promptly before it
 # calls it a failure (as testing::kPatience).
 PATIENCE = 30.0
+
+# A deadline long gone: an expire with it expires the members at once.
+PAST = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 class LapsedProcess:
@@ -90,6 +95,13 @@ def wait_until(condition: Callable[[], bool]) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"the condition did not hold within {PATIENCE} s")
         time.sleep(0.01)
+
+
+def expire_now(client, collection: str, keys: Sequence[str]) -> None:
+    """Puts `keys` and expires them at once: one event each, in key order."""
+    client.put(collection, {key: key.encode() for key in keys})
+    for key in keys:
+        client.expire(collection, [key], deadline=PAST)
 
 
 def take(watch, count: int) -> List:

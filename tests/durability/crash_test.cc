@@ -17,8 +17,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/mutex.h"
@@ -77,11 +75,6 @@ class Ledger {
   std::set<std::pair<std::string, std::string>> uncertain_ ABSL_GUARDED_BY(mu_);
   int acks_ ABSL_GUARDED_BY(mu_) = 0;
 };
-
-std::unique_ptr<v1::LapseService::Stub> Connect(int port) {
-  return v1::LapseService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-}
 
 void SetDeadline(grpc::ClientContext* context) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
@@ -172,7 +165,7 @@ void CrashRounds(const std::string& fsync, int rounds) {
     LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_TRUE(lapsed.spawned());
     ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    std::unique_ptr<v1::LapseService::Stub> stub = Connect(lapsed.port());
+    std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
     Verify(*stub, ledger);
     if (::testing::Test::HasFailure()) return;
 
@@ -191,7 +184,7 @@ void CrashRounds(const std::string& fsync, int rounds) {
   }
   LapsedProcess last(LAPSED_PATH, flags);
   ASSERT_GT(last.port(), 0) << last.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = Connect(last.port());
+  std::unique_ptr<v1::LapseService::Stub> stub = last.NewStub();
   EXPECT_GT(Verify(*stub, ledger), rounds * 200);
 }
 

@@ -38,11 +38,8 @@ ServerOptions OnFaultyDisk(const TempDir& dir, DiskFault* disk) {
 }
 
 v1::GetMembersResponse Get(v1::LapseService::Stub& stub, const std::vector<std::string>& keys) {
-  v1::GetMembersResponse response;
-  const grpc::Status status = Call(stub, &v1::LapseService::Stub::GetMembers,
-                                   KeysRequest<v1::GetMembersRequest>("orders", keys), &response);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  return response;
+  return CallOk(stub, &v1::LapseService::Stub::GetMembers,
+                KeysRequest<v1::GetMembersRequest>("orders", keys));
 }
 
 std::vector<bool> Found(const v1::GetMembersResponse& response) {

@@ -12,33 +12,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "testing/lapsed_process.h"
 #include "testing/temp_dir.h"
+#include "testing/test_server.h"
 #include "testing/test_util.h"
 
 namespace lapse::testing {
 namespace {
 
 constexpr int kEvents = 200;
-
-std::unique_ptr<v1::LapseService::Stub> Connect(int port) {
-  return v1::LapseService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-}
-
-template <typename Request, typename Response>
-grpc::Status Call(v1::LapseService::Stub& stub,
-                  grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
-                                                              Response*),
-                  const Request& request, Response* response) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-  return (stub.*rpc)(&context, request, response);
-}
 
 template <typename Request>
 Request LeaseRequest(const std::string& consumer, const std::vector<v1::Delivery>& deliveries) {
@@ -51,6 +35,11 @@ Request LeaseRequest(const std::string& consumer, const std::vector<v1::Delivery
     lease->set_delivery_count(d.delivery_count());
   }
   return request;
+}
+
+// Acknowledges `deliveries` as consumer "c1"; the per-lease results.
+v1::AckResponse AckAsC1(v1::LapseService::Stub& stub, const std::vector<v1::Delivery>& deliveries) {
+  return CallOk(stub, &v1::LapseService::Stub::Ack, LeaseRequest<v1::AckRequest>("c1", deliveries));
 }
 
 std::set<uint64_t> SequencesOf(const std::vector<v1::Delivery>& deliveries) {
@@ -66,13 +55,8 @@ TEST(GroupCrashTest, AfterASigkillNothingAckedComesBackAndNothingUnackedIsLost) 
   {
     LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    std::unique_ptr<v1::LapseService::Stub> stub = Connect(lapsed.port());
-    v1::CreateConsumerGroupRequest create;
-    create.set_name("g");
-    create.mutable_visibility_timeout()->set_seconds(3600);
-    create.set_max_unacked_per_consumer(1000);
-    v1::CreateConsumerGroupResponse created;
-    ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::CreateConsumerGroup, create, &created).ok());
+    std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
+    CreateGroup(*stub, "g", absl::Hours(1));
 
     // The events, seen by a watcher once they are durable.
     grpc::ClientContext watch_context;
@@ -105,10 +89,8 @@ TEST(GroupCrashTest, AfterASigkillNothingAckedComesBackAndNothingUnackedIsLost) 
     acked.assign(polled.deliveries().begin(), polled.deliveries().begin() + 100);
     released.assign(polled.deliveries().begin() + 100, polled.deliveries().begin() + 150);
     held.assign(polled.deliveries().begin() + 150, polled.deliveries().end());
-    v1::AckResponse ack_response;
-    ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::Ack, LeaseRequest<v1::AckRequest>("c1", acked),
-                     &ack_response)
-                    .ok());
+    const v1::AckResponse ack_response = AckAsC1(*stub, acked);
+    ASSERT_EQ(ack_response.results_size(), 100);
     for (const v1::LeaseResult& r : ack_response.results()) ASSERT_EQ(r.code(), 0) << r.message();
     v1::NackResponse nack_response;
     ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::Nack,
@@ -120,7 +102,7 @@ TEST(GroupCrashTest, AfterASigkillNothingAckedComesBackAndNothingUnackedIsLost) 
 
   LapsedProcess restarted(LAPSED_PATH, flags);
   ASSERT_GT(restarted.port(), 0) << restarted.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = Connect(restarted.port());
+  std::unique_ptr<v1::LapseService::Stub> stub = restarted.NewStub();
   v1::GetConsumerGroupRequest get;
   get.set_name("g");
   get.set_max_leases(1000);
@@ -142,15 +124,11 @@ TEST(GroupCrashTest, AfterASigkillNothingAckedComesBackAndNothingUnackedIsLost) 
   for (const v1::Delivery& d : redelivered) EXPECT_EQ(d.delivery_count(), 2u);
 
   // c1 still holds its leases; what it acked before is not pending.
-  v1::AckResponse held_acks;
-  ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::Ack, LeaseRequest<v1::AckRequest>("c1", held),
-                   &held_acks)
-                  .ok());
+  const v1::AckResponse held_acks = AckAsC1(*stub, held);
+  ASSERT_EQ(held_acks.results_size(), 50);
   for (const v1::LeaseResult& r : held_acks.results()) EXPECT_EQ(r.code(), 0) << r.message();
-  v1::AckResponse repeated;
-  ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::Ack, LeaseRequest<v1::AckRequest>("c1", acked),
-                   &repeated)
-                  .ok());
+  const v1::AckResponse repeated = AckAsC1(*stub, acked);
+  ASSERT_EQ(repeated.results_size(), 100);
   for (const v1::LeaseResult& r : repeated.results()) {
     EXPECT_EQ(r.code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
     EXPECT_THAT(r.message(), ::testing::HasSubstr("acknowledged already"));

@@ -49,8 +49,7 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_THAT(line, HasSubstr("; shards 2;"));
   EXPECT_THAT(line, HasSubstr(lapsed.address()));
 
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
-      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   v1::PutMembersRequest request;
   request.set_collection("smoke");
   v1::MemberWrite* write = request.add_members();
@@ -219,17 +218,12 @@ TEST(LapsedTest, SigtermKeepsToTheShutdownGraceWhenAWatcherStopsReading) {
   LapsedProcess lapsed(LAPSED_PATH,
                        {"--shutdown_grace=1s", "--watch_stall_timeout=1s", "--log_level=warning"});
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
-      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   v1::WatchExpirationsRequest request = AllEvents();
   request.set_include_values(true);
   RawHttp2Watch stalled(lapsed.port(), request, /*window=*/1u << 30);
   ASSERT_TRUE(stalled.WaitForHeaders());
-  // 16 MiB of values: far more than the sockets of a loopback connection hold.
-  for (int i = 0; i < 4; ++i) {
-    const std::string collection = absl::StrCat("big", i);
-    ExpireNow(*stub, collection, PutLargeValues(*stub, collection, 16, 256 << 10), absl::Now());
-  }
+  ExpireLargeValues(*stub, absl::Now());
   EXPECT_THAT(lapsed.WaitForLine(ChildProcess::kStderr, "watch stream from"),
               HasSubstr("client stopped reading"));
 
@@ -300,10 +294,21 @@ TEST(LapsedTest, RefusesFlagsUnderWhichAnAnswerCouldNotFitInAMessage) {
 }
 
 // Puts one member through a fresh connection; the RPC's status.
-grpc::Status PutOne(int port, const std::string& key) {
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-  return PutPersistent(*stub, "durable", key);
+grpc::Status PutOne(const LapsedProcess& lapsed, const std::string& key) {
+  return PutPersistent(*lapsed.NewStub(), "durable", key);
+}
+
+// The flags of a lapsed that keeps its state in `dir`, with a short grace.
+std::vector<std::string> DurableFlags(const std::string& dir) {
+  return {"--shutdown_grace=500ms", absl::StrCat("--data-dir=", dir)};
+}
+
+// Starts lapsed with `flags`, puts `keys` (PutOne) and stops it.
+void PutEachAndStop(const std::vector<std::string>& flags, const std::vector<std::string>& keys) {
+  LapsedProcess lapsed(LAPSED_PATH, flags);
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  for (const std::string& key : keys) ASSERT_TRUE(PutOne(lapsed, key).ok());
+  ASSERT_EQ(lapsed.Stop(), 0);
 }
 
 TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
@@ -317,7 +322,7 @@ TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
       LAPSED_PATH, {"--shutdown_grace=500ms", absl::StrCat("--data-dir=", dir), "--fsync=always"});
   ASSERT_GT(first.port(), 0) << first.Wait().err;
   EXPECT_THAT(first.start_line(), HasSubstr(absl::StrCat("durable in ", dir, " (fsync always)")));
-  ASSERT_TRUE(PutOne(first.port(), "k").ok());
+  ASSERT_TRUE(PutOne(first, "k").ok());
 
   // Neither deleting a lock file nor another path to the directory gets round
   // the lock.
@@ -333,14 +338,9 @@ TEST(LapsedTest, DurableServerNamesItsDirectoryAndLocksIt) {
   EXPECT_EQ(first.Wait().exit_code, 0);
 }
 
-std::unique_ptr<v1::LapseService::Stub> StubOf(const LapsedProcess& lapsed) {
-  return v1::LapseService::NewStub(
-      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
-}
-
 // Expires `keys` of collection "c" through `lapsed`.
 void PutAndExpire(const LapsedProcess& lapsed, const std::vector<std::string>& keys) {
-  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   PutTtl(*stub, "c", keys, absl::Hours(1));
   ExpireNow(*stub, "c", keys, absl::Now());
 }
@@ -353,7 +353,7 @@ TEST(LapsedTest, AFreshDurableServerDeliversEveryEventAfterSequenceZero) {
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
   ASSERT_NO_FATAL_FAILURE(PutAndExpire(lapsed, {"a", "b"}));
 
-  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   Watcher watcher(*stub, After(0));
   ASSERT_TRUE(watcher.WaitForEvents(2)) << watcher.WaitForEnd().error_message();
   std::vector<std::string> keys;
@@ -363,14 +363,13 @@ TEST(LapsedTest, AFreshDurableServerDeliversEveryEventAfterSequenceZero) {
 
 TEST(LapsedTest, AResumeTokenOutlivesARestartButNotAMoveToAnotherDataDirectory) {
   TempDir temp, other;
-  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
-                                          absl::StrCat("--data-dir=", temp.path())};
+  const std::vector<std::string> flags = DurableFlags(temp.path());
   std::string token, store_id;
   {
     LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
     ASSERT_NO_FATAL_FAILURE(PutAndExpire(lapsed, {"k1"}));
-    std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+    std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
     v1::WatchExpirationsRequest oldest;
     oldest.set_start_position(v1::START_POSITION_OLDEST);
     Watcher watcher(*stub, oldest);
@@ -385,7 +384,7 @@ TEST(LapsedTest, AResumeTokenOutlivesARestartButNotAMoveToAnotherDataDirectory) 
     LapsedProcess restarted(LAPSED_PATH, flags);
     ASSERT_GT(restarted.port(), 0) << restarted.Wait().err;
     ASSERT_NO_FATAL_FAILURE(PutAndExpire(restarted, {"k2"}));
-    std::unique_ptr<v1::LapseService::Stub> stub = StubOf(restarted);
+    std::unique_ptr<v1::LapseService::Stub> stub = restarted.NewStub();
     Watcher resumed(*stub, AfterToken(token));
     ASSERT_TRUE(resumed.WaitForEvents(1)) << resumed.WaitForEnd().error_message();
     ASSERT_EQ(resumed.events().size(), 1u);
@@ -397,7 +396,7 @@ TEST(LapsedTest, AResumeTokenOutlivesARestartButNotAMoveToAnotherDataDirectory) 
   }
   LapsedProcess moved(LAPSED_PATH, {absl::StrCat("--data-dir=", other.path())});
   ASSERT_GT(moved.port(), 0) << moved.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(moved);
+  std::unique_ptr<v1::LapseService::Stub> stub = moved.NewStub();
   Watcher refused(*stub, AfterToken(token));
   const grpc::Status status = refused.WaitForEnd();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
@@ -426,15 +425,9 @@ TEST(LapsedTest, ADamagedSnapshotIsReportedAndPassedOverLosingNoWrite) {
   TempDir temp;
   const std::string& dir = temp.path();
   ASSERT_FALSE(dir.empty());
-  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
-                                          absl::StrCat("--data-dir=", dir)};
+  const std::vector<std::string> flags = DurableFlags(dir);
   const std::vector<std::string> keys = {"k0", "k1", "k2"};
-  {
-    LapsedProcess lapsed(LAPSED_PATH, flags);
-    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    for (const std::string& key : keys) ASSERT_TRUE(PutOne(lapsed.port(), key).ok());
-    ASSERT_EQ(lapsed.Stop(), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(PutEachAndStop(flags, keys));
   {
     absl::StatusOr<std::unique_ptr<EmbeddedStore>> store =
         EmbeddedStore::Open({.data_dir = dir}, nullptr);
@@ -457,8 +450,7 @@ TEST(LapsedTest, ADamagedSnapshotIsReportedAndPassedOverLosingNoWrite) {
 
   LapsedProcess lapsed(LAPSED_PATH, flags);
   ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-  std::unique_ptr<v1::LapseService::Stub> stub = v1::LapseService::NewStub(
-      grpc::CreateChannel(lapsed.address(), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
   v1::GetMembersResponse response;
   ASSERT_TRUE(Call(*stub, &v1::LapseService::Stub::GetMembers,
                    KeysRequest<v1::GetMembersRequest>("durable", keys), &response)
@@ -478,14 +470,10 @@ TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
   TempDir temp;
   const std::string& dir = temp.path();
   ASSERT_FALSE(dir.empty());
-  const std::vector<std::string> flags = {"--shutdown_grace=500ms",
-                                          absl::StrCat("--data-dir=", dir)};
-  {
-    LapsedProcess lapsed(LAPSED_PATH, flags);
-    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-    for (int i = 0; i < 20; ++i) ASSERT_TRUE(PutOne(lapsed.port(), absl::StrCat("k", i)).ok());
-    ASSERT_EQ(lapsed.Stop(), 0);
-  }
+  const std::vector<std::string> flags = DurableFlags(dir);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 20; ++i) keys.push_back(absl::StrCat("k", i));
+  ASSERT_NO_FATAL_FAILURE(PutEachAndStop(flags, keys));
   // Damage the first segment in its middle.
   absl::StatusOr<std::vector<std::string>> names = files::List(dir);
   ASSERT_TRUE(names.ok());
@@ -510,7 +498,7 @@ TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
   anyway.push_back("--wal_truncate_damaged");
   LapsedProcess started(LAPSED_PATH, anyway);
   ASSERT_GT(started.port(), 0) << started.Wait().err;
-  EXPECT_TRUE(PutOne(started.port(), "after").ok());
+  EXPECT_TRUE(PutOne(started, "after").ok());
 }
 
 }  // namespace

@@ -35,23 +35,12 @@ class MembersTest : public ::testing::Test {
     return Call(server_.stub(), &v1::LapseService::Stub::PutMembers, request, response);
   }
 
-  // Calls `rpc`, expects OK and returns the response.
-  template <typename Request, typename Response>
-  Response CallOk(grpc::Status (v1::LapseService::Stub::*rpc)(grpc::ClientContext*, const Request&,
-                                                              Response*),
-                  const Request& request) {
-    Response response;
-    const grpc::Status status = Call(server_.stub(), rpc, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
-  }
-
   v1::GetMembersResponse Get(const v1::GetMembersRequest& request) {
-    return CallOk(&v1::LapseService::Stub::GetMembers, request);
+    return CallOk(server_.stub(), &v1::LapseService::Stub::GetMembers, request);
   }
 
   v1::ListMembersResponse List(const v1::ListMembersRequest& request) {
-    return CallOk(&v1::LapseService::Stub::ListMembers, request);
+    return CallOk(server_.stub(), &v1::LapseService::Stub::ListMembers, request);
   }
 
   struct Pages {
@@ -295,7 +284,7 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
     } else {
       *request.mutable_ttl() = Millis(120'000);
     }
-    return CallOk(&v1::LapseService::Stub::ExpireMembers, request);
+    return CallOk(server_.stub(), &v1::LapseService::Stub::ExpireMembers, request);
   };
 
   v1::ExpireMembersResponse later =

@@ -12,8 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/create_channel.h"
@@ -29,6 +27,7 @@
 #include "server/service/watch_hub.h"
 #include "server/storage/redis/redis_cluster_store.h"
 #include "testing/redis_cluster.h"
+#include "testing/redis_partitions.h"
 #include "testing/test_server.h"
 
 namespace lapse {
@@ -102,24 +101,11 @@ class RedisWatchTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(cluster_.status().ok()) << cluster_.status(); }
 
-  // Runs a command on the master that holds `key`.
-  std::string OnOwner(const std::vector<std::string>& args) const {
-    for (int port : cluster_.MasterPorts()) {
-      absl::StatusOr<std::string> reply = cluster_.Command(port, args);
-      if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return *reply;
-    }
-    return "no master answered";
-  }
-
   // Sets partition p's watermark to its last sequence and hands it to
   // `replica`'s event source; returns the sequence.
   uint64_t Deliver(ServedReplica& replica, int p) {
-    const std::string tag = replica.store().TagOf(p);
-    uint64_t last = 0;
-    EXPECT_TRUE(
-        absl::SimpleAtoi(OnOwner({"GET", absl::StrCat("lapse:{", tag, "}:sequence")}), &last));
-    EXPECT_EQ(OnOwner({"SET", absl::StrCat("lapse:{", tag, "}:delivered"), absl::StrCat(last)}),
-              "OK");
+    const uint64_t last = ::lapse::testing::LastSequence(cluster_, replica.store(), p);
+    ::lapse::testing::SetDelivered(cluster_, replica.store(), p, last);
     replica.store().event_source().Advance(p, last);
     return last;
   }
@@ -138,15 +124,8 @@ TEST_F(RedisWatchTest, AWatcherResumesOnAnotherReplicaByTokenWithoutGapOrDuplica
   ASSERT_TRUE(a.store().reaper()->AwaitStats(
       [](const redis::Reaper::Stats& s) { return s.owned == kPartitions; }, kPatience));
   // One collection in each partition, three members each.
-  std::vector<std::string> collections(kPartitions);
-  for (int i = 0, found = 0; found < kPartitions; ++i) {
-    const std::string name = absl::StrCat("orders:", i);
-    std::string& slot = collections[a.store().PartitionOf(name)];
-    if (slot.empty()) {
-      slot = name;
-      ++found;
-    }
-  }
+  const std::vector<std::string> collections =
+      ::lapse::testing::CollectionPerPartition(a.store(), "orders:");
   Watcher first(a.stub(), ::lapse::testing::AllEvents());
   for (const std::string& c : collections)
     PutTtl(a.stub(), c, {"k1", "k2", "k3"}, absl::Seconds(1));

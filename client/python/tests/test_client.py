@@ -4,11 +4,11 @@ import datetime
 
 import grpc
 import pytest
+from lapse_testing import PAST
 
 import lapse
 
 MINUTE = datetime.timedelta(minutes=1)
-PAST = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def now():

@@ -9,23 +9,15 @@ import threading
 
 import grpc
 import pytest
-from lapse_testing import PATIENCE, LapsedProcess, wait_until
+from lapse_testing import PAST, PATIENCE, LapsedProcess, expire_now, wait_until
 
 import lapse
 
-PAST = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 QUICK = lapse.ClientOptions(
     retry_backoff=lapse.Backoff(initial=0.05, max=0.2),
     reconnect_backoff_initial=0.1,
     reconnect_backoff_max=0.2,
 )
-
-
-def expire_now(client, collection, keys):
-    """Puts `keys` and expires them at once: one event each, in key order."""
-    client.put(collection, {key: key.encode() for key in keys})
-    for key in keys:
-        client.expire(collection, [key], deadline=PAST)
 
 
 @contextlib.contextmanager

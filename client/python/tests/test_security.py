@@ -1,16 +1,12 @@
 """TLS, mTLS and bearer tokens against a real lapsed (--tls_*, --auth_file),
 with certificates made by testing/test_certs.sh."""
 
-import datetime
-
 import grpc
 import pytest
-from lapse_testing import LapsedProcess, make_certs, take, write_auth_file
+from lapse_testing import PAST, LapsedProcess, make_certs, take, write_auth_file
 
 import lapse
 from lapse.v1 import lapse_pb2 as pb
-
-PAST = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 @pytest.fixture

@@ -1,28 +1,18 @@
 """Watches against a real lapsed: resumes across a durable restart with no
 gap and no duplicate; OUT_OF_RANGE raised, never skipped."""
 
-import datetime
-
 import grpc
 import pytest
-from lapse_testing import LapsedProcess, take
+from lapse_testing import PAST, LapsedProcess, expire_now, take
 
 import lapse
 
-PAST = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 # Short reconnect delays so that a watch finds a restarted lapsed promptly.
 QUICK = lapse.ClientOptions(
     watch_backoff=lapse.Backoff(initial=0.05, max=0.2),
     reconnect_backoff_initial=0.1,
     reconnect_backoff_max=0.2,
 )
-
-
-def expire_now(client, collection, keys):
-    """Puts `keys` and expires them at once: one event each, in key order."""
-    client.put(collection, {key: key.encode() for key in keys})
-    for key in keys:
-        client.expire(collection, [key], deadline=PAST)
 
 
 def test_a_watch_yields_each_expiry_with_its_member(client):

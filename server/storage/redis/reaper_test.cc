@@ -21,6 +21,7 @@
 #include "server/storage/redis/script_clock.h"
 #include "testing/await.h"
 #include "testing/redis_cluster.h"
+#include "testing/redis_partitions.h"
 #include "testing/test_util.h"
 
 namespace lapse::redis {
@@ -314,14 +315,8 @@ TEST_F(ReaperTest, APartitionOfAReplicaThatStoppedIsTakenOverWithinTheBound) {
   ASSERT_EQ(kept.size() + dead->owned().size(), static_cast<size_t>(kPartitions));
   ASSERT_FALSE(dead->owned().empty()) << "rendezvous hashing gave the dead replica nothing";
   // One collection in each partition.
-  std::vector<std::string> collections(kPartitions);
-  for (int i = 0, found = 0; found < kPartitions; ++i) {
-    std::string& slot = collections[store_->PartitionOf(absl::StrCat("c", i))];
-    if (slot.empty()) {
-      slot = absl::StrCat("c", i);
-      ++found;
-    }
-  }
+  const std::vector<std::string> collections =
+      ::lapse::testing::CollectionPerPartition(*store_, "c");
   for (const std::string& c : collections) Put(c, {Expiring("k", absl::Seconds(1))});
   const absl::Time stopped = clock_.Now();
   dead.reset();

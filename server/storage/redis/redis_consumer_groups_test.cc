@@ -15,25 +15,23 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/base/mutex.h"
 #include "server/storage/redis/group_scripts.h"
+#include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/redis_cluster_store.h"
 #include "testing/await.h"
 #include "testing/redis_cluster.h"
-#include "testing/shared_redis_cluster.h"
+#include "testing/redis_partitions.h"
 #include "testing/test_util.h"
 
 namespace lapse::redis {
 namespace {
 
 using ::lapse::testing::Await;
-using ::lapse::testing::RedisCluster;
-using ::lapse::testing::SharedRedisClusterTest;
+using ::lapse::testing::CollectionPerPartition;
+using ::lapse::testing::RedisPartitionsTest;
 using ::lapse::testing::WaitWithPatience;
 
 constexpr int kPartitions = 4;
@@ -71,32 +69,22 @@ std::vector<LeaseRef> LeasesOf(const PollResult& polled) {
   return leases;
 }
 
-class RedisConsumerGroupsTest : public SharedRedisClusterTest {
+class RedisConsumerGroupsTest : public RedisPartitionsTest {
  protected:
   void SetUp() override {
-    SharedRedisClusterTest::SetUp();
+    RedisPartitionsTest::SetUp();
     if (HasFatalFailure()) return;
     a_ = OpenReplica();
     b_ = OpenReplica();
     ASSERT_NE(a_, nullptr);
     ASSERT_NE(b_, nullptr);
-    for (int p = 0; p < kPartitions; ++p) {
-      for (int i = 0; collections_[p].empty(); ++i) {
-        const std::string name = absl::StrCat("orders:", i);
-        if (a_->store->PartitionOf(name) == p) collections_[p] = name;
-      }
-    }
+    collections_ = CollectionPerPartition(*a_->store, "orders:");
   }
 
   std::unique_ptr<Replica> OpenReplica() {
     auto replica = std::make_unique<Replica>();
-    RedisClusterStoreOptions options;
-    options.router.seeds = cluster_->seeds();
-    options.partitions = kPartitions;
-    options.script_clock = &clock_;
+    RedisClusterStoreOptions options = StoreOptions(kPartitions);
     options.clock = &clock_;
-    // The tests expire members and advance watermarks themselves.
-    options.reap = false;
     options.limits = limits_;
     options.on_events_readable = [r = replica.get()](uint64_t) {
       MutexLock lock(&r->mu);
@@ -107,20 +95,9 @@ class RedisConsumerGroupsTest : public SharedRedisClusterTest {
       r->readable.emplace_back(group);
       r->cv.SignalAll();
     };
-    absl::StatusOr<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status();
-    if (!store.ok()) return nullptr;
-    replica->store = std::move(*store);
+    replica->store = OpenStore(std::move(options));
+    if (replica->store == nullptr) return nullptr;
     return replica;
-  }
-
-  // Runs a command on the master that holds `key`.
-  std::string OnOwner(const std::string& key, const std::vector<std::string>& args) const {
-    return cluster_->CommandOnOwner(key, args).value_or("no master answered");
-  }
-
-  std::string PartitionKey(int p, absl::string_view name) const {
-    return absl::StrCat("lapse:{", a_->store->TagOf(p), "}:", name);
   }
 
   // Expires `n` members of `collection` (partition p's by default), each with
@@ -128,37 +105,13 @@ class RedisConsumerGroupsTest : public SharedRedisClusterTest {
   std::vector<std::string> Expire(int p, int n, std::string collection = "") {
     if (collection.empty()) collection = collections_[p];
     EXPECT_EQ(a_->store->PartitionOf(collection), p);
-    std::vector<std::string> names;
-    std::vector<std::string> values;
-    for (int i = 0; i < n; ++i) {
-      names.push_back(absl::StrFormat("k%05d", next_key_++));
-      values.push_back("v:" + names.back());
-    }
-    std::vector<MemberWrite> writes;
-    std::vector<absl::string_view> keys;
-    for (int i = 0; i < n; ++i) {
-      writes.push_back(
-          {.key = names[i], .value = values[i], .expiration = Expiration::Ttl(absl::Seconds(1))});
-      keys.push_back(names[i]);
-    }
-    EXPECT_TRUE(Await<std::vector<PutResult>>([&](auto done) {
-                  a_->store->PutMembers(collection, writes, {}, std::move(done));
-                }).ok());
-    clock_.Advance(absl::Seconds(2));
-    EXPECT_TRUE(Await<std::vector<GetResult>>([&](auto done) {
-                  a_->store->GetMembers(collection, keys, Expiration::None(), std::move(done));
-                }).ok());
-    uint64_t sequence = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(
-        OnOwner(PartitionKey(p, "sequence"), {"GET", PartitionKey(p, "sequence")}), &sequence));
-    EXPECT_EQ(OnOwner(PartitionKey(p, "delivered"),
-                      {"SET", PartitionKey(p, "delivered"), absl::StrCat(sequence)}),
-              "OK");
+    auto [keys, sequence] = ExpireMembers(*a_->store, collection, n);
+    ::lapse::testing::SetDelivered(*cluster_, *a_->store, p, sequence);
     for (Replica* r : {a_.get(), b_.get()}) {
       r->store->event_source().Advance(p, sequence);
       EXPECT_TRUE(r->WaitRead(p, sequence));
     }
-    return names;
+    return keys;
   }
 
   absl::StatusOr<ConsumerGroupInfo> Create(Replica& r, absl::string_view name,
@@ -190,10 +143,7 @@ class RedisConsumerGroupsTest : public SharedRedisClusterTest {
   }
 
   Limits limits_;
-  // On a whole millisecond, as the scripts' times are.
-  FakeClock clock_{absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()))};
-  std::string collections_[kPartitions];
-  int next_key_ = 0;
+  std::vector<std::string> collections_;
   std::unique_ptr<Replica> a_;
   std::unique_ptr<Replica> b_;
 };
@@ -347,11 +297,7 @@ TEST_F(RedisConsumerGroupsTest, AGroupStartsAfterASequenceOfTheReplicasWatchFeed
 }
 
 TEST_F(RedisConsumerGroupsTest, AGroupGetsOnlyTheEventsItsFilterMatches) {
-  std::string other;
-  for (int i = 0; other.empty(); ++i) {
-    const std::string name = absl::StrCat("users:", i);
-    if (a_->store->PartitionOf(name) == 1) other = name;
-  }
+  const std::string other = CollectionPerPartition(*a_->store, "users:")[1];
   ASSERT_TRUE(Create(*a_, "orders", {.filter = {.prefix = "orders:"}}).ok());
   ASSERT_TRUE(Create(*a_, "one", {.filter = {.collections = {other}}}).ok());
   Expire(1, 4);
@@ -366,11 +312,7 @@ TEST_F(RedisConsumerGroupsTest, AGroupGetsOnlyTheEventsItsFilterMatches) {
 }
 
 TEST_F(RedisConsumerGroupsTest, APollReadsPastABacklogItsFilterDoesNotMatch) {
-  std::string wanted;
-  for (int i = 0; wanted.empty(); ++i) {
-    const std::string name = absl::StrCat("wanted:", i);
-    if (a_->store->PartitionOf(name) == 0) wanted = name;
-  }
+  const std::string wanted = CollectionPerPartition(*a_->store, "wanted:")[0];
   ASSERT_TRUE(Create(*a_, "narrow", {.filter = {.collections = {wanted}}}).ok());
   // More than one read of a partition examines.
   Expire(0, 700);
@@ -598,7 +540,8 @@ TEST_F(RedisConsumerGroupsTest, EventsTrimmedBeforeTheGroupReadThemAreReportedLo
   ASSERT_TRUE(Create(*a_, "g").ok());
   Expire(3, 5);
   // As MAXLEN does when the stream passes its retention.
-  OnOwner(PartitionKey(3, "events"), {"XTRIM", PartitionKey(3, "events"), "MAXLEN", "2"});
+  const std::string events = PartitionKeys(a_->store->TagOf(3)).events;
+  ASSERT_TRUE(cluster_->CommandOnOwner(events, {"XTRIM", events, "MAXLEN", "2"}).ok());
   absl::StatusOr<PollResult> polled = Poll(*a_, "g", "c", 10);
   ASSERT_TRUE(polled.ok()) << polled.status();
   ASSERT_TRUE(polled->lost.has_value());

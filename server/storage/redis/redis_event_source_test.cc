@@ -1,9 +1,7 @@
 #include "server/storage/redis/redis_event_source.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,38 +9,21 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "server/base/clock.h"
 #include "server/base/mutex.h"
+#include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/redis_cluster_store.h"
 #include "testing/redis_cluster.h"
-#include "testing/shared_redis_cluster.h"
+#include "testing/redis_partitions.h"
 #include "testing/test_util.h"
 
 namespace lapse::redis {
 namespace {
 
-using ::lapse::testing::RedisCluster;
-using ::lapse::testing::SharedRedisClusterTest;
+using ::lapse::testing::RedisPartitionsTest;
 using ::lapse::testing::WaitWithPatience;
 
 constexpr int kPartitions = 4;
-
-// Calls `op` with a callback and returns what it was called with.
-template <typename T, typename Op>
-absl::StatusOr<T> Sync(Op op) {
-  auto promise = std::make_shared<std::promise<absl::StatusOr<T>>>();
-  std::future<absl::StatusOr<T>> answer = promise->get_future();
-  op([promise](absl::StatusOr<T> r) { promise->set_value(std::move(r)); });
-  if (answer.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-    return absl::DeadlineExceededError("no answer");
-  }
-  return answer.get();
-}
 
 // One lapsed replica's store, with a listener that records what its events
 // source made readable.
@@ -64,87 +45,37 @@ struct Replica {
   }
 };
 
-class RedisEventSourceTest : public SharedRedisClusterTest {
+class RedisEventSourceTest : public RedisPartitionsTest {
  protected:
   void SetUp() override {
-    SharedRedisClusterTest::SetUp();
+    RedisPartitionsTest::SetUp();
     if (HasFatalFailure()) return;
     a_ = OpenReplica();
     ASSERT_NE(a_, nullptr);
-    for (int p = 0; p < kPartitions; ++p) {
-      for (int i = 0; collections_[p].empty(); ++i) {
-        const std::string name = absl::StrCat("orders:", i);
-        if (a_->store->PartitionOf(name) == p) collections_[p] = name;
-      }
-    }
+    collections_ = ::lapse::testing::CollectionPerPartition(*a_->store, "orders:");
   }
 
   std::unique_ptr<Replica> OpenReplica(size_t buffer_events = 1'000'000) {
     auto replica = std::make_unique<Replica>();
-    RedisClusterStoreOptions options;
-    options.router.seeds = cluster_->seeds();
-    options.partitions = kPartitions;
-    options.script_clock = &clock_;
-    // The tests reap and advance watermarks themselves.
-    options.reap = false;
+    RedisClusterStoreOptions options = StoreOptions(kPartitions);
     options.event_buffer_events = buffer_events;
     options.on_events_readable = [r = replica.get()](uint64_t) {
       MutexLock lock(&r->mu);
       ++r->calls;
       r->cv.SignalAll();
     };
-    absl::StatusOr<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status();
-    if (!store.ok()) return nullptr;
-    replica->store = std::move(*store);
+    replica->store = OpenStore(std::move(options));
+    if (replica->store == nullptr) return nullptr;
     return replica;
-  }
-
-  // Runs a command on the master that holds `key`.
-  std::string OnOwner(const std::string& key, const std::vector<std::string>& args) const {
-    return cluster_->CommandOnOwner(key, args).value_or("no master answered");
-  }
-
-  std::string PartitionKey(int p, absl::string_view name) const {
-    return absl::StrCat("lapse:{", a_->store->TagOf(p), "}:", name);
   }
 
   // Expires `n` members of partition p's collection, each with its event in
   // the partition's stream; returns the partition's last sequence.
-  uint64_t ExpireIn(int p, int n) {
-    const std::string& collection = collections_[p];
-    std::vector<std::string> names;
-    for (int i = 0; i < n; ++i) names.push_back(absl::StrFormat("k%04d", next_key_++));
-    std::vector<MemberWrite> writes;
-    std::vector<absl::string_view> keys;
-    for (const std::string& name : names) {
-      writes.push_back(
-          {.key = name, .value = "v", .expiration = Expiration::Ttl(absl::Seconds(1))});
-      keys.push_back(name);
-    }
-    absl::StatusOr<std::vector<PutResult>> put = Sync<std::vector<PutResult>>(
-        [&](auto done) { a_->store->PutMembers(collection, writes, {}, std::move(done)); });
-    EXPECT_TRUE(put.ok()) << put.status();
-    clock_.Advance(absl::Seconds(2));
-    EXPECT_TRUE(Sync<std::vector<GetResult>>([&](auto done) {
-                  a_->store->GetMembers(collection, keys, Expiration::None(), std::move(done));
-                }).ok());
-    uint64_t sequence = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(
-        OnOwner(PartitionKey(p, "sequence"), {"GET", PartitionKey(p, "sequence")}), &sequence));
-    return sequence;
-  }
-
-  // What rreap's reaper does after WAIT: the watermark set in Redis.
-  void SetDelivered(int p, uint64_t sequence) {
-    EXPECT_EQ(OnOwner(PartitionKey(p, "delivered"),
-                      {"SET", PartitionKey(p, "delivered"), absl::StrCat(sequence)}),
-              "OK");
-  }
+  uint64_t ExpireIn(int p, int n) { return ExpireMembers(*a_->store, collections_[p], n).sequence; }
 
   // Delivers partition p up to `sequence` to `replica` and waits for it.
   void Deliver(Replica& replica, int p, uint64_t sequence) {
-    SetDelivered(p, sequence);
+    ::lapse::testing::SetDelivered(*cluster_, *a_->store, p, sequence);
     replica.source().Advance(p, sequence);
     ASSERT_TRUE(replica.WaitRead(p, sequence));
   }
@@ -165,9 +96,7 @@ class RedisEventSourceTest : public SharedRedisClusterTest {
     return out;
   }
 
-  FakeClock clock_{absl::Now()};
-  std::string collections_[kPartitions];
-  int next_key_ = 0;
+  std::vector<std::string> collections_;
   std::unique_ptr<Replica> a_;
 };
 
@@ -207,8 +136,8 @@ TEST_F(RedisEventSourceTest, NothingAboveTheWatermarkIsReadAndEachAdvanceWakesOn
   Deliver(*a_, 1, 6);
   std::vector<ExpiryEvent> rest = ReadAll(a_->source(), &after);
   ASSERT_EQ(rest.size(), 2u);
-  EXPECT_EQ(rest[0].key, "k0004");
-  EXPECT_EQ(rest[1].key, "k0005");
+  EXPECT_EQ(rest[0].key, "k00004");
+  EXPECT_EQ(rest[1].key, "k00005");
   EXPECT_EQ(a_->Calls(), calls + 2);
 }
 
@@ -330,7 +259,8 @@ TEST_F(RedisEventSourceTest, APositionPastTheNewestEventIsBeyondIt) {
 TEST_F(RedisEventSourceTest, APositionTrimmedFromTheStreamIsOutOfRangeNamingIt) {
   Deliver(*a_, 2, ExpireIn(2, 5));
   const std::string token = a_->source().ResumeTokenAfter(0);
-  OnOwner(PartitionKey(2, "events"), {"XTRIM", PartitionKey(2, "events"), "MINID", "4-0"});
+  const std::string events = PartitionKeys(a_->store->TagOf(2)).events;
+  ASSERT_TRUE(cluster_->CommandOnOwner(events, {"XTRIM", events, "MINID", "4-0"}).ok());
   // A replica opened now finds the stream starting at sequence 4.
   std::unique_ptr<Replica> b = OpenReplica();
   ASSERT_NE(b, nullptr);
@@ -343,7 +273,8 @@ TEST_F(RedisEventSourceTest, APositionTrimmedFromTheStreamIsOutOfRangeNamingIt) 
 
 TEST_F(RedisEventSourceTest, EntriesTrimmedBeforeThisReplicaReadThemAreReportedNotSkipped) {
   const uint64_t last = ExpireIn(3, 5);
-  OnOwner(PartitionKey(3, "events"), {"XTRIM", PartitionKey(3, "events"), "MINID", "4-0"});
+  const std::string events = PartitionKeys(a_->store->TagOf(3)).events;
+  ASSERT_TRUE(cluster_->CommandOnOwner(events, {"XTRIM", events, "MINID", "4-0"}).ok());
   Deliver(*a_, 3, last);
   uint64_t after = 0;
   absl::StatusOr<EventBatch> read = a_->source().Read(after, EventFilter{}, ReadLimits{});
