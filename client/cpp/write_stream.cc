@@ -18,16 +18,13 @@ namespace {
 // to this many bytes (well under the 4 MiB a server takes by default).
 constexpr size_t kMaxRequestBytes = 1 << 20;
 
-// Requests written and not yet answered, at most: two. A call with nothing
-// unanswered is written at once. Calls that arrive while one request is
-// unanswered queue until they are at least as many as its operations, then
-// go together as a second request; otherwise they wait for an answer. So
-// with many calls in flight every round trip carries the whole window in two
-// requests of about half each (a request costs both sides mostly per
-// request, in thread wake-ups), where one request in flight carried half of
-// it per round trip and writing as soon as the previous write was sent sent
-// requests of one or two calls. Measured: see docs/benchmarks.md.
-constexpr size_t kMaxUnansweredRequests = 2;
+// Requests written and not yet answered, at most: one. Calls that arrive
+// meanwhile queue and go together in the next request, written when the
+// answer comes: with many calls in flight a request carries many of them
+// (a request costs both sides mostly per request, in thread wake-ups), while
+// a lone call is written at once. Measured against 2, 4 and no limit (a
+// write as soon as the previous one is sent): see docs/benchmarks.md.
+constexpr size_t kMaxUnansweredRequests = 1;
 
 // Whether this thread is running a Done: such a thread never waits for room,
 // since the answers that would make room may have to wait for it.
@@ -107,7 +104,6 @@ class WriteStream::Call final
                            &answers);
           }
         }
-        unanswered_ -= ops.size();
         sent_.pop_front();
       }
       if (CanWrite()) WriteNext(&answers);
@@ -141,13 +137,10 @@ class WriteStream::Call final
 
  private:
   // Whether the operations waiting are to be written now: no write is in
-  // flight, and no request waits for its answer or (kMaxUnansweredRequests)
-  // one does and they are at least as many as its operations. Otherwise they
-  // wait, and go together, for the next write or answer.
+  // flight and fewer than kMaxUnansweredRequests requests wait for answers.
+  // Otherwise they wait, and go together, for the next write or answer.
   bool CanWrite() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
-    if (writing_ || unsent_.empty()) return false;
-    if (sent_.empty()) return true;
-    return sent_.size() < kMaxUnansweredRequests && unsent_.size() >= unanswered_;
+    return !writing_ && !unsent_.empty() && sent_.size() < kMaxUnansweredRequests;
   }
 
   // Writes the operations waiting, as many as fit in one request; those
@@ -171,7 +164,6 @@ class WriteStream::Call final
     if (ops.empty()) return;
     writing_ = true;
     StartWrite(&request_);
-    unanswered_ += ops.size();
     sent_.push_back(std::move(ops));
   }
 
@@ -183,8 +175,6 @@ class WriteStream::Call final
   // request_ carries sent_.back() while writing_.
   std::deque<std::shared_ptr<Op>> unsent_;
   std::deque<std::vector<std::shared_ptr<Op>>> sent_;
-  // The operations in sent_.
-  size_t unanswered_ = 0;
   v1::StreamWritesRequest request_;
   bool writing_ = false;
 };

@@ -3,12 +3,10 @@
 // call than a unary call each. Callers either wait for their answer (Put) or
 // are called back with it (PutAsync).
 //
-// Calls are sent in the order they arrive, at most two requests unanswered:
-// a call is written at once when no request waits for its answer; the calls
-// that arrive while one does go together in a second request (up to 1 MiB)
-// once they are at least as many as its operations, or else in the next
-// request written when an answer comes. So 16 calls in flight go in about
-// two requests per round trip, not 16, and all 16 travel in each round trip.
+// Calls are sent in the order they arrive, one request in flight: the calls
+// that arrive while a request waits for its answer go together in the next
+// one (up to 1 MiB), written when the answer comes, so 16 calls in flight
+// cost the server one or two messages, not 16.
 // The stream answers in order. At most `max_in_flight` operations are
 // unanswered at a time: a call beyond that waits for room (until its
 // deadline), except from inside a PutAsync callback, which never waits. The
