@@ -29,6 +29,8 @@ void* BlockPool::Allocate() {
     std::perror("lapse: BlockPool cannot map a block");
     std::abort();
   }
+  MutexLock lock(&mu_);
+  ++mapped_;
   return block;
 }
 
@@ -45,12 +47,26 @@ size_t BlockPool::ReleaseIfQuiet() {
     released.swap(kept_);
   }
   for (void* block : released) munmap(block, kBlockSize);
+  MutexLock lock(&mu_);
+  mapped_ -= released.size();
+  released_.SignalAll();
   return released.size() * kBlockSize;
 }
 
 size_t BlockPool::kept_blocks() const {
   MutexLock lock(&mu_);
   return kept_.size();
+}
+
+size_t BlockPool::mapped_blocks() const {
+  MutexLock lock(&mu_);
+  return mapped_;
+}
+
+bool BlockPool::AwaitNothingMappedForTesting(absl::Duration patience) {
+  MutexLock lock(&mu_);
+  return released_.WaitUntil(&mu_, absl::Now() + patience,
+                             [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return mapped_ == 0; });
 }
 
 }  // namespace lapse

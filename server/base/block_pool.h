@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 #include "server/base/mutex.h"
 
 namespace lapse {
@@ -54,10 +55,18 @@ class BlockPool {
 
   // Blocks kept for reuse, resident until released.
   size_t kept_blocks() const;
+  // Blocks mapped: in use or kept.
+  size_t mapped_blocks() const;
+
+  // For tests of whatever calls ReleaseIfQuiet on a timer: waits until no
+  // block is mapped, at most `patience`; whether none is.
+  bool AwaitNothingMappedForTesting(absl::Duration patience);
 
  private:
   mutable Mutex mu_;
+  CondVar released_;
   std::vector<void*> kept_ ABSL_GUARDED_BY(mu_);
+  size_t mapped_ ABSL_GUARDED_BY(mu_) = 0;
   bool allocated_since_check_ ABSL_GUARDED_BY(mu_) = false;
 };
 

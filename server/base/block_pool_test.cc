@@ -57,6 +57,7 @@ TEST(BlockPoolTest, UnmapsKeptBlocksAfterAPeriodWithoutAllocations) {
   // A whole period without one: all of it, once.
   EXPECT_EQ(pool.ReleaseIfQuiet(), 3 * BlockPool::kBlockSize);
   EXPECT_EQ(pool.kept_blocks(), 0u);
+  EXPECT_EQ(pool.mapped_blocks(), 0u);
   for (void* block : blocks) EXPECT_FALSE(Mapped(block));
   EXPECT_EQ(pool.ReleaseIfQuiet(), 0u);
 }
@@ -68,6 +69,7 @@ TEST(BlockPoolTest, LeavesBlocksInUseAlone) {
   pool.Free(freed);
   pool.ReleaseIfQuiet();
   EXPECT_EQ(pool.ReleaseIfQuiet(), BlockPool::kBlockSize);
+  EXPECT_EQ(pool.mapped_blocks(), 1u);
   EXPECT_TRUE(Mapped(used));
   std::memset(used, 1, BlockPool::kBlockSize);
   pool.Free(used);
