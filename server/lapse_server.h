@@ -45,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -184,6 +185,9 @@ class LapseServer {
  private:
   // The store's WritableListener: sets the service's health.
   void OnWritableChanged(const absl::Status& status);
+  // memory_release_'s loop, from Start until StopReleasingMemory.
+  void ReleaseMemoryWhileServing();
+  void StopReleasingMemory();
 
   // Constant after construction.
   const ServerOptions options_;
@@ -218,6 +222,14 @@ class LapseServer {
   // The port Start() bound.
   int port_ = 0;
   bool shut_down_ = false;
+
+  // Gives the message arenas' pooled blocks back to the kernel once the
+  // requests that used them stop (server/service/operation.h); runs from
+  // Start until Shutdown.
+  std::thread memory_release_;
+  Mutex memory_release_mu_;
+  CondVar memory_release_cv_;
+  bool memory_release_stop_ ABSL_GUARDED_BY(memory_release_mu_) = false;
 };
 
 }  // namespace lapse
