@@ -155,7 +155,8 @@ struct Expired {
 
 std::vector<std::string> EraseDue(Collection& c, int64_t now_ms, size_t limit) {
   Expired expired;
-  EXPECT_EQ(c.EraseDue(now_ms, limit, std::ref(expired)), expired.seen.size());
+  const size_t erased = c.EraseDue(now_ms, limit, std::ref(expired));
+  EXPECT_EQ(erased, expired.seen.size());
   return expired.seen;
 }
 

@@ -504,7 +504,8 @@ TEST_F(EngineTest, LargeCollectionsExpireInBulkWithOneEventPerMember) {
     for (int i = 0; i < members; ++i) {
       const std::string key = absl::StrFormat("k%03d", i);
       const int seconds = name == "big" ? 1 + i % 4 : 1;
-      MemberWrite w{key, absl::StrCat("v", i), Expiration::Ttl(absl::Seconds(seconds))};
+      const std::string value = absl::StrCat("v", i);
+      MemberWrite w{key, value, Expiration::Ttl(absl::Seconds(seconds))};
       ASSERT_TRUE(engine.Put(name, {w}, {}).ok());
       order.emplace_back(seconds, absl::StrCat(key, "=v", i, "@", seconds));
     }
