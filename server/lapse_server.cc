@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
-#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -217,9 +216,6 @@ absl::StatusOr<int> LapseServer::Start() {
     creators.push_back(metrics_->InterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(creators));
   }
-  // StreamWrites is served on this queue by a thread of the service's own
-  // (server/service/write_stream_reactor.h says why).
-  std::unique_ptr<grpc::ServerCompletionQueue> write_streams_cq = builder.AddCompletionQueue();
   server_ = builder.BuildAndStart();
   if (server_ != nullptr && port == 0) {
     server_->Shutdown();
@@ -228,7 +224,6 @@ absl::StatusOr<int> LapseServer::Start() {
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address));
   }
-  service_->ServeWriteStreams(std::move(write_streams_cq));
   if (!options_.health_listen.empty()) {
     grpc::ServerBuilder health_builder;
     health_builder.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
@@ -328,9 +323,6 @@ void LapseServer::Shutdown(absl::Duration grace) {
       cv.Signal();
     }
     reaper.join();
-    // Once every call has ended; a write stream may still wait for the
-    // store's answer to an operation it started.
-    service_->StopWriteStreams();
   }
   // Probes see NOT_SERVING until the drain ends.
   if (health_server_ != nullptr) health_server_->Shutdown(absl::ToChronoTime(absl::Now()));

@@ -535,15 +535,7 @@ std::vector<Access> Required(const v1::ConsumeStart& r) {
 
 LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub, GroupHub* group_hub,
                                    const AuthFile* auth)
-    : store_(store),
-      hub_(hub),
-      group_hub_(group_hub),
-      authorizer_(auth),
-      write_streams_(
-          store, [this](const grpc::ServerContext& context) { return OpenWriteStream(context); },
-          [this](grpc::ServerContext* context, WriteStreams::Io* io,
-                 grpc::ServerCompletionQueue* cq,
-                 void* tag) { RequestStreamWrites(context, io, cq, cq, tag); }) {
+    : store_(store), hub_(hub), group_hub_(group_hub), authorizer_(auth) {
   RouteProtobufLogs();
   ServeUnary("PutMembers", &HandlePutMembers);
   ServeUnary("GetMembers", &HandleGetMembers);
@@ -601,7 +593,7 @@ void LapseServiceImpl::ServeWatch() {
             if (absl::Status allowed = Authorize(*caller, Required(request)); !allowed.ok()) {
               return new RejectedWatch(ToGrpcStatus(allowed));
             }
-            return StartWatch(context, &request);
+            return WatchExpirations(context, &request);
           }));
 }
 
@@ -633,7 +625,7 @@ grpc::ServerUnaryReactor* LapseServiceImpl::Answer(grpc::CallbackServerContext* 
   return call;
 }
 
-grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* LapseServiceImpl::StartWatch(
+grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* LapseServiceImpl::WatchExpirations(
     grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) {
   if (draining_.load()) return new RejectedWatch(Draining());
   absl::StatusOr<EventFilter> filter = WatchFilter(*request, store_->limits());
@@ -643,23 +635,21 @@ grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* LapseServiceImpl::StartW
   return new WatchReactor(hub_, context, &store_->events(), *std::move(filter), *after);
 }
 
-void LapseServiceImpl::ServeWriteStreams(std::unique_ptr<grpc::ServerCompletionQueue> cq) {
-  write_streams_.Serve(std::move(cq));
-}
-
-void LapseServiceImpl::StopWriteStreams() { write_streams_.Stop(); }
-
-absl::StatusOr<WriteStreams::PutHandler> LapseServiceImpl::OpenWriteStream(
-    const grpc::ServerContext& context) const {
-  absl::StatusOr<Caller> caller = authorizer_.Authenticate(context);
-  if (!caller.ok()) return caller.status();
-  return [caller = *std::move(caller)](Store& store, const v1::PutMembersRequest& request,
-                                       v1::PutMembersResponse* response, OperationEnd* end) {
-    if (absl::Status allowed = Authorize(caller, Required(request)); !allowed.ok()) {
-      return allowed;
-    }
-    return HandlePutMembers(store, request, response, end);
-  };
+grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>*
+LapseServiceImpl::StreamWrites(grpc::CallbackServerContext* context) {
+  absl::StatusOr<Caller> caller = authorizer_.Authenticate(*context);
+  if (!caller.ok())
+    return new WriteStreamReactor(store_, nullptr, &write_streams_, caller.status());
+  return new WriteStreamReactor(
+      store_,
+      [caller = *std::move(caller)](Store& store, const v1::PutMembersRequest& request,
+                                    v1::PutMembersResponse* response, OperationEnd* end) {
+        if (absl::Status allowed = Authorize(caller, Required(request)); !allowed.ok()) {
+          return allowed;
+        }
+        return HandlePutMembers(store, request, response, end);
+      },
+      &write_streams_);
 }
 
 grpc::ServerBidiReactor<v1::ConsumeRequest, v1::ConsumeResponse>* LapseServiceImpl::Consume(

@@ -21,9 +21,8 @@
 // request needs (PERMISSION_DENIED; server/service/authorizer.h, and the
 // table in lapse_service.cc). WatchExpirations validates its request and hands the
 // stream to a WatchReactor, reading the store's events, served by the
-// WatchHub. StreamWrites is served through gRPC's completion queue API by
-// WriteStreams (write_stream_reactor.h), on a thread of its own, each
-// operation through the same handler as the unary RPC. A Poll with a
+// WatchHub. StreamWrites hands its stream to a WriteStreamReactor, which runs
+// each operation through the same handler as the unary RPC. A Poll with a
 // `wait` is a PollReactor and a Consume stream a ConsumeReactor, both woken by
 // the GroupHub when their group may deliver.
 //
@@ -33,14 +32,9 @@
 //
 //   lapse::LapseServiceImpl service(&store, &hub, &group_hub, auth_file.get());  // or nullptr
 //   builder.RegisterService(&service);
-//   std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue();
-//   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-//   service.ServeWriteStreams(std::move(cq));
 //   ...
 //   service.StartDraining();  // every RPC now answers UNAVAILABLE; write
 //                             // streams end once their operations are answered
-//   server->Shutdown(deadline);
-//   service.StopWriteStreams();
 //
 // Thread-safe: gRPC calls it from many threads at once. The store, the hubs
 // and the auth file are not owned and must outlive the service.
@@ -48,11 +42,8 @@
 #define LAPSE_SERVER_SERVICE_LAPSE_SERVICE_H_
 
 #include <atomic>
-#include <memory>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "grpcpp/completion_queue.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
@@ -67,11 +58,7 @@
 
 namespace lapse {
 
-// Every method but StreamWrites is a callback method: Consume typed, the
-// others raw (ServeUnary, ServeWatch).
-class LapseServiceImpl final
-    : public v1::LapseService::WithCallbackMethod_Consume<
-          v1::LapseService::WithAsyncMethod_StreamWrites<v1::LapseService::Service>> {
+class LapseServiceImpl final : public v1::LapseService::CallbackService {
  public:
   // `auth`: the auth file to enforce; nullptr serves anyone.
   LapseServiceImpl(Store* store, WatchHub* hub, GroupHub* group_hub,
@@ -82,16 +69,14 @@ class LapseServiceImpl final
   // From now on every new RPC fails with UNAVAILABLE. Cannot be undone.
   void StartDraining();
 
-  // Serves StreamWrites calls arriving on `cq` (WriteStreams::Serve) until
-  // StopWriteStreams, which must follow the server's Shutdown. Without them
-  // StreamWrites calls wait unanswered.
-  void ServeWriteStreams(std::unique_ptr<grpc::ServerCompletionQueue> cq);
-  void StopWriteStreams();
-
   // Serves a WatchExpirations stream whose request has been parsed (and whose
   // caller authorized).
-  grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* StartWatch(
-      grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request);
+  grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
+      grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
+
+  // Serves a StreamWrites stream (write_stream_reactor.h).
+  grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>* StreamWrites(
+      grpc::CallbackServerContext* context) override;
 
   // Serves a Consume stream (consume_reactor.h).
   grpc::ServerBidiReactor<v1::ConsumeRequest, v1::ConsumeResponse>* Consume(
@@ -107,7 +92,7 @@ class LapseServiceImpl final
   // handler, so that requests arrive as bytes and are parsed by Answer.
   template <typename Request, typename Response>
   void ServeUnary(const char* method, Handler<Request, Response> handler);
-  // Serves WatchExpirations the same way, through StartWatch() above.
+  // Serves WatchExpirations the same way, through WatchExpirations() above.
   void ServeWatch();
 
   // Answers UNAVAILABLE if draining, UNAUTHENTICATED for an unknown caller,
@@ -118,11 +103,6 @@ class LapseServiceImpl final
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer& bytes, Response* response,
                                    Handler<Request, Response> handler);
-
-  // A StreamWrites caller's put handler: authenticated, then each put
-  // authorized and run as the unary RPC's; or the refusal.
-  absl::StatusOr<WriteStreams::PutHandler> OpenWriteStream(
-      const grpc::ServerContext& context) const;
 
   // Constant after construction.
   Store* const store_;

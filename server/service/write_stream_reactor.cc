@@ -1,6 +1,5 @@
 #include "server/service/write_stream_reactor.h"
 
-#include <cassert>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,7 +10,7 @@
 namespace lapse {
 
 // One request of the stream and its response, on their own arena.
-class WriteStream::Op final {
+class WriteStreamReactor::Op final {
  public:
   // Where operation `index` of the request ends.
   class Part final : public OperationEnd {
@@ -24,7 +23,7 @@ class WriteStream::Op final {
     const int index_;
   };
 
-  explicit Op(WriteStream* stream)
+  explicit Op(WriteStreamReactor* stream)
       : stream_(stream),
         arena_(MessageArenaOptions()),
         request_(google::protobuf::Arena::CreateMessage<v1::StreamWritesRequest>(&arena_)),
@@ -52,156 +51,84 @@ class WriteStream::Op final {
   size_t pending = 0;
 
  private:
-  WriteStream* const stream_;
+  WriteStreamReactor* const stream_;
   google::protobuf::Arena arena_;
   v1::StreamWritesRequest* const request_;
   v1::StreamWritesResponse* const response_;
   std::vector<Part> parts_;
 };
 
-WriteStreams::WriteStreams(Store* store, Open open, RequestCall request)
-    : store_(store), open_stream_(std::move(open)), request_(std::move(request)) {}
-
-WriteStreams::~WriteStreams() { assert(!poller_.joinable() && "Stop before destroying"); }
-
-void WriteStreams::Serve(std::unique_ptr<grpc::ServerCompletionQueue> cq) {
-  assert(cq_ == nullptr && "Serve is called at most once");
-  cq_ = std::move(cq);
-  Accept();
-  poller_ = std::thread([this] { Poll(); });
-}
-
-void WriteStreams::Poll() {
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq_->Next(&tag, &ok)) {
-    const auto* what = static_cast<const WriteStream::Tag*>(tag);
-    what->stream->On(what->event, ok);
-  }
-}
-
-void WriteStreams::Accept() { new WriteStream(this); }
-
-bool WriteStreams::Add(WriteStream* stream) {
+bool WriteStreams::Add(WriteStreamReactor* stream) {
   MutexLock lock(&mu_);
+  if (draining_) return false;
   open_.insert(stream);
-  return !draining_;
+  return true;
 }
 
-void WriteStreams::Remove(WriteStream* stream) {
+void WriteStreams::Remove(WriteStreamReactor* stream) {
   MutexLock lock(&mu_);
   open_.erase(stream);
-  if (open_.empty()) all_gone_.SignalAll();
 }
 
 void WriteStreams::StartDraining() {
-  // Held while draining each stream: a stream leaves before it is deleted,
-  // so every stream here is alive.
+  // Held while draining each stream: a stream leaves in OnDone, before it is
+  // deleted, so every stream here is alive.
   MutexLock lock(&mu_);
   draining_ = true;
-  for (WriteStream* stream : open_) stream->Drain();
+  for (WriteStreamReactor* stream : open_) stream->Drain();
 }
 
-void WriteStreams::Stop() {
-  if (!poller_.joinable()) return;
-  {
-    // The server is down: the call awaited fails, the streams end, and what
-    // keeps one is the store's answer to an operation it started.
+WriteStreamReactor::WriteStreamReactor(Store* store, PutHandler put, WriteStreams* streams,
+                                       const absl::Status& refusal)
+    : store_(store), put_(std::move(put)), streams_(streams) {
+  if (!refusal.ok()) {
     MutexLock lock(&mu_);
-    while (!open_.empty()) all_gone_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
-  }
-  cq_->Shutdown();
-  poller_.join();
-}
-
-WriteStream::WriteStream(WriteStreams* streams) : streams_(streams) {
-  // Not under mu_: draining takes the registry's lock, then each stream's.
-  const bool open = streams_->Add(this);
-  MutexLock lock(&mu_);
-  draining_ = !open;
-  context_.AsyncNotifyWhenDone(&done_tag_);
-  streams_->request_(&context_, &io_, streams_->cq_.get(), &accepted_tag_);
-}
-
-WriteStream::~WriteStream() = default;
-
-void WriteStream::On(Event event, bool ok) {
-  // Not under mu_: the registry's lock comes first.
-  if (event == Event::kAccepted && ok) streams_->Accept();
-  mu_.Lock();
-  switch (event) {
-    case Event::kAccepted:
-      Accepted(ok);
-      break;
-    case Event::kRead:
-      ReadDone(ok);
-      break;
-    case Event::kWritten:
-      WriteDone(ok);
-      break;
-    case Event::kFinished:
-      finishing_ = false;
-      break;
-    case Event::kDone:
-      awaiting_done_ = false;
-      // Cancelled, or past its deadline: nothing more can be written.
-      if (context_.IsCancelled()) broken_ = true;
-      MaybeFinish();
-      break;
-  }
-  UnlockAndMaybeDelete();
-}
-
-void WriteStream::Accepted(bool ok) {
-  accepting_ = false;
-  if (!ok) {
-    // The server is shutting down: no call came, and there is nothing to
-    // finish.
     finished_ = true;
+    Finish(ToGrpcStatus(refusal));
     return;
   }
-  awaiting_done_ = true;
-  if (draining_) {
-    FinishWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  // Not under mu_: draining takes the registry's lock, then each stream's.
+  const bool added = streams_->Add(this);
+  MutexLock lock(&mu_);
+  if (!added) {
+    finished_ = true;
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
     return;
   }
-  absl::StatusOr<WriteStreams::PutHandler> put = streams_->open_stream_(context_);
-  if (!put.ok()) {
-    FinishWith(ToGrpcStatus(put.status()));
-    return;
-  }
-  put_ = *std::move(put);
+  // Drained since it was added: already finished.
+  if (finished_) return;
   ReadNext();
 }
 
-void WriteStream::ReadNext() {
-  reading_ = true;
-  read_op_ = std::make_unique<Op>(this);
-  io_.Read(read_op_->request(), &read_tag_);
+WriteStreamReactor::~WriteStreamReactor() = default;
+
+void WriteStreamReactor::ReadNext() {
+  reading_ = std::make_unique<Op>(this);
+  StartRead(reading_->request());
 }
 
-void WriteStream::ReadDone(bool ok) {
-  // After the end, or on a broken call, an operation read is not applied:
-  // it would never be answered.
-  if (!ok || finished_ || broken_) {
-    reading_ = false;
-    read_op_.reset();
-    reads_done_ = true;
-    MaybeFinish();
-    return;
+void WriteStreamReactor::OnReadDone(bool ok) {
+  Op* op = nullptr;
+  {
+    MutexLock lock(&mu_);
+    // After the end, or on a broken call, an operation read is not applied:
+    // it would never be answered.
+    if (!ok || finished_ || broken_) {
+      reading_.reset();
+      reads_done_ = true;
+      MaybeFinish();
+      return;
+    }
+    op = reading_.get();
+    op->Prepare();
+    op->pending = static_cast<size_t>(op->request()->operations_size());
+    ops_.push_back(std::move(reading_));
+    if (op->pending > 0) ++running_;
   }
-  Op* op = read_op_.get();
-  op->Prepare();
-  op->pending = static_cast<size_t>(op->request()->operations_size());
-  ops_.push_back(std::move(read_op_));
-  if (op->pending > 0) ++running_;
-  // Not under mu_: the store may answer at once, calling Ended. reading_
-  // stays set until then, so the stream outlives this call.
-  mu_.Unlock();
+  // Not under mu_: the store may answer at once, calling Ended.
   Run(op);
-  mu_.Lock();
-  reading_ = false;
-  if (!draining_ && !broken_ && !finished_ && ops_.size() < WriteStreams::kMaxRequestsInFlight) {
+  MutexLock lock(&mu_);
+  if (!draining_ && !broken_ && !finished_ && ops_.size() < kMaxRequestsInFlight) {
     ReadNext();
   } else {
     read_paused_ = true;
@@ -210,7 +137,7 @@ void WriteStream::ReadDone(bool ok) {
   MaybeFinish();
 }
 
-void WriteStream::Run(Op* op) {
+void WriteStreamReactor::Run(Op* op) {
   const v1::StreamWritesRequest& request = *op->request();
   // Once the last operation has ended, `op` may be written and freed on
   // another thread: nothing of it is read after that.
@@ -222,8 +149,7 @@ void WriteStream::Run(Op* op) {
     absl::Status status;
     switch (operation.operation_case()) {
       case v1::WriteOperation::kPutMembers:
-        status = put_(*streams_->store_, operation.put_members(), result->mutable_put_members(),
-                      op->part(i));
+        status = put_(*store_, operation.put_members(), result->mutable_put_members(), op->part(i));
         break;
       case v1::WriteOperation::OPERATION_NOT_SET:
         status = absl::InvalidArgumentError(
@@ -234,8 +160,8 @@ void WriteStream::Run(Op* op) {
   }
 }
 
-void WriteStream::Ended(Op* op, int index, const absl::Status& status) {
-  mu_.Lock();
+void WriteStreamReactor::Ended(Op* op, int index, const absl::Status& status) {
+  MutexLock lock(&mu_);
   if (!status.ok()) {
     const grpc::Status answer = ToGrpcStatus(status);
     v1::WriteOperationResult* result = op->response()->mutable_results(index);
@@ -243,26 +169,25 @@ void WriteStream::Ended(Op* op, int index, const absl::Status& status) {
     result->set_code(static_cast<int32_t>(answer.error_code()));
     result->set_message(answer.error_message());
   }
-  if (--op->pending == 0) {
-    --running_;
-    MaybeWrite();
-    MaybeFinish();
-  }
-  UnlockAndMaybeDelete();
+  if (--op->pending > 0) return;
+  --running_;
+  MaybeWrite();
+  MaybeFinish();
 }
 
-void WriteStream::MaybeWrite() {
+void WriteStreamReactor::MaybeWrite() {
   if (writing_ || broken_ || finished_ || ops_.empty() || ops_.front()->pending > 0) return;
   writing_ = true;
-  io_.Write(*ops_.front()->response(), &written_tag_);
+  StartWrite(ops_.front()->response());
 }
 
-void WriteStream::WriteDone(bool ok) {
+void WriteStreamReactor::OnWriteDone(bool ok) {
+  MutexLock lock(&mu_);
   writing_ = false;
   if (ok) {
     ops_.pop_front();
     if (read_paused_ && !draining_ && !broken_ && !finished_ &&
-        ops_.size() < WriteStreams::kMaxRequestsInFlight) {
+        ops_.size() < kMaxRequestsInFlight) {
       read_paused_ = false;
       ReadNext();
     }
@@ -273,16 +198,22 @@ void WriteStream::WriteDone(bool ok) {
   MaybeFinish();
 }
 
-void WriteStream::Drain() {
+void WriteStreamReactor::OnCancel() {
+  MutexLock lock(&mu_);
+  broken_ = true;
+  MaybeFinish();
+}
+
+void WriteStreamReactor::Drain() {
   MutexLock lock(&mu_);
   draining_ = true;
   MaybeFinish();
 }
 
-void WriteStream::MaybeFinish() {
+void WriteStreamReactor::MaybeFinish() {
   // The operations the store has not answered hold a pointer to this
-  // stream: it must outlive them. A stream not yet accepted starts drained.
-  if (finished_ || accepting_ || writing_ || running_ > 0) return;
+  // reactor: it must outlive them.
+  if (finished_ || writing_ || running_ > 0) return;
   grpc::Status status;
   if (broken_) {
     status = grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke");
@@ -294,23 +225,11 @@ void WriteStream::MaybeFinish() {
   } else if (!reads_done_) {
     return;
   }
-  FinishWith(status);
-}
-
-void WriteStream::FinishWith(const grpc::Status& status) {
   finished_ = true;
-  finishing_ = true;
-  io_.Finish(status, &finished_tag_);
+  Finish(status);
 }
 
-bool WriteStream::Gone() const {
-  return !accepting_ && !reading_ && !writing_ && !finishing_ && !awaiting_done_ && running_ == 0;
-}
-
-void WriteStream::UnlockAndMaybeDelete() {
-  const bool gone = Gone();
-  mu_.Unlock();
-  if (!gone) return;
+void WriteStreamReactor::OnDone() {
   streams_->Remove(this);
   delete this;
 }
