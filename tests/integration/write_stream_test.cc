@@ -1,12 +1,17 @@
 // StreamWrites end to end: operations applied and answered in order, a bad
 // operation answered with its error while the stream goes on, more
-// operations in flight than the server reads ahead, and draining.
+// operations in flight than the server reads ahead, and draining; and with
+// a store that answers later, from another thread (a durable server whose
+// log writes are held), cancellation and shutdown while it has not answered.
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/disk_fault.h"
+#include "testing/temp_dir.h"
 #include "testing/test_server.h"
 
 namespace lapse::testing {
@@ -143,6 +148,94 @@ TEST_F(WriteStreamTest, ShutdownEndsAnOpenStreamUnavailable) {
   v1::StreamWritesResponse none;
   EXPECT_FALSE(stream_->Read(&none));
   EXPECT_EQ(stream_->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// A stream to a durable server whose log writes can be held: a put is
+// answered once its write is let go, from the log's flusher thread.
+class WriteStreamHeldStoreTest : public ::testing::Test {
+ protected:
+  WriteStreamHeldStoreTest() : server_(Options(dir_, &disk_)) {
+    GuardDeadline(&context_);
+    stream_ = server_.stub().StreamWrites(&context_);
+  }
+  ~WriteStreamHeldStoreTest() override { disk_.Release(); }
+
+  static ServerOptions Options(const TempDir& dir, DiskFault* disk) {
+    ServerOptions options = TestOptions();
+    options.store.data_dir = dir.path();
+    options.store.fsync = FsyncPolicy::kAlways;
+    options.store.disk_fault_for_testing = disk->Hook();
+    return options;
+  }
+
+  // Sends a put of `key` and waits until the log is writing it, held.
+  void SendHeldPut(const std::string& key) {
+    const int writes = disk_.calls(DiskOp::kWrite);
+    disk_.Hold({DiskOp::kWrite});
+    ASSERT_TRUE(stream_->Write(Put("orders", key, 60)));
+    ASSERT_TRUE(disk_.WaitForCalls(DiskOp::kWrite, writes + 1));
+  }
+
+  bool Found(const std::string& key) {
+    const v1::GetMembersResponse got = CallOk(server_.stub(), &v1::LapseService::Stub::GetMembers,
+                                              KeysRequest<v1::GetMembersRequest>("orders", {key}));
+    return got.results_size() == 1 && got.results(0).found();
+  }
+
+  TempDir dir_;
+  DiskFault disk_;
+  TestServer server_;
+  grpc::ClientContext context_;
+  std::unique_ptr<Stream> stream_;
+};
+
+TEST_F(WriteStreamHeldStoreTest, RequestsReadWhileTheStoreHoldsAnAnswerAreAnsweredInOrderAfterIt) {
+  SendHeldPut("a");
+  ASSERT_TRUE(stream_->Write(Put("orders", "b", 60)));
+  ASSERT_TRUE(stream_->Write(Put("orders", "c", 60)));
+  ASSERT_TRUE(stream_->WritesDone());
+  disk_.Release();
+  for (const char* key : {"a", "b", "c"}) {
+    v1::StreamWritesResponse response;
+    ASSERT_TRUE(stream_->Read(&response));
+    ASSERT_EQ(response.results_size(), 1);
+    EXPECT_EQ(response.results(0).code(), 0) << response.results(0).message();
+    EXPECT_EQ(response.results(0).put_members().results(0).key(), key);
+  }
+  EXPECT_TRUE(stream_->Finish().ok());
+}
+
+TEST_F(WriteStreamHeldStoreTest, AStreamCancelledWhileTheStoreHoldsAnAnswerEndsOnceItAnswers) {
+  SendHeldPut("a");
+  context_.TryCancel();
+  EXPECT_EQ(stream_->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  disk_.Release();
+  // Applied before the cancellation: the put stands.
+  EXPECT_TRUE(Found("a"));
+  // Nothing of the stream is left behind to hold the shutdown up.
+  server_.server().Shutdown(absl::ZeroDuration());
+}
+
+TEST_F(WriteStreamHeldStoreTest, ShutdownWhileTheStoreHoldsAnAnswerAnswersItThenEndsUnavailable) {
+  SendHeldPut("a");
+  std::thread shutdown([this] { server_.server().Shutdown(kPatience); });
+  // Draining has begun once a new call is refused.
+  grpc::Status refused;
+  do {
+    grpc::ClientContext context;
+    GuardDeadline(&context);
+    v1::GetMembersResponse got;
+    refused = server_.stub().GetMembers(&context,
+                                        KeysRequest<v1::GetMembersRequest>("orders", {"a"}), &got);
+  } while (refused.error_code() != grpc::StatusCode::UNAVAILABLE);
+  disk_.Release();
+  v1::StreamWritesResponse answer;
+  ASSERT_TRUE(stream_->Read(&answer));
+  ASSERT_EQ(answer.results_size(), 1);
+  EXPECT_EQ(answer.results(0).code(), 0) << answer.results(0).message();
+  EXPECT_FALSE(stream_->Read(&answer));
+  EXPECT_EQ(stream_->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  shutdown.join();
 }
 
 }  // namespace
