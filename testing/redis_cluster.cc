@@ -303,6 +303,25 @@ absl::StatusOr<std::string> RedisCluster::Command(int port,
   return Text(**reply);
 }
 
+absl::Status RedisCluster::ChangePassword(int port, const std::string& password) const {
+  // The connections left are closed from one that gives the new password.
+  absl::StatusOr<Reply> changed =
+      Run(port, options_.password, {"CONFIG", "SET", "requirepass", password});
+  if (!changed.ok()) return changed.status();
+  absl::StatusOr<Context> c = Connect(port);
+  if (!c.ok()) return c.status();
+  Reply auth(static_cast<redisReply*>(
+      redisCommand(c->get(), "AUTH %b", password.data(), password.size())));
+  Reply killed(
+      static_cast<redisReply*>(redisCommand(c->get(), "CLIENT KILL TYPE normal SKIPME yes")));
+  if (auth == nullptr || auth->type == REDIS_REPLY_ERROR || killed == nullptr ||
+      killed->type == REDIS_REPLY_ERROR) {
+    return absl::UnavailableError(
+        absl::StrCat("127.0.0.1:", port, ": cannot close its clients' connections"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> RedisCluster::CommandOnOwner(
     absl::string_view key, const std::vector<std::string>& args) const {
   for (int port : MasterPorts()) {

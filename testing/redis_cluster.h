@@ -74,6 +74,11 @@ class RedisCluster final {
   // its reply as text: a string, an integer in decimal, an error as
   // "ERR ...", an array as its elements joined by '\n'.
   absl::StatusOr<std::string> Command(int port, const std::vector<std::string>& args) const;
+  // Sets the password of the node at `port` to `password` (requirepass), as
+  // an operator rotating it would, and closes the clients' connections
+  // authenticated with the old one (not the replication links): they must
+  // authenticate again. Command() keeps the old password, so call it last.
+  absl::Status ChangePassword(int port, const std::string& password) const;
   // FLUSHALL on every master: the cluster holds no key after it.
   absl::Status FlushAll() const;
   // Runs one command on the master that serves `key`'s slot (each master in
