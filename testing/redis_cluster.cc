@@ -331,6 +331,24 @@ absl::StatusOr<std::string> RedisCluster::CommandOnOwner(
   return absl::UnavailableError(absl::StrCat("no master answered for key ", key));
 }
 
+int RedisCluster::MasterOf(const std::string& key) const {
+  for (int port : MasterPorts()) {
+    absl::StatusOr<std::string> reply = Command(port, {"EXISTS", key});
+    if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return port;
+  }
+  return 0;
+}
+
+int RedisCluster::ReplicaOf(int master_port) const {
+  absl::StatusOr<std::string> info = Command(master_port, {"INFO", "replication"});
+  if (!info.ok()) return 0;
+  for (absl::string_view line : absl::StrSplit(*info, absl::ByAnyChar("\r\n,"))) {
+    int port = 0;
+    if (absl::ConsumePrefix(&line, "port=") && absl::SimpleAtoi(line, &port)) return port;
+  }
+  return 0;
+}
+
 void RedisCluster::Kill(int port) {
   for (Node& node : nodes_) {
     if (node.port != port || node.process == nullptr) continue;

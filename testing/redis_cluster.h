@@ -86,6 +86,12 @@ class RedisCluster final {
   absl::StatusOr<std::string> CommandOnOwner(absl::string_view key,
                                              const std::vector<std::string>& args) const;
 
+  // The port of the master that serves `key`'s slot (the one that does not
+  // redirect it), 0 if none answers.
+  int MasterOf(const std::string& key) const;
+  // The port of a replica of the master at `master_port`, 0 if it has none.
+  int ReplicaOf(int master_port) const;
+
   // SIGKILLs the node at `port`.
   void Kill(int port);
   // Sends `signal_number` to the node at `port`: SIGSTOP freezes it (its
