@@ -151,8 +151,10 @@ absl::Status RedisCluster::Launch(Node& node) {
   const size_t logged = ReadFile(log).size();
   // repl-diskless-sync-delay 0: a replica's full sync starts at once, not
   // after Redis's default 5 s.
+  // ::1 too where the host has it ('-': optional), for tests of IPv6 seeds.
   std::vector<std::string> args = {"--bind",
                                    "127.0.0.1",
+                                   "-::1",
                                    "--port",
                                    absl::StrCat(node.port),
                                    "--dir",

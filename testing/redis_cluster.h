@@ -20,6 +20,10 @@
 // every replica's link to its master is up. The destructor stops every node
 // by its PID and removes the nodes' directory.
 //
+// The nodes listen on 127.0.0.1 and, where the host has it, on ::1 (an IPv6
+// seed reaches them; they announce 127.0.0.1 to each other and in the slot
+// map).
+//
 // With a password, every node requires it (requirepass) and replicas give it
 // to their masters (masterauth); Command() authenticates with it.
 //
