@@ -44,9 +44,10 @@ WatchHub::Options HubOptions(const ServerOptions& options) {
 }
 
 // How often the message arenas' pool is offered to give its kept blocks
-// back: a burst's blocks go between one and two periods after its last
-// request, well within the second after it that bench/compare/run.sh waits
-// before it reads the resident set.
+// back while it has any: a burst's blocks go between one and two periods
+// after its last request, well within the second after it that
+// bench/compare/run.sh waits before it reads the resident set. An idle
+// server is not woken for it (BlockReleaser).
 constexpr absl::Duration kMemoryReleasePeriod = absl::Milliseconds(250);
 
 // How long gRPC gets to end the calls it cancels at the shutdown deadline
@@ -250,28 +251,9 @@ absl::StatusOr<int> LapseServer::Start() {
     if (!metrics_port.ok()) return metrics_port.status();
     metrics_port_ = *metrics_port;
   }
-  memory_release_ = std::thread([this] { ReleaseMemoryWhileServing(); });
+  memory_release_ = std::make_unique<BlockReleaser>(&MessageArenaBlocks(), kMemoryReleasePeriod);
   port_ = port;
   return port;
-}
-
-void LapseServer::ReleaseMemoryWhileServing() {
-  MutexLock lock(&memory_release_mu_);
-  while (!memory_release_stop_) {
-    // An early wake-up only makes one period shorter.
-    memory_release_cv_.WaitWithTimeout(&memory_release_mu_, kMemoryReleasePeriod);
-    if (!memory_release_stop_) MessageArenaBlocks().ReleaseIfQuiet();
-  }
-}
-
-void LapseServer::StopReleasingMemory() {
-  if (!memory_release_.joinable()) return;
-  {
-    MutexLock lock(&memory_release_mu_);
-    memory_release_stop_ = true;
-    memory_release_cv_.Signal();
-  }
-  memory_release_.join();
 }
 
 EmbeddedStore& LapseServer::embedded_store() {
@@ -328,7 +310,7 @@ void LapseServer::Shutdown(absl::Duration grace) {
   if (health_server_ != nullptr) health_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   if (embedded_ != nullptr) embedded_->StopExpiring();
   if (metrics_ != nullptr) metrics_->StopServing();
-  StopReleasingMemory();
+  memory_release_.reset();
 }
 
 }  // namespace lapse

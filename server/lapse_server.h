@@ -45,7 +45,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -55,6 +54,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "server/auth/auth_file.h"
+#include "server/base/block_pool.h"
 #include "server/base/mutex.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/group_hub.h"
@@ -185,9 +185,6 @@ class LapseServer {
  private:
   // The store's WritableListener: sets the service's health.
   void OnWritableChanged(const absl::Status& status);
-  // memory_release_'s loop, from Start until StopReleasingMemory.
-  void ReleaseMemoryWhileServing();
-  void StopReleasingMemory();
 
   // Constant after construction.
   const ServerOptions options_;
@@ -224,12 +221,9 @@ class LapseServer {
   bool shut_down_ = false;
 
   // Gives the message arenas' pooled blocks back to the kernel once the
-  // requests that used them stop (server/service/operation.h); runs from
-  // Start until Shutdown.
-  std::thread memory_release_;
-  Mutex memory_release_mu_;
-  CondVar memory_release_cv_;
-  bool memory_release_stop_ ABSL_GUARDED_BY(memory_release_mu_) = false;
+  // requests that used them stop (server/service/operation.h); from Start
+  // until Shutdown.
+  std::unique_ptr<BlockReleaser> memory_release_;
 };
 
 }  // namespace lapse

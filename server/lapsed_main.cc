@@ -41,6 +41,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/parse.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
@@ -75,7 +76,7 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "Address to serve on: HOST:PORT, [IPV6]:PORT or unix:/PATH; "
           "0.0.0.0:50051 in a container, port 0 picks a free port");
 ABSL_FLAG(int64_t, shards, static_cast<int64_t>(Defaults().store.shards),
-          "Lock shards of the store");
+          "Lock shards of the embedded store (refused with --store=redis-cluster)");
 ABSL_FLAG(int64_t, event_retention_events,
           static_cast<int64_t>(Defaults().store.event_retention_events),
           "Expiry events kept for watchers to resume from");
@@ -163,7 +164,7 @@ ABSL_FLAG(std::string, store, "embedded",
           "embedded (this process, memory-only or --data_dir) or redis-cluster (a Redis "
           "Cluster named by --redis_nodes; any number of lapsed replicas may serve it)");
 ABSL_FLAG(std::string, redis_nodes, "",
-          "With --store=redis-cluster: HOST:PORT,HOST:PORT,... of some nodes of the cluster; "
+          "With --store=redis-cluster: HOST:PORT or [IPV6]:PORT,... of some nodes of the cluster; "
           "the rest are learned");
 ABSL_FLAG(std::string, redis_password_file, "",
           "With --store=redis-cluster: a file holding the cluster's password (requirepass), "
@@ -381,6 +382,12 @@ absl::Status RedisFromFlags(lapse::ServerOptions* options) {
     return absl::InvalidArgumentError(
         "--data_dir is for --store=embedded: with --store=redis-cluster the state is in Redis");
   }
+  // Given at all, even at its default: it would be ignored.
+  if (absl::flags_internal::WasPresentOnCommandLine("shards")) {
+    return absl::InvalidArgumentError(
+        "--shards is for --store=embedded (its lock shards): with --store=redis-cluster the "
+        "collections are spread over --redis_partitions");
+  }
   if (nodes.empty()) {
     return absl::InvalidArgumentError(
         "--store=redis-cluster needs --redis_nodes=HOST:PORT,... (some nodes of the cluster)");
@@ -397,14 +404,16 @@ absl::Status RedisFromFlags(lapse::ServerOptions* options) {
   constexpr size_t kMaxNodes = 1000;
   for (absl::string_view node : absl::StrSplit(nodes, ',', absl::SkipWhitespace())) {
     node = absl::StripAsciiWhitespace(node);
-    const size_t colon = node.rfind(':');
-    int port = 0;
-    if (colon == absl::string_view::npos || colon == 0 ||
-        !absl::SimpleAtoi(node.substr(colon + 1), &port) || port < 1 || port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--redis_nodes=", nodes, ": \"", node, "\" is not HOST:PORT"));
+    // The forms lapsed listens on, less unix: and port 0.
+    absl::StatusOr<lapse::ListenAddress> address = lapse::ParseListenAddress(node);
+    if (!address.ok() || address->is_unix() || address->port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--redis_nodes=", nodes, ": \"", node,
+                                                     "\" is not HOST:PORT or [IPV6]:PORT"));
     }
-    redis.router.seeds.emplace_back(node);
+    // The router takes an IPv6 address bare: it splits at the last colon.
+    absl::string_view host = address->host;
+    if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+    redis.router.seeds.push_back(absl::StrCat(host, ":", address->port));
   }
   if (redis.router.seeds.size() > kMaxNodes) {
     return absl::InvalidArgumentError(

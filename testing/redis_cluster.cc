@@ -151,8 +151,10 @@ absl::Status RedisCluster::Launch(Node& node) {
   const size_t logged = ReadFile(log).size();
   // repl-diskless-sync-delay 0: a replica's full sync starts at once, not
   // after Redis's default 5 s.
+  // ::1 too where the host has it ('-': optional), for tests of IPv6 seeds.
   std::vector<std::string> args = {"--bind",
                                    "127.0.0.1",
+                                   "-::1",
                                    "--port",
                                    absl::StrCat(node.port),
                                    "--dir",
@@ -303,6 +305,25 @@ absl::StatusOr<std::string> RedisCluster::Command(int port,
   return Text(**reply);
 }
 
+absl::Status RedisCluster::ChangePassword(int port, const std::string& password) const {
+  // The connections left are closed from one that gives the new password.
+  absl::StatusOr<Reply> changed =
+      Run(port, options_.password, {"CONFIG", "SET", "requirepass", password});
+  if (!changed.ok()) return changed.status();
+  absl::StatusOr<Context> c = Connect(port);
+  if (!c.ok()) return c.status();
+  Reply auth(static_cast<redisReply*>(
+      redisCommand(c->get(), "AUTH %b", password.data(), password.size())));
+  Reply killed(
+      static_cast<redisReply*>(redisCommand(c->get(), "CLIENT KILL TYPE normal SKIPME yes")));
+  if (auth == nullptr || auth->type == REDIS_REPLY_ERROR || killed == nullptr ||
+      killed->type == REDIS_REPLY_ERROR) {
+    return absl::UnavailableError(
+        absl::StrCat("127.0.0.1:", port, ": cannot close its clients' connections"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> RedisCluster::CommandOnOwner(
     absl::string_view key, const std::vector<std::string>& args) const {
   for (int port : MasterPorts()) {
@@ -310,6 +331,24 @@ absl::StatusOr<std::string> RedisCluster::CommandOnOwner(
     if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return reply;
   }
   return absl::UnavailableError(absl::StrCat("no master answered for key ", key));
+}
+
+int RedisCluster::MasterOf(const std::string& key) const {
+  for (int port : MasterPorts()) {
+    absl::StatusOr<std::string> reply = Command(port, {"EXISTS", key});
+    if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return port;
+  }
+  return 0;
+}
+
+int RedisCluster::ReplicaOf(int master_port) const {
+  absl::StatusOr<std::string> info = Command(master_port, {"INFO", "replication"});
+  if (!info.ok()) return 0;
+  for (absl::string_view line : absl::StrSplit(*info, absl::ByAnyChar("\r\n,"))) {
+    int port = 0;
+    if (absl::ConsumePrefix(&line, "port=") && absl::SimpleAtoi(line, &port)) return port;
+  }
+  return 0;
 }
 
 void RedisCluster::Kill(int port) {

@@ -20,6 +20,10 @@
 // every replica's link to its master is up. The destructor stops every node
 // by its PID and removes the nodes' directory.
 //
+// The nodes listen on 127.0.0.1 and, where the host has it, on ::1 (an IPv6
+// seed reaches them; they announce 127.0.0.1 to each other and in the slot
+// map).
+//
 // With a password, every node requires it (requirepass) and replicas give it
 // to their masters (masterauth); Command() authenticates with it.
 //
@@ -74,12 +78,23 @@ class RedisCluster final {
   // its reply as text: a string, an integer in decimal, an error as
   // "ERR ...", an array as its elements joined by '\n'.
   absl::StatusOr<std::string> Command(int port, const std::vector<std::string>& args) const;
+  // Sets the password of the node at `port` to `password` (requirepass), as
+  // an operator rotating it would, and closes the clients' connections
+  // authenticated with the old one (not the replication links): they must
+  // authenticate again. Command() keeps the old password, so call it last.
+  absl::Status ChangePassword(int port, const std::string& password) const;
   // FLUSHALL on every master: the cluster holds no key after it.
   absl::Status FlushAll() const;
   // Runs one command on the master that serves `key`'s slot (each master in
   // turn until one answers other than MOVED); its reply as Command's.
   absl::StatusOr<std::string> CommandOnOwner(absl::string_view key,
                                              const std::vector<std::string>& args) const;
+
+  // The port of the master that serves `key`'s slot (the one that does not
+  // redirect it), 0 if none answers.
+  int MasterOf(const std::string& key) const;
+  // The port of a replica of the master at `master_port`, 0 if it has none.
+  int ReplicaOf(int master_port) const;
 
   // SIGKILLs the node at `port`.
   void Kill(int port);

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/base/clock.h"
+#include "testing/test_util.h"
 
 namespace lapse {
 namespace {
@@ -73,6 +75,64 @@ TEST(BlockPoolTest, LeavesBlocksInUseAlone) {
   EXPECT_TRUE(Mapped(used));
   std::memset(used, 1, BlockPool::kBlockSize);
   pool.Free(used);
+}
+
+using Waiting = BlockReleaser::Waiting;
+using ::lapse::testing::kPatience;
+
+// While no block is taken the releaser waits without a timeout, however far
+// its clock moves, and never passes; a burst of blocks wakes it, its second
+// pass unmaps them, once, and it waits without a timeout again.
+TEST(BlockReleaserTest, NeverPassesWhileNoBlockIsTakenAndUnmapsABurstOnceAfterIt) {
+  BlockPool pool;
+  FakeClock clock(absl::FromUnixSeconds(1000));
+  BlockReleaser releaser(&pool, absl::Seconds(1), &clock);
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kBlocks);
+  clock.Advance(absl::Hours(1));
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kBlocks);
+  EXPECT_EQ(releaser.passes(), 0u);
+
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) blocks.push_back(pool.Allocate());
+  for (void* block : blocks) pool.Free(block);
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kPeriod);
+  EXPECT_EQ(releaser.passes(), 0u);
+  // The period the burst came in: its blocks are kept.
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kPeriod);
+  EXPECT_EQ(releaser.passes(), 1u);
+  EXPECT_EQ(pool.kept_blocks(), 3u);
+  // A period without an Allocate: unmapped.
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kBlocks);
+  EXPECT_EQ(releaser.passes(), 2u);
+  EXPECT_EQ(pool.mapped_blocks(), 0u);
+  for (void* block : blocks) EXPECT_FALSE(Mapped(block));
+  clock.Advance(absl::Hours(1));
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kBlocks);
+  EXPECT_EQ(releaser.passes(), 2u);
+}
+
+// A block still in use when a pass left nothing to release wakes the
+// releaser when it is freed, and is unmapped a period later.
+TEST(BlockReleaserTest, ABlockFreedAfterTheReleaserFellAsleepWakesIt) {
+  BlockPool pool;
+  FakeClock clock(absl::FromUnixSeconds(1000));
+  BlockReleaser releaser(&pool, absl::Seconds(1), &clock);
+  void* used = pool.Allocate();
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kPeriod);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kBlocks);
+  EXPECT_EQ(releaser.passes(), 1u);
+  EXPECT_EQ(pool.mapped_blocks(), 1u);
+
+  pool.Free(used);
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kPeriod);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(releaser.AwaitSettledForTesting(kPatience), Waiting::kBlocks);
+  EXPECT_EQ(releaser.passes(), 2u);
+  EXPECT_EQ(pool.mapped_blocks(), 0u);
+  EXPECT_FALSE(Mapped(used));
 }
 
 }  // namespace

@@ -127,6 +127,20 @@ TEST_F(RedisLapsedTest, PutsGetsAndDeliversAnExpiryToAWatcher) {
   EXPECT_EQ(lapsed.Stop(), 0);
 }
 
+// The test cluster listens on ::1 too (testing/redis_cluster.h).
+TEST_F(RedisLapsedTest, TakesAnIpv6NodeInBrackets) {
+  const std::string seed = cluster_.seeds()[0];
+  const std::string port = seed.substr(seed.rfind(':') + 1);
+  LapsedProcess lapsed(LAPSED_PATH, {"--store=redis-cluster", "--redis_nodes=[::1]:" + port,
+                                     "--redis_partitions=8", "--redis_heartbeat_interval=100ms"});
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  EXPECT_THAT(lapsed.start_line(), HasSubstr("store: redis-cluster at ::1:" + port));
+  std::unique_ptr<v1::LapseService::Stub> stub = StubOf(lapsed);
+  Watcher watcher(*stub, AllEvents());
+  PutGetAndExpire(*stub, watcher);
+  EXPECT_EQ(lapsed.Stop(), 0);
+}
+
 TEST_F(RedisLapsedTest, TwoReplicasExpireAMemberOnceAndAWatcherOfTheOtherGetsItsEvent) {
   LapsedProcess a(LAPSED_PATH, RedisFlags(cluster_));
   ASSERT_GT(a.port(), 0) << a.Wait().err;
@@ -415,6 +429,11 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlags{
             {kCluster, "--redis_nodes=127.0.0.1:7000,:7001"}, "--redis_nodes", "not HOST:PORT"},
         RefusedFlags{{kCluster, "--redis_nodes=127.0.0.1:70000"}, "--redis_nodes", "not HOST:PORT"},
+        RefusedFlags{{kCluster, "--redis_nodes=::1:7000"}, "--redis_nodes", "not HOST:PORT"},
+        RefusedFlags{{kCluster, "--redis_nodes=[::1:7000"}, "--redis_nodes", "[IPV6]:PORT"},
+        RefusedFlags{
+            {kCluster, "--redis_nodes=unix:/tmp/redis.sock"}, "--redis_nodes", "not HOST:PORT"},
+        RefusedFlags{{kCluster, kNodes, "--shards=16"}, "--shards", "--store=redis-cluster"},
         RefusedFlags{
             {kCluster, kNodes, "--redis_partitions=0"}, "--redis_partitions", "out of range"},
         RefusedFlags{

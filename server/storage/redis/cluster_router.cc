@@ -67,8 +67,12 @@ bool IsTransient(absl::string_view error) {
 // a wrong AUTH), "ERR invalid password" (Redis 5's). Not transient: sending
 // the call again cannot help.
 bool IsAuthenticationError(absl::string_view error) {
+  // Redis 7 answers a call of more than 10 arguments (most scripts' EVALSHA)
+  // on a connection whose AUTH it refused with "ERR Protocol error:
+  // unauthenticated multibulk length", and closes the connection.
   return absl::StartsWith(error, "NOAUTH") || absl::StartsWith(error, "WRONGPASS") ||
-         absl::StartsWith(error, "ERR invalid password");
+         absl::StartsWith(error, "ERR invalid password") ||
+         absl::StartsWith(error, "ERR Protocol error: unauthenticated");
 }
 
 // "MOVED 3999 127.0.0.1:6381" → slot and address.

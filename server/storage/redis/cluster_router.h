@@ -50,8 +50,9 @@
 //   the new master is known, else every max_backoff with a fresh map.
 // - Authentication. With a password, AUTH goes first on every connection
 //   (call or subscription). A password refused, or missing where the cluster
-//   wants one (NOAUTH, WRONGPASS, "ERR invalid password" from a call or from
-//   CLUSTER SLOTS), is not transient: the calls fail UNAUTHENTICATED at once,
+//   wants one (NOAUTH, WRONGPASS, "ERR invalid password", or "ERR Protocol
+//   error: unauthenticated ..." to a call of many arguments, from a call or
+//   from CLUSTER SLOTS), is not transient: the calls fail UNAUTHENTICATED at once,
 //   with Redis's answer, instead of spending their retry budget; the
 //   subscriptions are tried again.
 // - Completion. `done` is called exactly once, on the router's I/O thread,

@@ -69,15 +69,6 @@ std::string Text(const absl::StatusOr<RedisReply>& reply) {
   return reply->type == RedisReply::Type::kInteger ? absl::StrCat(reply->integer) : reply->str;
 }
 
-// The port of the master that serves `key`: the one that does not redirect.
-int OwnerOf(const RedisCluster& cluster, const std::string& key) {
-  for (int port : cluster.MasterPorts()) {
-    absl::StatusOr<std::string> reply = cluster.Command(port, {"EXISTS", key});
-    if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return port;
-  }
-  return 0;
-}
-
 class ClusterRouterTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(cluster_.status().ok()) << cluster_.status(); }
@@ -97,7 +88,7 @@ TEST_F(ClusterRouterTest, RoutesEveryKeyToTheMasterOfItsSlot) {
   for (int i = 0; i < 30; ++i) {
     const std::string key = absl::StrCat("key", i);
     EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, absl::StrCat(i)}))), "OK");
-    const int owner = OwnerOf(cluster_, key);
+    const int owner = cluster_.MasterOf(key);
     absl::StatusOr<std::string> stored = cluster_.Command(owner, {"GET", key});
     ASSERT_TRUE(stored.ok()) << stored.status();
     EXPECT_EQ(*stored, absl::StrCat(i));
@@ -110,7 +101,7 @@ TEST_F(ClusterRouterTest, FollowsAskAndMovedWhileASlotMigrates) {
   ClusterRouter router(Options());
   const std::string key = "migrating";
   ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "v"}))), "OK");
-  const int source = OwnerOf(cluster_, key);
+  const int source = cluster_.MasterOf(key);
   int target = 0;
   for (int port : cluster_.MasterPorts()) {
     if (port != source) target = port;
@@ -159,7 +150,7 @@ TEST_F(ClusterRouterTest, ResumesOnThePromotedReplicaAfterItsMasterIsKilled) {
   ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "kept"})
                                   .WaitForReplicas(1, absl::Seconds(5)))),
             "OK");
-  cluster_.Kill(OwnerOf(cluster_, key));
+  cluster_.Kill(cluster_.MasterOf(key));
 
   EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"GET", key}).Idempotent())), "kept");
   EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "new"}))), "OK");
@@ -193,7 +184,7 @@ TEST_F(ClusterRouterTest, WritesThatNoReplicaConfirmsShareTheirWaits) {
   }
   const absl::Duration took = absl::Now() - start;
   EXPECT_LT(took, kWrites / 2 * timeout);
-  EXPECT_EQ(*cluster_.Command(OwnerOf(cluster_, "k"), {"GET", "k"}), absl::StrCat(kWrites));
+  EXPECT_EQ(*cluster_.Command(cluster_.MasterOf("k"), {"GET", "k"}), absl::StrCat(kWrites));
 }
 
 TEST_F(ClusterRouterTest, AReplyLargerThanTheBoundFailsResourceExhausted) {
@@ -220,7 +211,7 @@ TEST_F(ClusterRouterTest, CallsPastTheBoundsFailResourceExhausted) {
   router.Send(RedisCall::Command("other", {"GET", "other"}), replies.Expect());
   EXPECT_EQ(replies.Get(1).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(replies.Get(2).status().code(), absl::StatusCode::kResourceExhausted);
-  ASSERT_TRUE(cluster_.Command(OwnerOf(cluster_, "list"), {"LPUSH", "list", "x"}).ok());
+  ASSERT_TRUE(cluster_.Command(cluster_.MasterOf("list"), {"LPUSH", "list", "x"}).ok());
   absl::StatusOr<RedisReply> popped = replies.Get(0);
   ASSERT_TRUE(popped.ok()) << popped.status();
   ASSERT_EQ(popped->elements.size(), 2u);
@@ -287,7 +278,7 @@ TEST_F(ClusterRouterTest, ASubscriptionFollowsItsChannelToThePromotedReplica) {
   EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "one"}))), "1");
   EXPECT_EQ(messages.WaitForMessages(1), (std::vector<std::string>{"one"}));
 
-  cluster_.Kill(OwnerOf(cluster_, channel));
+  cluster_.Kill(cluster_.MasterOf(channel));
   ASSERT_TRUE(cluster_.WaitForClusterOk());
   ASSERT_TRUE(messages.WaitForSubscribed(2));
   EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "two"}))), "1");
@@ -333,7 +324,7 @@ TEST(ClusterRouterAuthTest, APasswordChangedUnderItFailsItsCallsUnauthenticatedO
   EXPECT_EQ(Text(Call(router, RedisCall::Command("key0", {"SET", "key0", "v"}))), "OK");
   // The slot map is known now: the refusal comes in the call's own reply.
   ASSERT_TRUE(
-      cluster.Command(OwnerOf(cluster, "key0"), {"CONFIG", "SET", "requirepass", "n3w"}).ok());
+      cluster.Command(cluster.MasterOf("key0"), {"CONFIG", "SET", "requirepass", "n3w"}).ok());
   // The router's connection, authenticated before the change, is closed
   // (the CLIENT KILL's own answer may be lost with it). The GET may be
   // written before the router sees that: idempotent, it is sent again on the

@@ -10,8 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -132,13 +130,7 @@ class ReaperTest : public ::testing::Test {
     absl::StatusOr<std::string> reply = cluster_.Command(port, args);
     return reply.ok() ? *reply : reply.status().ToString();
   }
-  int MasterOf(const std::string& key) const {
-    for (int port : cluster_.MasterPorts()) {
-      absl::StatusOr<std::string> reply = cluster_.Command(port, {"EXISTS", key});
-      if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return port;
-    }
-    return 0;
-  }
+  int MasterOf(const std::string& key) const { return cluster_.MasterOf(key); }
   PartitionKeys KeysOf(absl::string_view collection) const {
     return PartitionKeys(store_->TagOf(store_->PartitionOf(collection)));
   }
@@ -336,17 +328,6 @@ TEST_F(ReaperTest, APartitionOfAReplicaThatStoppedIsTakenOverWithinTheBound) {
   EXPECT_EQ(AllEvents().size(), static_cast<size_t>(kPartitions));
 }
 
-// The port of a replica of the master at `master_port`.
-int ReplicaOf(const RedisCluster& cluster, int master_port) {
-  absl::StatusOr<std::string> info = cluster.Command(master_port, {"INFO", "replication"});
-  if (!info.ok()) return 0;
-  for (absl::string_view line : absl::StrSplit(*info, absl::ByAnyChar("\r\n,"))) {
-    int port = 0;
-    if (absl::ConsumePrefix(&line, "port=") && absl::SimpleAtoi(line, &port)) return port;
-  }
-  return 0;
-}
-
 TEST_F(ReaperTest, TheWatermarkHoldsUntilAReplicaHasTheEvents) {
   Watermarks marks;
   std::unique_ptr<Reaper> reaper = StartReaper(
@@ -354,7 +335,7 @@ TEST_F(ReaperTest, TheWatermarkHoldsUntilAReplicaHasTheEvents) {
   ASSERT_TRUE(AwaitStats(*reaper, [](const Reaper::Stats& s) { return s.owned == kPartitions; }));
   Put("c", {Expiring("a", absl::Seconds(1))});
   const PartitionKeys keys = KeysOf("c");
-  const int replica = ReplicaOf(cluster_, MasterOf(keys.due));
+  const int replica = cluster_.ReplicaOf(MasterOf(keys.due));
   ASSERT_NE(replica, 0);
 
   cluster_.Signal(replica, SIGSTOP);

@@ -1,6 +1,7 @@
 #include "server/storage/redis/redis_cluster_store.h"
 
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -66,6 +67,22 @@ absl::string_view ConditionArg(ExpireCondition condition) {
       break;
   }
   return "always";
+}
+
+// The `n` answers of a script on `n` members, each read by `one` (a
+// std::optional<T>, nullopt for an answer of the wrong shape).
+template <typename T, typename One>
+absl::StatusOr<std::vector<T>> EachMember(const RedisReply& reply, size_t n,
+                                          absl::string_view script, One one) {
+  if (reply.elements.size() != n) return Malformed(script);
+  std::vector<T> results;
+  results.reserve(n);
+  for (const RedisReply& r : reply.elements) {
+    std::optional<T> result = one(r);
+    if (!result.has_value()) return Malformed(script);
+    results.push_back(*std::move(result));
+  }
+  return results;
 }
 
 // [members, members with a deadline, the earliest deadline] of a collection,
@@ -299,6 +316,14 @@ void RedisClusterStore::SendCollection(RedisCall call, absl::string_view collect
   });
 }
 
+template <typename T, typename Parse>
+void RedisClusterStore::SendWrite(const RedisScript& script, absl::string_view collection,
+                                  std::vector<std::string> args, StoreDone<T> done, Parse parse) {
+  SendCollection(CollectionCall(script, collection, std::move(args))
+                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
+                 collection, Delivery::kBeforeAnswer, std::move(done), std::move(parse));
+}
+
 void RedisClusterStore::DeliverThen(int partition, uint64_t sequence,
                                     absl::AnyInvocable<void() &&> then) {
   {
@@ -378,21 +403,17 @@ void RedisClusterStore::PutMembers(absl::string_view collection,
     args.push_back(std::move(deadline.second));
   }
   const size_t n = writes.size();
-  SendCollection(CollectionCall(PutScript(), collection, std::move(args))
-                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                 collection, Delivery::kBeforeAnswer, std::move(done),
-                 [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PutResult>> {
-                   if (reply.elements.size() != n) return Malformed("put");
-                   std::vector<PutResult> results;
-                   for (const RedisReply& r : reply.elements) {
-                     if (r.elements.size() != 2) return Malformed("put");
-                     const PutOutcome outcome = r.elements[0].integer == 0   ? PutOutcome::kCreated
-                                                : r.elements[0].integer == 1 ? PutOutcome::kReplaced
-                                                                             : PutOutcome::kSkipped;
-                     results.push_back({outcome, DeadlineIn(r.elements[1])});
-                   }
-                   return results;
-                 });
+  SendWrite(PutScript(), collection, std::move(args), std::move(done),
+            [n](const RedisReply& reply) {
+              return EachMember<PutResult>(
+                  reply, n, "put", [](const RedisReply& r) -> std::optional<PutResult> {
+                    if (r.elements.size() != 2) return std::nullopt;
+                    const PutOutcome outcome = r.elements[0].integer == 0   ? PutOutcome::kCreated
+                                               : r.elements[0].integer == 1 ? PutOutcome::kReplaced
+                                                                            : PutOutcome::kSkipped;
+                    return PutResult{outcome, DeadlineIn(r.elements[1])};
+                  });
+            });
 }
 
 void RedisClusterStore::GetMembers(absl::string_view collection,
@@ -422,17 +443,14 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
   SendCollection(
       std::move(call), collection,
       refresh.kind == Expiration::Kind::kNone ? Delivery::kByTheReaper : Delivery::kBeforeAnswer,
-      std::move(done), [n](const RedisReply& reply) -> absl::StatusOr<std::vector<GetResult>> {
-        if (reply.elements.size() != n) return Malformed("get");
-        std::vector<GetResult> results(n);
-        for (size_t i = 0; i < n; ++i) {
-          const RedisReply& r = reply.elements[i];
-          if (r.elements.empty()) return Malformed("get");
-          if (r.elements[0].integer == 0) continue;
-          if (r.elements.size() != 3) return Malformed("get");
-          results[i] = {true, r.elements[1].str, DeadlineIn(r.elements[2])};
-        }
-        return results;
+      std::move(done), [n](const RedisReply& reply) {
+        return EachMember<GetResult>(
+            reply, n, "get", [](const RedisReply& r) -> std::optional<GetResult> {
+              if (r.elements.empty()) return std::nullopt;
+              if (r.elements[0].integer == 0) return GetResult{};
+              if (r.elements.size() != 3) return std::nullopt;
+              return GetResult{true, r.elements[1].str, DeadlineIn(r.elements[2])};
+            });
       });
 }
 
@@ -444,17 +462,13 @@ void RedisClusterStore::RemoveMembers(absl::string_view collection,
     std::move(done)(valid);
     return;
   }
-  std::vector<std::string> args(keys.begin(), keys.end());
   const size_t n = keys.size();
-  SendCollection(CollectionCall(RemoveScript(), collection, std::move(args))
-                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                 collection, Delivery::kBeforeAnswer, std::move(done),
-                 [n](const RedisReply& reply) -> absl::StatusOr<std::vector<bool>> {
-                   if (reply.elements.size() != n) return Malformed("remove");
-                   std::vector<bool> removed;
-                   for (const RedisReply& r : reply.elements) removed.push_back(r.integer == 1);
-                   return removed;
-                 });
+  SendWrite(RemoveScript(), collection, {keys.begin(), keys.end()}, std::move(done),
+            [n](const RedisReply& reply) {
+              return EachMember<bool>(reply, n, "remove", [](const RedisReply& r) {
+                return std::optional<bool>(r.integer == 1);
+              });
+            });
 }
 
 void RedisClusterStore::ExpireMembers(absl::string_view collection,
@@ -479,23 +493,19 @@ void RedisClusterStore::ExpireMembers(absl::string_view collection,
                                    std::move(deadline.second)};
   for (absl::string_view key : keys) args.emplace_back(key);
   const size_t n = keys.size();
-  SendCollection(
-      CollectionCall(ExpireScript(), collection, std::move(args))
-          .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-      collection, Delivery::kBeforeAnswer, std::move(done),
-      [n](const RedisReply& reply) -> absl::StatusOr<std::vector<ExpireResult>> {
-        if (reply.elements.size() != n) return Malformed("expire");
-        constexpr ExpireOutcome kOutcomes[] = {ExpireOutcome::kUpdated,
-                                               ExpireOutcome::kConditionNotMet,
-                                               ExpireOutcome::kNotFound, ExpireOutcome::kExpired};
-        std::vector<ExpireResult> results;
-        for (const RedisReply& r : reply.elements) {
-          if (r.elements.size() != 2 || r.elements[0].integer < 0 || r.elements[0].integer > 3) {
-            return Malformed("expire");
-          }
-          results.push_back({kOutcomes[r.elements[0].integer], DeadlineIn(r.elements[1])});
-        }
-        return results;
+  SendWrite(
+      ExpireScript(), collection, std::move(args), std::move(done), [n](const RedisReply& reply) {
+        return EachMember<ExpireResult>(
+            reply, n, "expire", [](const RedisReply& r) -> std::optional<ExpireResult> {
+              constexpr ExpireOutcome kOutcomes[] = {
+                  ExpireOutcome::kUpdated, ExpireOutcome::kConditionNotMet,
+                  ExpireOutcome::kNotFound, ExpireOutcome::kExpired};
+              if (r.elements.size() != 2 || r.elements[0].integer < 0 ||
+                  r.elements[0].integer > 3) {
+                return std::nullopt;
+              }
+              return ExpireResult{kOutcomes[r.elements[0].integer], DeadlineIn(r.elements[1])};
+            });
       });
 }
 
@@ -507,23 +517,18 @@ void RedisClusterStore::PersistMembers(absl::string_view collection,
     std::move(done)(valid);
     return;
   }
-  std::vector<std::string> args(keys.begin(), keys.end());
   const size_t n = keys.size();
-  SendCollection(CollectionCall(PersistScript(), collection, std::move(args))
-                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                 collection, Delivery::kBeforeAnswer, std::move(done),
-                 [n](const RedisReply& reply) -> absl::StatusOr<std::vector<PersistOutcome>> {
-                   if (reply.elements.size() != n) return Malformed("persist");
-                   constexpr PersistOutcome kOutcomes[] = {PersistOutcome::kPersisted,
-                                                           PersistOutcome::kNoExpiration,
-                                                           PersistOutcome::kNotFound};
-                   std::vector<PersistOutcome> results;
-                   for (const RedisReply& r : reply.elements) {
-                     if (r.integer < 0 || r.integer > 2) return Malformed("persist");
-                     results.push_back(kOutcomes[r.integer]);
-                   }
-                   return results;
-                 });
+  SendWrite(PersistScript(), collection, {keys.begin(), keys.end()}, std::move(done),
+            [n](const RedisReply& reply) {
+              return EachMember<PersistOutcome>(
+                  reply, n, "persist", [](const RedisReply& r) -> std::optional<PersistOutcome> {
+                    constexpr PersistOutcome kOutcomes[] = {PersistOutcome::kPersisted,
+                                                            PersistOutcome::kNoExpiration,
+                                                            PersistOutcome::kNotFound};
+                    if (r.integer < 0 || r.integer > 2) return std::nullopt;
+                    return kOutcomes[r.integer];
+                  });
+            });
 }
 
 void RedisClusterStore::ListMembers(absl::string_view collection, const ListMembersOptions& options,
@@ -620,15 +625,13 @@ void RedisClusterStore::DeleteCollection(absl::string_view name, StoreDone<uint6
     std::move(done)(valid);
     return;
   }
-  SendCollection(CollectionCall(DeleteCollectionScript(), name, {})
-                     .WaitForReplicas(options_.wait_replicas, options_.wait_timeout),
-                 name, Delivery::kBeforeAnswer, std::move(done),
-                 [](const RedisReply& reply) -> absl::StatusOr<uint64_t> {
-                   if (reply.type != RedisReply::Type::kInteger || reply.integer < 0) {
-                     return Malformed("delete collection");
-                   }
-                   return static_cast<uint64_t>(reply.integer);
-                 });
+  SendWrite(DeleteCollectionScript(), name, {}, std::move(done),
+            [](const RedisReply& reply) -> absl::StatusOr<uint64_t> {
+              if (reply.type != RedisReply::Type::kInteger || reply.integer < 0) {
+                return Malformed("delete collection");
+              }
+              return static_cast<uint64_t>(reply.integer);
+            });
 }
 
 const EventSource& RedisClusterStore::events() const { return *events_; }

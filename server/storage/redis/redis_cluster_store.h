@@ -197,6 +197,12 @@ class RedisClusterStore final : public Store {
   template <typename T, typename Parse>
   void SendCollection(RedisCall call, absl::string_view collection, Delivery delivery,
                       StoreDone<T> done, Parse parse);
+  // SendCollection of a write: `script` on `collection` with `args`
+  // (CollectionCall), acknowledged once WAIT counts wait_replicas, its events
+  // readable before the answer.
+  template <typename T, typename Parse>
+  void SendWrite(const RedisScript& script, absl::string_view collection,
+                 std::vector<std::string> args, StoreDone<T> done, Parse parse);
   // Raises `partition`'s delivery watermark to `sequence`, which a WAIT has
   // confirmed replicated, then calls `then` once events() has read that
   // far; if the watermark cannot be raised, calls `then` at once (the

@@ -827,5 +827,33 @@ TEST_F(RedisClusterStoreTest, BadInputOfEveryCollectionOperationIsInvalidArgumen
   expect_invalid(Delete("").status(), "name");
 }
 
+// The cluster refusing lapsed's password (rotated under it) is not the
+// caller's credentials: UNAVAILABLE, naming Redis and the flag to fix, where
+// the router says UNAUTHENTICATED.
+TEST(RedisClusterStoreAuthTest, APasswordChangedUnderItIsUnavailableNamingThePasswordFile) {
+  RedisCluster cluster({.password = "s3cret"});
+  ASSERT_TRUE(cluster.status().ok()) << cluster.status();
+  RedisClusterStoreOptions options;
+  options.router.seeds = cluster.seeds();
+  options.router.password = "s3cret";
+  options.partitions = 1;
+  options.reap = false;
+  absl::StatusOr<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::vector<absl::string_view> keys = {"k"};
+  auto get = [&] {
+    return Await<std::vector<GetResult>>(
+        [&](auto done) { (*store)->GetMembers("c", keys, Expiration::None(), std::move(done)); });
+  };
+  ASSERT_TRUE(get().ok());
+  for (int port : cluster.MasterPorts()) ASSERT_TRUE(cluster.ChangePassword(port, "n3w").ok());
+  // Idempotent, the get is sent again on a new connection, whose AUTH is
+  // refused.
+  const absl::Status status = get().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "Redis Cluster refused the password")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "--redis_password_file")) << status;
+}
+
 }  // namespace
 }  // namespace lapse::redis

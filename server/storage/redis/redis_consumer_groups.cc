@@ -411,6 +411,12 @@ void RedisConsumerGroups::Create(absl::string_view name, const ConsumerGroupOpti
            {std::string(name), incarnation, absl::StrCat(options_.limits.max_consumer_groups)})),
        [this, name = std::string(name), start, args = std::move(args), incarnation, give_back,
         done = std::move(done)](absl::StatusOr<RedisReply> reserved) mutable {
+         if (!reserved.ok()) {
+           // The reservation may have been made (e.g. its WAIT timed out);
+           // the group was not created.
+           give_back(ReplyStatus(reserved), std::move(done));
+           return;
+         }
          if (absl::Status s = ReplyStatus(reserved); !s.ok()) {
            std::move(done)(s);
            return;

@@ -4,6 +4,8 @@
 // watermarks themselves (no reaper), so every step is deterministic.
 #include "server/storage/redis/redis_consumer_groups.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <future>
@@ -652,6 +654,36 @@ TEST_F(RedisConsumerGroupsTest, ACreateRefusedAsAlreadyExistingTakesNoRoom) {
   EXPECT_TRUE(Create(*b_, "two").ok());
   EXPECT_EQ(Create(*a_, "three").status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(Get(*b_, "one").ok());
+}
+
+// A create whose reservation WAIT cannot confirm (the {meta} master's
+// replica is stopped) fails UNAVAILABLE and gives the reservation back: the
+// name takes no room, and another group can be created in it.
+TEST_F(RedisConsumerGroupsTest, ACreateWhoseReservationWaitTimesOutGivesTheRoomBack) {
+  limits_.max_consumer_groups = 1;
+  a_ = OpenReplica();
+  ASSERT_NE(a_, nullptr);
+  RedisClusterStoreOptions options = StoreOptions(kPartitions);
+  options.limits = limits_;
+  options.wait_timeout = absl::Milliseconds(100);
+  std::unique_ptr<RedisClusterStore> hasty = OpenStore(std::move(options));
+  ASSERT_NE(hasty, nullptr);
+  const GroupIndexKeys index;
+  const int replica = cluster_->ReplicaOf(cluster_->MasterOf(index.names));
+  ASSERT_NE(replica, 0);
+
+  cluster_->Signal(replica, SIGSTOP);
+  const absl::Status unconfirmed = Await<ConsumerGroupInfo>([&](auto done) {
+                                     hasty->CreateConsumerGroup("lost", {}, {}, std::move(done));
+                                   }).status();
+  cluster_->Signal(replica, SIGCONT);
+  EXPECT_EQ(unconfirmed.code(), absl::StatusCode::kUnavailable) << unconfirmed;
+  EXPECT_TRUE(absl::StrContains(unconfirmed.message(), "WAIT")) << unconfirmed;
+
+  EXPECT_EQ(*cluster_->Command(cluster_->MasterOf(index.names), {"ZSCORE", index.names, "lost"}),
+            "");
+  EXPECT_TRUE(Create(*a_, "other").ok());
+  EXPECT_EQ(Get(*a_, "lost").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/base/log.h"
 
 namespace lapse::redis {
 
@@ -22,6 +23,12 @@ absl::Status StatusOfErrorReply(const RedisReply& error) {
 }
 
 absl::Status ReplyStatus(const absl::StatusOr<RedisReply>& reply) {
+  if (absl::IsUnauthenticated(reply.status())) {
+    static RateLimitedLog* const refusals = new RateLimitedLog(10, absl::Minutes(1));
+    refusals->Log(LogLevel::kError, "%s; check --redis_password_file", reply.status().message());
+    return absl::UnavailableError(absl::StrCat(
+        reply.status().message(), " (lapsed's password for Redis: --redis_password_file)"));
+  }
   if (!reply.ok()) return reply.status();
   if (reply->type == RedisReply::Type::kError) return StatusOfErrorReply(*reply);
   return absl::OkStatus();
