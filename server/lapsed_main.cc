@@ -41,7 +41,6 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/internal/parse.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
@@ -75,8 +74,10 @@ const lapse::ServerOptions& Defaults() {
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "Address to serve on: HOST:PORT, [IPV6]:PORT or unix:/PATH; "
           "0.0.0.0:50051 in a container, port 0 picks a free port");
-ABSL_FLAG(int64_t, shards, static_cast<int64_t>(Defaults().store.shards),
-          "Lock shards of the embedded store (refused with --store=redis-cluster)");
+// Optional, so that --store=redis-cluster can refuse it even at the default.
+ABSL_FLAG(std::optional<int64_t>, shards, std::nullopt,
+          absl::StrCat("Lock shards of the embedded store (default ", Defaults().store.shards,
+                       "; refused with --store=redis-cluster)"));
 ABSL_FLAG(int64_t, event_retention_events,
           static_cast<int64_t>(Defaults().store.event_retention_events),
           "Expiry events kept for watchers to resume from");
@@ -231,13 +232,24 @@ namespace {
 using lapse::Log;
 using lapse::LogLevel;
 
-// Checks that `flag`'s value is within [min, max]; the error names the flag.
-bool InRange(const absl::Flag<int64_t>& flag, int64_t min, int64_t max, std::string* error) {
-  const int64_t value = absl::GetFlag(flag);
+// Checks that the value of the flag `name` is within [min, max]; the error
+// names the flag.
+bool InRange(absl::string_view name, int64_t value, int64_t min, int64_t max, std::string* error) {
   if (value >= min && value <= max) return true;
-  *error = absl::StrCat("--", absl::GetFlagReflectionHandle(flag).Name(), "=", value,
-                        " is out of range [", min, ", ", max, "]");
+  *error = absl::StrCat("--", name, "=", value, " is out of range [", min, ", ", max, "]");
   return false;
+}
+
+bool InRange(const absl::Flag<int64_t>& flag, int64_t min, int64_t max, std::string* error) {
+  return InRange(absl::GetFlagReflectionHandle(flag).Name(), absl::GetFlag(flag), min, max, error);
+}
+
+// An optional flag not given is in range.
+bool InRange(const absl::Flag<std::optional<int64_t>>& flag, int64_t min, int64_t max,
+             std::string* error) {
+  const std::optional<int64_t> value = absl::GetFlag(flag);
+  return !value.has_value() ||
+         InRange(absl::GetFlagReflectionHandle(flag).Name(), *value, min, max, error);
 }
 
 // Checks that `flag`'s duration is within [min, max]; the error names the flag.
@@ -383,7 +395,7 @@ absl::Status RedisFromFlags(lapse::ServerOptions* options) {
         "--data_dir is for --store=embedded: with --store=redis-cluster the state is in Redis");
   }
   // Given at all, even at its default: it would be ignored.
-  if (absl::flags_internal::WasPresentOnCommandLine("shards")) {
+  if (absl::GetFlag(FLAGS_shards).has_value()) {
     return absl::InvalidArgumentError(
         "--shards is for --store=embedded (its lock shards): with --store=redis-cluster the "
         "collections are spread over --redis_partitions");
@@ -487,7 +499,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
 
   lapse::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
-  options.store.shards = absl::GetFlag(FLAGS_shards);
+  options.store.shards = absl::GetFlag(FLAGS_shards).value_or(Defaults().store.shards);
   options.store.event_retention_events = absl::GetFlag(FLAGS_event_retention_events);
   options.store.event_retention_bytes = absl::GetFlag(FLAGS_event_retention_bytes);
   options.store.limits.max_collection_name_bytes = absl::GetFlag(FLAGS_max_collection_name_bytes);
