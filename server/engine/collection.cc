@@ -118,6 +118,18 @@ void Collection::Unindex(const StoredMember* member) {
   }
 }
 
+bool Collection::Put(absl::string_view key, absl::string_view value, int64_t deadline_ms,
+                     absl::FunctionRef<void(const StoredMember&)> replacing) {
+  const StoredMember* existing = Find(key);
+  if (existing == nullptr) {
+    Insert(key, value, deadline_ms);
+    return true;
+  }
+  replacing(*existing);
+  Replace(existing, value, deadline_ms);
+  return false;
+}
+
 void Collection::Insert(absl::string_view key, absl::string_view value, int64_t deadline_ms) {
   assert(Find(key) == nullptr && "Insert of a key that is present");
   if (!indexed_ && small_.size() == kSmallMax) MakeIndexed();

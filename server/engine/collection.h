@@ -128,6 +128,11 @@ class Collection {
   // nullptr when absent. The pointer is valid until the member is changed or
   // erased.
   const StoredMember* Find(absl::string_view key) const;
+  // Writes the member `key`: inserts it, or overwrites the value and deadline
+  // of the member there, which `replacing` sees first. Returns whether it
+  // inserted.
+  bool Put(absl::string_view key, absl::string_view value, int64_t deadline_ms,
+           absl::FunctionRef<void(const StoredMember&)> replacing);
   // REQUIRES: `key` is absent.
   void Insert(absl::string_view key, absl::string_view value, int64_t deadline_ms);
   // The methods below take a member of this collection, as Find returned it.
