@@ -26,15 +26,15 @@ char* StoredMember::WriteHeader(char* at, size_t key_size, size_t value_size, in
   const uint32_t key_code = key_size < kSizeEscape ? key_size : kSizeEscape;
   const uint32_t value_code = value_size < kSizeEscape ? value_size : kSizeEscape;
   StoredMember* m = new (at) StoredMember;
-  EncodeFixed64(m->header_, EncodeDeadline(deadline_ms) | (uint64_t{key_code} << kKeySizeShift) |
-                                (uint64_t{value_code} << kValueSizeShift));
+  Store<uint64_t>(m->header_, EncodeDeadline(deadline_ms) | (uint64_t{key_code} << kKeySizeShift) |
+                                  (uint64_t{value_code} << kValueSizeShift));
   char* out = m->data();
   if (key_code == kSizeEscape) {
-    EncodeFixed32(out, static_cast<uint32_t>(key_size));
+    Store<uint32_t>(out, static_cast<uint32_t>(key_size));
     out += 4;
   }
   if (value_code == kSizeEscape) {
-    EncodeFixed32(out, static_cast<uint32_t>(value_size));
+    Store<uint32_t>(out, static_cast<uint32_t>(value_size));
     out += 4;
   }
   return out;

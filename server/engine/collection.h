@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -34,7 +35,6 @@
 #include "absl/container/btree_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
-#include "server/base/coding.h"
 #include "server/base/deadline.h"
 
 namespace lapse {
@@ -63,8 +63,9 @@ class StoredMember {
   friend class Collection;
   // The header: bits 0-47 the deadline less kEarliestDeadlineMs (all ones for
   // none); bits 48-55 the key's size and bits 56-63 the value's, or
-  // kSizeEscape when the size is at least that and follows the header as a
-  // fixed32, the key's first. Stored little-endian, unaligned.
+  // kSizeEscape when the size is at least that and follows the header in 32
+  // bits, the key's first. In memory only: in the machine's byte order,
+  // unaligned.
   static constexpr uint64_t kDeadlineMask = (uint64_t{1} << 48) - 1;
   static constexpr uint32_t kSizeEscape = 0xff;
   static constexpr int kKeySizeShift = 48;
@@ -86,9 +87,21 @@ class StoredMember {
   static char* WriteHeader(char* at, size_t key_size, size_t value_size, int64_t deadline_ms);
   static uint64_t EncodeDeadline(int64_t deadline_ms);
 
-  uint64_t header() const { return DecodeFixed64(header_); }
+  // Unaligned reads and writes, each one move on common machines.
+  template <typename T>
+  static T Load(const char* from) {
+    T value;
+    std::memcpy(&value, from, sizeof(value));
+    return value;
+  }
+  template <typename T>
+  static void Store(char* to, T value) {
+    std::memcpy(to, &value, sizeof(value));
+  }
+
+  uint64_t header() const { return Load<uint64_t>(header_); }
   void set_deadline_ms(int64_t deadline_ms) {
-    EncodeFixed64(header_, (header() & ~kDeadlineMask) | EncodeDeadline(deadline_ms));
+    Store<uint64_t>(header_, (header() & ~kDeadlineMask) | EncodeDeadline(deadline_ms));
   }
   uint32_t key_code() const { return (header() >> kKeySizeShift) & 0xff; }
   uint32_t value_code() const { return static_cast<uint32_t>(header() >> kValueSizeShift); }
@@ -96,10 +109,12 @@ class StoredMember {
   size_t sizes_bytes() const {
     return (key_code() == kSizeEscape ? 4 : 0) + (value_code() == kSizeEscape ? 4 : 0);
   }
-  size_t key_size() const { return key_code() == kSizeEscape ? DecodeFixed32(data()) : key_code(); }
+  size_t key_size() const {
+    return key_code() == kSizeEscape ? Load<uint32_t>(data()) : key_code();
+  }
   size_t value_size() const {
     if (value_code() != kSizeEscape) return value_code();
-    return DecodeFixed32(data() + (key_code() == kSizeEscape ? 4 : 0));
+    return Load<uint32_t>(data() + (key_code() == kSizeEscape ? 4 : 0));
   }
   // The bytes this member takes.
   size_t size() const { return SizeOf(key_size(), value_size()); }
