@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 namespace lapse {
 
@@ -20,27 +22,36 @@ uint64_t StoredMember::EncodeDeadline(int64_t deadline_ms) {
   return static_cast<uint64_t>(deadline_ms - kEarliestDeadlineMs);
 }
 
-StoredMember::Ptr StoredMember::Create(absl::string_view key, absl::string_view value,
-                                       int64_t deadline_ms) {
-  const uint32_t key_code = key.size() < kSizeEscape ? key.size() : kSizeEscape;
-  const uint32_t value_code = value.size() < kSizeEscape ? value.size() : kSizeEscape;
-  const uint64_t header = EncodeDeadline(deadline_ms) | (uint64_t{key_code} << kKeySizeShift) |
-                          (uint64_t{value_code} << kValueSizeShift);
-  const size_t sizes = (key_code == kSizeEscape ? 4 : 0) + (value_code == kSizeEscape ? 4 : 0);
-  void* raw = ::operator new(sizeof(StoredMember) + sizes + key.size() + value.size());
-  Ptr m(new (raw) StoredMember(header));
+char* StoredMember::WriteHeader(char* at, size_t key_size, size_t value_size, int64_t deadline_ms) {
+  const uint32_t key_code = key_size < kSizeEscape ? key_size : kSizeEscape;
+  const uint32_t value_code = value_size < kSizeEscape ? value_size : kSizeEscape;
+  StoredMember* m = new (at) StoredMember;
+  Store<uint64_t>(m->header_, EncodeDeadline(deadline_ms) | (uint64_t{key_code} << kKeySizeShift) |
+                                  (uint64_t{value_code} << kValueSizeShift));
   char* out = m->data();
   if (key_code == kSizeEscape) {
-    EncodeFixed32(out, static_cast<uint32_t>(key.size()));
+    Store<uint32_t>(out, static_cast<uint32_t>(key_size));
     out += 4;
   }
   if (value_code == kSizeEscape) {
-    EncodeFixed32(out, static_cast<uint32_t>(value.size()));
+    Store<uint32_t>(out, static_cast<uint32_t>(value_size));
     out += 4;
   }
+  return out;
+}
+
+StoredMember* StoredMember::Write(char* at, absl::string_view key, absl::string_view value,
+                                  int64_t deadline_ms) {
+  char* out = WriteHeader(at, key.size(), value.size(), deadline_ms);
   if (!key.empty()) std::memcpy(out, key.data(), key.size());
   if (!value.empty()) std::memcpy(out + key.size(), value.data(), value.size());
-  return m;
+  return reinterpret_cast<StoredMember*>(at);
+}
+
+StoredMember::Ptr StoredMember::Create(absl::string_view key, absl::string_view value,
+                                       int64_t deadline_ms) {
+  void* raw = ::operator new(SizeOf(key.size(), value.size()));
+  return Ptr(Write(static_cast<char*>(raw), key, value, deadline_ms));
 }
 
 void Collection::Deleter::operator()(Collection* c) const {
@@ -55,61 +66,138 @@ Collection::Ptr Collection::Create(absl::string_view name) {
   return c;
 }
 
+Collection::~Collection() {
+  if (indexed_) {
+    delete indexed();
+  } else {
+    std::free(storage_);
+  }
+}
+
 size_t Collection::expiring_count() const {
-  if (indexed_) return indexed_->by_deadline.size();
+  if (indexed_) return indexed()->by_deadline.size();
   size_t n = 0;
-  for (const StoredMember::Ptr& m : small_) n += m->has_deadline() ? 1 : 0;
+  ForEachSmall([&](const StoredMember* m) {
+    n += m->has_deadline() ? 1 : 0;
+    return false;
+  });
   return n;
 }
 
-Collection::SmallMembers::iterator Collection::SmallLowerBound(absl::string_view key) {
-  return std::lower_bound(small_.begin(), small_.end(), key, KeyLess());
+size_t Collection::SmallLowerBound(absl::string_view key) const {
+  size_t offset = 0;
+  while (offset < small_bytes_) {
+    const StoredMember* m = SmallAt(offset);
+    if (m->key() >= key) break;
+    offset += m->size();
+  }
+  return offset;
 }
 
-Collection::SmallMembers::const_iterator Collection::SmallLowerBound(absl::string_view key) const {
-  return std::lower_bound(small_.begin(), small_.end(), key, KeyLess());
+void Collection::SmallResize(size_t offset, size_t old_size, size_t new_size) {
+  const size_t bytes = small_bytes_ - old_size + new_size;
+  const size_t tail = small_bytes_ - offset - old_size;
+  if (bytes == 0) {
+    std::free(storage_);
+    storage_ = nullptr;
+    small_bytes_ = 0;
+    return;
+  }
+  // Exact sizes: an allocator keeps a block whose size class still fits in
+  // place, and a collection of 10 members holds no spare room.
+  if (new_size < old_size) {
+    std::memmove(small() + offset + new_size, small() + offset + old_size, tail);
+  }
+  if (bytes != small_bytes_) {
+    void* grown = std::realloc(storage_, bytes);
+    if (grown == nullptr) throw std::bad_alloc();
+    storage_ = grown;
+  }
+  if (new_size > old_size) {
+    std::memmove(small() + offset + new_size, small() + offset + old_size, tail);
+  }
+  small_bytes_ = static_cast<uint16_t>(bytes);
+}
+
+void Collection::SmallDeadlineMoved(int64_t old_ms, int64_t new_ms) {
+  if (new_ms < small_earliest_ms_) {
+    small_earliest_ms_ = new_ms;
+  } else if (old_ms == small_earliest_ms_ && old_ms != new_ms) {
+    FindSmallEarliest();
+  }
 }
 
 void Collection::FindSmallEarliest() {
-  small_earliest_ = nullptr;
-  const DeadlineLess less;
-  for (const StoredMember::Ptr& m : small_) {
-    if (m->has_deadline() && (small_earliest_ == nullptr || less(m.get(), small_earliest_))) {
-      small_earliest_ = m.get();
-    }
-  }
+  int64_t earliest = kNoDeadlineMs;
+  ForEachSmall([&](const StoredMember* m) {
+    earliest = std::min(earliest, m->deadline_ms());
+    return false;
+  });
+  small_earliest_ms_ = earliest;
 }
 
 void Collection::MakeIndexed() {
-  indexed_ = std::make_unique<Indexed>();
-  for (StoredMember::Ptr& m : small_) {
-    const StoredMember* member = m.get();
-    indexed_->by_key.insert(indexed_->by_key.end(), std::move(m));
-    Index(member);
-  }
-  SmallMembers().swap(small_);
-  small_earliest_ = nullptr;
+  auto built = std::make_unique<Indexed>();
+  ForEachSmall([&](const StoredMember* m) {
+    auto it = built->by_key.insert(built->by_key.end(),
+                                   StoredMember::Create(m->key(), m->value(), m->deadline_ms()));
+    if ((*it)->has_deadline()) built->by_deadline.insert(it->get());
+    return false;
+  });
+  std::free(storage_);
+  storage_ = built.release();
+  indexed_ = true;
+  small_bytes_ = 0;
+  small_count_ = 0;
+  small_earliest_ms_ = kNoDeadlineMs;
+}
+
+void Collection::IndexedInsert(const KeyIndex::iterator& hint, absl::string_view key,
+                               absl::string_view value, int64_t deadline_ms) {
+  auto it = indexed()->by_key.insert(hint, StoredMember::Create(key, value, deadline_ms));
+  Index(it->get());
 }
 
 const StoredMember* Collection::Find(absl::string_view key) const {
   if (indexed_) {
-    auto it = indexed_->by_key.find(key);
-    return it == indexed_->by_key.end() ? nullptr : it->get();
+    auto it = indexed()->by_key.find(key);
+    return it == indexed()->by_key.end() ? nullptr : it->get();
   }
-  auto it = SmallLowerBound(key);
-  return it == small_.end() || (*it)->key() != key ? nullptr : it->get();
+  const StoredMember* found = nullptr;
+  ForEachSmall([&](const StoredMember* m) {
+    const int order = m->key().compare(key);
+    if (order == 0) found = m;
+    return order >= 0;
+  });
+  return found;
+}
+
+const StoredMember* Collection::EarliestExpiring() const {
+  if (indexed_) {
+    const auto& by_deadline = indexed()->by_deadline;
+    return by_deadline.empty() ? nullptr : *by_deadline.begin();
+  }
+  // Members in key order: the first with the earliest deadline is the
+  // earliest in (deadline, key) order.
+  const StoredMember* earliest = nullptr;
+  if (small_earliest_ms_ == kNoDeadlineMs) return nullptr;
+  ForEachSmall([&](const StoredMember* m) {
+    if (m->deadline_ms() == small_earliest_ms_) earliest = m;
+    return earliest != nullptr;
+  });
+  return earliest;
 }
 
 void Collection::Index(const StoredMember* member) {
   // A deadline counted from now (a TTL) is usually the latest held, so the
   // end is the likely place: the hint costs two comparisons when right, a
   // normal search when wrong.
-  if (member->has_deadline()) indexed_->by_deadline.insert(indexed_->by_deadline.end(), member);
+  if (member->has_deadline()) indexed()->by_deadline.insert(indexed()->by_deadline.end(), member);
 }
 
 void Collection::Unindex(const StoredMember* member) {
   if (!member->has_deadline()) return;
-  auto& by_deadline = indexed_->by_deadline;
+  auto& by_deadline = indexed()->by_deadline;
   // The drain erases the earliest member: no search.
   if (*by_deadline.begin() == member) {
     by_deadline.erase(by_deadline.begin());
@@ -118,66 +206,96 @@ void Collection::Unindex(const StoredMember* member) {
   }
 }
 
-void Collection::Insert(absl::string_view key, absl::string_view value, int64_t deadline_ms) {
-  assert(Find(key) == nullptr && "Insert of a key that is present");
-  if (!indexed_ && small_.size() == kSmallMax) MakeIndexed();
-  StoredMember::Ptr m = StoredMember::Create(key, value, deadline_ms);
+bool Collection::Put(absl::string_view key, absl::string_view value, int64_t deadline_ms,
+                     absl::FunctionRef<void(const StoredMember&)> replacing) {
   if (indexed_) {
-    auto it = indexed_->by_key.insert(std::move(m)).first;
+    auto& by_key = indexed()->by_key;
+    auto it = by_key.lower_bound(key);
+    if (it == by_key.end() || (*it)->key() != key) {
+      IndexedInsert(it, key, value, deadline_ms);
+      return true;
+    }
+    const StoredMember* member = it->get();
+    replacing(*member);
+    if (member->value_size() == value.size()) {
+      // Same size: overwrite in place and keep the member's allocation.
+      StoredMember* m = it->get();
+      if (!value.empty()) {
+        std::memcpy(m->data() + m->sizes_bytes() + m->key_size(), value.data(), value.size());
+      }
+      SetDeadline(member, deadline_ms);
+      return false;
+    }
+    StoredMember::Ptr replacement = StoredMember::Create(key, value, deadline_ms);
+    Unindex(member);
+    it = by_key.insert(by_key.erase(it), std::move(replacement));
     Index(it->get());
-    return;
+    return false;
   }
-  // Grown one slot at a time, not doubled: a pointer array of a few members
-  // is cheap to move, and doubling would leave a collection of 9 to 15
-  // members up to 7 empty slots.
-  if (small_.size() == small_.capacity()) small_.reserve(small_.size() + 1);
-  const StoredMember* member = m.get();
-  small_.insert(SmallLowerBound(key), std::move(m));
-  // Only the new member can have become the earliest: no scan, which would
-  // read every member's header.
-  if (member->has_deadline() &&
-      (small_earliest_ == nullptr || DeadlineLess()(member, small_earliest_))) {
-    small_earliest_ = member;
+  const size_t offset = SmallLowerBound(key);
+  if (offset < small_bytes_ && SmallAt(offset)->key() == key) {
+    replacing(*SmallAt(offset));
+    SmallReplace(offset, value, deadline_ms);
+    return false;
   }
+  const size_t size = StoredMember::SizeOf(key.size(), value.size());
+  if (small_count_ == kSmallMax || small_bytes_ + size > kSmallMaxBytes) {
+    MakeIndexed();
+    IndexedInsert(indexed()->by_key.end(), key, value, deadline_ms);
+    return true;
+  }
+  SmallResize(offset, 0, size);
+  StoredMember::Write(small() + offset, key, value, deadline_ms);
+  ++small_count_;
+  SmallDeadlineMoved(kNoDeadlineMs, deadline_ms);
+  return true;
 }
 
-void Collection::Replace(const StoredMember* member, absl::string_view value, int64_t deadline_ms) {
-  assert(Find(member->key()) == member && "not a member of this collection");
-  if (member->value_size() == value.size()) {
-    // Same size: overwrite in place and keep the member's allocation.
-    StoredMember* m = const_cast<StoredMember*>(member);
+void Collection::SmallReplace(size_t offset, absl::string_view value, int64_t deadline_ms) {
+  StoredMember* m = SmallAt(offset);
+  const int64_t old_deadline_ms = m->deadline_ms();
+  const size_t key_size = m->key_size();
+  if (m->value_size() == value.size()) {
     if (!value.empty()) {
-      std::memcpy(m->data() + m->sizes_bytes() + m->key_size(), value.data(), value.size());
+      std::memcpy(m->data() + m->sizes_bytes() + key_size, value.data(), value.size());
     }
-    SetDeadline(member, deadline_ms);
+    m->set_deadline_ms(deadline_ms);
+    SmallDeadlineMoved(old_deadline_ms, deadline_ms);
     return;
   }
-  StoredMember::Ptr replacement = StoredMember::Create(member->key(), value, deadline_ms);
-  if (!indexed_) {
-    // In place in the vector: the key, and so the position, is the same.
-    *SmallLowerBound(member->key()) = std::move(replacement);
-    FindSmallEarliest();
+  const size_t old_size = m->size();
+  const size_t new_size = StoredMember::SizeOf(key_size, value.size());
+  if (small_bytes_ - old_size + new_size > kSmallMaxBytes) {
+    const std::string key(m->key());
+    MakeIndexed();
+    auto& by_key = indexed()->by_key;
+    auto it = by_key.find(key);
+    Unindex(it->get());
+    it = by_key.erase(it);
+    IndexedInsert(it, key, value, deadline_ms);
     return;
   }
-  Unindex(member);
-  auto& by_key = indexed_->by_key;
-  auto it = by_key.erase(by_key.find(member->key()));
-  it = by_key.insert(it, std::move(replacement));
-  Index(it->get());
+  // In place: the key, and so the position, is the same. The key moves within
+  // the member when the value's size gains or loses its escape; the old value
+  // is overwritten.
+  const size_t old_key_at = sizeof(StoredMember) + m->sizes_bytes();
+  const size_t new_key_at = new_size - key_size - value.size();
+  if (new_size > old_size) SmallResize(offset, old_size, new_size);
+  char* at = small() + offset;
+  std::memmove(at + new_key_at, at + old_key_at, key_size);
+  StoredMember::WriteHeader(at, key_size, value.size(), deadline_ms);
+  if (!value.empty()) std::memcpy(at + new_key_at + key_size, value.data(), value.size());
+  if (new_size < old_size) SmallResize(offset, old_size, new_size);
+  SmallDeadlineMoved(old_deadline_ms, deadline_ms);
 }
 
 void Collection::SetDeadline(const StoredMember* member, int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
-  if (member->deadline_ms() == deadline_ms) return;
+  const int64_t old_deadline_ms = member->deadline_ms();
+  if (old_deadline_ms == deadline_ms) return;
   if (!indexed_) {
-    const bool was_earliest = member == small_earliest_;
     const_cast<StoredMember*>(member)->set_deadline_ms(deadline_ms);
-    if (member->has_deadline() &&
-        (small_earliest_ == nullptr || DeadlineLess()(member, small_earliest_))) {
-      small_earliest_ = member;
-    } else if (was_earliest) {
-      FindSmallEarliest();
-    }
+    SmallDeadlineMoved(old_deadline_ms, deadline_ms);
     return;
   }
   Unindex(member);
@@ -187,14 +305,16 @@ void Collection::SetDeadline(const StoredMember* member, int64_t deadline_ms) {
 
 void Collection::Erase(const StoredMember* member) {
   assert(Find(member->key()) == member && "not a member of this collection");
-  // Erase by iterator: the key view points into the member being destroyed.
   if (!indexed_) {
-    small_.erase(SmallLowerBound(member->key()));
-    FindSmallEarliest();
+    const int64_t deadline_ms = member->deadline_ms();
+    SmallResize(reinterpret_cast<const char*>(member) - small(), member->size(), 0);
+    --small_count_;
+    SmallDeadlineMoved(deadline_ms, kNoDeadlineMs);
     return;
   }
+  // Erase by iterator: the key view points into the member being destroyed.
   Unindex(member);
-  indexed_->by_key.erase(indexed_->by_key.find(member->key()));
+  indexed()->by_key.erase(indexed()->by_key.find(member->key()));
 }
 
 size_t Collection::EraseDue(int64_t now_ms, size_t limit,
@@ -204,11 +324,13 @@ size_t Collection::EraseDue(int64_t now_ms, size_t limit,
 
 size_t Collection::SmallEraseDue(int64_t now_ms, size_t limit,
                                  absl::FunctionRef<void(const StoredMember&)> expire) {
+  if (small_earliest_ms_ > now_ms) return 0;
   std::array<const StoredMember*, kSmallMax> due;
   size_t due_count = 0;
-  for (const StoredMember::Ptr& m : small_) {
-    if (m->has_deadline() && m->deadline_ms() <= now_ms) due[due_count++] = m.get();
-  }
+  ForEachSmall([&](const StoredMember* m) {
+    if (m->deadline_ms() <= now_ms) due[due_count++] = m;
+    return false;
+  });
   const size_t n = std::min(due_count, limit);
   if (n == 0) return 0;
   // Only the first n in (deadline, key) order go when the limit cuts.
@@ -218,22 +340,35 @@ size_t Collection::SmallEraseDue(int64_t now_ms, size_t limit,
     std::sort(due.begin(), due.begin() + n, DeadlineLess());
   }
   for (size_t i = 0; i < n; ++i) expire(*due[i]);
-  if (n == small_.size()) {
-    small_.clear();
+  if (n == small_count_) {
+    SmallResize(0, small_bytes_, 0);
   } else {
-    const auto erased = [&](const StoredMember::Ptr& m) {
-      return std::find(due.begin(), due.begin() + n, m.get()) != due.begin() + n;
-    };
-    small_.erase(std::remove_if(small_.begin(), small_.end(), erased), small_.end());
+    // Close the gaps in one pass, the kept members in their order.
+    std::sort(due.begin(), due.begin() + n);
+    size_t kept = 0;
+    size_t next_due = 0;
+    for (size_t offset = 0; offset < small_bytes_;) {
+      const StoredMember* m = SmallAt(offset);
+      const size_t size = m->size();
+      if (next_due < n && due[next_due] == m) {
+        ++next_due;
+      } else {
+        if (kept != offset) std::memmove(small() + kept, m, size);
+        kept += size;
+      }
+      offset += size;
+    }
+    SmallResize(kept, small_bytes_ - kept, 0);
   }
+  small_count_ -= static_cast<uint8_t>(n);
   FindSmallEarliest();
   return n;
 }
 
 size_t Collection::IndexedEraseDue(int64_t now_ms, size_t limit,
                                    absl::FunctionRef<void(const StoredMember&)> expire) {
-  auto& by_deadline = indexed_->by_deadline;
-  auto& by_key = indexed_->by_key;
+  auto& by_deadline = indexed()->by_deadline;
+  auto& by_key = indexed()->by_key;
   // Every member due: events in order, then both indexes freed whole.
   if (!by_key.empty() && by_deadline.size() == by_key.size() && by_key.size() <= limit &&
       (*by_deadline.rbegin())->deadline_ms() <= now_ms) {
@@ -263,20 +398,23 @@ size_t Collection::IndexedEraseDue(int64_t now_ms, size_t limit,
 std::vector<const StoredMember*> Collection::PageByKey(const absl::string_view* after_key,
                                                        size_t limit, bool* more) const {
   std::vector<const StoredMember*> page;
-  auto collect = [&](auto begin, auto end) {
-    auto it = begin;
-    for (; it != end && page.size() < limit; ++it) page.push_back(it->get());
-    *more = it != end;
-  };
+  *more = false;
   if (indexed_) {
-    const auto& by_key = indexed_->by_key;
-    collect(after_key == nullptr ? by_key.begin() : by_key.upper_bound(*after_key), by_key.end());
-  } else {
-    collect(after_key == nullptr
-                ? small_.begin()
-                : std::upper_bound(small_.begin(), small_.end(), *after_key, KeyLess()),
-            small_.end());
+    const auto& by_key = indexed()->by_key;
+    auto it = after_key == nullptr ? by_key.begin() : by_key.upper_bound(*after_key);
+    for (; it != by_key.end() && page.size() < limit; ++it) page.push_back(it->get());
+    *more = it != by_key.end();
+    return page;
   }
+  ForEachSmall([&](const StoredMember* m) {
+    if (after_key != nullptr && m->key() <= *after_key) return false;
+    if (page.size() == limit) {
+      *more = true;
+      return true;
+    }
+    page.push_back(m);
+    return false;
+  });
   return page;
 }
 
@@ -291,14 +429,15 @@ std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePositi
       *more = it != end;
     };
     if (indexed_) {
-      const auto& by_deadline = indexed_->by_deadline;
+      const auto& by_deadline = indexed()->by_deadline;
       collect(after == nullptr ? by_deadline.begin() : by_deadline.upper_bound(*after),
               by_deadline.end());
     } else {
       std::vector<const StoredMember*> expiring;
-      for (const StoredMember::Ptr& m : small_) {
-        if (m->has_deadline()) expiring.push_back(m.get());
-      }
+      ForEachSmall([&](const StoredMember* m) {
+        if (m->has_deadline()) expiring.push_back(m);
+        return false;
+      });
       std::sort(expiring.begin(), expiring.end(), DeadlineLess());
       collect(after == nullptr
                   ? expiring.begin()
@@ -310,24 +449,27 @@ std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePositi
   // Phase 2: persistent members, in key order.
   const bool persistent_exist = size() > expiring_count();
   if (!persistent_exist) return page;
-  auto collect = [&](auto it, auto end) {
-    for (; it != end; ++it) {
-      if ((*it)->has_deadline()) continue;
-      if (page.size() == limit) {
-        *more = true;
-        break;
-      }
-      page.push_back(it->get());
-    }
-  };
   const bool from_start = after == nullptr || after->deadline_ms != kNoDeadlineMs;
+  // Takes `m` if it is persistent; true once the page is full and more follow.
+  auto take = [&](const StoredMember* m) {
+    if (m->has_deadline()) return false;
+    if (page.size() == limit) {
+      *more = true;
+      return true;
+    }
+    page.push_back(m);
+    return false;
+  };
   if (indexed_) {
-    const auto& by_key = indexed_->by_key;
-    collect(from_start ? by_key.begin() : by_key.upper_bound(after->key), by_key.end());
+    const auto& by_key = indexed()->by_key;
+    for (auto it = from_start ? by_key.begin() : by_key.upper_bound(after->key);
+         it != by_key.end() && !take(it->get()); ++it) {
+    }
   } else {
-    collect(from_start ? small_.begin()
-                       : std::upper_bound(small_.begin(), small_.end(), after->key, KeyLess()),
-            small_.end());
+    ForEachSmall([&](const StoredMember* m) {
+      if (!from_start && m->key() <= after->key) return false;
+      return take(m);
+    });
   }
   return page;
 }

@@ -1,21 +1,25 @@
 // Collection: one named map of members with two orderings, by key and by
 // deadline. Internal to the engine.
 //
-// A StoredMember is a single heap allocation: an 8-byte header (the deadline in
-// 48 bits, the key's and the value's size in a byte each when they are below
-// 255) followed by the key and the value, so a member with a 16-byte key and a
-// 16-byte value takes 40 bytes. It costs that allocation plus one pointer in
-// each index: the collection owns its members, the key index and the deadline
-// index hold pointers to them and compare through them. A Collection is
-// likewise one allocation with its name after it.
+// A StoredMember is a run of bytes: an 8-byte header (the deadline in 48 bits,
+// the key's and the value's size in a byte each when they are below 255)
+// followed by the key and the value, so a member with a 16-byte key and a
+// 16-byte value takes 40 bytes. It has no alignment: members lie back to back.
 //
-// A collection starts small: up to kSmallMax members are kept in one vector of
-// member pointers in key order, one slot per member, with no deadline index
-// (the earliest is kept by one comparison when a member is added or its
-// deadline moves earlier, found by a scan of the vector after other changes), which
-// saves the two indexes' nodes of a collection of a few members. The collection that grows past
-// kSmallMax moves its members into the two indexes and keeps them until it is empty, as a Redis
-// hash keeps its hash table once it outgrew its listpack.
+// A collection starts small: while it has up to kSmallMax members in up to
+// kSmallMaxBytes bytes, they lie in one buffer, in key order, one after the
+// other (as a Redis hash keeps a few fields in a listpack): no allocation and
+// no pointer per member, and no index (a search reads the members in turn; the
+// earliest deadline is kept beside the buffer). The collection that outgrows
+// that moves its members into two indexes and keeps them until it is empty, as
+// a Redis hash keeps its hash table once it outgrew its listpack: each member
+// is then its own allocation, the key index owns it and the deadline index
+// holds a pointer to it, both compare through it. A Collection is likewise one
+// allocation with its name after it.
+//
+// Members of a small collection move whenever the buffer changes: a pointer
+// to a member (Find, the pages) is valid only until the collection next
+// changes, except by SetDeadline, which moves no member.
 //
 // Not thread-safe: the owning engine shard's lock protects it.
 #ifndef LAPSE_SERVER_ENGINE_COLLECTION_H_
@@ -23,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -30,7 +35,6 @@
 #include "absl/container/btree_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
-#include "server/base/coding.h"
 #include "server/base/deadline.h"
 
 namespace lapse {
@@ -49,45 +53,76 @@ class StoredMember {
   absl::string_view key() const { return {data() + sizes_bytes(), key_size()}; }
   absl::string_view value() const { return {data() + sizes_bytes() + key_size(), value_size()}; }
   int64_t deadline_ms() const {
-    const uint64_t stored = header_ & kDeadlineMask;
+    const uint64_t stored = header() & kDeadlineMask;
     return stored == kDeadlineMask ? kNoDeadlineMs
                                    : static_cast<int64_t>(stored) + kEarliestDeadlineMs;
   }
-  bool has_deadline() const { return (header_ & kDeadlineMask) != kDeadlineMask; }
+  bool has_deadline() const { return (header() & kDeadlineMask) != kDeadlineMask; }
 
  private:
   friend class Collection;
   // The header: bits 0-47 the deadline less kEarliestDeadlineMs (all ones for
   // none); bits 48-55 the key's size and bits 56-63 the value's, or
-  // kSizeEscape when the size is at least that and follows the header as a
-  // fixed32, the key's first.
+  // kSizeEscape when the size is at least that and follows the header in 32
+  // bits, the key's first. In memory only: in the machine's byte order,
+  // unaligned.
   static constexpr uint64_t kDeadlineMask = (uint64_t{1} << 48) - 1;
   static constexpr uint32_t kSizeEscape = 0xff;
   static constexpr int kKeySizeShift = 48;
   static constexpr int kValueSizeShift = 56;
 
-  explicit StoredMember(uint64_t header) : header_(header) {}
+  StoredMember() = default;
 
-  static uint64_t EncodeDeadline(int64_t deadline_ms);
-  void set_deadline_ms(int64_t deadline_ms) {
-    header_ = (header_ & ~kDeadlineMask) | EncodeDeadline(deadline_ms);
+  // The bytes a member of these sizes takes.
+  static size_t SizeOf(size_t key_size, size_t value_size) {
+    return sizeof(StoredMember) + (key_size < kSizeEscape ? 0 : 4) +
+           (value_size < kSizeEscape ? 0 : 4) + key_size + value_size;
   }
-  uint32_t key_code() const { return (header_ >> kKeySizeShift) & 0xff; }
-  uint32_t value_code() const { return static_cast<uint32_t>(header_ >> kValueSizeShift); }
+  // Writes a member at `at`, which has room for SizeOf(key, value) bytes that
+  // overlap neither `key` nor `value`.
+  static StoredMember* Write(char* at, absl::string_view key, absl::string_view value,
+                             int64_t deadline_ms);
+  // Writes the header and the escaped sizes of such a member at `at`.
+  // Returns where its key goes.
+  static char* WriteHeader(char* at, size_t key_size, size_t value_size, int64_t deadline_ms);
+  static uint64_t EncodeDeadline(int64_t deadline_ms);
+
+  // Unaligned reads and writes, each one move on common machines.
+  template <typename T>
+  static T Load(const char* from) {
+    T value;
+    std::memcpy(&value, from, sizeof(value));
+    return value;
+  }
+  template <typename T>
+  static void Store(char* to, T value) {
+    std::memcpy(to, &value, sizeof(value));
+  }
+
+  uint64_t header() const { return Load<uint64_t>(header_); }
+  void set_deadline_ms(int64_t deadline_ms) {
+    Store<uint64_t>(header_, (header() & ~kDeadlineMask) | EncodeDeadline(deadline_ms));
+  }
+  uint32_t key_code() const { return (header() >> kKeySizeShift) & 0xff; }
+  uint32_t value_code() const { return static_cast<uint32_t>(header() >> kValueSizeShift); }
   // Bytes of escaped sizes between the header and the key.
   size_t sizes_bytes() const {
     return (key_code() == kSizeEscape ? 4 : 0) + (value_code() == kSizeEscape ? 4 : 0);
   }
-  size_t key_size() const { return key_code() == kSizeEscape ? DecodeFixed32(data()) : key_code(); }
+  size_t key_size() const {
+    return key_code() == kSizeEscape ? Load<uint32_t>(data()) : key_code();
+  }
   size_t value_size() const {
     if (value_code() != kSizeEscape) return value_code();
-    return DecodeFixed32(data() + (key_code() == kSizeEscape ? 4 : 0));
+    return Load<uint32_t>(data() + (key_code() == kSizeEscape ? 4 : 0));
   }
+  // The bytes this member takes.
+  size_t size() const { return SizeOf(key_size(), value_size()); }
 
-  const char* data() const { return reinterpret_cast<const char*>(this + 1); }
-  char* data() { return reinterpret_cast<char*>(this + 1); }
+  const char* data() const { return header_ + sizeof(header_); }
+  char* data() { return header_ + sizeof(header_); }
 
-  uint64_t header_;
+  char header_[8];
 };
 
 // A position in the deadline order: (deadline, key).
@@ -107,11 +142,13 @@ class Collection {
   Collection(const Collection&) = delete;
   Collection& operator=(const Collection&) = delete;
 
-  // Members a collection keeps in its small form (above).
+  // The most members, and bytes of members, a collection keeps in its small
+  // form (above). The bytes bound what an insert or erase moves in the buffer.
   static constexpr size_t kSmallMax = 16;
+  static constexpr size_t kSmallMaxBytes = 4096;
 
   absl::string_view name() const { return {reinterpret_cast<const char*>(this + 1), name_size_}; }
-  size_t size() const { return indexed_ ? indexed_->by_key.size() : small_.size(); }
+  size_t size() const { return indexed_ ? indexed()->by_key.size() : small_count_; }
   bool empty() const { return size() == 0; }
   size_t expiring_count() const;
   // The deadline under which the shard's DeadlineQueue holds this collection,
@@ -121,18 +158,22 @@ class Collection {
 
   // The earliest member deadline, or kNoDeadlineMs.
   int64_t next_deadline_ms() const {
-    const StoredMember* m = EarliestExpiring();
-    return m == nullptr ? kNoDeadlineMs : m->deadline_ms();
+    if (!indexed_) return small_earliest_ms_;
+    const auto& by_deadline = indexed()->by_deadline;
+    return by_deadline.empty() ? kNoDeadlineMs : (*by_deadline.begin())->deadline_ms();
   }
 
-  // nullptr when absent. The pointer is valid until the member is changed or
-  // erased.
+  // nullptr when absent. The pointer is valid until the collection next
+  // changes other than by SetDeadline (above).
   const StoredMember* Find(absl::string_view key) const;
-  // REQUIRES: `key` is absent.
-  void Insert(absl::string_view key, absl::string_view value, int64_t deadline_ms);
-  // The methods below take a member of this collection, as Find returned it.
-  // Overwrites the member's value and deadline.
-  void Replace(const StoredMember* member, absl::string_view value, int64_t deadline_ms);
+  // Writes the member `key`: inserts it, or overwrites the value and deadline
+  // of the member there, which `replacing` sees first. Returns whether it
+  // inserted. One search either way.
+  bool Put(absl::string_view key, absl::string_view value, int64_t deadline_ms,
+           absl::FunctionRef<void(const StoredMember&)> replacing);
+  // The methods below take a member of this collection, as Find returned it
+  // since the collection last changed.
+  // Moves no member: pointers to this collection's members stay valid.
   void SetDeadline(const StoredMember* member, int64_t deadline_ms);
   void Erase(const StoredMember* member);
   // Erases the members due at `now_ms` (deadline <= now_ms), up to `limit`,
@@ -145,10 +186,7 @@ class Collection {
                   absl::FunctionRef<void(const StoredMember&)> expire);
 
   // The member with the earliest deadline, or nullptr when none has one.
-  const StoredMember* EarliestExpiring() const {
-    if (!indexed_) return small_earliest_;
-    return indexed_->by_deadline.empty() ? nullptr : *indexed_->by_deadline.begin();
-  }
+  const StoredMember* EarliestExpiring() const;
 
   // Up to `limit` members after `after_key` (from the start when null), in
   // key order. Sets *more when members follow.
@@ -186,23 +224,50 @@ class Collection {
     }
   };
 
+  using KeyIndex = absl::btree_set<StoredMember::Ptr, KeyLess>;
   // The large form's indexes.
   struct Indexed {
-    absl::btree_set<StoredMember::Ptr, KeyLess> by_key;
+    KeyIndex by_key;
     // Only members with a deadline.
     absl::btree_set<const StoredMember*, DeadlineLess> by_deadline;
   };
-  using SmallMembers = std::vector<StoredMember::Ptr>;
+
+  Indexed* indexed() const { return static_cast<Indexed*>(storage_); }
+  char* small() const { return static_cast<char*>(storage_); }
+  // The small form's member at byte `offset` of the buffer.
+  StoredMember* SmallAt(size_t offset) const {
+    return reinterpret_cast<StoredMember*>(small() + offset);
+  }
+  // Calls `fn` with the small form's members in key order until it returns
+  // true.
+  template <typename Fn>
+  void ForEachSmall(Fn fn) const {
+    for (size_t offset = 0; offset < small_bytes_;) {
+      const StoredMember* m = SmallAt(offset);
+      if (fn(m)) return;
+      offset += m->size();
+    }
+  }
+  // The offset of the small form's first member whose key is not below `key`
+  // (small_bytes_ when none).
+  size_t SmallLowerBound(absl::string_view key) const;
+  // Makes the `old_size` bytes of the buffer at `offset` `new_size` bytes,
+  // moving what follows them; the bytes kept keep their content.
+  void SmallResize(size_t offset, size_t old_size, size_t new_size);
+  // Overwrites the value and deadline of the small form's member at `offset`.
+  void SmallReplace(size_t offset, absl::string_view value, int64_t deadline_ms);
+  // Keeps small_earliest_ms_ in step with a member's deadline moving from
+  // `old_ms` to `new_ms` (kNoDeadlineMs: the member was added or erased).
+  void SmallDeadlineMoved(int64_t old_ms, int64_t new_ms);
+  void FindSmallEarliest();
 
   void Index(const StoredMember* member);
   void Unindex(const StoredMember* member);
-  // The small form's position of `key`, or where it would go.
-  SmallMembers::iterator SmallLowerBound(absl::string_view key);
-  SmallMembers::const_iterator SmallLowerBound(absl::string_view key) const;
-  // Sets small_earliest_ after a change of the small form.
-  void FindSmallEarliest();
   // Moves the members of the small form into the indexes.
   void MakeIndexed();
+  // Inserts into the large form, before `hint` when that is the place.
+  void IndexedInsert(const KeyIndex::iterator& hint, absl::string_view key, absl::string_view value,
+                     int64_t deadline_ms);
   // EraseDue of each form.
   size_t SmallEraseDue(int64_t now_ms, size_t limit,
                        absl::FunctionRef<void(const StoredMember&)> expire);
@@ -210,17 +275,22 @@ class Collection {
                          absl::FunctionRef<void(const StoredMember&)> expire);
 
   explicit Collection(uint32_t name_size) : name_size_(name_size) {}
+  ~Collection();
 
-  const uint32_t name_size_;
   int64_t queued_deadline_ms_ = kNoDeadlineMs;
-  // The small form, in key order, while indexed_ is null.
-  SmallMembers small_;
-  // The small form's member with the earliest (deadline, key); nullptr when
-  // none has a deadline.
-  const StoredMember* small_earliest_ = nullptr;
-  // The large form; null while the collection is small.
-  std::unique_ptr<Indexed> indexed_;
+  // The small form's earliest member deadline, or kNoDeadlineMs.
+  int64_t small_earliest_ms_ = kNoDeadlineMs;
+  // The small form's buffer (malloc'ed, exactly small_bytes_ long; null when
+  // empty) or, when indexed_, the Indexed.
+  void* storage_ = nullptr;
+  const uint32_t name_size_;
+  uint16_t small_bytes_ = 0;
+  uint8_t small_count_ = 0;
+  bool indexed_ = false;
 };
+
+static_assert(Collection::kSmallMaxBytes <= UINT16_MAX && Collection::kSmallMax <= UINT8_MAX,
+              "the small form's sizes are kept in 16 and 8 bits");
 
 }  // namespace lapse
 

@@ -18,6 +18,11 @@ namespace {
 
 using ::testing::ElementsAre;
 
+// Puts with no interest in the member replaced.
+void Put(Collection& c, absl::string_view key, absl::string_view value, int64_t deadline_ms) {
+  c.Put(key, value, deadline_ms, [](const StoredMember&) {});
+}
+
 std::vector<std::string> KeysOf(const std::vector<const StoredMember*>& members) {
   std::vector<std::string> keys;
   for (const StoredMember* m : members) keys.emplace_back(m->key());
@@ -55,7 +60,7 @@ class CollectionTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     if (!GetParam()) return;
-    for (size_t i = 0; i <= Collection::kSmallMax; ++i) c.Insert(Filler(i), "", kNoDeadlineMs);
+    for (size_t i = 0; i <= Collection::kSmallMax; ++i) Put(c, Filler(i), "", kNoDeadlineMs);
     for (size_t i = 0; i <= Collection::kSmallMax; ++i) c.Erase(c.Find(Filler(i)));
   }
   static std::string Filler(size_t i) { return "~" + std::to_string(i); }
@@ -69,28 +74,35 @@ INSTANTIATE_TEST_SUITE_P(SmallAndIndexed, CollectionTest, ::testing::Bool(),
                            return info.param ? "Indexed" : "Small";
                          });
 
-TEST_P(CollectionTest, ReplaceKeepsTheKeyAndMovesTheDeadlineOfEverySize) {
-  c.Insert(std::string(300, 'k'), "small", 10);
-  const StoredMember* m = c.Find(std::string(300, 'k'));
-  ASSERT_NE(m, nullptr);
-  c.Replace(m, "SMALL", 5);  // Same size: in place.
-  m = c.Find(std::string(300, 'k'));
+TEST_P(CollectionTest, PutReplacesAMemberShowingItFirstAndKeepsItsKey) {
+  const std::string key(300, 'k');
+  std::vector<std::string> replaced;
+  const auto put = [&](absl::string_view value, int64_t deadline_ms) {
+    return c.Put(key, value, deadline_ms, [&](const StoredMember& m) {
+      replaced.push_back(absl::StrFormat("%s@%d", m.value(), m.deadline_ms()));
+    });
+  };
+  EXPECT_TRUE(put("small", 10));
+  EXPECT_FALSE(put("SMALL", 5));  // Same size: in place.
+  const StoredMember* m = c.Find(key);
   EXPECT_EQ(m->value(), "SMALL");
   EXPECT_EQ(m->deadline_ms(), 5);
-  c.Replace(m, std::string(1000, 'v'), kNoDeadlineMs);
-  m = c.Find(std::string(300, 'k'));
-  EXPECT_EQ(m->key(), std::string(300, 'k'));
+  EXPECT_FALSE(put(std::string(1000, 'v'), kNoDeadlineMs));
+  m = c.Find(key);
+  EXPECT_EQ(m->key(), key);
   EXPECT_EQ(m->value(), std::string(1000, 'v'));
   EXPECT_FALSE(m->has_deadline());
   EXPECT_EQ(c.expiring_count(), 0u);
+  EXPECT_EQ(c.size(), 1u);
+  EXPECT_THAT(replaced, ElementsAre("small@10", "SMALL@5"));
 }
 
 TEST_P(CollectionTest, DeadlineOrderFollowsEveryChange) {
-  c.Insert("a", "1", 30);
-  c.Insert("b", "2", 10);
-  c.Insert("c", "3", 20);
-  c.Insert("d", "4", 10);
-  c.Insert("e", "5", kNoDeadlineMs);
+  Put(c, "a", "1", 30);
+  Put(c, "b", "2", 10);
+  Put(c, "c", "3", 20);
+  Put(c, "d", "4", 10);
+  Put(c, "e", "5", kNoDeadlineMs);
   bool more = true;
   EXPECT_THAT(KeysOf(c.PageByDeadline(nullptr, 10, &more)), ElementsAre("b", "d", "c", "a", "e"));
   EXPECT_FALSE(more);
@@ -118,7 +130,7 @@ TEST_P(CollectionTest, KeepsBothOrdersAsItGrowsPastTheSmallForm) {
   for (int i = 0; i < 40; ++i) {
     const std::string key = absl::StrFormat("k%02d", i);
     const bool expires = i % 3 != 0;
-    c.Insert(key, "v", expires ? 1000 - i : kNoDeadlineMs);
+    Put(c, key, "v", expires ? 1000 - i : kNoDeadlineMs);
     by_key.push_back(key);
     (expires ? by_deadline : persistent).push_back(key);
     EXPECT_EQ(c.size(), by_key.size());
@@ -162,14 +174,183 @@ std::vector<std::string> EraseDue(Collection& c, int64_t now_ms, size_t limit) {
 
 constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
 
+// Every member as "key=value@deadline", in key order, read through Find as
+// well as through the key page.
+std::vector<std::string> Members(const Collection& c) {
+  std::vector<std::string> out;
+  bool more = true;
+  for (const StoredMember* m : c.PageByKey(nullptr, 1000, &more)) {
+    out.push_back(absl::StrFormat("%s=%s@%d", m->key(), m->value(), m->deadline_ms()));
+    const StoredMember* found = c.Find(m->key());
+    EXPECT_EQ(found, m) << m->key();
+  }
+  EXPECT_FALSE(more);
+  EXPECT_EQ(out.size(), c.size());
+  return out;
+}
+
+std::string Member(absl::string_view key, absl::string_view value, int64_t deadline_ms) {
+  return absl::StrFormat("%s=%s@%d", key, value, deadline_ms);
+}
+
+TEST_P(CollectionTest, ReplacesBetweenEverySizeKeepTheMemberAndItsNeighbours) {
+  // Sizes either side of the one-byte size's escape (255), for keys and
+  // values.
+  const std::vector<size_t> sizes = {0, 1, 254, 255, 700};
+  for (size_t key_size : {1, 254, 255, 700}) {
+    for (size_t from : sizes) {
+      for (size_t to : sizes) {
+        const std::string key = "m" + std::string(key_size - 1, 'k');
+        Put(c, "a", "before", 1);
+        Put(c, key, std::string(from, 'f'), 2);
+        Put(c, "n", "after", kNoDeadlineMs);
+        Put(c, key, std::string(to, 't'), 3);
+        EXPECT_THAT(Members(c),
+                    ElementsAre(Member("a", "before", 1), Member(key, std::string(to, 't'), 3),
+                                Member("n", "after", kNoDeadlineMs)))
+            << key_size << " " << from << " -> " << to;
+        EXPECT_EQ(c.next_deadline_ms(), 1);
+        c.Erase(c.Find("a"));
+        EXPECT_EQ(c.next_deadline_ms(), 3);
+        c.Erase(c.Find(key));
+        c.Erase(c.Find("n"));
+        ASSERT_TRUE(c.empty());
+      }
+    }
+  }
+}
+
+TEST_P(CollectionTest, AMemberTooLargeForTheSmallFormKeepsEveryMember) {
+  // Larger than the small form's sizes can count, too.
+  const std::string large(70'000, 'L');
+  Put(c, "a", "1", 5);
+  Put(c, "c", "3", 7);
+  Put(c, "b", "2", 6);
+  Put(c, "b", large, 4);  // Replaced by one too large.
+  EXPECT_THAT(Members(c),
+              ElementsAre(Member("a", "1", 5), Member("b", large, 4), Member("c", "3", 7)));
+  Put(c, "d", large, 8);  // Inserted too large.
+  Put(c, "b", "2", 9);
+  EXPECT_THAT(Members(c), ElementsAre(Member("a", "1", 5), Member("b", "2", 9), Member("c", "3", 7),
+                                      Member("d", large, 8)));
+  EXPECT_EQ(c.next_deadline_ms(), 5);
+}
+
+TEST(CollectionSmallFormTest, AnInsertTooLargeForTheSmallFormKeepsEveryMember) {
+  Collection::Ptr collection = Collection::Create("c");
+  Collection& c = *collection;
+  const std::string large(70'000, 'L');
+  Put(c, "b", "2", 6);
+  Put(c, "a", large, 5);
+  EXPECT_THAT(Members(c), ElementsAre(Member("a", large, 5), Member("b", "2", 6)));
+  EXPECT_EQ(c.next_deadline_ms(), 5);
+}
+
+TEST_P(CollectionTest, DeadlinesAtTheLimitsKeepTheirOrder) {
+  Put(c, "a", "latest", kLatestDeadlineMs);
+  Put(c, "b", "none", kNoDeadlineMs);
+  Put(c, "c", "earliest", kEarliestDeadlineMs);
+  Put(c, "d", "zero", 0);
+  Put(c, "e", "minus one", -1);
+  EXPECT_EQ(c.next_deadline_ms(), kEarliestDeadlineMs);
+  EXPECT_EQ(c.expiring_count(), 4u);
+  bool more = true;
+  EXPECT_THAT(KeysOf(c.PageByDeadline(nullptr, 10, &more)), ElementsAre("c", "e", "d", "a", "b"));
+  EXPECT_THAT(EraseDue(c, -1, kNoLimit), ElementsAre(Member("c", "earliest", kEarliestDeadlineMs),
+                                                     Member("e", "minus one", -1)));
+  EXPECT_EQ(c.next_deadline_ms(), 0);
+  c.SetDeadline(c.Find("d"), kLatestDeadlineMs);
+  EXPECT_EQ(c.next_deadline_ms(), kLatestDeadlineMs);
+  EXPECT_THAT(EraseDue(c, kLatestDeadlineMs, kNoLimit),
+              ElementsAre(Member("a", "latest", kLatestDeadlineMs),
+                          Member("d", "zero", kLatestDeadlineMs)));
+  EXPECT_EQ(c.next_deadline_ms(), kNoDeadlineMs);
+  EXPECT_EQ(c.EarliestExpiring(), nullptr);
+  EXPECT_THAT(Members(c), ElementsAre(Member("b", "none", kNoDeadlineMs)));
+}
+
+TEST_P(CollectionTest, ErasingInTheMiddleKeepsTheNeighbours) {
+  // Deadlines 10, 20, 10, 20, ... by key: the due ones alternate with the rest.
+  std::vector<std::string> want;
+  for (int i = 0; i < 10; ++i) {
+    const std::string key = absl::StrFormat("k%d", i);
+    const std::string value(i * 30, static_cast<char>('a' + i));
+    Put(c, key, value, i % 2 == 0 ? 10 : 20);
+    if (i % 2 == 1) want.push_back(Member(key, value, 20));
+  }
+  c.Erase(c.Find("k4"));
+  EXPECT_EQ(c.size(), 9u);
+  std::vector<std::string> expired = EraseDue(c, 10, 2);
+  EXPECT_THAT(expired, ElementsAre(Member("k0", "", 10), Member("k2", std::string(60, 'c'), 10)));
+  EXPECT_EQ(c.next_deadline_ms(), 10);
+  expired = EraseDue(c, 10, kNoLimit);
+  EXPECT_THAT(expired, ElementsAre(Member("k6", std::string(180, 'g'), 10),
+                                   Member("k8", std::string(240, 'i'), 10)));
+  EXPECT_EQ(Members(c), want);
+  EXPECT_EQ(c.next_deadline_ms(), 20);
+}
+
+TEST_P(CollectionTest, GrowsPastTheSmallFormAndShrinksBack) {
+  // Twice: up past kSmallMax one member at a time, then down to empty,
+  // erasing from the middle, the ends and the earliest in turn.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < 2 * Collection::kSmallMax + 1; ++i) {
+      const std::string key = absl::StrFormat("k%03d", (i * 7) % 50);
+      Put(c, key, key, 1000 - static_cast<int64_t>(i));
+      keys.insert(std::lower_bound(keys.begin(), keys.end(), key), key);
+      ASSERT_EQ(c.size(), keys.size());
+      EXPECT_EQ(c.next_deadline_ms(), 1000 - static_cast<int64_t>(i));
+    }
+    std::vector<std::string> want;
+    for (const std::string& key : keys)
+      want.push_back(Member(key, key, c.Find(key)->deadline_ms()));
+    EXPECT_EQ(Members(c), want);
+    for (size_t step = 0; !keys.empty(); ++step) {
+      size_t at = step % 3 == 0 ? keys.size() / 2 : step % 3 == 1 ? keys.size() - 1 : 0;
+      if (step % 4 == 3) {
+        at = std::find(keys.begin(), keys.end(), std::string(c.EarliestExpiring()->key())) -
+             keys.begin();
+      }
+      c.Erase(c.Find(keys[at]));
+      keys.erase(keys.begin() + at);
+      want.erase(want.begin() + at);
+      ASSERT_EQ(Members(c), want) << step;
+      int64_t earliest = kNoDeadlineMs;
+      for (const std::string& key : keys) earliest = std::min(earliest, c.Find(key)->deadline_ms());
+      EXPECT_EQ(c.next_deadline_ms(), earliest);
+    }
+  }
+}
+
+TEST_P(CollectionTest, CountsMoreTinyMembersThanTheSmallFormHolds) {
+  // 300 members of 12 bytes would fit the small form's bytes.
+  for (int i = 0; i < 300; ++i) Put(c, absl::StrFormat("%03d", i), "v", kNoDeadlineMs);
+  EXPECT_EQ(c.size(), 300u);
+  EXPECT_EQ(Members(c).size(), 300u);
+}
+
+TEST_P(CollectionTest, SetDeadlineMovesNoMember) {
+  for (int i = 0; i < 10; ++i) Put(c, absl::StrFormat("k%d", i), "v", 100 + i);
+  std::vector<const StoredMember*> found;
+  for (int i = 0; i < 10; ++i) found.push_back(c.Find(absl::StrFormat("k%d", i)));
+  for (int i = 0; i < 10; ++i) c.SetDeadline(found[i], i % 2 == 0 ? kNoDeadlineMs : 50 - i);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(c.Find(absl::StrFormat("k%d", i)), found[i]);
+    EXPECT_EQ(found[i]->deadline_ms(), i % 2 == 0 ? kNoDeadlineMs : 50 - i);
+  }
+  EXPECT_EQ(c.next_deadline_ms(), 41);
+  EXPECT_EQ(c.expiring_count(), 5u);
+}
+
 TEST_P(CollectionTest, EraseDueTakesTheDueMembersInDeadlineOrderAndKeepsTheRest) {
   EXPECT_THAT(EraseDue(c, 100, kNoLimit), ElementsAre());  // Empty.
-  c.Insert("a", "1", 30);
-  c.Insert("b", "2", 10);
-  c.Insert("c", "3", 20);
-  c.Insert("d", "4", 10);
-  c.Insert("e", "5", kNoDeadlineMs);
-  c.Insert("f", "6", 31);
+  Put(c, "a", "1", 30);
+  Put(c, "b", "2", 10);
+  Put(c, "c", "3", 20);
+  Put(c, "d", "4", 10);
+  Put(c, "e", "5", kNoDeadlineMs);
+  Put(c, "f", "6", 31);
   EXPECT_THAT(EraseDue(c, 9, kNoLimit), ElementsAre());
   EXPECT_THAT(EraseDue(c, 30, 3), ElementsAre("b=2@10", "d=4@10", "c=3@20"));
   EXPECT_EQ(c.Find("b"), nullptr);
@@ -187,7 +368,7 @@ TEST_P(CollectionTest, EraseDueTakesTheDueMembersInDeadlineOrderAndKeepsTheRest)
 TEST_P(CollectionTest, EraseDueOfEveryMemberEmptiesTheCollection) {
   // In key order the deadlines fall, so the events' order is not the key
   // order.
-  for (int i = 0; i < 12; ++i) c.Insert(absl::StrFormat("k%02d", i), "v", 100 - i % 5);
+  for (int i = 0; i < 12; ++i) Put(c, absl::StrFormat("k%02d", i), "v", 100 - i % 5);
   std::vector<std::string> want;
   for (int d = 96; d <= 100; ++d) {
     for (int i = 0; i < 12; ++i) {
@@ -198,7 +379,7 @@ TEST_P(CollectionTest, EraseDueOfEveryMemberEmptiesTheCollection) {
   EXPECT_TRUE(c.empty());
   EXPECT_EQ(c.EarliestExpiring(), nullptr);
   EXPECT_EQ(c.Find("k00"), nullptr);
-  c.Insert("k00", "again", 5);
+  Put(c, "k00", "again", 5);
   EXPECT_EQ(c.Find("k00")->value(), "again");
   EXPECT_EQ(c.next_deadline_ms(), 5);
 }
@@ -214,7 +395,7 @@ TEST(CollectionEraseDueTest, ErasingPartOfALargeCollectionKeepsItsKeyIndex) {
   for (int i = 0; i < 1000; ++i) {
     const std::string key = absl::StrFormat("k%04d", i);
     const int64_t deadline = i % 5 == 4 ? kNoDeadlineMs : i % 5 == 3 ? 20 + i % 11 : 10;
-    c.Insert(key, key, deadline);
+    Put(c, key, key, deadline);
     (deadline == 10 ? shared : deadline == kNoDeadlineMs ? persistent : later).push_back(key);
   }
   std::vector<std::string> gone;

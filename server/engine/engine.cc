@@ -258,19 +258,24 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   // ---- The changes: the one path for live operations and replay. ----
-  // A member passed in is one Find() returned.
+  // A member passed in is one Find() returned since the collection last
+  // changed (Collection::Find).
 
-  // Writes the member `key`, whose current member is `existing` (nullptr when
-  // absent), creating the collection when there is none.
-  void PutMember(const StoredMember* existing, absl::string_view key, absl::string_view value,
-                 int64_t deadline_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-    if (existing != nullptr) {
-      if (journaling_) undo_.Put(c_->name(), key, existing->value(), existing->deadline_ms());
-      c_->Replace(existing, value, deadline_ms);
-    } else {
+  // Writes the member `key`, creating the collection when there is none.
+  void PutMember(absl::string_view key, absl::string_view value, int64_t deadline_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+    if (c_ == nullptr) {
       assert(!name_.empty() && "a put in a whole-shard operation");
-      if (c_ == nullptr) c_ = Create(name_);
-      c_->Insert(key, value, deadline_ms);
+      c_ = Create(name_);
+    }
+    const bool created =
+        c_->Put(key, value, deadline_ms,
+                [&](const StoredMember& existing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+                  if (journaling_) {
+                    undo_.Put(c_->name(), key, existing.value(), existing.deadline_ms());
+                  }
+                });
+    if (created) {
       ++member_delta_;
       if (journaling_) undo_.Remove(c_->name(), key);
     }
@@ -613,14 +618,14 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   ShardOp op(*this, collection, now, committed);
   if (absl::Status s = op.Writable(); !s.ok()) return s;
   std::vector<PutResult> results(writes.size());
-  // Plan first so a failing request writes nothing. StoredMember pointers stay
-  // valid while applying: keys are unique, and applying one write touches
-  // only its own member.
-  absl::InlinedVector<const StoredMember*, 4> existing(writes.size(), nullptr);
+  // Plan first so a failing request writes nothing. The plan keeps no member
+  // pointers, as a write may move the collection's other members: keys are
+  // unique, so what it read of each member still holds when that member is
+  // written.
   size_t creates = 0;
   for (size_t i = 0; i < writes.size(); ++i) {
     const StoredMember* m = op.Find(writes[i].key);
-    existing[i] = m;
+    if (writes[i].keep_expiration) deadlines[i] = m == nullptr ? kNoDeadlineMs : m->deadline_ms();
     const PutCondition cond = writes[i].condition;
     if ((cond == PutCondition::kIfAbsent && m != nullptr) ||
         (cond == PutCondition::kIfPresent && m == nullptr)) {
@@ -645,11 +650,8 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   for (size_t i = 0; i < writes.size(); ++i) {
     if (results[i].outcome == PutOutcome::kSkipped) continue;
     const MemberWrite& w = writes[i];
-    const StoredMember* m = existing[i];
-    const int64_t deadline =
-        w.keep_expiration ? (m == nullptr ? kNoDeadlineMs : m->deadline_ms()) : deadlines[i];
-    op.PutMember(m, w.key, w.value, deadline);
-    results[i].expire_time = TimeOfDeadline(deadline);
+    op.PutMember(w.key, w.value, deadlines[i]);
+    results[i].expire_time = TimeOfDeadline(deadlines[i]);
   }
   return results;
 }
@@ -687,6 +689,7 @@ absl::StatusOr<std::vector<GetResult>> Engine::Get(absl::string_view collection,
         keys.size(), found_count, bytes, options_.limits.max_response_bytes));
   }
   std::vector<GetResult> results(keys.size());
+  // `found` stays valid: SetDeadline moves no member.
   for (size_t i = 0; i < keys.size(); ++i) {
     const StoredMember* m = found[i];
     if (m == nullptr) continue;
@@ -914,11 +917,12 @@ void Engine::Apply(const JournalRecord& r) {
     return;
   }
   ShardOp op(*this, r.collection, ShardOp::kReplay);
+  if (r.type == RecordType::kPut) {
+    op.PutMember(r.key, r.value, r.deadline_ms);
+    return;
+  }
   const StoredMember* m = op.Find(r.key);
   switch (r.type) {
-    case RecordType::kPut:
-      op.PutMember(m, r.key, r.value, r.deadline_ms);
-      break;
     case RecordType::kSetDeadline:
       if (m != nullptr) op.SetDeadline(m, r.deadline_ms);
       break;

@@ -1236,6 +1236,61 @@ TEST(EngineReplayTest, ReplayingTheJournalRebuildsTheStateWithoutEventsOrJournal
   EXPECT_TRUE(replay_journal.batches.empty()) << "replay journals nothing";
 }
 
+// Batches that create members before and between the ones they replace, in
+// collections small enough to keep their members in one buffer and past it.
+TEST(EngineReplayTest, BatchedWritesToSmallCollectionsReplayToTheSameMembers) {
+  FakeClock clock(kStart);
+  EventFeed live_log(EventFeed::Options{});
+  RecordingJournal live_journal;
+  Engine live({.shards = 4, .journal = &live_journal}, &clock, &live_log);
+  const std::string v300(300, 'x'), v255(255, 'y'), z300(300, 'z');
+  const auto ttl = [](int s) { return Expiration::Ttl(absl::Seconds(s)); };
+  MemberWrite first[] = {{"c", "c1", ttl(10)}, {"e", v300, ttl(20)}, {"a", "", Expiration::None()}};
+  ASSERT_TRUE(live.Put("s", first, {}).ok());
+  MemberWrite second[] = {
+      {"b", v255, ttl(5)},  // created before "c"
+      {"c", v300, Expiration::None(), PutCondition::kAlways, /*keep_expiration=*/true},
+      {"d", "d1", ttl(7)},   // created between "c" and "e"
+      {"e", z300, ttl(30)},  // same size
+      {"a", "a2", ttl(3), PutCondition::kIfPresent},
+      {"f", "f1", ttl(1), PutCondition::kIfPresent},  // skipped
+  };
+  absl::StatusOr<std::vector<PutResult>> r = live.Put("s", second, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[1].expire_time, kStart + absl::Seconds(10));
+  EXPECT_EQ((*r)[5].outcome, PutOutcome::kSkipped);
+  const int64_t start_ms = absl::ToUnixMillis(kStart);
+  EXPECT_EQ(DumpState(live), absl::StrCat("s/a=a2 @", start_ms + 3000, "\n", "s/b=", v255, " @",
+                                          start_ms + 5000, "\n", "s/c=", v300, " @",
+                                          start_ms + 10000, "\n", "s/d=d1 @", start_ms + 7000, "\n",
+                                          "s/e=", z300, " @", start_ms + 30000, "\n", "total=5\n"));
+  // Past the small form in one batch, and back by removals.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 20; ++i) keys.push_back(absl::StrFormat("g%02d", 19 - i));
+  std::vector<MemberWrite> grow;
+  for (int i = 0; i < 20; ++i) grow.push_back({keys[i], keys[i], ttl(40 + i)});
+  ASSERT_TRUE(live.Put("s", grow, {}).ok());
+  std::vector<absl::string_view> removed(keys.begin(), keys.begin() + 18);
+  ASSERT_TRUE(live.Remove("s", removed).ok());
+  absl::string_view b[] = {"b"};
+  ASSERT_TRUE(
+      live.Expire("s", b, Expiration::At(kStart - absl::Seconds(1)), ExpireCondition::kAlways)
+          .ok());
+  clock.Advance(absl::Seconds(4));
+  EXPECT_EQ(live.ExpireDue(), 1u);  // "a"
+
+  EventFeed replay_log(EventFeed::Options{});
+  Engine replayed({.shards = 4}, &clock, &replay_log);
+  for (const std::string& batch : live_journal.batches) {
+    ASSERT_TRUE(DecodeBatch(batch, [&](const JournalRecord& record) {
+                  replayed.Apply(record);
+                  return absl::OkStatus();
+                }).ok());
+  }
+  EXPECT_EQ(DumpState(replayed), DumpState(live));
+  EXPECT_EQ(replayed.NextDeadline(), live.NextDeadline());
+}
+
 // ---- Rolling back ----
 
 TEST(EngineRollBackTest, RollingBackUndoesTheChangesNotDurableAndDropsTheirEvents) {
