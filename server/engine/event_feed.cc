@@ -237,15 +237,32 @@ absl::StatusOr<uint64_t> EventFeed::PositionOfToken(absl::string_view token) con
 
 absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& filter,
                                            const ReadLimits& limits) const {
+  EventBatch batch;
+  absl::StatusOr<uint64_t> examined =
+      ReadEach(after, filter, limits, [&batch](uint64_t sequence, const ExpiryEventView& e) {
+        ExpiryEvent& out = batch.events.emplace_back();
+        out.sequence = sequence;
+        out.collection = std::string(e.collection);
+        out.key = std::string(e.key);
+        out.value = std::string(e.value);
+        out.expire_time = e.expire_time;
+        out.expired_at = e.expired_at;
+      });
+  if (!examined.ok()) return examined.status();
+  batch.examined_sequence = *examined;
+  return batch;
+}
+
+absl::StatusOr<uint64_t> EventFeed::ReadEach(uint64_t after, const EventFilter& filter,
+                                             const ReadLimits& limits, EventVisitor visit) const {
   ReaderMutexLock lock(&mu_);
   uint64_t from;
   if (absl::Status s = CheckPositionLocked(after, &from); !s.ok()) return s;
-  EventBatch batch;
-  batch.examined_sequence = from;
-  if (from == visible_sequence_) return batch;
+  uint64_t examined_sequence = from;
+  if (from == visible_sequence_) return examined_sequence;
   size_t bytes = 0;
   size_t examined = 0;
-  batch.events.reserve(std::min<uint64_t>(limits.max_events, visible_sequence_ - from));
+  size_t matched = 0;
   // The block holding from + 1, and its index there.
   size_t block = static_cast<size_t>(std::upper_bound(blocks_.begin(), blocks_.end(), from + 1,
                                                       [](uint64_t sequence, const StoredBlock& b) {
@@ -254,30 +271,25 @@ absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& fi
                                      blocks_.begin() - 1);
   size_t index = from + 1 - blocks_[block].first_sequence;
   for (uint64_t sequence = from + 1; sequence <= visible_sequence_; ++sequence) {
-    if (examined == limits.max_examined || batch.events.size() == limits.max_events) break;
+    if (examined == limits.max_examined || matched == limits.max_events) break;
     if (index == blocks_[block].events.size()) {
       ++block;
       index = 0;
     }
-    const ExpiryEventView e = blocks_[block].events[index++];
+    ExpiryEventView e = blocks_[block].events[index++];
     if (filter.Matches(e.collection)) {
-      const size_t size =
-          e.collection.size() + e.key.size() + (filter.include_values ? e.value.size() : 0);
+      if (!filter.include_values) e.value = {};
+      const size_t size = e.collection.size() + e.key.size() + e.value.size();
       // A batch always makes progress, even with one event over the bound.
-      if (!batch.events.empty() && bytes + size > limits.max_bytes) break;
+      if (matched > 0 && bytes + size > limits.max_bytes) break;
       bytes += size;
-      ExpiryEvent& out = batch.events.emplace_back();
-      out.sequence = sequence;
-      out.collection = std::string(e.collection);
-      out.key = std::string(e.key);
-      if (filter.include_values) out.value = std::string(e.value);
-      out.expire_time = e.expire_time;
-      out.expired_at = e.expired_at;
+      ++matched;
+      visit(sequence, e);
     }
     ++examined;
-    batch.examined_sequence = sequence;
+    examined_sequence = sequence;
   }
-  return batch;
+  return examined_sequence;
 }
 
 }  // namespace lapse

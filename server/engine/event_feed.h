@@ -133,6 +133,10 @@ class EventFeed final : public EventSource {
   absl::StatusOr<uint64_t> PositionOfToken(absl::string_view token) const override;
   absl::StatusOr<EventBatch> Read(uint64_t after, const EventFilter& filter,
                                   const ReadLimits& limits) const override;
+  // Hands `visit` views into the retained blocks, under the feed's reader
+  // lock.
+  absl::StatusOr<uint64_t> ReadEach(uint64_t after, const EventFilter& filter,
+                                    const ReadLimits& limits, EventVisitor visit) const override;
 
  private:
   // Options::first_sequence, 0 read as 1: "after the sequence before the

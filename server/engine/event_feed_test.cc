@@ -346,6 +346,42 @@ TEST(EventFeedTest, ReadsFromAnyPositionAcrossBlockBoundaries) {
   }
 }
 
+TEST(EventFeedTest, ReadEachHandsOverTheEventsReadReturnsFromMidBlock) {
+  const size_t n = 3 * EventBlock::kMaxEvents + 5;
+  EventFeed log({.first_sequence = 1});
+  log.Append(ManyEvents(n));
+  const ReadLimits limits{.max_events = 700, .max_bytes = 4000, .max_examined = 2000};
+  for (bool include_values : {false, true}) {
+    EventFilter filter;
+    filter.prefix = "a";
+    filter.include_values = include_values;
+    for (uint64_t after = EventBlock::kMaxEvents - 3; after < n;) {
+      absl::StatusOr<EventBatch> batch = log.Read(after, filter, limits);
+      ASSERT_TRUE(batch.ok());
+      std::vector<ExpiryEvent> seen;
+      absl::StatusOr<uint64_t> examined =
+          log.ReadEach(after, filter, limits, [&](uint64_t sequence, const ExpiryEventView& e) {
+            ExpiryEvent& out = seen.emplace_back();
+            out.sequence = sequence;
+            out.collection = std::string(e.collection);
+            out.key = std::string(e.key);
+            out.value = std::string(e.value);
+          });
+      ASSERT_TRUE(examined.ok());
+      EXPECT_EQ(*examined, batch->examined_sequence);
+      ASSERT_EQ(seen.size(), batch->events.size());
+      for (size_t i = 0; i < seen.size(); ++i) {
+        EXPECT_EQ(seen[i].sequence, batch->events[i].sequence);
+        EXPECT_EQ(seen[i].collection, "a");
+        EXPECT_EQ(seen[i].key, absl::StrCat(seen[i].sequence - 1));
+        EXPECT_EQ(seen[i].value, include_values ? "value" : "");
+      }
+      ASSERT_GT(*examined, after);
+      after = *examined;
+    }
+  }
+}
+
 TEST(EventFeedTest, RetentionDropsTheOldestAcrossBlockBoundaries) {
   const size_t n = 3 * EventBlock::kMaxEvents;
   EventFeed log({.first_sequence = 1, .max_events = EventBlock::kMaxEvents + 10});

@@ -16,6 +16,9 @@
 //   absl::StatusOr<uint64_t> cursor = source.PositionOfToken(token);
 //   absl::StatusOr<lapse::EventBatch> batch = source.Read(*cursor, filter, limits);
 //   if (batch.ok()) send(batch->events, source.ResumeTokenAfter(batch->examined_sequence));
+//   // Or without copying each event:
+//   absl::StatusOr<uint64_t> examined = source.ReadEach(
+//       *cursor, filter, limits, [&](uint64_t sequence, const ExpiryEventView& e) { ... });
 //
 // Implementations are thread-safe.
 #ifndef LAPSE_SERVER_ENGINE_EVENT_SOURCE_H_
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -61,6 +65,11 @@ struct EventBatch {
   // continues after it.
   uint64_t examined_sequence = 0;
 };
+
+// Given each event ReadEach would have Read returned, in sequence order: its
+// views are valid only during the call, and its value is empty unless the
+// filter includes values.
+using EventVisitor = absl::FunctionRef<void(uint64_t sequence, const ExpiryEventView& event)>;
 
 // Called with the newest readable sequence whenever new events become
 // readable. Runs on the thread that made them readable (an expirer, a writer,
@@ -99,6 +108,14 @@ class EventSource {
   // as in CheckPosition.
   virtual absl::StatusOr<EventBatch> Read(uint64_t after, const EventFilter& filter,
                                           const ReadLimits& limits) const = 0;
+  // The same events as Read, handed to `visit` one by one instead of copied
+  // into a batch (a watch stream encodes them straight into its message);
+  // returns the batch's examined_sequence. `visit` may run under the
+  // source's lock: it must be quick and must not call into the source. This
+  // default goes through Read; EventFeed hands out views of the events it
+  // retains.
+  virtual absl::StatusOr<uint64_t> ReadEach(uint64_t after, const EventFilter& filter,
+                                            const ReadLimits& limits, EventVisitor visit) const;
 };
 
 }  // namespace lapse

@@ -37,7 +37,7 @@ grpc::Status Draining() {
 }
 
 // A WatchExpirations stream refused before it starts.
-class RejectedWatch final : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
+class RejectedWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit RejectedWatch(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
@@ -579,10 +579,9 @@ void LapseServiceImpl::ServeUnary(const char* method, Handler<Request, Response>
 void LapseServiceImpl::ServeWatch() {
   MarkMethodRawCallback(
       MethodIndex("WatchExpirations"),
-      new grpc::internal::CallbackServerStreamingHandler<grpc::ByteBuffer,
-                                                         v1::WatchExpirationsResponse>(
-          [this](grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes)
-              -> grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* {
+      new grpc::internal::CallbackServerStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](grpc::CallbackServerContext* context,
+                 const grpc::ByteBuffer* bytes) -> grpc::ServerWriteReactor<grpc::ByteBuffer>* {
             absl::StatusOr<Caller> caller = authorizer_.Authenticate(*context);
             if (!caller.ok()) return new RejectedWatch(ToGrpcStatus(caller.status()));
             v1::WatchExpirationsRequest request;
@@ -593,7 +592,7 @@ void LapseServiceImpl::ServeWatch() {
             if (absl::Status allowed = Authorize(*caller, Required(request)); !allowed.ok()) {
               return new RejectedWatch(ToGrpcStatus(allowed));
             }
-            return WatchExpirations(context, &request);
+            return StartWatch(context, request);
           }));
 }
 
@@ -625,12 +624,12 @@ grpc::ServerUnaryReactor* LapseServiceImpl::Answer(grpc::CallbackServerContext* 
   return call;
 }
 
-grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* LapseServiceImpl::WatchExpirations(
-    grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* LapseServiceImpl::StartWatch(
+    grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest& request) {
   if (draining_.load()) return new RejectedWatch(Draining());
-  absl::StatusOr<EventFilter> filter = WatchFilter(*request, store_->limits());
+  absl::StatusOr<EventFilter> filter = WatchFilter(request, store_->limits());
   if (!filter.ok()) return new RejectedWatch(ToGrpcStatus(filter.status()));
-  absl::StatusOr<uint64_t> after = WatchStart(*request, store_->events());
+  absl::StatusOr<uint64_t> after = WatchStart(request, store_->events());
   if (!after.ok()) return new RejectedWatch(ToGrpcStatus(after.status()));
   return new WatchReactor(hub_, context, &store_->events(), *std::move(filter), *after);
 }

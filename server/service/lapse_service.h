@@ -7,8 +7,8 @@
 // each method's generated handler by gRPC's callback handler template for a
 // ByteBuffer request and the typed response (what the generated
 // WithRawCallbackMethod_ classes do, but for the request only), so responses
-// and watch streams stay typed. A unary call's request bytes, parsed request
-// and response live on one protobuf arena, freed at once when the call ends.
+// stay typed; watch streams write bytes (WatchReactor). A unary call's request bytes, parsed
+// request and response live on one protobuf arena, freed at once when the call ends.
 //
 // Each unary RPC converts its request to engine types, calls the Store
 // (server/storage/store.h) and converts the result back when the store
@@ -69,11 +69,6 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   // From now on every new RPC fails with UNAVAILABLE. Cannot be undone.
   void StartDraining();
 
-  // Serves a WatchExpirations stream whose request has been parsed (and whose
-  // caller authorized).
-  grpc::ServerWriteReactor<v1::WatchExpirationsResponse>* WatchExpirations(
-      grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest* request) override;
-
   // Serves a StreamWrites stream (write_stream_reactor.h).
   grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>* StreamWrites(
       grpc::CallbackServerContext* context) override;
@@ -92,8 +87,13 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   // handler, so that requests arrive as bytes and are parsed by Answer.
   template <typename Request, typename Response>
   void ServeUnary(const char* method, Handler<Request, Response> handler);
-  // Serves WatchExpirations the same way, through WatchExpirations() above.
+  // Serves WatchExpirations the same way, through StartWatch, with responses
+  // written as bytes (the WatchReactor encodes them).
   void ServeWatch();
+  // Serves a WatchExpirations stream whose request has been parsed (and whose
+  // caller authorized).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StartWatch(
+      grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest& request);
 
   // Answers UNAVAILABLE if draining, UNAUTHENTICATED for an unknown caller,
   // INVALID_ARGUMENT if `bytes` are not a Request, PERMISSION_DENIED if the

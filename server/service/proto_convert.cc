@@ -1,11 +1,14 @@
 #include "server/service/proto_convert.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "server/base/coding.h"
 
 namespace lapse {
@@ -26,6 +29,81 @@ constexpr uint8_t kCollectionToken = 'c';
 // The cursor's time in a member token: finite, or NoDeadline().
 constexpr uint8_t kFiniteTime = 0;
 constexpr uint8_t kNoDeadline = 1;
+
+// A time as a Timestamp's two fields.
+struct UnixTime {
+  int64_t seconds;
+  int32_t nanos;
+};
+
+// A Timestamp's fields, or none for NoDeadline() (the field left unset).
+std::optional<UnixTime> TimestampOf(absl::Time t) {
+  if (t == NoDeadline()) return std::nullopt;
+  const int64_t seconds = absl::ToUnixSeconds(t);
+  return UnixTime{
+      seconds, static_cast<int32_t>(absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds)))};
+}
+
+// ---- Wire format (https://protobuf.dev/programming-guides/encoding/) ----
+// Only what AppendWatchEvent writes: every field number is below 16, so each
+// tag is one byte.
+
+using google::protobuf::io::CodedOutputStream;
+
+constexpr uint8_t kVarint = 0;
+constexpr uint8_t kLengthDelimited = 2;
+
+constexpr uint8_t Tag(int field, uint8_t wire_type) {
+  return static_cast<uint8_t>(field << 3 | wire_type);
+}
+
+// Bytes of a varint field; proto3 leaves out a zero.
+size_t VarintFieldSize(uint64_t value) {
+  return value == 0 ? 0 : 1 + CodedOutputStream::VarintSize64(value);
+}
+
+// Bytes of a length-delimited field holding `size` bytes.
+size_t DelimitedSize(size_t size) { return 1 + CodedOutputStream::VarintSize64(size) + size; }
+
+// Bytes of a string field; proto3 leaves out an empty one.
+size_t StringFieldSize(absl::string_view s) { return s.empty() ? 0 : DelimitedSize(s.size()); }
+
+// int32 and int64 fields are varints of the value sign-extended to 64 bits.
+uint64_t Signed(int64_t value) { return static_cast<uint64_t>(value); }
+
+// The bytes of a Timestamp message's fields.
+size_t TimestampBodySize(UnixTime t) {
+  return VarintFieldSize(Signed(t.seconds)) + VarintFieldSize(Signed(t.nanos));
+}
+
+uint8_t* WriteVarintField(int field, uint64_t value, uint8_t* p) {
+  if (value == 0) return p;
+  *p++ = Tag(field, kVarint);
+  return CodedOutputStream::WriteVarint64ToArray(value, p);
+}
+
+uint8_t* WriteDelimitedHeader(int field, size_t size, uint8_t* p) {
+  *p++ = Tag(field, kLengthDelimited);
+  return CodedOutputStream::WriteVarint64ToArray(size, p);
+}
+
+uint8_t* WriteStringField(int field, absl::string_view s, uint8_t* p) {
+  if (s.empty()) return p;
+  p = WriteDelimitedHeader(field, s.size(), p);
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
+size_t TimestampFieldSize(const std::optional<UnixTime>& t) {
+  return t.has_value() ? DelimitedSize(TimestampBodySize(*t)) : 0;
+}
+
+uint8_t* WriteTimestampField(int field, const std::optional<UnixTime>& t, uint8_t* p) {
+  if (!t.has_value()) return p;
+  p = WriteDelimitedHeader(field, TimestampBodySize(*t), p);
+  p = WriteVarintField(google::protobuf::Timestamp::kSecondsFieldNumber, Signed(t->seconds), p);
+  return WriteVarintField(google::protobuf::Timestamp::kNanosFieldNumber, Signed(t->nanos), p);
+}
 
 absl::Status FieldError(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
@@ -92,11 +170,11 @@ absl::StatusOr<absl::Duration> DurationFromProto(const google::protobuf::Duratio
 }
 
 std::optional<google::protobuf::Timestamp> TimeToProto(absl::Time t) {
-  if (t == NoDeadline()) return std::nullopt;
-  const int64_t seconds = absl::ToUnixSeconds(t);
+  const std::optional<UnixTime> unix = TimestampOf(t);
+  if (!unix.has_value()) return std::nullopt;
   google::protobuf::Timestamp ts;
-  ts.set_seconds(seconds);
-  ts.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
+  ts.set_seconds(unix->seconds);
+  ts.set_nanos(unix->nanos);
   return ts;
 }
 
@@ -212,16 +290,13 @@ void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out) 
   }
 }
 
-namespace {
+namespace {}  // namespace
 
-// Both ExpiryEventToProto: `Event` is const ExpiryEvent& (copies the
-// strings) or ExpiryEvent (moves them).
-template <typename Event>
-void EventToProto(Event&& event, bool include_value, v1::ExpiryEvent* out) {
+void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::ExpiryEvent* out) {
   out->set_sequence(event.sequence);
-  out->set_collection(std::forward<Event>(event).collection);
-  out->set_key(std::forward<Event>(event).key);
-  if (include_value) out->set_value(std::forward<Event>(event).value);
+  out->set_collection(event.collection);
+  out->set_key(event.key);
+  if (include_value) out->set_value(event.value);
   if (std::optional<google::protobuf::Timestamp> ts = TimeToProto(event.expire_time)) {
     *out->mutable_expire_time() = *std::move(ts);
   }
@@ -230,14 +305,24 @@ void EventToProto(Event&& event, bool include_value, v1::ExpiryEvent* out) {
   }
 }
 
-}  // namespace
-
-void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::ExpiryEvent* out) {
-  EventToProto(event, include_value, out);
-}
-
-void ExpiryEventToProto(ExpiryEvent&& event, bool include_value, v1::ExpiryEvent* out) {
-  EventToProto(std::move(event), include_value, out);
+void AppendWatchEvent(uint64_t sequence, const ExpiryEventView& event, std::string* out) {
+  using Event = v1::ExpiryEvent;
+  const std::optional<UnixTime> expire_time = TimestampOf(event.expire_time);
+  const std::optional<UnixTime> expired_at = TimestampOf(event.expired_at);
+  const size_t body = VarintFieldSize(sequence) + StringFieldSize(event.collection) +
+                      StringFieldSize(event.key) + StringFieldSize(event.value) +
+                      TimestampFieldSize(expire_time) + TimestampFieldSize(expired_at);
+  const size_t start = out->size();
+  out->resize(start + DelimitedSize(body));
+  uint8_t* p = reinterpret_cast<uint8_t*>(out->data() + start);
+  p = WriteDelimitedHeader(v1::WatchExpirationsResponse::kEventsFieldNumber, body, p);
+  p = WriteVarintField(Event::kSequenceFieldNumber, sequence, p);
+  p = WriteStringField(Event::kCollectionFieldNumber, event.collection, p);
+  p = WriteStringField(Event::kKeyFieldNumber, event.key, p);
+  p = WriteStringField(Event::kValueFieldNumber, event.value, p);
+  p = WriteTimestampField(Event::kExpireTimeFieldNumber, expire_time, p);
+  p = WriteTimestampField(Event::kExpiredAtFieldNumber, expired_at, p);
+  assert(reinterpret_cast<char*>(p) == out->data() + out->size());
 }
 
 std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder order,

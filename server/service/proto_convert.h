@@ -16,6 +16,7 @@
 #define LAPSE_SERVER_SERVICE_PROTO_CONVERT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -69,8 +70,13 @@ void MemberToProto(const ListedMember& member, v1::Member* out);
 void CollectionInfoToProto(const CollectionInfo& info, v1::CollectionInfo* out);
 // The value is copied only when `include_value`.
 void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::ExpiryEvent* out);
-// The same, moving the strings out of `event` instead of copying them.
-void ExpiryEventToProto(ExpiryEvent&& event, bool include_value, v1::ExpiryEvent* out);
+// Appends `event` (value included when it has one) with `sequence` to `out`
+// as one element of WatchExpirationsResponse.events: the bytes protobuf
+// serializes for that element, made without building the message. A
+// response is its events appended in order, then the serialized response
+// holding the other fields (a message's fields may follow one another
+// in any order; these come in field order, as protobuf writes them).
+void AppendWatchEvent(uint64_t sequence, const ExpiryEventView& event, std::string* out);
 
 // ---- Page tokens -----------------------------------------------------------
 //

@@ -2,9 +2,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -149,6 +151,61 @@ TEST(Messages, ExpiryEventCarriesTheValueOnlyWhenAsked) {
   v1::ExpiryEvent without_value;
   ExpiryEventToProto(event, false, &without_value);
   EXPECT_TRUE(without_value.value().empty());
+}
+
+TEST(Messages, AppendedWatchEventsAreTheBytesProtobufSerializes) {
+  // Lengths across one- and two-byte varints, sequences and times at the
+  // edges of their encodings, and NoDeadline (the field left unset).
+  const std::vector<std::string> values = {"",
+                                           "v",
+                                           std::string(127, 'x'),
+                                           std::string(128, 'y'),
+                                           std::string(16383, 'z'),
+                                           std::string(16384, 'w'),
+                                           std::string(300000, 'u')};
+  const std::vector<uint64_t> sequences = {0, 1, 127, 128, uint64_t{1} << 63, ~uint64_t{0}};
+  const std::vector<absl::Time> times = {absl::UnixEpoch(),
+                                         absl::FromUnixSeconds(1) - absl::Nanoseconds(1),
+                                         absl::FromUnixSeconds(-62'135'596'800),
+                                         absl::FromUnixMillis(1'790'000'000'123),
+                                         absl::FromUnixSeconds(253'402'300'799),
+                                         NoDeadline()};
+  v1::WatchExpirationsResponse expected;
+  std::string encoded;
+  for (size_t i = 0; i < values.size() * sequences.size(); ++i) {
+    ExpiryEvent event;
+    event.sequence = sequences[i % sequences.size()];
+    event.collection = i % 5 == 0 ? "" : absl::StrCat("collection-", i);
+    event.key = i % 7 == 0 ? "" : std::string(i * 11, 'k');
+    event.value = values[i % values.size()];
+    event.expire_time = times[i % times.size()];
+    event.expired_at = times[(i / times.size()) % times.size()];
+    ExpiryEventToProto(event, /*include_value=*/true, expected.add_events());
+    AppendWatchEvent(event.sequence, ViewOf(event), &encoded);
+  }
+  EXPECT_EQ(encoded, expected.SerializeAsString());
+  v1::WatchExpirationsResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(encoded));
+  EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+}
+
+TEST(Messages, AResponseIsItsEventsThenItsOtherFields) {
+  ExpiryEvent event;
+  event.sequence = 9;
+  event.collection = "c";
+  event.key = "k";
+  event.expire_time = absl::FromUnixMillis(1000);
+  event.expired_at = absl::FromUnixMillis(1001);
+  std::string encoded;
+  AppendWatchEvent(event.sequence, ViewOf(event), &encoded);
+  v1::WatchExpirationsResponse rest;
+  rest.set_examined_sequence(12);
+  rest.set_resume_token("token");
+  rest.set_store_id("store");
+  rest.AppendToString(&encoded);
+  v1::WatchExpirationsResponse expected = rest;
+  ExpiryEventToProto(event, /*include_value=*/false, expected.add_events());
+  EXPECT_EQ(encoded, expected.SerializeAsString());
 }
 
 TEST(Messages, PersistentMembersHaveNoExpireTime) {

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cassert>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/slice.h"
+#include "lapse/v1/lapse.pb.h"
 #include "server/base/log.h"
-#include "server/service/operation.h"
 #include "server/service/proto_convert.h"
 
 namespace lapse {
@@ -25,8 +28,7 @@ WatchReactor::WatchReactor(WatchHub* hub, grpc::CallbackServerContext* context,
       store_id_(events->store_id().ToString()),
       cursor_(after),
       sent_sequence_(after),
-      last_write_(absl::Now()),
-      arena_(MessageArenaOptions()) {
+      last_write_(absl::Now()) {
   // Headers go out at once so a client can tell that its stream is in place
   // (its start position fixed) before the first event.
   StartSendInitialMetadata();
@@ -48,8 +50,7 @@ WatchReactor::WatchReactor(WatchHub* hub, grpc::CallbackServerContext* context,
 void WatchReactor::OnWriteDone(bool ok) {
   MutexLock lock(&mu_);
   write_in_flight_ = false;
-  response_ = nullptr;
-  arena_.Reset();
+  message_.Clear();
   if (pinned_ > 0) {
     hub_->Unpin(pinned_);
     pinned_ = 0;
@@ -104,7 +105,7 @@ absl::Time WatchReactor::Poll(bool new_events, absl::Time now) {
   if (finished_) return absl::InfiniteFuture();
   if (new_events && !write_in_flight_ && !waiting_) SendNextBatchLocked();
   if (!finished_ && !write_in_flight_ && now - last_write_ >= heartbeat_interval_) {
-    WriteLocked(NewResponseLocked(), 0, now);
+    WriteLocked(std::make_unique<std::string>(), 0, now);
   }
   // A stream with a write stuck in flight (a client that does not read) is
   // looked at again one interval from now rather than at once, or when it
@@ -134,30 +135,30 @@ void WatchReactor::SendNextBatchLocked() {
   // Reads that match nothing only move the cursor; keep reading until a batch
   // has events or the log has nothing more, so no empty message goes out.
   while (true) {
-    absl::StatusOr<EventBatch> batch = events_->Read(cursor_, filter_, read_limits_);
-    if (!batch.ok()) {
-      FinishOnceLocked(ToGrpcStatus(batch.status()));
+    auto events = std::make_unique<std::string>();
+    events->reserve(last_batch_bytes_);
+    size_t matched = 0;
+    absl::StatusOr<uint64_t> examined = events_->ReadEach(
+        cursor_, filter_, read_limits_, [&](uint64_t sequence, const ExpiryEventView& event) {
+          AppendWatchEvent(sequence, event, events.get());
+          ++matched;
+        });
+    if (!examined.ok()) {
+      FinishOnceLocked(ToGrpcStatus(examined.status()));
       return;
     }
-    if (!batch->events.empty()) {
-      v1::WatchExpirationsResponse* response = NewResponseLocked();
-      response->mutable_events()->Reserve(static_cast<int>(batch->events.size()));
-      for (ExpiryEvent& event : batch->events) {
-        ExpiryEventToProto(std::move(event), filter_.include_values, response->add_events());
-      }
-      const size_t bytes = response->ByteSizeLong();
+    if (matched > 0) {
+      const size_t bytes = events->size();
+      last_batch_bytes_ = bytes;
       waiting_ = !hub_->Pin(this, bytes);
       // Unsent, the batch is read again when the hub resumes the stream.
-      if (waiting_) {
-        arena_.Reset();
-        return;
-      }
-      cursor_ = batch->examined_sequence;
-      WriteLocked(response, bytes, absl::Now());
+      if (waiting_) return;
+      cursor_ = *examined;
+      WriteLocked(std::move(events), bytes, absl::Now());
       return;
     }
-    const bool advanced = batch->examined_sequence > cursor_;
-    if (advanced) cursor_ = batch->examined_sequence;
+    const bool advanced = *examined > cursor_;
+    if (advanced) cursor_ = *examined;
     if (!advanced || cursor_ >= events_->last_sequence()) {
       StopWaitingLocked();
       return;
@@ -165,23 +166,24 @@ void WatchReactor::SendNextBatchLocked() {
   }
 }
 
-v1::WatchExpirationsResponse* WatchReactor::NewResponseLocked() {
-  assert(response_ == nullptr);
-  return google::protobuf::Arena::CreateMessage<v1::WatchExpirationsResponse>(&arena_);
-}
-
-void WatchReactor::WriteLocked(v1::WatchExpirationsResponse* response, size_t pinned,
-                               absl::Time now) {
+void WatchReactor::WriteLocked(std::unique_ptr<std::string> events, size_t pinned, absl::Time now) {
   assert(!write_in_flight_ && !finished_);
-  response->set_examined_sequence(cursor_);
-  response->set_resume_token(events_->ResumeTokenAfter(cursor_));
-  response->set_store_id(store_id_);
+  // The other fields follow the events, as protobuf orders them.
+  v1::WatchExpirationsResponse cursor;
+  cursor.set_examined_sequence(cursor_);
+  cursor.set_resume_token(events_->ResumeTokenAfter(cursor_));
+  cursor.set_store_id(store_id_);
+  cursor.AppendToString(events.get());
+  // gRPC sends the bytes where they are and frees them with the slice.
+  std::string* bytes = events.release();
+  grpc::Slice slice(
+      bytes->data(), bytes->size(), [](void* s) { delete static_cast<std::string*>(s); }, bytes);
+  message_ = grpc::ByteBuffer(&slice, 1);
   sent_sequence_ = cursor_;
   last_write_ = now;
   write_in_flight_ = true;
   pinned_ = pinned;
-  response_ = response;
-  StartWrite(response_);
+  StartWrite(&message_);
 }
 
 void WatchReactor::StopWaitingLocked() {

@@ -11,6 +11,11 @@
 // as the source's resume token, and the store id. A cursor that fell out of
 // retention ends the stream with the source's OUT_OF_RANGE.
 //
+// A batch is written as bytes: each event is encoded into the message as the
+// event source hands it over (AppendWatchEvent), with no ExpiryEvent copy and
+// no message built and serialized per event; the bytes are lapse.proto's
+// WatchExpirationsResponse, as protobuf would have written them.
+//
 // Before a batch is written its serialized size is pinned with the hub
 // (WatchHub::Pin) and given back when the write completes. When it does not
 // fit, the batch is dropped unsent, the cursor stays put, and the stream waits
@@ -36,18 +41,18 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
-#include "google/protobuf/arena.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
-#include "lapse/v1/lapse.pb.h"
 #include "server/base/mutex.h"
 #include "server/engine/event_source.h"
 #include "server/service/watch_hub.h"
 
 namespace lapse {
 
-class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsResponse> {
+// The stream's messages are WatchExpirationsResponses in their wire form.
+class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // Streams the events of `events` that match `filter`, starting right after
   // sequence `after`, on the call of `context`. Registers with `hub`, or
@@ -90,12 +95,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsR
   // when caught up or when the batch does not fit the hub's pinned bytes.
   // Requires no write in flight.
   void SendNextBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes `response` (events already filled in, `pinned` bytes pinned for
-  // it) carrying the cursor.
-  void WriteLocked(v1::WatchExpirationsResponse* response, size_t pinned, absl::Time now)
+  // Writes the response whose encoded events are `events` (none in a
+  // heartbeat; `pinned` bytes pinned for them), carrying the cursor.
+  void WriteLocked(std::unique_ptr<std::string> events, size_t pinned, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A new, empty message on arena_.
-  v1::WatchExpirationsResponse* NewResponseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leaves the hub's line, if in it.
   void StopWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishOnceLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -123,13 +126,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchExpirationsR
   // Wall time of the last write started (or of the stream's start).
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  // Where the message being written lives, with its events' strings, all
-  // freed at once (Reset) when its write completes: one batch costs a few
-  // blocks rather than several allocations per event.
-  google::protobuf::Arena arena_ ABSL_GUARDED_BY(mu_);
-  // The message being written, on arena_, untouched until its write
-  // completes; null between writes.
-  v1::WatchExpirationsResponse* response_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The message being written, untouched until its write completes; empty
+  // between writes.
+  grpc::ByteBuffer message_ ABSL_GUARDED_BY(mu_);
+  // The size of the last batch's events: what the next one reserves.
+  size_t last_batch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Bytes pinned with the hub for response_.
   size_t pinned_ ABSL_GUARDED_BY(mu_) = 0;
   // In the hub's line for pinned bytes.

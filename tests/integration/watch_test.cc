@@ -1,5 +1,6 @@
 // WatchExpirations end to end: delivery, filters, resume, retention,
 // heartbeats, slow and concurrent clients.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <set>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/engine/event_source.h"
@@ -133,6 +135,47 @@ TEST(WatchTest, ResumesAfterReconnectWithNoGapAndNoDuplicate) {
   EXPECT_EQ(events[2].key(), "k6");
   EXPECT_EQ((std::set<std::string>{events[0].key(), events[1].key()}),
             (std::set<std::string>{"k4", "k5"}));
+}
+
+// More events than one batch and one event block, in several watch
+// responses; a second stream resumed from the middle of a block gets exactly
+// the rest.
+TEST(WatchTest, AThousandsStrongBurstArrivesWholeAndResumesFromMidBlock) {
+  TestServer server;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 2500; ++i) keys.push_back(absl::StrFormat("k%05d", i));
+  for (size_t i = 0; i < keys.size(); i += 1000) {
+    PutTtl(
+        server.stub(), "burst",
+        std::vector<std::string>(keys.begin() + i, keys.begin() + std::min(i + 1000, keys.size())),
+        absl::Seconds(1));
+  }
+  v1::WatchExpirationsRequest request = AllEvents();
+  request.set_include_values(true);
+  const uint64_t start = server.server().store().events().last_sequence();
+  uint64_t middle;
+  {
+    Watcher watcher(server.stub(), request);
+    server.ExpireAfter(absl::Seconds(1));
+    ASSERT_TRUE(watcher.WaitForEvents(keys.size()));
+    const std::vector<v1::ExpiryEvent> events = watcher.events();
+    EXPECT_GT(watcher.responses().size(), 2u);
+    EXPECT_TRUE(IncreasingAfter(events, start));
+    // Members sharing a deadline expire in key order.
+    EXPECT_EQ(Keys(events), keys);
+    for (const v1::ExpiryEvent& event : events) {
+      ASSERT_EQ(event.value(), "v:" + event.key());
+      ASSERT_EQ(event.collection(), "burst");
+      ASSERT_EQ(Time(event.expire_time()), StartTime() + absl::Seconds(1));
+    }
+    middle = events[1500].sequence();
+  }
+  request = After(middle);
+  request.set_include_values(true);
+  Watcher resumed(server.stub(), request);
+  ASSERT_TRUE(resumed.WaitForEvents(keys.size() - 1501));
+  EXPECT_EQ(Keys(resumed.events()), std::vector<std::string>(keys.begin() + 1501, keys.end()));
+  EXPECT_TRUE(IncreasingAfter(resumed.events(), middle));
 }
 
 // Issue #10: the sequences of a fresh store start at the wall clock in
