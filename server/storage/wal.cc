@@ -284,37 +284,50 @@ bool Wal::NextRound(Round* round) {
   // The flusher waited for a writer's turn: the writers have left what is
   // pending to it.
   bool waited_for_turn = false;
+  // The flusher has slept since it last looked at the log: what it owns
+  // (the fsync due) may need the turn.
+  bool woke = false;
   while (true) {
     if (writing_) {
       // A writer holds the turn (kEverySecond, kNever): it gives it up after
-      // its write, and no writer takes it while the flusher waits.
-      flusher_waiting_ = true;
-      waited_for_turn = true;
+      // its write, and no writer takes it while the flusher waits for it,
+      // which it does only when it may have something to do.
+      if (woke || stopping_ || rotate_requested_ || flusher_called_) {
+        flusher_waiting_ = true;
+        waited_for_turn = true;
+      }
       work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+      woke = true;
       continue;
     }
     flusher_waiting_ = false;
+    // Writers step aside only until the flusher has had the turn once.
+    const bool left_to_flusher = waited_for_turn;
+    waited_for_turn = false;
     if (stopping_) break;
     if (!refusal_.ok()) {
       if (refusing_for_good_) {
         work_cv_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+        woke = true;
         continue;
       }
       const absl::Duration left = retry_at_ - absl::Now();
       if (left <= absl::ZeroDuration()) return false;
       work_cv_.WaitWithTimeout(&mu_, left);
+      woke = true;
       continue;
     }
     if (rotate_requested_) break;
     // Under kEverySecond and kNever, batches that someone waits for are
     // left to their writers unless one called the flusher.
     if (!pending_.empty() && (options_.fsync == FsyncPolicy::kAlways || flusher_called_ ||
-                              waited_for_turn || waiters_.empty())) {
+                              left_to_flusher || waiters_.empty())) {
       if (queued_.size() >= group_size_ || pending_.size() >= options_.max_write_bytes) break;
       const absl::Time now = absl::Now();
       if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;
       if (now >= group_deadline) break;
       work_cv_.WaitWithTimeout(&mu_, group_deadline - now);
+      woke = true;
       continue;
     }
     if (sync_each_second && unsynced_since_ != absl::InfiniteFuture()) {
@@ -324,6 +337,7 @@ bool Wal::NextRound(Round* round) {
     } else {
       work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
     }
+    woke = true;
   }
   round->stopping = stopping_;
   if (!refusal_.ok()) return false;
