@@ -152,7 +152,9 @@ class DurableStore final : public Journal {
 
   // Calls `done` once the change of `ticket` (0: every change committed
   // before this call) is durable (see FsyncPolicy), or with the error that
-  // prevented it; in that case the change has been undone first.
+  // prevented it; in that case the change has been undone first. Under
+  // everysec and never the caller may write the log itself (write() only,
+  // see Wal::WhenDurable), so hold no engine or group lock.
   void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
   // Blocks until the change of `ticket` (0: every change committed before

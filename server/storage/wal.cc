@@ -129,9 +129,16 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
   const size_t before = pending_.size();
   AppendFrame(&pending_, lsn, batch);
   queued_.push_back({ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
-  // The flusher waits for the first batch, then for a whole group.
-  if (queued_.size() == 1 || queued_.size() >= group_size_ ||
-      pending_.size() >= options_.max_write_bytes) {
+  // Under kAlways the flusher writes every batch: it waits for the first,
+  // then for a whole group. Otherwise the writer that waits for the batch
+  // writes it (WhenDurable); the flusher is called for a batch with events,
+  // which watchers wait for, and for a backlog.
+  const bool call_flusher =
+      pending_.size() >= options_.max_write_bytes ||
+      (options_.fsync == FsyncPolicy::kAlways ? queued_.size() == 1 || queued_.size() >= group_size_
+                                              : last_event_sequence != 0);
+  if (call_flusher) {
+    flusher_called_ = true;
     work_cv_.Signal();
   }
   return ticket;
@@ -151,17 +158,25 @@ absl::Status Wal::OutcomeOf(CommitTicket ticket) const {
 }
 
 void Wal::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done) {
+  bool waiting = false;
   absl::Status ready;
   {
     MutexLock lock(&mu_);
     if (ticket == 0) ticket = last_ticket_;
-    if (ticket > resolved_) {
+    waiting = ticket > resolved_;
+    if (!waiting) {
+      ready = OutcomeOf(ticket);
+    } else {
       waiters_[ticket].push_back(std::move(done));
-      return;
+      // Under kAlways the flusher writes: a gRPC thread never fsyncs.
+      if (options_.fsync == FsyncPolicy::kAlways) return;
     }
-    ready = OutcomeOf(ticket);
   }
-  done(ready);
+  if (waiting) {
+    WriteWhileWaitedFor();
+  } else {
+    done(ready);
+  }
 }
 
 absl::Status Wal::AwaitDurable(CommitTicket ticket) {
@@ -266,24 +281,53 @@ bool Wal::NextRound(Round* round) {
   const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
   // Set once a batch is pending.
   absl::Time group_deadline = absl::InfiniteFuture();
-  while (!stopping_) {
+  // The flusher waited for a writer's turn: the writers have left what is
+  // pending to it.
+  bool waited_for_turn = false;
+  // The flusher has slept since it last looked at the log: what it owns
+  // (the fsync due) may need the turn.
+  bool woke = false;
+  while (true) {
+    if (writing_) {
+      // A writer holds the turn (kEverySecond, kNever): it gives it up after
+      // its write, and no writer takes it while the flusher waits for it,
+      // which it does only when it may have something to do.
+      if (woke || stopping_ || rotate_requested_ || flusher_called_) {
+        flusher_waiting_ = true;
+        waited_for_turn = true;
+      }
+      work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+      woke = true;
+      continue;
+    }
+    flusher_waiting_ = false;
+    // Writers step aside only until the flusher has had the turn once.
+    const bool left_to_flusher = waited_for_turn;
+    waited_for_turn = false;
+    if (stopping_) break;
     if (!refusal_.ok()) {
       if (refusing_for_good_) {
         work_cv_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+        woke = true;
         continue;
       }
       const absl::Duration left = retry_at_ - absl::Now();
       if (left <= absl::ZeroDuration()) return false;
       work_cv_.WaitWithTimeout(&mu_, left);
+      woke = true;
       continue;
     }
     if (rotate_requested_) break;
-    if (!pending_.empty()) {
+    // Under kEverySecond and kNever, batches that someone waits for are
+    // left to their writers unless one called the flusher.
+    if (!pending_.empty() && (options_.fsync == FsyncPolicy::kAlways || flusher_called_ ||
+                              left_to_flusher || waiters_.empty())) {
       if (queued_.size() >= group_size_ || pending_.size() >= options_.max_write_bytes) break;
       const absl::Time now = absl::Now();
       if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;
       if (now >= group_deadline) break;
       work_cv_.WaitWithTimeout(&mu_, group_deadline - now);
+      woke = true;
       continue;
     }
     if (sync_each_second && unsynced_since_ != absl::InfiniteFuture()) {
@@ -293,9 +337,17 @@ bool Wal::NextRound(Round* round) {
     } else {
       work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
     }
+    woke = true;
   }
   round->stopping = stopping_;
   if (!refusal_.ok()) return false;
+  TakeRound(round);
+  flusher_writing_ = true;
+  return true;
+}
+
+void Wal::TakeRound(Round* round) {
+  writing_ = true;
   // queued_ holds exactly the batches in pending_, in order: whole frames,
   // up to the rotation's offset and max_write_bytes (at least one frame;
   // the last round, while stopping, takes everything).
@@ -314,6 +366,8 @@ bool Wal::NextRound(Round* round) {
   }
   if (take == pending_.size()) {
     round->data.swap(pending_);
+    // A call for what was pending is answered.
+    flusher_called_ = false;
   } else {
     round->data.assign(pending_, 0, take);
     pending_.erase(0, take);
@@ -324,10 +378,50 @@ bool Wal::NextRound(Round* round) {
     rotate_requested_ = !round->rotate;
     round->rotate_lsn = rotate_lsn_;
   }
+}
+
+bool Wal::TakeWritersRound(Round* round) {
+  if (writing_) {
+    // Whoever writes goes on with what is pending: a writer while any waits,
+    // the flusher when called.
+    if (flusher_writing_) flusher_called_ = true;
+    return false;
+  }
+  if (flusher_waiting_ || waiters_.empty() || pending_.empty() || !refusal_.ok() || stopping_ ||
+      rotate_requested_) {
+    return false;
+  }
+  // Reserving space and switching segments are the flusher's, and so is
+  // a round that would need them.
+  const uint64_t end = segment_size_ + pending_.size();
+  if (end >= options_.segment_bytes || (options_.reserve_bytes > 0 && end > reserved_end_)) {
+    flusher_called_ = true;
+    work_cv_.Signal();
+    return false;
+  }
+  TakeRound(round);
   return true;
 }
 
-bool Wal::WriteRound(const Round& round, absl::Status* error, bool* durable, bool* for_good) {
+void Wal::WriteWhileWaitedFor() {
+  while (true) {
+    Round round;
+    {
+      MutexLock lock(&mu_);
+      if (!TakeWritersRound(&round)) return;
+    }
+    WriteAndSettle(round, /*may_sync=*/false);
+  }
+}
+
+void Wal::ReleaseTurn() {
+  writing_ = false;
+  flusher_writing_ = false;
+  if (flusher_waiting_) work_cv_.Signal();
+}
+
+bool Wal::WriteRound(const Round& round, bool may_sync, absl::Status* error, bool* durable,
+                     bool* for_good) {
   const bool sync_each_write = options_.fsync == FsyncPolicy::kAlways;
   const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
   const uint64_t good_offset = segment_size_;
@@ -335,9 +429,9 @@ bool Wal::WriteRound(const Round& round, absl::Status* error, bool* durable, boo
   *durable = false;
   *for_good = false;
   absl::Status s = WriteOut(round.data);
-  const bool sync = sync_each_write || round.stopping ||
-                    (sync_each_second && unsynced_since_ != absl::InfiniteFuture() &&
-                     absl::Now() - unsynced_since_ >= absl::Seconds(1));
+  const bool sync = may_sync && (sync_each_write || round.stopping ||
+                                 (sync_each_second && unsynced_since_ != absl::InfiniteFuture() &&
+                                  absl::Now() - unsynced_since_ >= absl::Seconds(1)));
   if (s.ok() && sync) {
     s = SyncNow();
     if (!s.ok() && !sync_each_write) {
@@ -435,6 +529,7 @@ void Wal::EndRollBack(Waiters* failed) {
 void Wal::Retry() {
   const size_t length = std::max(options_.reserve_bytes, kRetryBytes);
   if (absl::Status s = Reserve(length); !s.ok()) {
+    MutexLock lock(&mu_);
     retry_at_ = absl::Now() + options_.retry_interval;
     return;
   }
@@ -460,55 +555,69 @@ void Wal::Run() {
       Retry();
       continue;
     }
-
-    absl::Status error;
-    bool durable;
-    bool for_good;
-    const bool ok = WriteRound(round, &error, &durable, &for_good);
-    // Before the batches count as durable, so that whoever learns that a
-    // batch is durable (a waiter, or a WhenDurable or Rotate that returns at
-    // once) finds its events announced.
-    if (durable && options_.on_durable && round.event_sequence != 0) {
-      options_.on_durable(round.event_sequence);
-    }
-    Waiters ready;
-    {
-      MutexLock lock(&mu_);
-      if (durable) MarkDurable(round, &ready);
-      if (ok && round.rotate) {
-        ++rotations_done_;
-        bytes_since_rotate_ = 0;
-        rotated_cv_.SignalAll();
-      }
-    }
-    Waiters failed;
-    absl::Status refusal;
-    if (!ok) {
-      auto refuse = [&] {
-        MutexLock lock(&mu_);
-        std::vector<std::string> undos = Refuse(error, for_good);
-        refusal = refusal_;
-        return undos;
-      };
-      // While stopping, the engine may be gone, and nobody reads any more.
-      if (options_.roll_back && !round.stopping) {
-        options_.roll_back(refuse);
-      } else {
-        refuse();
-      }
-      {
-        // Only now, with the failed batches undone, may anyone learn that
-        // they failed.
-        MutexLock lock(&mu_);
-        EndRollBack(&failed);
-      }
-      retry_at_ = absl::Now() + options_.retry_interval;
-      if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
-    }
-    for (auto& fn : ready) fn(absl::OkStatus());
-    for (auto& fn : failed) fn(refusal);
+    WriteAndSettle(round, /*may_sync=*/true);
     if (round.stopping) return;
   }
+}
+
+void Wal::WriteAndSettle(const Round& round, bool may_sync) {
+  absl::Status error;
+  bool durable;
+  bool for_good;
+  const bool was_synced = unsynced_since_ == absl::InfiniteFuture();
+  const bool ok = WriteRound(round, may_sync, &error, &durable, &for_good);
+  // The flusher, which may sleep for a second when nothing is unsynced,
+  // owes this write its fsync within a second.
+  const bool sync_due_later = options_.fsync == FsyncPolicy::kEverySecond && was_synced &&
+                              unsynced_since_ != absl::InfiniteFuture();
+  // Before the batches count as durable, so that whoever learns that a
+  // batch is durable (a waiter, or a WhenDurable or Rotate that returns at
+  // once) finds its events announced.
+  if (durable && options_.on_durable && round.event_sequence != 0) {
+    options_.on_durable(round.event_sequence);
+  }
+  Waiters ready;
+  {
+    MutexLock lock(&mu_);
+    if (durable) MarkDurable(round, &ready);
+    if (ok && round.rotate) {
+      ++rotations_done_;
+      bytes_since_rotate_ = 0;
+      rotated_cv_.SignalAll();
+    }
+    if (ok) ReleaseTurn();
+    if (sync_due_later) work_cv_.Signal();
+  }
+  Waiters failed;
+  absl::Status refusal;
+  if (!ok) {
+    // The turn is kept until the failed batches are undone.
+    auto refuse = [&] {
+      MutexLock lock(&mu_);
+      std::vector<std::string> undos = Refuse(error, for_good);
+      refusal = refusal_;
+      return undos;
+    };
+    // While stopping, the engine may be gone, and nobody reads any more.
+    if (options_.roll_back && !round.stopping) {
+      options_.roll_back(refuse);
+    } else {
+      refuse();
+    }
+    {
+      // Only now, with the failed batches undone, may anyone learn that
+      // they failed.
+      MutexLock lock(&mu_);
+      EndRollBack(&failed);
+      retry_at_ = absl::Now() + options_.retry_interval;
+      ReleaseTurn();
+      // The flusher retries.
+      work_cv_.Signal();
+    }
+    if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
+  }
+  for (auto& fn : ready) fn(absl::OkStatus());
+  for (auto& fn : failed) fn(refusal);
 }
 
 absl::StatusOr<WalReplayResult> ReplayWal(

@@ -7,16 +7,30 @@
 //                                          last_event_sequence);   // never blocks on I/O
 //   (*wal)->WhenDurable(t, [](absl::Status s) { /* answer the RPC */ });
 //
-// One flusher thread writes whatever has been appended since its last write
-// (up to Options::max_write_bytes of whole frames) in one write() call:
-// concurrent writers share a write and, with FsyncPolicy::kAlways, one
-// fdatasync (group commit); no batch is acknowledged before the write, and
-// under kAlways the fdatasync, that covers it. A batch is *durable* once
-// written (kEverySecond, kNever: it survives the process being killed) or
-// once fsynced (kAlways: it survives the machine failing too). kEverySecond
-// fsyncs at most a second after a write, like Redis' appendfsync everysec.
-// Options::on_durable hears how far the expiry events of durable batches go,
-// so that the server shows an event to watchers only once it is durable.
+// A write takes whatever has been appended since the last one (up to
+// Options::max_write_bytes of whole frames) in one write() call: concurrent
+// writers share a write and, with FsyncPolicy::kAlways, one fdatasync (group
+// commit); no batch is acknowledged before the write, and under kAlways the
+// fdatasync, that covers it. A batch is *durable* once written (kEverySecond,
+// kNever: it survives the process being killed) or once fsynced (kAlways: it
+// survives the machine failing too). kEverySecond fsyncs at most a second
+// after a write, like Redis' appendfsync everysec. Options::on_durable hears
+// how far the expiry events of durable batches go, so that the server shows
+// an event to watchers only once it is durable.
+//
+// Who writes. One write is in progress at a time (the write turn, which owns
+// the segment). Under kAlways the flusher thread does every write and
+// fdatasync, and runs the waiters' callbacks: a gRPC thread never waits for
+// the disk. Under kEverySecond and kNever a writer that waits for its batch
+// (WhenDurable, AwaitDurable) writes it itself when no write is in progress,
+// with every batch pending before it (LevelDB's leader): a lone writer needs
+// no other thread, and writers that come while a write is in progress are
+// written by its writer, which goes on while any waits. Such a writer only
+// calls write(): the flusher keeps the fsync once a second, reserving space,
+// switching segments and rotations (a write that needs one is left to it),
+// and writes the batches nobody waits for: at once when they carry expiry
+// events (watchers wait for them), otherwise within a second. While the
+// flusher waits for the turn, writers leave it to it.
 //
 // Group wait under kAlways, off unless Options::max_group_wait is set: a
 // writer answered after an fdatasync often comes back with its next batch a
@@ -84,7 +98,9 @@ using WalIoListener = std::function<void(WalIo io, absl::Duration took)>;
 enum class DiskOp { kCreate, kReserve, kWrite, kSync };
 
 // Hears whether the log takes writes: the error when it starts refusing them,
-// OK when they resume. Runs on the flusher thread; must not block.
+// OK when they resume. Runs on the thread whose write or fsync failed (the
+// flusher, or under kEverySecond and kNever a writer: see the top of wal.h)
+// or on the flusher when writes resume; must not block.
 using WritableListener = std::function<void(const absl::Status& status)>;
 
 // Undoes batches that could not be made durable; see Wal::Options::roll_back.
@@ -128,15 +144,15 @@ class Wal {
     absl::Duration retry_interval = absl::Seconds(1);
     // Called with the highest expiry event sequence of the batches durable so
     // far (see Append), after each write or fsync once any batch has carried
-    // an event: never decreasing, possibly repeated. Runs on the flusher
-    // thread, one call at a time, before anyone can learn that those batches
-    // are durable (WhenDurable, AwaitDurable, Rotate); must not block, as
-    // every waiting writer waits for it. May be empty.
+    // an event: never decreasing, possibly repeated. Runs on the thread
+    // that wrote (see the top of this file), one call at a time, before anyone can learn that those
+    // batches are durable (WhenDurable, AwaitDurable, Rotate); must not block, as every waiting
+    // writer waits for it. May be empty.
     std::function<void(uint64_t last_event_sequence)> on_durable = nullptr;
     // Told how long each successful write() and fdatasync() took, on the
-    // flusher thread; must be cheap. May be empty.
+    // thread that did it; must be cheap. May be empty.
     WalIoListener on_io = nullptr;
-    // Called on the flusher thread when a write fails, with `refuse`. It must
+    // Called on the thread whose write failed, with `refuse`. It must
     // keep every Append out (the engine's RollBack holds every shard lock)
     // while it calls `refuse` exactly once, which makes the log refuse
     // writes and returns the undo batches of every failed batch, newest
@@ -169,7 +185,11 @@ class Wal {
 
   // Calls `done` once the batch of `ticket` (0: every batch appended before
   // this call) is durable, or with the error if it failed. Runs `done` on the
-  // flusher thread, or right away when there is nothing to wait for.
+  // thread that wrote the batch: under kAlways the flusher; otherwise often
+  // the caller, which writes what is pending when no write is in progress
+  // (write() only, never an fsync), and then any batches waited for meanwhile.
+  // Right away when there is nothing to wait for. Never call it holding a
+  // lock that Options::roll_back takes.
   void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
   // Blocks until the batch of `ticket` (0: every batch appended before the
@@ -225,12 +245,27 @@ class Wal {
   Wal(const Options& options, uint64_t next_lsn);
   absl::Status OpenSegment(uint64_t first_lsn);
   void Run();
-  // Waits for something to do; false when the log refuses writes.
+  // The flusher: waits for something to do and the write turn; false when
+  // the log refuses writes.
   bool NextRound(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the write turn and what is pending into `round`.
+  void TakeRound(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A waiting writer (kEverySecond, kNever): takes the turn and a round when
+  // nobody writes, the flusher does not want the turn and the round needs
+  // nothing but a write(); otherwise false (and the flusher is called when
+  // the round needs it).
+  bool TakeWritersRound(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes rounds on the calling thread while batches are waited for.
+  void WriteWhileWaitedFor();
+  // Writes `round` (fsyncing if `may_sync` and the policy says so), records
+  // the outcome, gives the turn back and runs the callbacks it settled.
+  void WriteAndSettle(const Round& round, bool may_sync);
   // Writes `round` out; false if it failed, with `error` and whether the
   // failure is for good. `durable` tells whether the round's batches are
   // durable all the same (the failure came after them).
-  bool WriteRound(const Round& round, absl::Status* error, bool* durable, bool* for_good);
+  bool WriteRound(const Round& round, bool may_sync, absl::Status* error, bool* durable,
+                  bool* for_good);
+  void ReleaseTurn() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that `round`'s batches are durable; their waiters go to `ready`.
   void MarkDurable(const Round& round, Waiters* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts refusing writes after `error`: fails every batch not yet durable
@@ -253,20 +288,31 @@ class Wal {
   // Constant after construction.
   const Options options_;
 
-  // Owned by the flusher thread (and by Open before it starts).
+  // Owned by the holder of the write turn (writing_), and by the flusher
+  // while the log refuses writes (nobody else writes then), by Open before the
+  // flusher starts.
   int fd_ = -1;
   std::string segment_path_;
   uint64_t segment_size_ = 0;
   // The segment has space reserved up to this offset.
   uint64_t reserved_end_ = 0;
   absl::Time unsynced_since_ = absl::InfiniteFuture();
-  // While refusing: when to try again.
-  absl::Time retry_at_ = absl::InfinitePast();
 
   // State below is protected by mu_.
   mutable Mutex mu_;
   CondVar work_cv_;
   CondVar rotated_cv_;
+  // The write turn: a write (and under kAlways its fsync) is in progress.
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // The flusher holds the turn.
+  bool flusher_writing_ ABSL_GUARDED_BY(mu_) = false;
+  // The flusher waits for the turn: writers leave it to it.
+  bool flusher_waiting_ ABSL_GUARDED_BY(mu_) = false;
+  // kEverySecond, kNever: the flusher is asked to write what is pending
+  // (a batch with events, a backlog, a round a writer may not write).
+  bool flusher_called_ ABSL_GUARDED_BY(mu_) = false;
+  // While refusing: when to try again.
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Frames appended and not yet taken by the flusher.
   std::string pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_lsn_ ABSL_GUARDED_BY(mu_);

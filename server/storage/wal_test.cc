@@ -792,5 +792,193 @@ TEST_F(WalTest, AwaitDurableOfATicketDoesNotWaitForLaterBatches) {
   EXPECT_TRUE(answers.WaitFor(1).front().second.ok());
 }
 
+// Which threads did what to the disk, in order. Thread-safe.
+class DiskThreads {
+ public:
+  std::function<int(DiskOp)> Hook() {
+    return [this](DiskOp op) {
+      MutexLock lock(&mu_);
+      ops_.emplace_back(op, std::this_thread::get_id());
+      cv_.SignalAll();
+      return 0;
+    };
+  }
+  // The threads that did `op`, in order.
+  std::vector<std::thread::id> ThreadsOf(DiskOp op) {
+    MutexLock lock(&mu_);
+    std::vector<std::thread::id> threads;
+    for (const auto& [o, thread] : ops_) {
+      if (o == op) threads.push_back(thread);
+    }
+    return threads;
+  }
+  int calls(DiskOp op) { return static_cast<int>(ThreadsOf(op).size()); }
+  bool WaitForCall(DiskOp op) {
+    MutexLock lock(&mu_);
+    return WaitWithPatience(mu_, cv_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      for (const auto& [o, thread] : ops_) {
+        if (o == op) return true;
+      }
+      return false;
+    });
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::pair<DiskOp, std::thread::id>> ops_ ABSL_GUARDED_BY(mu_);
+};
+
+// Only the first: after it the flusher is woken to schedule the fsync, and
+// a writer that finds it waiting for the turn leaves its batch to it.
+TEST_F(WalTest, UnderEverySecondALoneWriterWritesItsOwnBatchAndHearsOnItsThread) {
+  DiskThreads disk;
+  // Nothing reserved ahead: no write is left to the flusher.
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kEverySecond,
+                        .reserve_bytes = 0,
+                        .disk_fault_for_testing = disk.Hook()},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id answered_on;
+  (*wal)->WhenDurable((*wal)->Append(Batch(0), "", 0), [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    answered_on = std::this_thread::get_id();
+  });
+  EXPECT_EQ(answered_on, me) << "answered before WhenDurable returned, by the writer";
+  EXPECT_THAT(disk.ThreadsOf(DiskOp::kWrite), ElementsAre(me));
+  wal->reset();
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_THAT(r.batches, ElementsAre(Batch(0)));
+}
+
+TEST_F(WalTest, AWriterWritesTheBatchesWaitedForDuringItsWriteInOrder) {
+  DiskGate writes(DiskOp::kWrite);
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kEverySecond,
+                        .reserve_bytes = 0,
+                        .disk_fault_for_testing = writes.Hook()},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  Answers answers;
+  std::thread::id leader;
+  std::thread::id followers_answered_on;
+  std::thread first([&] {
+    leader = std::this_thread::get_id();
+    answers.Await(**wal, (*wal)->Append(Batch(0), "", 0), "first");
+  });
+  ASSERT_TRUE(writes.WaitForCall(1));
+  // Waited for while the first writer's write is in progress: not written
+  // by their own threads, which return at once.
+  for (int i = 1; i <= 3; ++i) answers.Await(**wal, (*wal)->Append(Batch(i), "", 0), "follower");
+  (*wal)->WhenDurable(0, [&](absl::Status) { followers_answered_on = std::this_thread::get_id(); });
+  EXPECT_THAT(answers.names(), ::testing::IsEmpty());
+  writes.Allow(1'000);
+  first.join();
+  EXPECT_THAT(answers.names(), ElementsAre("first", "follower", "follower", "follower"))
+      << "the first writer wrote the followers' batches before it returned";
+  EXPECT_EQ(followers_answered_on, leader);
+  EXPECT_EQ((*wal)->stats().writes, 2u) << "the followers share one write";
+  wal->reset();
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_THAT(r.batches, ElementsAre(Batch(0), Batch(1), Batch(2), Batch(3)));
+}
+
+TEST_F(WalTest, AWriterWhoseGroupWriteFailsUndoesTheWholeGroupBeforeAnyoneHears) {
+  DiskGate writes(DiskOp::kWrite);
+  DiskFault unused;
+  Heard heard;
+  Wal::Options options = heard.OnFaultyDisk(
+      unused, {.dir = dir_, .fsync = FsyncPolicy::kEverySecond, .reserve_bytes = 0});
+  options.disk_fault_for_testing = writes.Hook();
+  auto wal = Wal::Open(options, 1);
+  ASSERT_TRUE(wal.ok());
+  Answers answers;
+  std::thread::id leader;
+  std::thread first([&] {
+    leader = std::this_thread::get_id();
+    answers.Await(**wal, (*wal)->Append(Batch(0), "undo 0", 0), "first");
+  });
+  ASSERT_TRUE(writes.WaitForCall(1));
+  for (int i = 1; i <= 3; ++i) {
+    answers.Await(**wal, (*wal)->Append(Batch(i), absl::StrCat("undo ", i), 0), "group");
+  }
+  writes.FailFrom(2, ENOSPC);
+  writes.Allow(1'000);
+  first.join();
+  EXPECT_EQ(answers.names().size(), 4u) << "all answered by the first writer before it returned";
+  const std::vector<std::pair<std::string, absl::Status>> all = answers.WaitFor(4);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_TRUE(all[0].second.ok()) << all[0].second;
+  for (size_t i = 1; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].second.code(), absl::StatusCode::kResourceExhausted) << all[i].second;
+  }
+  EXPECT_THAT(heard.undos(), ElementsAre("undo 3", "undo 2", "undo 1"))
+      << "every batch of the group undone, newest first, by the writer, before it returned";
+  EXPECT_FALSE(heard.WaitForChanges(1).front().ok());
+  wal->reset();
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_THAT(r.batches, ElementsAre(Batch(0))) << "the group's half-written frames cut off";
+}
+
+TEST_F(WalTest, UnderEverySecondWritersNeverFsyncTheFlusherDoes) {
+  DiskThreads disk;
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kEverySecond,
+                        .reserve_bytes = 0,
+                        .disk_fault_for_testing = disk.Hook()},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  const std::thread::id me = std::this_thread::get_id();
+  // Writes on until an fsync is due (a second after the first write) and
+  // after it has been done.
+  for (int i = 0; disk.calls(DiskOp::kSync) == 0; ++i) {
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(i % 7), "", 0)).ok());
+  }
+  ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(0), "", 0)).ok());
+  EXPECT_THAT(disk.ThreadsOf(DiskOp::kSync), Each(::testing::Ne(me)));
+  EXPECT_THAT(disk.ThreadsOf(DiskOp::kWrite), Contains(me));
+}
+
+TEST_F(WalTest, UnderAlwaysOnlyTheFlusherWritesAndFsyncs) {
+  DiskThreads disk;
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kAlways,
+                        .reserve_bytes = 0,
+                        .disk_fault_for_testing = disk.Hook()},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  const std::thread::id me = std::this_thread::get_id();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(i), "", 0)).ok());
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(i), "", 0)).ok());
+  }
+  EXPECT_THAT(disk.ThreadsOf(DiskOp::kWrite), Each(::testing::Ne(me)));
+  EXPECT_THAT(disk.ThreadsOf(DiskOp::kSync), Each(::testing::Ne(me)));
+  EXPECT_EQ((*wal)->stats().fsyncs, 6u);
+}
+
+TEST_F(WalTest, AWriteThatNeedsSpaceReservedIsLeftToTheFlusher) {
+  DiskThreads disk;
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kNever,
+                        .reserve_bytes = 4096,
+                        .disk_fault_for_testing = disk.Hook()},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  const std::thread::id me = std::this_thread::get_id();
+  ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(1), "", 0)).ok());
+  ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(2), "", 0)).ok());
+  EXPECT_THAT(disk.ThreadsOf(DiskOp::kReserve), ElementsAre(::testing::Ne(me)));
+  const std::vector<std::thread::id> writes = disk.ThreadsOf(DiskOp::kWrite);
+  ASSERT_EQ(writes.size(), 2u);
+  EXPECT_NE(writes[0], me) << "the first write needed space reserved: the flusher's";
+  EXPECT_EQ(writes[1], me) << "the second fits in the space reserved: the writer's";
+}
+
 }  // namespace
 }  // namespace lapse
