@@ -70,6 +70,23 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_EQ(lapsed.Wait().exit_code, 0);
 }
 
+// lapsed asks for realtime expiry threads by default and says what it got:
+// realtime where it may (root here), else what it fell back to and why.
+TEST(LapsedTest, SaysWhatPriorityItsExpiryThreadsGot) {
+  LapsedProcess lapsed(LAPSED_PATH, {"--log_level=info"});
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  // In the order lapsed logs them.
+  for (const char* thread : {"watch dispatcher thread: ", "expirer thread: "}) {
+    const std::string line = lapsed.WaitForLine(ChildProcess::kStderr, thread);
+    EXPECT_THAT(line, ::testing::AnyOf(HasSubstr("realtime priority"),
+                                       HasSubstr("not --expiry_thread_priority=realtime (")));
+  }
+  LapsedProcess normal(LAPSED_PATH, {"--log_level=info", "--expiry_thread_priority=normal"});
+  ASSERT_GT(normal.port(), 0) << normal.Wait().err;
+  EXPECT_THAT(normal.WaitForLine(ChildProcess::kStderr, "expirer thread: "),
+              HasSubstr("normal priority"));
+}
+
 struct RefusedFlag {
   std::string flag;
   // In what lapsed prints: the flag's name, and why.
@@ -108,6 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlag{"--log_level=loud", "expected error, warning or info"},
         RefusedFlag{"--default_page_size=5000", "out of range"},
         RefusedFlag{"--fsync=sometimes", "sometimes"},
+        RefusedFlag{"--expiry_thread_priority=fifo", "expected realtime, short_slice or normal"},
         RefusedFlag{"--wal_segment_bytes=10", "out of range"},
         RefusedFlag{"--wal_group_wait=-1ms", "out of range"},
         RefusedFlag{"--wal_group_wait=1s", "out of range"},
