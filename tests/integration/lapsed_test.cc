@@ -70,21 +70,25 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_EQ(lapsed.Wait().exit_code, 0);
 }
 
-// lapsed asks for realtime expiry threads by default and says what it got:
-// realtime where it may (root here), else what it fell back to and why.
+// lapsed asks for short_slice expiry threads unless told otherwise, and says
+// what each got: what it asked for where it may, else what it fell back to
+// and why.
 TEST(LapsedTest, SaysWhatPriorityItsExpiryThreadsGot) {
-  LapsedProcess lapsed(LAPSED_PATH, {"--log_level=info"});
-  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
-  // In the order lapsed logs them.
-  for (const char* thread : {"watch dispatcher thread: ", "expirer thread: "}) {
-    const std::string line = lapsed.WaitForLine(ChildProcess::kStderr, thread);
-    EXPECT_THAT(line, ::testing::AnyOf(HasSubstr("realtime priority"),
-                                       HasSubstr("not --expiry_thread_priority=realtime (")));
+  for (const std::string asked : {"", "realtime", "normal"}) {
+    std::vector<std::string> flags = {"--log_level=info"};
+    if (!asked.empty()) flags.push_back("--expiry_thread_priority=" + asked);
+    const std::string wanted = asked.empty() ? "short_slice" : asked;
+    LapsedProcess lapsed(LAPSED_PATH, flags);
+    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+    // In the order lapsed logs them.
+    for (const char* thread : {"watch dispatcher thread: ", "expirer thread: "}) {
+      const std::string line = lapsed.WaitForLine(ChildProcess::kStderr, thread);
+      EXPECT_THAT(line,
+                  ::testing::AnyOf(HasSubstr(wanted + " priority"),
+                                   HasSubstr("not --expiry_thread_priority=" + wanted + " (")))
+          << wanted;
+    }
   }
-  LapsedProcess normal(LAPSED_PATH, {"--log_level=info", "--expiry_thread_priority=normal"});
-  ASSERT_GT(normal.port(), 0) << normal.Wait().err;
-  EXPECT_THAT(normal.WaitForLine(ChildProcess::kStderr, "expirer thread: "),
-              HasSubstr("normal priority"));
 }
 
 struct RefusedFlag {
