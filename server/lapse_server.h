@@ -83,8 +83,7 @@ struct ServerOptions {
   std::optional<redis::RedisClusterStoreOptions> redis_cluster;
   // Asked for by the threads that make expiries and hand them to watch
   // streams: the embedded store's expirer and the watch dispatcher
-  // (server/base/thread_priority.h). lapsed asks for kShortSlice
-  // (--expiry_thread_priority).
+  // (server/base/thread_priority.h). lapsed asks for kRealtime.
   ThreadPriority expiry_thread_priority = ThreadPriority::kNormal;
   // An idle watch stream gets an empty batch this often.
   absl::Duration heartbeat_interval = absl::Seconds(30);

@@ -188,11 +188,11 @@ ABSL_FLAG(std::string, fsync, "everysec",
           "With --data_dir: always (fsync before each answer, with group "
           "commit), everysec (answer once written; fsync every second) or "
           "never (leave it to the OS)");
-ABSL_FLAG(std::string, expiry_thread_priority, "short_slice",
-          "How soon the expirer and the watch dispatcher run once due: short_slice "
-          "(a 100 us time slice, Linux >= 6.12, else normal), realtime (SCHED_FIFO 1, "
-          "ahead of other processes; needs CAP_SYS_NICE or an RLIMIT_RTPRIO, else "
-          "falls back to short_slice) or normal");
+ABSL_FLAG(std::string, expiry_thread_priority, "realtime",
+          "How soon the expirer and the watch dispatcher run once due: realtime "
+          "(SCHED_FIFO 1, ahead of other processes; needs CAP_SYS_NICE or an "
+          "RLIMIT_RTPRIO, else falls back), short_slice (a 100 us time slice, "
+          "Linux >= 6.12, else falls back) or normal");
 ABSL_FLAG(absl::Duration, wal_group_wait, absl::ZeroDuration(),
           "With --fsync=always: how long a write may wait for as many others as "
           "the last fsync covered, so that one fsync covers them all (0 to "

@@ -70,14 +70,14 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_EQ(lapsed.Wait().exit_code, 0);
 }
 
-// lapsed asks for short_slice expiry threads unless told otherwise, and says
+// lapsed asks for realtime expiry threads unless told otherwise, and says
 // what each got: what it asked for where it may, else what it fell back to
 // and why.
 TEST(LapsedTest, SaysWhatPriorityItsExpiryThreadsGot) {
-  for (const std::string asked : {"", "realtime", "normal"}) {
+  for (const std::string asked : {"", "short_slice", "normal"}) {
     std::vector<std::string> flags = {"--log_level=info"};
     if (!asked.empty()) flags.push_back("--expiry_thread_priority=" + asked);
-    const std::string wanted = asked.empty() ? "short_slice" : asked;
+    const std::string wanted = asked.empty() ? "realtime" : asked;
     LapsedProcess lapsed(LAPSED_PATH, flags);
     ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
     // In the order lapsed logs them.
