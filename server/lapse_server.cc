@@ -40,6 +40,7 @@ WatchHub::Options HubOptions(const ServerOptions& options) {
   hub.max_streams = options.max_watch_streams;
   hub.max_pinned_bytes = options.watch_pinned_bytes;
   hub.stall_timeout = options.watch_stall_timeout;
+  hub.dispatcher_priority = options.expiry_thread_priority;
   return hub;
 }
 
@@ -141,6 +142,7 @@ absl::StatusOr<int> LapseServer::Start() {
   if (!response_bytes.ok()) return response_bytes.status();
   EmbeddedStore::Options store_options = options_.store;
   store_options.limits.max_response_bytes = *response_bytes;
+  store_options.expirer_priority = options_.expiry_thread_priority;
   if (!options_.auth_file.empty()) {
     absl::StatusOr<std::unique_ptr<AuthFile>> auth =
         AuthFile::Open(options_.auth_file, options_.auth_poll_interval);

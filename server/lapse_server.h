@@ -56,6 +56,7 @@
 #include "server/auth/auth_file.h"
 #include "server/base/block_pool.h"
 #include "server/base/mutex.h"
+#include "server/base/thread_priority.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/group_hub.h"
 #include "server/service/lapse_service.h"
@@ -80,6 +81,10 @@ struct ServerOptions {
   // limits, clock, event buffer and on_events_readable are set from the
   // above and by the server.
   std::optional<redis::RedisClusterStoreOptions> redis_cluster;
+  // Asked for by the threads that make expiries and hand them to watch
+  // streams: the embedded store's expirer and the watch dispatcher
+  // (server/base/thread_priority.h). lapsed asks for kRealtime.
+  ThreadPriority expiry_thread_priority = ThreadPriority::kNormal;
   // An idle watch stream gets an empty batch this often.
   absl::Duration heartbeat_interval = absl::Seconds(30);
   // Bounds on one watch batch.

@@ -38,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
@@ -58,6 +59,7 @@
 #include "grpc/grpc.h"
 #include "server/accept_guard.h"
 #include "server/base/log.h"
+#include "server/base/thread_priority.h"
 #include "server/lapse_server.h"
 #include "server/listen_address.h"
 #include "server/tls_credentials.h"
@@ -188,6 +190,11 @@ ABSL_FLAG(std::string, fsync, "everysec",
           "With --data_dir: always (fsync before each answer, with group "
           "commit), everysec (answer once written; fsync every second) or "
           "never (leave it to the OS)");
+ABSL_FLAG(std::string, expiry_thread_priority, "normal",
+          "How soon the expirer and the watch dispatcher run once due: realtime "
+          "(SCHED_FIFO 1, ahead of other processes; needs CAP_SYS_NICE or an "
+          "RLIMIT_RTPRIO, else falls back), short_slice (a 100 us time slice, "
+          "Linux >= 6.12, else falls back) or normal");
 ABSL_FLAG(absl::Duration, wal_group_wait, absl::ZeroDuration(),
           "With --fsync=always: how long a write may wait for as many others as "
           "the last fsync covered, so that one fsync covers them all (0 to "
@@ -497,8 +504,16 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   absl::StatusOr<lapse::FsyncPolicy> fsync = lapse::ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
   if (!fsync.ok()) return absl::InvalidArgumentError(absl::StrCat("--", fsync.status().message()));
 
+  lapse::ThreadPriority expiry_priority;
+  if (!lapse::ParseThreadPriority(absl::GetFlag(FLAGS_expiry_thread_priority), &expiry_priority)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--expiry_thread_priority=", absl::GetFlag(FLAGS_expiry_thread_priority),
+                     ": expected realtime, short_slice or normal"));
+  }
+
   lapse::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.expiry_thread_priority = expiry_priority;
   options.store.shards = absl::GetFlag(FLAGS_shards).value_or(Defaults().store.shards);
   options.store.event_retention_events = absl::GetFlag(FLAGS_event_retention_events);
   options.store.event_retention_bytes = absl::GetFlag(FLAGS_event_retention_bytes);
@@ -622,6 +637,25 @@ void UnderscoreFlagNames(int argc, char** argv) {
   }
 }
 
+// Says what the expiry threads got of --expiry_thread_priority, and why
+// when less.
+void LogExpiryThreadPriority(const lapse::ServerOptions& options, lapse::LapseServer& server) {
+  std::vector<std::pair<std::string, lapse::AppliedPriority>> threads = {
+      {"watch dispatcher", server.watch_hub().dispatcher_priority()}};
+  if (server.redis_store() == nullptr) {
+    threads.emplace_back("expirer", server.embedded_store().expirer().priority());
+  }
+  for (const auto& [name, got] : threads) {
+    if (got.refused.empty()) {
+      Log(LogLevel::kInfo, "%s thread: %s priority", name, lapse::ThreadPriorityName(got.priority));
+    } else {
+      Log(LogLevel::kWarning, "%s thread: %s priority, not --expiry_thread_priority=%s (%s)", name,
+          lapse::ThreadPriorityName(got.priority),
+          lapse::ThreadPriorityName(options.expiry_thread_priority), got.refused);
+    }
+  }
+}
+
 // The start line's store: what is true of the store in use (lock shards are
 // the embedded store's; the Redis Cluster store has partitions instead).
 std::string StoreDescription(const lapse::ServerOptions& options, lapse::LapseServer& server) {
@@ -734,6 +768,7 @@ int main(int argc, char** argv) {
           recovered->discarded);
     }
   }
+  LogExpiryThreadPriority(*options, server);
   if (options->auth_file.empty()) {
     Log(LogLevel::kWarning,
         "no --auth_file: anyone who can reach %s may read, write and delete every collection",

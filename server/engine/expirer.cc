@@ -1,6 +1,7 @@
 #include "server/engine/expirer.h"
 
 #include <cassert>
+#include <future>
 #include <utility>
 
 namespace lapse {
@@ -69,13 +70,19 @@ ExpiryWork WorkOf(Engine* engine) {
 
 }  // namespace
 
-Expirer::Expirer(Engine* engine, Clock* clock, ExpirerWakeup* wakeup)
-    : Expirer(WorkOf(engine), clock, wakeup) {}
+Expirer::Expirer(Engine* engine, Clock* clock, ExpirerWakeup* wakeup, ThreadPriority priority)
+    : Expirer(WorkOf(engine), clock, wakeup, priority) {}
 
-Expirer::Expirer(ExpiryWork work, Clock* clock, ExpirerWakeup* wakeup)
+Expirer::Expirer(ExpiryWork work, Clock* clock, ExpirerWakeup* wakeup, ThreadPriority priority)
     : work_(std::move(work)), clock_(clock), wakeup_(wakeup) {
   wakeup_->Start();
-  thread_ = std::thread([this] { Run(); });
+  std::promise<AppliedPriority> applied;
+  std::future<AppliedPriority> got = applied.get_future();
+  thread_ = std::thread([this, priority, &applied] {
+    applied.set_value(ApplyThreadPriority(priority));
+    Run();
+  });
+  priority_ = got.get();
 }
 
 Expirer::~Expirer() {

@@ -13,6 +13,10 @@
 //   lapse::Expirer expirer(&engine, lapse::RealClock(), &wakeup);  // thread runs
 //   ...                                                             // until destroyed
 //
+// The thread can be given a ThreadPriority (server/base/thread_priority.h):
+// an expiry is as late as the pass that makes it, and a pass is as late as
+// the kernel lets the thread run once its sleep ends.
+//
 // Thread-safe. With a FakeClock the thread cannot see time move by itself:
 // call Wake() after Advance().
 #ifndef LAPSE_SERVER_ENGINE_EXPIRER_H_
@@ -25,6 +29,7 @@
 #include "absl/time/time.h"
 #include "server/base/clock.h"
 #include "server/base/mutex.h"
+#include "server/base/thread_priority.h"
 #include "server/engine/engine.h"
 
 namespace lapse {
@@ -82,12 +87,15 @@ struct ExpiryWork {
 
 class Expirer {
  public:
-  // Starts the thread. `engine` must have been built with
-  // `wakeup->Listener()` as its earlier-deadline listener; `engine`, `clock`
-  // and `wakeup` must outlive the Expirer.
-  Expirer(Engine* engine, Clock* clock, ExpirerWakeup* wakeup);
+  // Starts the thread, which asks for `priority` before its first pass; returns
+  // once it has. `engine` must have been built with `wakeup->Listener()` as
+  // its earlier-deadline listener; `engine`, `clock` and `wakeup` must
+  // outlive the Expirer.
+  Expirer(Engine* engine, Clock* clock, ExpirerWakeup* wakeup,
+          ThreadPriority priority = ThreadPriority::kNormal);
   // The same for other work, whose deadlines `wakeup->Listener()` hears of.
-  Expirer(ExpiryWork work, Clock* clock, ExpirerWakeup* wakeup);
+  Expirer(ExpiryWork work, Clock* clock, ExpirerWakeup* wakeup,
+          ThreadPriority priority = ThreadPriority::kNormal);
   // Stops and joins the thread.
   ~Expirer();
   Expirer(const Expirer&) = delete;
@@ -96,6 +104,9 @@ class Expirer {
   // Makes the thread look at the clock and the queue again now.
   void Wake() { wakeup_->Wake(); }
 
+  // What the thread got of the priority it asked for.
+  const AppliedPriority& priority() const { return priority_; }
+
  private:
   void Run();
 
@@ -103,6 +114,8 @@ class Expirer {
   const ExpiryWork work_;
   Clock* const clock_;
   ExpirerWakeup* const wakeup_;
+  // Set by the thread before the constructor returns.
+  AppliedPriority priority_;
   std::thread thread_;
 };
 

@@ -1,5 +1,10 @@
 #include "server/engine/expirer.h"
 
+#include <sched.h>
+
+#include <string>
+#include <thread>
+
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/base/mutex.h"
@@ -78,6 +83,53 @@ TEST(ExpirerTest, StopsPromptlyWhileSleepingTowardsAFarDeadline) {
     ASSERT_TRUE(engine.Put("c", {w}, {}).ok());
   }
   EXPECT_EQ(engine.total_members(), 1u);
+}
+
+// The scheduling policy of the thread that runs `priority`'s expirer's passes.
+int PolicyOfPasses(ThreadPriority priority, AppliedPriority* got) {
+  FakeClock clock(kStart);
+  ExpirerWakeup wakeup;
+  Mutex mu;
+  CondVar ran;
+  int policy = -1;
+  Expirer expirer(ExpiryWork{.expire_due =
+                                 [&] {
+                                   MutexLock lock(&mu);
+                                   policy = sched_getscheduler(0) & ~SCHED_RESET_ON_FORK;
+                                   ran.SignalAll();
+                                 },
+                             .next_deadline = [] { return absl::InfiniteFuture(); }},
+                  &clock, &wakeup, priority);
+  *got = expirer.priority();
+  MutexLock lock(&mu);
+  // The thread makes a pass as soon as it starts.
+  ran.WaitUntil(&mu, absl::Now() + absl::Seconds(30),
+                [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return policy != -1; });
+  return policy;
+}
+
+// Whether this process may run threads at ThreadPriority::kRealtime.
+bool RealtimeGranted(std::string* why) {
+  AppliedPriority probe;
+  std::thread([&] { probe = ApplyThreadPriority(ThreadPriority::kRealtime); }).join();
+  *why = probe.refused;
+  return probe.priority == ThreadPriority::kRealtime;
+}
+
+TEST(ExpirerTest, PassesRunAtTheRealtimePriorityAskedFor) {
+  std::string why;
+  if (!RealtimeGranted(&why)) GTEST_SKIP() << why;
+  AppliedPriority got;
+  EXPECT_EQ(PolicyOfPasses(ThreadPriority::kRealtime, &got), SCHED_FIFO);
+  EXPECT_EQ(got.priority, ThreadPriority::kRealtime);
+  EXPECT_EQ(got.refused, "");
+}
+
+TEST(ExpirerTest, PassesRunAtTheDefaultPolicyUnlessAsked) {
+  AppliedPriority got;
+  EXPECT_EQ(PolicyOfPasses(ThreadPriority::kNormal, &got), SCHED_OTHER);
+  EXPECT_EQ(got.priority, ThreadPriority::kNormal);
+  EXPECT_EQ(got.refused, "");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "server/service/watch_reactor.h"
@@ -21,7 +22,13 @@ constexpr absl::Duration kTrimInterval = absl::Seconds(5);
 }  // namespace
 
 WatchHub::WatchHub(const Options& options) : options_(options) {
-  dispatcher_ = std::thread([this] { Run(); });
+  std::promise<AppliedPriority> applied;
+  std::future<AppliedPriority> got = applied.get_future();
+  dispatcher_ = std::thread([this, &applied] {
+    applied.set_value(ApplyThreadPriority(options_.dispatcher_priority));
+    Run();
+  });
+  dispatcher_priority_ = got.get();
 }
 
 WatchHub::~WatchHub() { Shutdown(); }

@@ -56,6 +56,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "server/base/mutex.h"
+#include "server/base/thread_priority.h"
 #include "server/engine/event_source.h"
 
 namespace lapse {
@@ -77,6 +78,9 @@ class WatchHub {
     size_t max_pinned_bytes = size_t{64} << 20;
     // A stream whose write has not completed for this long is cancelled.
     absl::Duration stall_timeout = absl::Seconds(60);
+    // Asked for by the dispatcher thread: events reach the streams no sooner
+    // than it runs once told of them (server/base/thread_priority.h).
+    ThreadPriority dispatcher_priority = ThreadPriority::kNormal;
   };
 
   // What the hub holds right now.
@@ -91,7 +95,8 @@ class WatchHub {
     size_t trims = 0;
   };
 
-  // Starts the dispatcher thread.
+  // Starts the dispatcher thread; returns once it has asked for
+  // Options::dispatcher_priority.
   explicit WatchHub(const Options& options);
   // Shuts down if Shutdown() was not called.
   ~WatchHub();
@@ -99,6 +104,8 @@ class WatchHub {
   WatchHub& operator=(const WatchHub&) = delete;
 
   const Options& options() const { return options_; }
+  // What the dispatcher thread got of Options::dispatcher_priority.
+  const AppliedPriority& dispatcher_priority() const { return dispatcher_priority_; }
 
   // Adds a live stream. UNAVAILABLE once shutdown has begun, RESOURCE_EXHAUSTED
   // when max_streams are live: the reactor must then finish itself with that
@@ -172,6 +179,8 @@ class WatchHub {
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
+  // Set by the dispatcher before the constructor returns.
+  AppliedPriority dispatcher_priority_;
   std::thread dispatcher_;
 };
 

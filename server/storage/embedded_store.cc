@@ -108,8 +108,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(
     store->recovery_ = *std::move(recovered);
   }
   // Members that came due while the server was down expire now, with events.
-  store->expirer_ =
-      std::make_unique<Expirer>(store->engine_.get(), options.clock, &store->expirer_wakeup_);
+  store->expirer_ = std::make_unique<Expirer>(store->engine_.get(), options.clock,
+                                              &store->expirer_wakeup_, options.expirer_priority);
   // Leases whose deadline passed while the server was down end now.
   store->lease_expirer_ =
       std::make_unique<Expirer>(store->groups_->Work(), options.clock, &store->lease_wakeup_);

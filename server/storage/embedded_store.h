@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/base/clock.h"
+#include "server/base/thread_priority.h"
 #include "server/engine/consumer_groups.h"
 #include "server/engine/engine.h"
 #include "server/engine/event_feed.h"
@@ -55,6 +56,8 @@ class EmbeddedStore final : public Store {
     size_t event_retention_bytes = size_t{256} << 20;
     // Not owned; must outlive the store.
     Clock* clock = RealClock();
+    // Asked for by the thread that expires members (Expirer).
+    ThreadPriority expirer_priority = ThreadPriority::kNormal;
 
     // Durability: on when data_dir is set (see durable_store.h).
     std::string data_dir;

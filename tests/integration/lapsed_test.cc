@@ -70,6 +70,27 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_EQ(lapsed.Wait().exit_code, 0);
 }
 
+// lapsed asks for realtime expiry threads unless told otherwise, and says
+// what each got: what it asked for where it may, else what it fell back to
+// and why.
+TEST(LapsedTest, SaysWhatPriorityItsExpiryThreadsGot) {
+  for (const std::string asked : {"", "short_slice", "realtime"}) {
+    std::vector<std::string> flags = {"--log_level=info"};
+    if (!asked.empty()) flags.push_back("--expiry_thread_priority=" + asked);
+    const std::string wanted = asked.empty() ? "normal" : asked;
+    LapsedProcess lapsed(LAPSED_PATH, flags);
+    ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+    // In the order lapsed logs them.
+    for (const char* thread : {"watch dispatcher thread: ", "expirer thread: "}) {
+      const std::string line = lapsed.WaitForLine(ChildProcess::kStderr, thread);
+      EXPECT_THAT(line,
+                  ::testing::AnyOf(HasSubstr(wanted + " priority"),
+                                   HasSubstr("not --expiry_thread_priority=" + wanted + " (")))
+          << wanted;
+    }
+  }
+}
+
 struct RefusedFlag {
   std::string flag;
   // In what lapsed prints: the flag's name, and why.
@@ -108,6 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlag{"--log_level=loud", "expected error, warning or info"},
         RefusedFlag{"--default_page_size=5000", "out of range"},
         RefusedFlag{"--fsync=sometimes", "sometimes"},
+        RefusedFlag{"--expiry_thread_priority=fifo", "expected realtime, short_slice or normal"},
         RefusedFlag{"--wal_segment_bytes=10", "out of range"},
         RefusedFlag{"--wal_group_wait=-1ms", "out of range"},
         RefusedFlag{"--wal_group_wait=1s", "out of range"},
