@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +60,14 @@ Replayed Replay(const std::string& dir, uint64_t from = 1, bool truncate_damaged
   return r;
 }
 
+// The batches the log in `dir` replays from its start (none if the replay
+// fails, which fails the test).
+std::vector<std::string> ReplayedBatches(const std::string& dir) {
+  Replayed r = Replay(dir);
+  EXPECT_TRUE(r.result.ok()) << r.result.status();
+  return r.batches;
+}
+
 std::string OnlySegment(const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> listed = files::List(dir);
   EXPECT_TRUE(listed.ok());
@@ -81,6 +91,20 @@ void WriteFile(const std::string& path, const std::string& data) {
 // Each test has a data directory of its own, empty at the start.
 class WalTest : public ::testing::Test {
  protected:
+  // A log in dir_ under everysec with nothing reserved ahead (so no write is
+  // left to the flusher), its disk calls going through `hook`; null if it
+  // does not open.
+  std::unique_ptr<Wal> OpenEverySecond(std::function<int(DiskOp)> hook) {
+    absl::StatusOr<std::unique_ptr<Wal>> wal =
+        Wal::Open({.dir = dir_,
+                   .fsync = FsyncPolicy::kEverySecond,
+                   .reserve_bytes = 0,
+                   .disk_fault_for_testing = std::move(hook)},
+                  1);
+    EXPECT_TRUE(wal.ok()) << wal.status();
+    return wal.ok() ? *std::move(wal) : nullptr;
+  }
+
   const TempDir temp_dir_;
   const std::string& dir_ = temp_dir_.path();
 };
@@ -469,9 +493,7 @@ TEST_F(WalTest, AFailedFsyncUnderAlwaysRollsBackAndResumes) {
   EXPECT_TRUE(heard.WaitForChanges(2).back().ok());
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(3), "", 0)).ok());
   wal->reset();
-  Replayed r = Replay(dir_);
-  ASSERT_TRUE(r.result.ok()) << r.result.status();
-  EXPECT_THAT(r.batches, ElementsAre(Batch(1), Batch(3)));
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(1), Batch(3)));
 }
 
 TEST_F(WalTest, AFailedFsyncOfAcknowledgedWritesRefusesWritesForGood) {
@@ -706,9 +728,7 @@ TEST_F(WalTest, AFailedGroupFsyncFailsEachWriterOfTheGroupAfterTheRollBack) {
   EXPECT_THAT(heard.undos(), ElementsAre("undo 5", "undo 4", "undo 3", "undo 2", "undo 1"))
       << "every batch of the group undone, newest first, before its writer heard";
   wal->reset();
-  Replayed r = Replay(dir_);
-  ASSERT_TRUE(r.result.ok()) << r.result.status();
-  EXPECT_THAT(r.batches, ElementsAre(Batch(0)));
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(0)));
 }
 
 TEST_F(WalTest, UnderAlwaysTheNextFsyncWaitsForAsManyBatchesAsTheLastOneCovered) {
@@ -771,9 +791,8 @@ TEST_F(WalTest, AWriteTakesAtMostMaxWriteBytesOfWholeFrames) {
   ASSERT_TRUE((*wal)->AwaitDurable(last).ok());
   EXPECT_EQ((*wal)->stats().writes, 4u) << "1, 2-3, 4-5, 6";
   wal->reset();
-  Replayed r = Replay(dir_);
-  ASSERT_TRUE(r.result.ok()) << r.result.status();
-  EXPECT_THAT(r.batches, ElementsAre(Batch(1), Batch(2), Batch(3), Batch(4), Batch(5), Batch(6)));
+  EXPECT_THAT(ReplayedBatches(dir_),
+              ElementsAre(Batch(1), Batch(2), Batch(3), Batch(4), Batch(5), Batch(6)));
 }
 
 TEST_F(WalTest, AwaitDurableOfATicketDoesNotWaitForLaterBatches) {
@@ -833,58 +852,45 @@ class DiskThreads {
 // a writer that finds it waiting for the turn leaves its batch to it.
 TEST_F(WalTest, UnderEverySecondALoneWriterWritesItsOwnBatchAndHearsOnItsThread) {
   DiskThreads disk;
-  // Nothing reserved ahead: no write is left to the flusher.
-  auto wal = Wal::Open({.dir = dir_,
-                        .fsync = FsyncPolicy::kEverySecond,
-                        .reserve_bytes = 0,
-                        .disk_fault_for_testing = disk.Hook()},
-                       1);
-  ASSERT_TRUE(wal.ok());
+  std::unique_ptr<Wal> wal = OpenEverySecond(disk.Hook());
+  ASSERT_NE(wal, nullptr);
   const std::thread::id me = std::this_thread::get_id();
   std::thread::id answered_on;
-  (*wal)->WhenDurable((*wal)->Append(Batch(0), "", 0), [&](absl::Status s) {
+  wal->WhenDurable(wal->Append(Batch(0), "", 0), [&](absl::Status s) {
     EXPECT_TRUE(s.ok()) << s;
     answered_on = std::this_thread::get_id();
   });
   EXPECT_EQ(answered_on, me) << "answered before WhenDurable returned, by the writer";
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kWrite), ElementsAre(me));
-  wal->reset();
-  Replayed r = Replay(dir_);
-  ASSERT_TRUE(r.result.ok()) << r.result.status();
-  EXPECT_THAT(r.batches, ElementsAre(Batch(0)));
+  wal.reset();
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(0)));
 }
 
 TEST_F(WalTest, AWriterWritesTheBatchesWaitedForDuringItsWriteInOrder) {
   DiskGate writes(DiskOp::kWrite);
-  auto wal = Wal::Open({.dir = dir_,
-                        .fsync = FsyncPolicy::kEverySecond,
-                        .reserve_bytes = 0,
-                        .disk_fault_for_testing = writes.Hook()},
-                       1);
-  ASSERT_TRUE(wal.ok());
+  std::unique_ptr<Wal> wal = OpenEverySecond(writes.Hook());
+  ASSERT_NE(wal, nullptr);
   Answers answers;
   std::thread::id leader;
   std::thread::id followers_answered_on;
   std::thread first([&] {
     leader = std::this_thread::get_id();
-    answers.Await(**wal, (*wal)->Append(Batch(0), "", 0), "first");
+    answers.Await(*wal, wal->Append(Batch(0), "", 0), "first");
   });
   ASSERT_TRUE(writes.WaitForCall(1));
   // Waited for while the first writer's write is in progress: not written
   // by their own threads, which return at once.
-  for (int i = 1; i <= 3; ++i) answers.Await(**wal, (*wal)->Append(Batch(i), "", 0), "follower");
-  (*wal)->WhenDurable(0, [&](absl::Status) { followers_answered_on = std::this_thread::get_id(); });
+  for (int i = 1; i <= 3; ++i) answers.Await(*wal, wal->Append(Batch(i), "", 0), "follower");
+  wal->WhenDurable(0, [&](absl::Status) { followers_answered_on = std::this_thread::get_id(); });
   EXPECT_THAT(answers.names(), ::testing::IsEmpty());
   writes.Allow(1'000);
   first.join();
   EXPECT_THAT(answers.names(), ElementsAre("first", "follower", "follower", "follower"))
       << "the first writer wrote the followers' batches before it returned";
   EXPECT_EQ(followers_answered_on, leader);
-  EXPECT_EQ((*wal)->stats().writes, 2u) << "the followers share one write";
-  wal->reset();
-  Replayed r = Replay(dir_);
-  ASSERT_TRUE(r.result.ok()) << r.result.status();
-  EXPECT_THAT(r.batches, ElementsAre(Batch(0), Batch(1), Batch(2), Batch(3)));
+  EXPECT_EQ(wal->stats().writes, 2u) << "the followers share one write";
+  wal.reset();
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(0), Batch(1), Batch(2), Batch(3)));
 }
 
 TEST_F(WalTest, AWriterWhoseGroupWriteFailsUndoesTheWholeGroupBeforeAnyoneHears) {
@@ -927,19 +933,15 @@ TEST_F(WalTest, AWriterWhoseGroupWriteFailsUndoesTheWholeGroupBeforeAnyoneHears)
 
 TEST_F(WalTest, UnderEverySecondWritersNeverFsyncTheFlusherDoes) {
   DiskThreads disk;
-  auto wal = Wal::Open({.dir = dir_,
-                        .fsync = FsyncPolicy::kEverySecond,
-                        .reserve_bytes = 0,
-                        .disk_fault_for_testing = disk.Hook()},
-                       1);
-  ASSERT_TRUE(wal.ok());
+  std::unique_ptr<Wal> wal = OpenEverySecond(disk.Hook());
+  ASSERT_NE(wal, nullptr);
   const std::thread::id me = std::this_thread::get_id();
   // Writes on until an fsync is due (a second after the first write) and
   // after it has been done.
   for (int i = 0; disk.calls(DiskOp::kSync) == 0; ++i) {
-    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(i % 7), "", 0)).ok());
+    ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(i % 7), "", 0)).ok());
   }
-  ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(0), "", 0)).ok());
+  ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(0), "", 0)).ok());
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kSync), Each(::testing::Ne(me)));
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kWrite), Contains(me));
 }
