@@ -91,14 +91,15 @@ void WriteFile(const std::string& path, const std::string& data) {
 // Each test has a data directory of its own, empty at the start.
 class WalTest : public ::testing::Test {
  protected:
-  // A log in dir_ under everysec with nothing reserved ahead (so no write is
-  // left to the flusher), its disk calls going through `hook`; null if it
-  // does not open.
-  std::unique_ptr<Wal> OpenEverySecond(std::function<int(DiskOp)> hook) {
+  // A log in dir_ under `fsync` reserving `reserve_bytes` ahead (with none,
+  // no write is left to the flusher for space), its disk calls going through
+  // `hook`; null if it does not open.
+  std::unique_ptr<Wal> OpenWatched(FsyncPolicy fsync, size_t reserve_bytes,
+                                   std::function<int(DiskOp)> hook) {
     absl::StatusOr<std::unique_ptr<Wal>> wal =
         Wal::Open({.dir = dir_,
-                   .fsync = FsyncPolicy::kEverySecond,
-                   .reserve_bytes = 0,
+                   .fsync = fsync,
+                   .reserve_bytes = reserve_bytes,
                    .disk_fault_for_testing = std::move(hook)},
                   1);
     EXPECT_TRUE(wal.ok()) << wal.status();
@@ -852,7 +853,7 @@ class DiskThreads {
 // a writer that finds it waiting for the turn leaves its batch to it.
 TEST_F(WalTest, UnderEverySecondALoneWriterWritesItsOwnBatchAndHearsOnItsThread) {
   DiskThreads disk;
-  std::unique_ptr<Wal> wal = OpenEverySecond(disk.Hook());
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kEverySecond, 0, disk.Hook());
   ASSERT_NE(wal, nullptr);
   const std::thread::id me = std::this_thread::get_id();
   std::thread::id answered_on;
@@ -868,7 +869,7 @@ TEST_F(WalTest, UnderEverySecondALoneWriterWritesItsOwnBatchAndHearsOnItsThread)
 
 TEST_F(WalTest, AWriterWritesTheBatchesWaitedForDuringItsWriteInOrder) {
   DiskGate writes(DiskOp::kWrite);
-  std::unique_ptr<Wal> wal = OpenEverySecond(writes.Hook());
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kEverySecond, 0, writes.Hook());
   ASSERT_NE(wal, nullptr);
   Answers answers;
   std::thread::id leader;
@@ -933,7 +934,7 @@ TEST_F(WalTest, AWriterWhoseGroupWriteFailsUndoesTheWholeGroupBeforeAnyoneHears)
 
 TEST_F(WalTest, UnderEverySecondWritersNeverFsyncTheFlusherDoes) {
   DiskThreads disk;
-  std::unique_ptr<Wal> wal = OpenEverySecond(disk.Hook());
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kEverySecond, 0, disk.Hook());
   ASSERT_NE(wal, nullptr);
   const std::thread::id me = std::this_thread::get_id();
   // Writes on until an fsync is due (a second after the first write) and
@@ -948,33 +949,25 @@ TEST_F(WalTest, UnderEverySecondWritersNeverFsyncTheFlusherDoes) {
 
 TEST_F(WalTest, UnderAlwaysOnlyTheFlusherWritesAndFsyncs) {
   DiskThreads disk;
-  auto wal = Wal::Open({.dir = dir_,
-                        .fsync = FsyncPolicy::kAlways,
-                        .reserve_bytes = 0,
-                        .disk_fault_for_testing = disk.Hook()},
-                       1);
-  ASSERT_TRUE(wal.ok());
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kAlways, 0, disk.Hook());
+  ASSERT_NE(wal, nullptr);
   const std::thread::id me = std::this_thread::get_id();
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(i), "", 0)).ok());
-    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(i), "", 0)).ok());
+    ASSERT_TRUE(Outcome(*wal, wal->Append(Batch(i), "", 0)).ok());
+    ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(i), "", 0)).ok());
   }
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kWrite), Each(::testing::Ne(me)));
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kSync), Each(::testing::Ne(me)));
-  EXPECT_EQ((*wal)->stats().fsyncs, 6u);
+  EXPECT_EQ(wal->stats().fsyncs, 6u);
 }
 
 TEST_F(WalTest, AWriteThatNeedsSpaceReservedIsLeftToTheFlusher) {
   DiskThreads disk;
-  auto wal = Wal::Open({.dir = dir_,
-                        .fsync = FsyncPolicy::kNever,
-                        .reserve_bytes = 4096,
-                        .disk_fault_for_testing = disk.Hook()},
-                       1);
-  ASSERT_TRUE(wal.ok());
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kNever, 4096, disk.Hook());
+  ASSERT_NE(wal, nullptr);
   const std::thread::id me = std::this_thread::get_id();
-  ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(1), "", 0)).ok());
-  ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(2), "", 0)).ok());
+  ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(1), "", 0)).ok());
+  ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(2), "", 0)).ok());
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kReserve), ElementsAre(::testing::Ne(me)));
   const std::vector<std::thread::id> writes = disk.ThreadsOf(DiskOp::kWrite);
   ASSERT_EQ(writes.size(), 2u);
