@@ -191,8 +191,8 @@ void GuardDeadline(grpc::ClientContext* context) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
 }
 
-void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
-            const std::vector<std::string>& keys, absl::Duration ttl) {
+v1::PutMembersRequest PutTtlRequest(const std::string& collection,
+                                    const std::vector<std::string>& keys, absl::Duration ttl) {
   v1::PutMembersRequest request;
   request.set_collection(collection);
   for (const std::string& key : keys) {
@@ -203,8 +203,14 @@ void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
     write->mutable_ttl()->set_nanos(static_cast<int32_t>(
         absl::ToInt64Nanoseconds(ttl - absl::Seconds(absl::ToInt64Seconds(ttl)))));
   }
+  return request;
+}
+
+void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
+            const std::vector<std::string>& keys, absl::Duration ttl) {
   v1::PutMembersResponse response;
-  const grpc::Status status = Call(stub, &v1::LapseService::Stub::PutMembers, request, &response);
+  const grpc::Status status = Call(stub, &v1::LapseService::Stub::PutMembers,
+                                   PutTtlRequest(collection, keys, ttl), &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
 }
 

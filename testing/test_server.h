@@ -123,7 +123,11 @@ Request KeysRequest(const std::string& collection, const std::vector<std::string
   return request;
 }
 
-// Puts `keys` (value "v:<key>") into `collection` with `ttl`; expects OK.
+// The request that puts `keys` (value "v:<key>") into `collection` with `ttl`.
+v1::PutMembersRequest PutTtlRequest(const std::string& collection,
+                                    const std::vector<std::string>& keys, absl::Duration ttl);
+
+// Sends PutTtlRequest; expects OK.
 void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
             const std::vector<std::string>& keys, absl::Duration ttl);
 

@@ -17,45 +17,51 @@ namespace {
 using ::lapse::testing::CapturedLog;
 using ::testing::HasSubstr;
 
-TEST(AuthFileTest, OpenRefusesABadFileNamingItAndTheLine) {
-  testing::TempDir dir;
-  const std::string path = dir.path() + "/auth";
-  testing::WriteAuthFile(path, "alice read *\n");
-  absl::StatusOr<std::unique_ptr<AuthFile>> file = AuthFile::Open(path, absl::ZeroDuration());
+class AuthFileTest : public ::testing::Test {
+ protected:
+  // The auth file written with `text`, then opened (never reloaded by itself).
+  absl::StatusOr<std::unique_ptr<AuthFile>> WriteAndOpen(const std::string& text) {
+    testing::WriteAuthFile(path_, text);
+    return AuthFile::Open(path_, absl::ZeroDuration());
+  }
+
+  testing::TempDir dir_;
+  const std::string path_ = dir_.path() + "/auth";
+};
+
+TEST_F(AuthFileTest, OpenRefusesABadFileNamingItAndTheLine) {
+  absl::StatusOr<std::unique_ptr<AuthFile>> file = WriteAndOpen("alice read *\n");
   EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(file.status().message(), HasSubstr(absl::StrCat("--auth_file=", path, ": line 1")));
+  EXPECT_THAT(file.status().message(), HasSubstr(absl::StrCat("--auth_file=", path_, ": line 1")));
 
   absl::StatusOr<std::unique_ptr<AuthFile>> missing =
-      AuthFile::Open(dir.path() + "/none", absl::ZeroDuration());
+      AuthFile::Open(dir_.path() + "/none", absl::ZeroDuration());
   EXPECT_THAT(missing.status().message(), HasSubstr("cannot read it"));
 }
 
-TEST(AuthFileTest, ReloadsAChangedFile) {
-  testing::TempDir dir;
-  const std::string path = dir.path() + "/auth";
-  testing::WriteAuthFile(path, testing::TokenGrant("old", "read *"));
-  absl::StatusOr<std::unique_ptr<AuthFile>> file = AuthFile::Open(path, absl::ZeroDuration());
+TEST_F(AuthFileTest, ReloadsAChangedFile) {
+  absl::StatusOr<std::unique_ptr<AuthFile>> file =
+      WriteAndOpen(testing::TokenGrant("old", "read *"));
   ASSERT_TRUE(file.ok()) << file.status();
   std::shared_ptr<const AuthPolicy> before = (*file)->policy();
   EXPECT_TRUE((*file)->ReloadIfChanged().ok());
   EXPECT_EQ((*file)->policy(), before);
 
-  testing::WriteAuthFile(path, testing::TokenGrant("new", "read *"));
+  testing::WriteAuthFile(path_, testing::TokenGrant("new", "read *"));
   EXPECT_TRUE((*file)->ReloadIfChanged().ok());
   EXPECT_EQ((*file)->policy()->Identify("old", {}), nullptr);
   EXPECT_NE((*file)->policy()->Identify("new", {}), nullptr);
   EXPECT_NE(before->Identify("old", {}), nullptr);
 }
 
-TEST(AuthFileTest, ABadNewFileKeepsTheOldPolicyAndLogsAnError) {
-  testing::TempDir dir;
-  const std::string path = dir.path() + "/auth";
-  testing::WriteAuthFile(path, testing::TokenGrant("old", "read *"));
-  absl::StatusOr<std::unique_ptr<AuthFile>> file = AuthFile::Open(path, absl::ZeroDuration());
+TEST_F(AuthFileTest, ABadNewFileKeepsTheOldPolicyAndLogsAnError) {
+  absl::StatusOr<std::unique_ptr<AuthFile>> file =
+      WriteAndOpen(testing::TokenGrant("old", "read *"));
   ASSERT_TRUE(file.ok()) << file.status();
 
   CapturedLog log;
-  testing::WriteAuthFile(path, absl::StrCat(testing::TokenGrant("new", "read *"), "bob write *\n"));
+  testing::WriteAuthFile(path_,
+                         absl::StrCat(testing::TokenGrant("new", "read *"), "bob write *\n"));
   absl::Status reloaded = (*file)->ReloadIfChanged();
   EXPECT_EQ(reloaded.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE((*file)->policy()->Identify("old", {}), nullptr);
@@ -66,7 +72,7 @@ TEST(AuthFileTest, ABadNewFileKeepsTheOldPolicyAndLogsAnError) {
   // Not logged again until the file changes.
   EXPECT_TRUE((*file)->ReloadIfChanged().ok());
 
-  testing::WriteAuthFile(path, testing::TokenGrant("new", "read *"));
+  testing::WriteAuthFile(path_, testing::TokenGrant("new", "read *"));
   EXPECT_TRUE((*file)->ReloadIfChanged().ok());
   EXPECT_NE((*file)->policy()->Identify("new", {}), nullptr);
 }

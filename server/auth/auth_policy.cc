@@ -10,15 +10,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/base/enum_names.h"
 
 namespace lapse {
 namespace {
 
 constexpr absl::string_view kTokenPrefix = "token:sha256:";
 constexpr absl::string_view kSpiffePrefix = "spiffe://";
-constexpr Permission kAll[kPermissionCount] = {Permission::kRead, Permission::kWrite,
-                                               Permission::kWatch, Permission::kConsume,
-                                               Permission::kAdmin};
+constexpr EnumName<Permission> kPermissionNames[kPermissionCount] = {
+    {Permission::kRead, "read"},       {Permission::kWrite, "write"}, {Permission::kWatch, "watch"},
+    {Permission::kConsume, "consume"}, {Permission::kAdmin, "admin"},
+};
 
 absl::Status LineError(int line, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("line ", line, ": ", what));
@@ -29,21 +31,18 @@ absl::StatusOr<std::vector<Permission>> ParsePermissions(absl::string_view list,
   std::vector<Permission> permissions;
   for (absl::string_view name : absl::StrSplit(list, ',')) {
     if (name == "all") {
-      permissions.insert(permissions.end(), std::begin(kAll), std::end(kAll));
+      for (const EnumName<Permission>& entry : kPermissionNames) {
+        permissions.push_back(entry.value);
+      }
       continue;
     }
-    bool known = false;
-    for (Permission permission : kAll) {
-      if (name == PermissionName(permission)) {
-        permissions.push_back(permission);
-        known = true;
-      }
-    }
-    if (!known) {
+    Permission permission{};
+    if (!ParseName(kPermissionNames, name, &permission)) {
       return LineError(line, absl::StrCat("unknown permission \"", absl::CHexEscape(name),
                                           "\"; expected read, write, watch, consume, admin or "
                                           "all, separated by commas"));
     }
+    permissions.push_back(permission);
   }
   return permissions;
 }
@@ -58,19 +57,7 @@ bool IsLowerHex(absl::string_view text) {
 }  // namespace
 
 absl::string_view PermissionName(Permission permission) {
-  switch (permission) {
-    case Permission::kRead:
-      return "read";
-    case Permission::kWrite:
-      return "write";
-    case Permission::kWatch:
-      return "watch";
-    case Permission::kConsume:
-      return "consume";
-    case Permission::kAdmin:
-      return "admin";
-  }
-  return "unknown";
+  return NameOf(kPermissionNames, permission, "unknown");
 }
 
 std::string Sha256(absl::string_view data) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "server/base/enum_names.h"
 #include "server/base/mutex.h"
 #include "server/base/utf8.h"
 
@@ -21,17 +22,15 @@ std::atomic<std::FILE*> g_sink{nullptr};
 // locks, which ThreadSanitizer cannot see; this one it can.
 Mutex g_write_mu;
 
-absl::string_view LevelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kInfo:
-      return "INFO";
-    case LogLevel::kWarning:
-      return "WARNING";
-    case LogLevel::kError:
-      return "ERROR";
-  }
-  return "UNKNOWN";
-}
+// As --log_level takes them and JSON lines show them; text lines show them in
+// capitals.
+constexpr EnumName<LogLevel> kLevelNames[] = {
+    {LogLevel::kInfo, "info"},
+    {LogLevel::kWarning, "warning"},
+    {LogLevel::kError, "error"},
+};
+
+absl::string_view LevelName(LogLevel level) { return NameOf(kLevelNames, level, "unknown"); }
 
 // `text` as the body of a JSON string: quotes, backslashes and control
 // characters escaped, each byte that is not part of valid UTF-8 replaced by
@@ -84,27 +83,18 @@ void SetLogFormat(LogFormat format) { g_format.store(format, std::memory_order_r
 std::string FormatLogLine(LogFormat format, absl::Time time, LogLevel level,
                           absl::string_view message) {
   if (format == LogFormat::kText) {
-    return absl::StrCat("lapsed ", LevelName(level), ": ", message, "\n");
+    return absl::StrCat("lapsed ", absl::AsciiStrToUpper(LevelName(level)), ": ", message, "\n");
   }
   std::string line = absl::StrCat(
       "{\"time\":\"", absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", time, absl::UTCTimeZone()),
-      "\",\"level\":\"", absl::AsciiStrToLower(LevelName(level)), "\",\"message\":\"");
+      "\",\"level\":\"", LevelName(level), "\",\"message\":\"");
   AppendJsonString(message, &line);
   line.append("\"}\n");
   return line;
 }
 
 bool ParseLogLevel(absl::string_view name, LogLevel* level) {
-  if (name == "info") {
-    *level = LogLevel::kInfo;
-  } else if (name == "warning") {
-    *level = LogLevel::kWarning;
-  } else if (name == "error") {
-    *level = LogLevel::kError;
-  } else {
-    return false;
-  }
-  return true;
+  return ParseName(kLevelNames, name, level);
 }
 
 void SetMinLogLevel(LogLevel level) { g_min_level.store(level, std::memory_order_relaxed); }

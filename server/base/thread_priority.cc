@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/base/enum_names.h"
 
 #ifdef __linux__
 #include <sched.h>
@@ -14,6 +15,12 @@
 
 namespace lapse {
 namespace {
+
+constexpr EnumName<ThreadPriority> kThreadPriorityNames[] = {
+    {ThreadPriority::kNormal, "normal"},
+    {ThreadPriority::kShortSlice, "short_slice"},
+    {ThreadPriority::kRealtime, "realtime"},
+};
 
 #ifdef __linux__
 
@@ -67,26 +74,11 @@ std::string SetShortSlice() {
 }  // namespace
 
 absl::string_view ThreadPriorityName(ThreadPriority priority) {
-  switch (priority) {
-    case ThreadPriority::kNormal:
-      return "normal";
-    case ThreadPriority::kShortSlice:
-      return "short_slice";
-    case ThreadPriority::kRealtime:
-      return "realtime";
-  }
-  return "normal";
+  return NameOf(kThreadPriorityNames, priority, "normal");
 }
 
 bool ParseThreadPriority(absl::string_view text, ThreadPriority* priority) {
-  for (ThreadPriority p :
-       {ThreadPriority::kNormal, ThreadPriority::kShortSlice, ThreadPriority::kRealtime}) {
-    if (text == ThreadPriorityName(p)) {
-      *priority = p;
-      return true;
-    }
-  }
-  return false;
+  return ParseName(kThreadPriorityNames, text, priority);
 }
 
 AppliedPriority ApplyThreadPriority(ThreadPriority wanted) {

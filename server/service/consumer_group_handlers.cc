@@ -176,14 +176,9 @@ absl::Status HandleGetConsumerGroup(Store& store, const v1::GetConsumerGroupRequ
 
 absl::Status HandleListConsumerGroups(Store& store, const v1::ListConsumerGroupsRequest& request,
                                       v1::ListConsumerGroupsResponse* response, OperationEnd* end) {
-  std::string after;
-  if (!request.page_token().empty()) {
-    absl::StatusOr<std::string> decoded =
-        DecodeCollectionPageToken(request.page_token(), kGroupPageScope);
-    if (!decoded.ok()) return decoded.status();
-    after = *std::move(decoded);
-  }
-  store.ListConsumerGroups(request.page_size(), after,
+  absl::StatusOr<std::string> after = CollectionPageAfter(request.page_token(), kGroupPageScope);
+  if (!after.ok()) return after.status();
+  store.ListConsumerGroups(request.page_size(), *after,
                            Reply<ConsumerGroups::Page>(end, [response](ConsumerGroups::Page page) {
                              for (const ConsumerGroupInfo& info : page.groups) {
                                GroupToProto(info, response->add_groups());

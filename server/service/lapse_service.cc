@@ -342,14 +342,9 @@ absl::Status HandleGetCollection(Store& store, const v1::GetCollectionRequest& r
 
 absl::Status HandleListCollections(Store& store, const v1::ListCollectionsRequest& request,
                                    v1::ListCollectionsResponse* response, OperationEnd* reactor) {
-  std::string after;
-  if (!request.page_token().empty()) {
-    absl::StatusOr<std::string> decoded =
-        DecodeCollectionPageToken(request.page_token(), request.prefix());
-    if (!decoded.ok()) return decoded.status();
-    after = *std::move(decoded);
-  }
-  store.ListCollections(request.prefix(), request.page_size(), after,
+  absl::StatusOr<std::string> after = CollectionPageAfter(request.page_token(), request.prefix());
+  if (!after.ok()) return after.status();
+  store.ListCollections(request.prefix(), request.page_size(), *after,
                         Reply<CollectionPage>(reactor, [&request, response](CollectionPage page) {
                           for (const CollectionInfo& info : page.collections) {
                             CollectionInfoToProto(info, response->add_collections());

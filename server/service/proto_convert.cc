@@ -402,6 +402,11 @@ absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
   return after;
 }
 
+absl::StatusOr<std::string> CollectionPageAfter(absl::string_view token, absl::string_view prefix) {
+  if (token.empty()) return std::string();
+  return DecodeCollectionPageToken(token, prefix);
+}
+
 size_t MaxPageTokenBytes(const Limits& limits) {
   constexpr size_t kMaxVarint = 10;
   const size_t name = limits.max_collection_name_bytes;

@@ -93,6 +93,9 @@ std::string EncodeCollectionPageToken(absl::string_view prefix, absl::string_vie
 // Returns the name to continue after.
 absl::StatusOr<std::string> DecodeCollectionPageToken(absl::string_view token,
                                                       absl::string_view prefix);
+// The name a List request's page starts after: "" without a token (the first
+// page), else DecodeCollectionPageToken's.
+absl::StatusOr<std::string> CollectionPageAfter(absl::string_view token, absl::string_view prefix);
 
 // The most bytes a next_page_token takes in a ListMembers or ListCollections
 // response under `limits`, its field's tag and length included: the part of

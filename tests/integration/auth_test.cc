@@ -391,13 +391,11 @@ grpc::Status WatchStatus(TestServer& server, const std::string& token,
 TEST_F(AuthTest, AWatchFilterMustStayWithinTheCallersWatchPrefixes) {
   grpc::ClientContext put_context;
   WithToken(&put_context, "writer");
-  v1::PutMembersRequest put;
-  put.set_collection("orders:1");
-  v1::MemberWrite* member = put.add_members();
-  member->set_key("a");
-  member->mutable_ttl()->set_seconds(1);
   v1::PutMembersResponse put_response;
-  ASSERT_TRUE(server_.stub().PutMembers(&put_context, put, &put_response).ok());
+  ASSERT_TRUE(server_.stub()
+                  .PutMembers(&put_context, PutTtlRequest("orders:1", {"a"}, absl::Seconds(1)),
+                              &put_response)
+                  .ok());
   server_.ExpireAfter(absl::Seconds(2));
 
   v1::WatchExpirationsRequest within;

@@ -50,13 +50,9 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_THAT(line, HasSubstr(lapsed.address()));
 
   std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
-  v1::PutMembersRequest request;
-  request.set_collection("smoke");
-  v1::MemberWrite* write = request.add_members();
-  write->set_key("k");
-  write->mutable_ttl()->set_seconds(60);
   v1::PutMembersResponse response;
-  const grpc::Status status = Call(*stub, &v1::LapseService::Stub::PutMembers, request, &response);
+  const grpc::Status status = Call(*stub, &v1::LapseService::Stub::PutMembers,
+                                   PutTtlRequest("smoke", {"k"}, absl::Seconds(60)), &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.results(0).outcome(), v1::PUT_OUTCOME_CREATED);
 

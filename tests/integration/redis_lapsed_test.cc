@@ -436,6 +436,11 @@ TEST_P(RedisLapsedRefusesFlagsTest, ExitsWithStatus2NamingTheFlag) {
 const std::string kCluster = "--store=redis-cluster";
 const std::string kNodes = "--redis_nodes=127.0.0.1:7000";
 
+// `flag`, refused on a lapsed otherwise configured for a Redis Cluster.
+RefusedFlags OnCluster(const std::string& flag, const std::string& names, const std::string& says) {
+  return RefusedFlags{{kCluster, kNodes, flag}, names, says};
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Flags, RedisLapsedRefusesFlagsTest,
     ::testing::Values(
@@ -445,7 +450,7 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlags{{"--redis_password_file=/etc/hostname"},
                      "--redis_password_file",
                      "needs --store=redis-cluster"},
-        RefusedFlags{{kCluster, kNodes, "--data-dir=/tmp/lapse"}, "--data_dir", "in Redis"},
+        OnCluster("--data-dir=/tmp/lapse", "--data_dir", "in Redis"),
         RefusedFlags{{kCluster, "--redis_nodes=127.0.0.1"}, "--redis_nodes", "not HOST:PORT"},
         RefusedFlags{
             {kCluster, "--redis_nodes=127.0.0.1:7000,:7001"}, "--redis_nodes", "not HOST:PORT"},
@@ -454,31 +459,18 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedFlags{{kCluster, "--redis_nodes=[::1:7000"}, "--redis_nodes", "[IPV6]:PORT"},
         RefusedFlags{
             {kCluster, "--redis_nodes=unix:/tmp/redis.sock"}, "--redis_nodes", "not HOST:PORT"},
-        RefusedFlags{{kCluster, kNodes, "--shards=16"}, "--shards", "--store=redis-cluster"},
-        RefusedFlags{
-            {kCluster, kNodes, "--redis_partitions=0"}, "--redis_partitions", "out of range"},
-        RefusedFlags{
-            {kCluster, kNodes, "--redis_partitions=16385"}, "--redis_partitions", "out of range"},
-        RefusedFlags{{kCluster, kNodes, "--redis_wait_replicas=-1"},
-                     "--redis_wait_replicas",
-                     "out of range"},
-        RefusedFlags{
-            {kCluster, kNodes, "--redis_wait_timeout=0s"}, "--redis_wait_timeout", "out of range"},
-        RefusedFlags{{kCluster, kNodes, "--redis_heartbeat_interval=1ms"},
-                     "--redis_heartbeat_interval",
-                     "out of range"},
-        RefusedFlags{{kCluster, kNodes, "--redis_event_retention=0"},
-                     "--redis_event_retention",
-                     "out of range"},
-        RefusedFlags{{kCluster, kNodes, "--redis_password_file=/no/such/file"},
-                     "--redis_password_file=/no/such/file",
-                     "cannot read it"},
-        RefusedFlags{{kCluster, kNodes, "--redis_password_file=/"},
-                     "--redis_password_file=/",
-                     "cannot read it"},
-        RefusedFlags{{kCluster, kNodes, "--redis_password_file=/dev/null"},
-                     "--redis_password_file=/dev/null",
-                     "it is empty"}));
+        OnCluster("--shards=16", "--shards", "--store=redis-cluster"),
+        OnCluster("--redis_partitions=0", "--redis_partitions", "out of range"),
+        OnCluster("--redis_partitions=16385", "--redis_partitions", "out of range"),
+        OnCluster("--redis_wait_replicas=-1", "--redis_wait_replicas", "out of range"),
+        OnCluster("--redis_wait_timeout=0s", "--redis_wait_timeout", "out of range"),
+        OnCluster("--redis_heartbeat_interval=1ms", "--redis_heartbeat_interval", "out of range"),
+        OnCluster("--redis_event_retention=0", "--redis_event_retention", "out of range"),
+        OnCluster("--redis_password_file=/no/such/file", "--redis_password_file=/no/such/file",
+                  "cannot read it"),
+        OnCluster("--redis_password_file=/", "--redis_password_file=/", "cannot read it"),
+        OnCluster("--redis_password_file=/dev/null", "--redis_password_file=/dev/null",
+                  "it is empty")));
 
 }  // namespace
 }  // namespace lapse

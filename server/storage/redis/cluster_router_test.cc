@@ -269,20 +269,26 @@ class Messages final {
   const std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
+// Publishes `message` on `channel` through `router`, to one subscriber, and
+// waits until `messages` has heard it: `heard` is all it should have by then.
+void PublishAndHear(ClusterRouter& router, const std::string& channel, const std::string& message,
+                    Messages& messages, const std::vector<std::string>& heard) {
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, message}))), "1");
+  EXPECT_EQ(messages.WaitForMessages(heard.size()), heard);
+}
+
 TEST_F(ClusterRouterTest, ASubscriptionFollowsItsChannelToThePromotedReplica) {
   ClusterRouter router(Options());
   const std::string channel = "wake{tag}";
   Messages messages;
   messages.Subscribe(router, channel);
   ASSERT_TRUE(messages.WaitForSubscribed(1));
-  EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "one"}))), "1");
-  EXPECT_EQ(messages.WaitForMessages(1), (std::vector<std::string>{"one"}));
+  PublishAndHear(router, channel, "one", messages, {"one"});
 
   cluster_.Kill(cluster_.MasterOf(channel));
   ASSERT_TRUE(cluster_.WaitForClusterOk());
   ASSERT_TRUE(messages.WaitForSubscribed(2));
-  EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "two"}))), "1");
-  EXPECT_EQ(messages.WaitForMessages(2), (std::vector<std::string>{"one", "two"}));
+  PublishAndHear(router, channel, "two", messages, {"one", "two"});
 }
 
 TEST(ClusterRouterAuthTest, SendsThePasswordOnEveryConnectionItOpens) {
@@ -298,8 +304,7 @@ TEST(ClusterRouterAuthTest, SendsThePasswordOnEveryConnectionItOpens) {
   Messages messages;
   messages.Subscribe(router, channel);
   ASSERT_TRUE(messages.WaitForSubscribed(1));
-  EXPECT_EQ(Text(Call(router, RedisCall::Command(channel, {"SPUBLISH", channel, "one"}))), "1");
-  EXPECT_EQ(messages.WaitForMessages(1), (std::vector<std::string>{"one"}));
+  PublishAndHear(router, channel, "one", messages, {"one"});
 }
 
 TEST(ClusterRouterAuthTest, AMissingOrWrongPasswordFailsAtOnceUnauthenticated) {

@@ -324,6 +324,22 @@ void RedisClusterStore::SendWrite(const RedisScript& script, absl::string_view c
                  collection, Delivery::kBeforeAnswer, std::move(done), std::move(parse));
 }
 
+template <typename T, typename One>
+void RedisClusterStore::SendKeyedWrite(const RedisScript& script, absl::string_view collection,
+                                       absl::Span<const absl::string_view> keys,
+                                       absl::string_view what, StoreDone<std::vector<T>> done,
+                                       One one) {
+  if (absl::Status valid = CheckKeyedRequest(collection, keys, options_.limits); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  const size_t n = keys.size();
+  SendWrite(script, collection, {keys.begin(), keys.end()}, std::move(done),
+            [n, what, one = std::move(one)](const RedisReply& reply) {
+              return EachMember<T>(reply, n, what, one);
+            });
+}
+
 void RedisClusterStore::DeliverThen(int partition, uint64_t sequence,
                                     absl::AnyInvocable<void() &&> then) {
   {
@@ -457,18 +473,8 @@ void RedisClusterStore::GetMembers(absl::string_view collection,
 void RedisClusterStore::RemoveMembers(absl::string_view collection,
                                       absl::Span<const absl::string_view> keys,
                                       StoreDone<std::vector<bool>> done) {
-  absl::Status valid = CheckKeyedRequest(collection, keys, options_.limits);
-  if (!valid.ok()) {
-    std::move(done)(valid);
-    return;
-  }
-  const size_t n = keys.size();
-  SendWrite(RemoveScript(), collection, {keys.begin(), keys.end()}, std::move(done),
-            [n](const RedisReply& reply) {
-              return EachMember<bool>(reply, n, "remove", [](const RedisReply& r) {
-                return std::optional<bool>(r.integer == 1);
-              });
-            });
+  SendKeyedWrite<bool>(RemoveScript(), collection, keys, "remove", std::move(done),
+                       [](const RedisReply& r) { return std::optional<bool>(r.integer == 1); });
 }
 
 void RedisClusterStore::ExpireMembers(absl::string_view collection,
@@ -512,23 +518,14 @@ void RedisClusterStore::ExpireMembers(absl::string_view collection,
 void RedisClusterStore::PersistMembers(absl::string_view collection,
                                        absl::Span<const absl::string_view> keys,
                                        StoreDone<std::vector<PersistOutcome>> done) {
-  absl::Status valid = CheckKeyedRequest(collection, keys, options_.limits);
-  if (!valid.ok()) {
-    std::move(done)(valid);
-    return;
-  }
-  const size_t n = keys.size();
-  SendWrite(PersistScript(), collection, {keys.begin(), keys.end()}, std::move(done),
-            [n](const RedisReply& reply) {
-              return EachMember<PersistOutcome>(
-                  reply, n, "persist", [](const RedisReply& r) -> std::optional<PersistOutcome> {
-                    constexpr PersistOutcome kOutcomes[] = {PersistOutcome::kPersisted,
-                                                            PersistOutcome::kNoExpiration,
-                                                            PersistOutcome::kNotFound};
-                    if (r.integer < 0 || r.integer > 2) return std::nullopt;
-                    return kOutcomes[r.integer];
-                  });
-            });
+  SendKeyedWrite<PersistOutcome>(PersistScript(), collection, keys, "persist", std::move(done),
+                                 [](const RedisReply& r) -> std::optional<PersistOutcome> {
+                                   constexpr PersistOutcome kOutcomes[] = {
+                                       PersistOutcome::kPersisted, PersistOutcome::kNoExpiration,
+                                       PersistOutcome::kNotFound};
+                                   if (r.integer < 0 || r.integer > 2) return std::nullopt;
+                                   return kOutcomes[r.integer];
+                                 });
 }
 
 void RedisClusterStore::ListMembers(absl::string_view collection, const ListMembersOptions& options,

@@ -203,6 +203,14 @@ class RedisClusterStore final : public Store {
   template <typename T, typename Parse>
   void SendWrite(const RedisScript& script, absl::string_view collection,
                  std::vector<std::string> args, StoreDone<T> done, Parse parse);
+  // SendWrite of `script` with `keys` of `collection` as its arguments, once
+  // they pass the engine's checks: one T per key, each read by `one` as
+  // EachMember reads it (`what` names the script when the answer is
+  // malformed).
+  template <typename T, typename One>
+  void SendKeyedWrite(const RedisScript& script, absl::string_view collection,
+                      absl::Span<const absl::string_view> keys, absl::string_view what,
+                      StoreDone<std::vector<T>> done, One one);
   // Raises `partition`'s delivery watermark to `sequence`, which a WAIT has
   // confirmed replicated, then calls `then` once events() has read that
   // far; if the watermark cannot be raised, calls `then` at once (the

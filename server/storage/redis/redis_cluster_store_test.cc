@@ -19,7 +19,6 @@
 #include "testing/await.h"
 #include "testing/redis_cluster.h"
 #include "testing/shared_redis_cluster.h"
-#include "testing/test_util.h"
 
 namespace lapse::redis {
 namespace {
@@ -27,7 +26,6 @@ namespace {
 using ::lapse::testing::Await;
 using ::lapse::testing::RedisCluster;
 using ::lapse::testing::SharedRedisClusterTest;
-using ::lapse::testing::WaitWithPatience;
 
 class RedisClusterStoreTest : public SharedRedisClusterTest {
  protected:
