@@ -82,7 +82,13 @@ Wal::~Wal() {
   }
   // Not running when Open failed.
   if (flusher_.joinable()) flusher_.join();
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    // Gives back the zeros filled ahead (kAlways); replay would skip them.
+    if (reserved_end_ > segment_size_) {
+      files::TruncateOpen(fd_, segment_size_, segment_path_).IgnoreError();
+    }
+    ::close(fd_);
+  }
 }
 
 int Wal::Fault(DiskOp op) const {
@@ -100,10 +106,11 @@ absl::Status Wal::OpenSegment(uint64_t first_lsn) {
   if (const int err = Fault(DiskOp::kCreate); err != 0) {
     return files::ErrnoStatus("create", path, err);
   }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return files::ErrnoStatus("create", path, errno);
   if (fd_ >= 0) {
-    // Gives back what was reserved past the end; the data is fsynced.
+    // Gives back what was reserved (or filled with zeros) past the end; the
+    // data is fsynced.
     files::TruncateOpen(fd_, segment_size_, segment_path_).IgnoreError();
     ::close(fd_);
   }
@@ -237,7 +244,17 @@ absl::Status Wal::Reserve(size_t length) {
   if (const int err = Fault(DiskOp::kReserve); err != 0) {
     return files::ErrnoStatus("fallocate", segment_path_, err);
   }
-  if (absl::Status s = files::Reserve(fd_, segment_size_, length, segment_path_); !s.ok()) {
+  if (options_.fsync == FsyncPolicy::kAlways) {
+    // Zeros, not fallocate: writing over them changes neither the file's size
+    // nor its allocation, so an fdatasync writes the data alone and not the
+    // inode too (a second I/O). Replay ends a segment at its zeros.
+    const uint64_t from = std::max(reserved_end_, segment_size_);
+    if (absl::Status s =
+            files::FillWithZeros(fd_, from, segment_size_ + length - from, segment_path_);
+        !s.ok()) {
+      return s;
+    }
+  } else if (absl::Status s = files::Reserve(fd_, segment_size_, length, segment_path_); !s.ok()) {
     return s;
   }
   reserved_end_ = std::max<uint64_t>(reserved_end_, segment_size_ + length);
@@ -250,11 +267,14 @@ absl::Status Wal::WriteOut(absl::string_view data) {
     if (absl::Status s = Reserve(data.size() + options_.reserve_bytes); !s.ok()) return s;
   }
   if (const int err = Fault(DiskOp::kWrite); err != 0) {
-    files::WriteAll(fd_, data.substr(0, data.size() / 2), segment_path_).IgnoreError();
+    files::WriteAllAt(fd_, segment_size_, data.substr(0, data.size() / 2), segment_path_)
+        .IgnoreError();
     return files::ErrnoStatus("write", segment_path_, err);
   }
   const absl::Time start = absl::Now();
-  if (absl::Status s = files::WriteAll(fd_, data, segment_path_); !s.ok()) return s;
+  if (absl::Status s = files::WriteAllAt(fd_, segment_size_, data, segment_path_); !s.ok()) {
+    return s;
+  }
   if (options_.on_io) options_.on_io(WalIo::kWrite, absl::Now() - start);
   segment_size_ += data.size();
   if (unsynced_since_ == absl::InfiniteFuture()) unsynced_since_ = absl::Now();
@@ -663,6 +683,12 @@ absl::StatusOr<WalReplayResult> ReplayWal(
       FrameStatus fs = ParseFrame(*data, offset, &frame);
       if (fs == FrameStatus::kEnd) break;
       if (fs == FrameStatus::kOk && frame.lsn != expected) fs = FrameStatus::kCorrupt;
+      if (fs != FrameStatus::kOk && OnlyZerosFrom(*data, offset)) {
+        // The zeros a log under kAlways fills ahead of its writes: the
+        // segment ends here (a crash kept them).
+        if (absl::Status s = files::Truncate(path, offset); !s.ok()) return s;
+        break;
+      }
       if (fs != FrameStatus::kOk) {
         const bool last_segment = i + 1 == segments.size();
         if (last_segment && !AnyValidFrameAfter(*data, offset)) {

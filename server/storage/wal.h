@@ -48,6 +48,11 @@
 // FALLOC_FL_KEEP_SIZE: the file's size, and so replay, is unchanged), so that
 // a snapshot or another process cannot take the space the next writes need,
 // and a full disk mostly shows up before anything is written.
+// Under kAlways it writes zeros there instead (the file grows, the segment
+// does not): a write over them changes neither the file's size nor its
+// allocation, so its fdatasync writes the data alone, not also the inode.
+// Replay takes zeros up to the end of a segment file for its end, and cuts
+// them off; the log cuts them off itself when it closes a segment.
 //
 // When a write fails, the log never keeps a partial or failed frame: the
 // flusher cuts the segment back to its last good offset. Every batch not yet

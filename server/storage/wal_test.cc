@@ -310,6 +310,86 @@ TEST_F(WalTest, AMissingSegmentIsDataLoss) {
   EXPECT_THAT(r.result.status().message(), HasSubstr("missing"));
 }
 
+// Frames of batches `from`..`to` with their own LSNs, as a segment holds them.
+std::string Frames(int from, int to) {
+  std::string data;
+  for (int i = from; i <= to; ++i) AppendFrame(&data, i, Batch(i));
+  return data;
+}
+
+TEST_F(WalTest, UnderAlwaysWritesGoOverZerosFilledAheadAndCloseCutsThemOff) {
+  const std::string frames = Frames(1, 3);
+  {
+    auto wal =
+        Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kAlways, .reserve_bytes = 64 << 10}, 1);
+    ASSERT_TRUE(wal.ok());
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(1), "", 0)).ok());
+    const std::string path = OnlySegment(dir_);
+    const uint64_t filled = *files::FileSize(path);
+    EXPECT_GE(filled, uint64_t{64} << 10) << "zeros written ahead";
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(2), "", 0)).ok());
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(3), "", 0)).ok());
+    const std::string image = *files::ReadAll(path);
+    EXPECT_EQ(image.size(), filled) << "the writes went over the zeros: the size never changed";
+    EXPECT_EQ(image.substr(0, frames.size()), frames);
+    EXPECT_TRUE(OnlyZerosFrom(image, frames.size()));
+  }
+  EXPECT_EQ(*files::ReadAll(OnlySegment(dir_)), frames);
+}
+
+TEST_F(WalTest, ZerosAtTheEndOfTheLastSegmentAreItsEndNotATornTail) {
+  const std::string frames = Frames(1, 4);
+  const std::string path = absl::StrCat(dir_, "/", Wal::SegmentName(1));
+  WriteFile(path, frames + std::string(4096, '\0'));
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 4u);
+  EXPECT_EQ(r.result->next_lsn, 5u);
+  EXPECT_TRUE(r.result->cut_file.empty());
+  EXPECT_EQ(r.result->cut_bytes, 0u);
+  EXPECT_EQ(*files::ReadAll(path), frames) << "the zeros are cut off";
+}
+
+TEST_F(WalTest, ZerosAtTheEndOfAnEarlierSegmentEndItAndReplayGoesOn) {
+  // A crash between starting a segment and cutting the zeros off the last.
+  WriteFile(absl::StrCat(dir_, "/", Wal::SegmentName(1)), Frames(1, 3) + std::string(4096, '\0'));
+  WriteFile(absl::StrCat(dir_, "/", Wal::SegmentName(4)), Frames(4, 5));
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 5u);
+  EXPECT_EQ(r.result->next_lsn, 6u);
+}
+
+TEST_F(WalTest, ATornWriteOverZerosKeepsEveryWholeBatchAndCutsTheRest) {
+  const std::string original = Frames(1, 12);
+  const std::string zeros(4096, '\0');
+  const std::string path = absl::StrCat(dir_, "/", Wal::SegmentName(1));
+  std::vector<size_t> ends;
+  for (size_t off = 0; off < original.size();) {
+    Frame f;
+    ASSERT_EQ(ParseFrame(original, off, &f), FrameStatus::kOk);
+    off += f.size;
+    ends.push_back(off);
+  }
+  for (size_t cut = 0; cut <= original.size(); ++cut) {
+    WriteFile(path, original.substr(0, cut) + zeros);
+    Replayed r = Replay(dir_);
+    ASSERT_TRUE(r.result.ok()) << "cut at " << cut << ": " << r.result.status();
+    const size_t whole = std::upper_bound(ends.begin(), ends.end(), cut) - ends.begin();
+    EXPECT_EQ(r.batches.size(), whole) << "cut at " << cut;
+    const size_t kept = whole == 0 ? 0 : ends[whole - 1];
+    EXPECT_EQ(r.result->cut_bytes, cut == kept ? 0 : cut - kept + zeros.size()) << "cut at " << cut;
+    EXPECT_EQ(files::ReadAll(path)->size(), kept) << "cut at " << cut;
+  }
+}
+
+TEST_F(WalTest, ZerosBetweenFramesAreDamageInTheMiddle) {
+  WriteFile(absl::StrCat(dir_, "/", Wal::SegmentName(1)),
+            Frames(1, 2) + std::string(64, '\0') + Frames(3, 4));
+  Replayed r = Replay(dir_);
+  EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST_F(WalTest, ParsesFsyncPolicies) {
   EXPECT_EQ(*ParseFsyncPolicy("always"), FsyncPolicy::kAlways);
   EXPECT_EQ(*ParseFsyncPolicy("everysec"), FsyncPolicy::kEverySecond);
