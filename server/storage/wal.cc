@@ -283,14 +283,19 @@ absl::Status Wal::WriteOut(absl::string_view data) {
 
 absl::Status Wal::SyncNow() {
   if (unsynced_since_ == absl::InfiniteFuture()) return absl::OkStatus();
+  if (absl::Status s = Sync(unsynced_since_); !s.ok()) return s;
+  unsynced_since_ = absl::InfiniteFuture();
+  return absl::OkStatus();
+}
+
+absl::Status Wal::Sync(absl::Time unsynced_since) {
   if (const int err = Fault(DiskOp::kSync); err != 0) {
     return files::ErrnoStatus("fsync", segment_path_, err);
   }
   const absl::Time start = absl::Now();
   if (absl::Status s = files::Fsync(fd_, segment_path_); !s.ok()) return s;
   if (options_.on_io) options_.on_io(WalIo::kFsync, absl::Now() - start);
-  const absl::Duration waited = absl::Now() - unsynced_since_;
-  unsynced_since_ = absl::InfiniteFuture();
+  const absl::Duration waited = absl::Now() - unsynced_since;
   MutexLock lock(&mu_);
   ++stats_.fsyncs;
   stats_.longest_unsynced = std::max(stats_.longest_unsynced, waited);
@@ -443,15 +448,14 @@ void Wal::ReleaseTurn() {
 bool Wal::WriteRound(const Round& round, bool may_sync, absl::Status* error, bool* durable,
                      bool* for_good) {
   const bool sync_each_write = options_.fsync == FsyncPolicy::kAlways;
-  const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
   const uint64_t good_offset = segment_size_;
   const absl::Time unsynced_before = unsynced_since_;
   *durable = false;
   *for_good = false;
   absl::Status s = WriteOut(round.data);
-  const bool sync = may_sync && (sync_each_write || round.stopping ||
-                                 (sync_each_second && unsynced_since_ != absl::InfiniteFuture() &&
-                                  absl::Now() - unsynced_since_ >= absl::Seconds(1)));
+  // kEverySecond's fsync once a second is done outside the turn (see
+  // WriteAndSettle), but the last one, while stopping.
+  const bool sync = may_sync && (sync_each_write || round.stopping);
   if (s.ok() && sync) {
     s = SyncNow();
     if (!s.ok() && !sync_each_write) {
@@ -590,6 +594,17 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
   // owes this write its fsync within a second.
   const bool sync_due_later = options_.fsync == FsyncPolicy::kEverySecond && was_synced &&
                               unsynced_since_ != absl::InfiniteFuture();
+  // kEverySecond: the flusher's fsync, once a second, is done after the turn
+  // is given back, so that writers go on writing meanwhile. What is written
+  // from now on counts as unsynced; fd_ stays, as only the flusher switches
+  // segments.
+  absl::Time sync_since = absl::InfiniteFuture();
+  if (ok && may_sync && options_.fsync == FsyncPolicy::kEverySecond &&
+      unsynced_since_ != absl::InfiniteFuture() &&
+      absl::Now() - unsynced_since_ >= absl::Seconds(1)) {
+    sync_since = unsynced_since_;
+    unsynced_since_ = absl::InfiniteFuture();
+  }
   // Before the batches count as durable, so that whoever learns that a
   // batch is durable (a waiter, or a WhenDurable or Rotate that returns at
   // once) finds its events announced.
@@ -610,34 +625,56 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
   }
   Waiters failed;
   absl::Status refusal;
-  if (!ok) {
-    // The turn is kept until the failed batches are undone.
-    auto refuse = [&] {
-      MutexLock lock(&mu_);
-      std::vector<std::string> undos = Refuse(error, for_good);
-      refusal = refusal_;
-      return undos;
-    };
-    // While stopping, the engine may be gone, and nobody reads any more.
-    if (options_.roll_back && !round.stopping) {
-      options_.roll_back(refuse);
-    } else {
-      refuse();
-    }
-    {
-      // Only now, with the failed batches undone, may anyone learn that
-      // they failed.
-      MutexLock lock(&mu_);
-      EndRollBack(&failed);
-      retry_at_ = absl::Now() + options_.retry_interval;
-      ReleaseTurn();
-      // The flusher retries.
-      work_cv_.Signal();
-    }
-    if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
-  }
+  // The turn is kept until the failed batches are undone.
+  if (!ok) refusal = Fail(round, error, for_good, &failed);
   for (auto& fn : ready) fn(absl::OkStatus());
   for (auto& fn : failed) fn(refusal);
+  if (sync_since != absl::InfiniteFuture()) {
+    if (absl::Status s = Sync(sync_since); !s.ok()) {
+      // What failed to sync was acknowledged once written: it cannot be
+      // taken back, and whether it reached the disk is unknown.
+      {
+        MutexLock lock(&mu_);
+        flusher_waiting_ = true;
+        while (writing_) work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+        flusher_waiting_ = false;
+        writing_ = true;
+        flusher_writing_ = true;
+      }
+      Waiters unsynced;
+      const absl::Status refused = Fail(Round(), s, /*for_good=*/true, &unsynced);
+      for (auto& fn : unsynced) fn(refused);
+    }
+  }
+}
+
+absl::Status Wal::Fail(const Round& round, const absl::Status& error, bool for_good,
+                       Waiters* failed) {
+  absl::Status refusal;
+  auto refuse = [&] {
+    MutexLock lock(&mu_);
+    std::vector<std::string> undos = Refuse(error, for_good);
+    refusal = refusal_;
+    return undos;
+  };
+  // While stopping, the engine may be gone, and nobody reads any more.
+  if (options_.roll_back && !round.stopping) {
+    options_.roll_back(refuse);
+  } else {
+    refuse();
+  }
+  {
+    // Only now, with the failed batches undone, may anyone learn that they
+    // failed.
+    MutexLock lock(&mu_);
+    EndRollBack(failed);
+    retry_at_ = absl::Now() + options_.retry_interval;
+    ReleaseTurn();
+    // The flusher retries.
+    work_cv_.Signal();
+  }
+  if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
+  return refusal;
 }
 
 absl::StatusOr<WalReplayResult> ReplayWal(

@@ -1027,6 +1027,23 @@ TEST_F(WalTest, UnderEverySecondWritersNeverFsyncTheFlusherDoes) {
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kWrite), Contains(me));
 }
 
+TEST_F(WalTest, UnderEverySecondWritersGoOnWritingWhileTheFlusherFsyncs) {
+  DiskGate syncs(DiskOp::kSync);
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kEverySecond, 0, syncs.Hook());
+  ASSERT_NE(wal, nullptr);
+  ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(1), "", 0)).ok());
+  // The fsync due a second after that write is held.
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  Answers answers;
+  answers.Await(*wal, wal->Append(Batch(2), "", 0), "during the fsync");
+  const std::vector<std::pair<std::string, absl::Status>> all = answers.WaitFor(1);
+  ASSERT_EQ(all.size(), 1u) << "the write waited for the fsync";
+  EXPECT_TRUE(all[0].second.ok()) << all[0].second;
+  syncs.Allow(1'000);
+  wal.reset();
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(1), Batch(2)));
+}
+
 TEST_F(WalTest, UnderAlwaysOnlyTheFlusherWritesAndFsyncs) {
   DiskThreads disk;
   std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kAlways, 0, disk.Hook());
