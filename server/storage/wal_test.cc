@@ -637,18 +637,22 @@ class FileSizeLimit {
   void (*previous_handler_)(int) = SIG_DFL;
 };
 
-TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
+// A log in `dir` under `fsync` reserving `reserve_bytes` ahead meets the
+// file size limit: it refuses writes until the limit is lifted, then resumes,
+// and replays exactly the batches acknowledged.
+void ExpectTheFileSizeLimitRefusesWritesUntilItIsLifted(const std::string& dir, FsyncPolicy fsync,
+                                                        size_t reserve_bytes) {
   Heard heard;
   DiskFault disk;  // Fails nothing: counts the retries.
   auto wal = Wal::Open(
-      heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 0}), 1);
+      heard.OnFaultyDisk(disk, {.dir = dir, .fsync = fsync, .reserve_bytes = reserve_bytes}), 1);
   ASSERT_TRUE(wal.ok());
   const std::string big(16 << 10, 'x');
   std::vector<std::string> durable;
   absl::Status failed;
   {
     FileSizeLimit limit(100 << 10);
-    // The seventh batch crosses the limit: part of it is written, then EFBIG.
+    // A batch crosses the limit (or the zeros filled ahead of it do): EFBIG.
     for (int i = 0; i < 10 && failed.ok(); ++i) {
       const std::string batch = absl::StrCat(i, big);
       failed = Outcome(**wal, (*wal)->Append(batch, "", 0));
@@ -669,9 +673,39 @@ TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(after, "", 0)).ok());
   durable.push_back(after);
   wal->reset();
-  Replayed r = Replay(dir_);
+  Replayed r = Replay(dir);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
   EXPECT_EQ(r.batches, durable);
+}
+
+TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
+  ExpectTheFileSizeLimitRefusesWritesUntilItIsLifted(dir_, FsyncPolicy::kNever, 0);
+}
+
+TEST_F(WalTest, UnderAlwaysTheFileSizeLimitStopsTheZerosFilledAheadUntilItIsLifted) {
+  ExpectTheFileSizeLimitRefusesWritesUntilItIsLifted(dir_, FsyncPolicy::kAlways, 16 << 10);
+}
+
+TEST_F(WalTest, UnderAlwaysSegmentsRollOverAndEachIsCutToItsFrames) {
+  {
+    auto wal = Wal::Open(
+        {.dir = dir_, .fsync = FsyncPolicy::kAlways, .segment_bytes = 200, .reserve_bytes = 4096},
+        1);
+    ASSERT_TRUE(wal.ok());
+    for (int i = 1; i <= 40; ++i) {
+      ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(i), "", 0)).ok());
+    }
+  }
+  const std::vector<std::string> names = *files::List(dir_);
+  EXPECT_GT(names.size(), 3u);
+  for (const std::string& name : names) {
+    const std::string data = *files::ReadAll(absl::StrCat(dir_, "/", name));
+    EXPECT_TRUE(data.empty() || data.back() != 0) << name << " keeps zeros at its end";
+  }
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 40u);
+  EXPECT_TRUE(r.result->cut_file.empty());
 }
 
 // Lets through the first `allowed` calls of one disk operation, holding the
