@@ -88,6 +88,21 @@ void WriteFile(const std::string& path, const std::string& data) {
                   .ok());
 }
 
+// Where each frame of `data`, whole frames only, ends.
+std::vector<size_t> FrameEnds(absl::string_view data) {
+  std::vector<size_t> ends;
+  for (size_t off = 0; off < data.size();) {
+    Frame f;
+    if (ParseFrame(data, off, &f) != FrameStatus::kOk) {
+      ADD_FAILURE() << "no whole frame at offset " << off;
+      break;
+    }
+    off += f.size;
+    ends.push_back(off);
+  }
+  return ends;
+}
+
 // Each test has a data directory of its own, empty at the start.
 class WalTest : public ::testing::Test {
  protected:
@@ -227,14 +242,7 @@ TEST_F(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
   WriteBatches(dir_, 12);
   const std::string path = OnlySegment(dir_);
   const std::string original = *files::ReadAll(path);
-  // Where each frame ends.
-  std::vector<size_t> ends;
-  for (size_t off = 0; off < original.size();) {
-    Frame f;
-    ASSERT_EQ(ParseFrame(original, off, &f), FrameStatus::kOk);
-    off += f.size;
-    ends.push_back(off);
-  }
+  const std::vector<size_t> ends = FrameEnds(original);
   for (size_t cut = 0; cut <= original.size(); ++cut) {
     WriteFile(path, original.substr(0, cut));
     Replayed r = Replay(dir_);
@@ -364,13 +372,7 @@ TEST_F(WalTest, ATornWriteOverZerosKeepsEveryWholeBatchAndCutsTheRest) {
   const std::string original = Frames(1, 12);
   const std::string zeros(4096, '\0');
   const std::string path = absl::StrCat(dir_, "/", Wal::SegmentName(1));
-  std::vector<size_t> ends;
-  for (size_t off = 0; off < original.size();) {
-    Frame f;
-    ASSERT_EQ(ParseFrame(original, off, &f), FrameStatus::kOk);
-    off += f.size;
-    ends.push_back(off);
-  }
+  const std::vector<size_t> ends = FrameEnds(original);
   for (size_t cut = 0; cut <= original.size(); ++cut) {
     WriteFile(path, original.substr(0, cut) + zeros);
     Replayed r = Replay(dir_);
