@@ -24,6 +24,15 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   return ErrnoStatus(what, path, errno);
 }
 
+// Whether a file reaching `end` bytes would pass the file size limit
+// (RLIMIT_FSIZE), which fallocate does not check and write() enforces with
+// SIGXFSZ.
+bool PastSizeLimit(uint64_t end) {
+  struct rlimit limit;
+  return ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+         end > limit.rlim_cur;
+}
+
 }  // namespace
 
 absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int err) {
@@ -36,11 +45,7 @@ absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int er
 absl::Status Reserve(int fd, size_t offset, size_t length, const std::string& path) {
   if (length == 0) return absl::OkStatus();
   // fallocate ignores the file size limit that write() obeys.
-  struct rlimit limit;
-  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
-      offset + length > limit.rlim_cur) {
-    return ErrnoStatus("reserve space for", path, EFBIG);
-  }
+  if (PastSizeLimit(offset + length)) return ErrnoStatus("reserve space for", path, EFBIG);
   int rc;
   do {
     rc = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
@@ -52,6 +57,20 @@ absl::Status Reserve(int fd, size_t offset, size_t length, const std::string& pa
   if (::fstatvfs(fd, &fs) != 0) return ErrnoError("statvfs", path);
   if (static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < length) {
     return ErrnoStatus("reserve space for", path, ENOSPC);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FillWithZeros(int fd, uint64_t offset, size_t length, const std::string& path) {
+  if (PastSizeLimit(offset + length)) return ErrnoStatus("fill with zeros", path, EFBIG);
+  static constexpr char kZeros[size_t{64} << 10] = {};
+  while (length > 0) {
+    const size_t n = std::min(length, sizeof(kZeros));
+    if (absl::Status s = WriteAllAt(fd, offset, absl::string_view(kZeros, n), path); !s.ok()) {
+      return s;
+    }
+    offset += n;
+    length -= n;
   }
   return absl::OkStatus();
 }
@@ -109,6 +128,19 @@ absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
       return ErrnoError("write", path);
     }
     data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteAllAt(int fd, uint64_t offset, absl::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("write", path);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
   }
   return absl::OkStatus();
 }

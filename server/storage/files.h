@@ -44,6 +44,8 @@ class Reader {
 };
 // Writes all of `data` to `fd`, retrying short writes.
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path);
+// The same at `offset` (pwrite); `fd` must not be O_APPEND.
+absl::Status WriteAllAt(int fd, uint64_t offset, absl::string_view data, const std::string& path);
 absl::Status Fsync(int fd, const std::string& path);
 // Makes renames and unlinks inside `dir` durable.
 absl::Status FsyncDir(const std::string& dir);
@@ -67,6 +69,11 @@ absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int er
 // has `length` bytes free. Also fails (EFBIG) past the file size limit
 // (RLIMIT_FSIZE), which fallocate does not check.
 absl::Status Reserve(int fd, size_t offset, size_t length, const std::string& path);
+// Writes `length` zeros into `fd` from `offset` on (the file grows to
+// offset + length if shorter), so that later writes there overwrite data the
+// disk already holds and change neither the file's size nor its allocation.
+// Fails (EFBIG) past the file size limit instead of raising SIGXFSZ.
+absl::Status FillWithZeros(int fd, uint64_t offset, size_t length, const std::string& path);
 // Cuts the open file `fd` back to `size` bytes.
 absl::Status TruncateOpen(int fd, size_t size, const std::string& path);
 

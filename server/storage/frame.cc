@@ -1,5 +1,7 @@
 #include "server/storage/frame.h"
 
+#include <algorithm>
+
 #include "server/base/coding.h"
 #include "server/storage/crc32c.h"
 
@@ -40,6 +42,11 @@ bool AnyValidFrameAfter(absl::string_view data, size_t offset) {
     if (ParseFrame(data, p, &frame) == FrameStatus::kOk) return true;
   }
   return false;
+}
+
+bool OnlyZerosFrom(absl::string_view data, size_t offset) {
+  if (offset >= data.size()) return true;
+  return std::all_of(data.begin() + offset, data.end(), [](char c) { return c == 0; });
 }
 
 }  // namespace lapse

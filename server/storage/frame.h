@@ -6,7 +6,9 @@
 // 16 bytes before it. The header's own checksum means a damaged length is
 // detected rather than believed, so damage is never mistaken for the end of a
 // file: after a failed frame, a reader looks for any valid frame further on
-// (AnyValidFrameAfter) to tell a torn tail from damage in the middle.
+// (AnyValidFrameAfter) to tell a torn tail from damage in the middle. A log
+// may fill a file with zeros ahead of its frames (wal.h): where the rest of a
+// file is zeros (OnlyZerosFrom), it ends.
 #ifndef LAPSE_SERVER_STORAGE_FRAME_H_
 #define LAPSE_SERVER_STORAGE_FRAME_H_
 
@@ -46,6 +48,10 @@ FrameStatus ParseFrame(absl::string_view data, size_t offset, Frame* frame);
 
 // Whether a complete, valid frame starts anywhere after `offset`.
 bool AnyValidFrameAfter(absl::string_view data, size_t offset);
+
+// Whether `data` holds only zero bytes from `offset` to its end (true when
+// nothing is left).
+bool OnlyZerosFrom(absl::string_view data, size_t offset);
 
 }  // namespace lapse
 

@@ -82,7 +82,13 @@ Wal::~Wal() {
   }
   // Not running when Open failed.
   if (flusher_.joinable()) flusher_.join();
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    // Gives back the zeros filled ahead (kAlways); replay would skip them.
+    if (reserved_end_ > segment_size_) {
+      files::TruncateOpen(fd_, segment_size_, segment_path_).IgnoreError();
+    }
+    ::close(fd_);
+  }
 }
 
 int Wal::Fault(DiskOp op) const {
@@ -100,10 +106,11 @@ absl::Status Wal::OpenSegment(uint64_t first_lsn) {
   if (const int err = Fault(DiskOp::kCreate); err != 0) {
     return files::ErrnoStatus("create", path, err);
   }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return files::ErrnoStatus("create", path, errno);
   if (fd_ >= 0) {
-    // Gives back what was reserved past the end; the data is fsynced.
+    // Gives back what was reserved (or filled with zeros) past the end; the
+    // data is fsynced.
     files::TruncateOpen(fd_, segment_size_, segment_path_).IgnoreError();
     ::close(fd_);
   }
@@ -237,7 +244,17 @@ absl::Status Wal::Reserve(size_t length) {
   if (const int err = Fault(DiskOp::kReserve); err != 0) {
     return files::ErrnoStatus("fallocate", segment_path_, err);
   }
-  if (absl::Status s = files::Reserve(fd_, segment_size_, length, segment_path_); !s.ok()) {
+  if (options_.fsync == FsyncPolicy::kAlways) {
+    // Zeros, not fallocate: writing over them changes neither the file's size
+    // nor its allocation, so an fdatasync writes the data alone and not the
+    // inode too (a second I/O). Replay ends a segment at its zeros.
+    const uint64_t from = std::max(reserved_end_, segment_size_);
+    if (absl::Status s =
+            files::FillWithZeros(fd_, from, segment_size_ + length - from, segment_path_);
+        !s.ok()) {
+      return s;
+    }
+  } else if (absl::Status s = files::Reserve(fd_, segment_size_, length, segment_path_); !s.ok()) {
     return s;
   }
   reserved_end_ = std::max<uint64_t>(reserved_end_, segment_size_ + length);
@@ -250,11 +267,14 @@ absl::Status Wal::WriteOut(absl::string_view data) {
     if (absl::Status s = Reserve(data.size() + options_.reserve_bytes); !s.ok()) return s;
   }
   if (const int err = Fault(DiskOp::kWrite); err != 0) {
-    files::WriteAll(fd_, data.substr(0, data.size() / 2), segment_path_).IgnoreError();
+    files::WriteAllAt(fd_, segment_size_, data.substr(0, data.size() / 2), segment_path_)
+        .IgnoreError();
     return files::ErrnoStatus("write", segment_path_, err);
   }
   const absl::Time start = absl::Now();
-  if (absl::Status s = files::WriteAll(fd_, data, segment_path_); !s.ok()) return s;
+  if (absl::Status s = files::WriteAllAt(fd_, segment_size_, data, segment_path_); !s.ok()) {
+    return s;
+  }
   if (options_.on_io) options_.on_io(WalIo::kWrite, absl::Now() - start);
   segment_size_ += data.size();
   if (unsynced_since_ == absl::InfiniteFuture()) unsynced_since_ = absl::Now();
@@ -263,14 +283,19 @@ absl::Status Wal::WriteOut(absl::string_view data) {
 
 absl::Status Wal::SyncNow() {
   if (unsynced_since_ == absl::InfiniteFuture()) return absl::OkStatus();
+  if (absl::Status s = Sync(unsynced_since_); !s.ok()) return s;
+  unsynced_since_ = absl::InfiniteFuture();
+  return absl::OkStatus();
+}
+
+absl::Status Wal::Sync(absl::Time unsynced_since) {
   if (const int err = Fault(DiskOp::kSync); err != 0) {
     return files::ErrnoStatus("fsync", segment_path_, err);
   }
   const absl::Time start = absl::Now();
   if (absl::Status s = files::Fsync(fd_, segment_path_); !s.ok()) return s;
   if (options_.on_io) options_.on_io(WalIo::kFsync, absl::Now() - start);
-  const absl::Duration waited = absl::Now() - unsynced_since_;
-  unsynced_since_ = absl::InfiniteFuture();
+  const absl::Duration waited = absl::Now() - unsynced_since;
   MutexLock lock(&mu_);
   ++stats_.fsyncs;
   stats_.longest_unsynced = std::max(stats_.longest_unsynced, waited);
@@ -423,15 +448,14 @@ void Wal::ReleaseTurn() {
 bool Wal::WriteRound(const Round& round, bool may_sync, absl::Status* error, bool* durable,
                      bool* for_good) {
   const bool sync_each_write = options_.fsync == FsyncPolicy::kAlways;
-  const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
   const uint64_t good_offset = segment_size_;
   const absl::Time unsynced_before = unsynced_since_;
   *durable = false;
   *for_good = false;
   absl::Status s = WriteOut(round.data);
-  const bool sync = may_sync && (sync_each_write || round.stopping ||
-                                 (sync_each_second && unsynced_since_ != absl::InfiniteFuture() &&
-                                  absl::Now() - unsynced_since_ >= absl::Seconds(1)));
+  // kEverySecond's fsync once a second is done outside the turn (see
+  // WriteAndSettle), but the last one, while stopping.
+  const bool sync = may_sync && (sync_each_write || round.stopping);
   if (s.ok() && sync) {
     s = SyncNow();
     if (!s.ok() && !sync_each_write) {
@@ -570,6 +594,17 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
   // owes this write its fsync within a second.
   const bool sync_due_later = options_.fsync == FsyncPolicy::kEverySecond && was_synced &&
                               unsynced_since_ != absl::InfiniteFuture();
+  // kEverySecond: the flusher's fsync, once a second, is done after the turn
+  // is given back, so that writers go on writing meanwhile. What is written
+  // from now on counts as unsynced; fd_ stays, as only the flusher switches
+  // segments.
+  absl::Time sync_since = absl::InfiniteFuture();
+  if (ok && may_sync && options_.fsync == FsyncPolicy::kEverySecond &&
+      unsynced_since_ != absl::InfiniteFuture() &&
+      absl::Now() - unsynced_since_ >= absl::Seconds(1)) {
+    sync_since = unsynced_since_;
+    unsynced_since_ = absl::InfiniteFuture();
+  }
   // Before the batches count as durable, so that whoever learns that a
   // batch is durable (a waiter, or a WhenDurable or Rotate that returns at
   // once) finds its events announced.
@@ -590,34 +625,56 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
   }
   Waiters failed;
   absl::Status refusal;
-  if (!ok) {
-    // The turn is kept until the failed batches are undone.
-    auto refuse = [&] {
-      MutexLock lock(&mu_);
-      std::vector<std::string> undos = Refuse(error, for_good);
-      refusal = refusal_;
-      return undos;
-    };
-    // While stopping, the engine may be gone, and nobody reads any more.
-    if (options_.roll_back && !round.stopping) {
-      options_.roll_back(refuse);
-    } else {
-      refuse();
-    }
-    {
-      // Only now, with the failed batches undone, may anyone learn that
-      // they failed.
-      MutexLock lock(&mu_);
-      EndRollBack(&failed);
-      retry_at_ = absl::Now() + options_.retry_interval;
-      ReleaseTurn();
-      // The flusher retries.
-      work_cv_.Signal();
-    }
-    if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
-  }
+  // The turn is kept until the failed batches are undone.
+  if (!ok) refusal = Fail(round, error, for_good, &failed);
   for (auto& fn : ready) fn(absl::OkStatus());
   for (auto& fn : failed) fn(refusal);
+  if (sync_since != absl::InfiniteFuture()) {
+    if (absl::Status s = Sync(sync_since); !s.ok()) {
+      // What failed to sync was acknowledged once written: it cannot be
+      // taken back, and whether it reached the disk is unknown.
+      {
+        MutexLock lock(&mu_);
+        flusher_waiting_ = true;
+        while (writing_) work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+        flusher_waiting_ = false;
+        writing_ = true;
+        flusher_writing_ = true;
+      }
+      Waiters unsynced;
+      const absl::Status refused = Fail(Round(), s, /*for_good=*/true, &unsynced);
+      for (auto& fn : unsynced) fn(refused);
+    }
+  }
+}
+
+absl::Status Wal::Fail(const Round& round, const absl::Status& error, bool for_good,
+                       Waiters* failed) {
+  absl::Status refusal;
+  auto refuse = [&] {
+    MutexLock lock(&mu_);
+    std::vector<std::string> undos = Refuse(error, for_good);
+    refusal = refusal_;
+    return undos;
+  };
+  // While stopping, the engine may be gone, and nobody reads any more.
+  if (options_.roll_back && !round.stopping) {
+    options_.roll_back(refuse);
+  } else {
+    refuse();
+  }
+  {
+    // Only now, with the failed batches undone, may anyone learn that they
+    // failed.
+    MutexLock lock(&mu_);
+    EndRollBack(failed);
+    retry_at_ = absl::Now() + options_.retry_interval;
+    ReleaseTurn();
+    // The flusher retries.
+    work_cv_.Signal();
+  }
+  if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
+  return refusal;
 }
 
 absl::StatusOr<WalReplayResult> ReplayWal(
@@ -663,6 +720,12 @@ absl::StatusOr<WalReplayResult> ReplayWal(
       FrameStatus fs = ParseFrame(*data, offset, &frame);
       if (fs == FrameStatus::kEnd) break;
       if (fs == FrameStatus::kOk && frame.lsn != expected) fs = FrameStatus::kCorrupt;
+      if (fs != FrameStatus::kOk && OnlyZerosFrom(*data, offset)) {
+        // The zeros a log under kAlways fills ahead of its writes: the
+        // segment ends here (a crash kept them).
+        if (absl::Status s = files::Truncate(path, offset); !s.ok()) return s;
+        break;
+      }
       if (fs != FrameStatus::kOk) {
         const bool last_segment = i + 1 == segments.size();
         if (last_segment && !AnyValidFrameAfter(*data, offset)) {

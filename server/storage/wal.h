@@ -48,6 +48,11 @@
 // FALLOC_FL_KEEP_SIZE: the file's size, and so replay, is unchanged), so that
 // a snapshot or another process cannot take the space the next writes need,
 // and a full disk mostly shows up before anything is written.
+// Under kAlways it writes zeros there instead (the file grows, the segment
+// does not): a write over them changes neither the file's size nor its
+// allocation, so its fdatasync writes the data alone, not also the inode.
+// Replay takes zeros up to the end of a segment file for its end, and cuts
+// them off; the log cuts them off itself when it closes a segment.
 //
 // When a write fails, the log never keeps a partial or failed frame: the
 // flusher cuts the segment back to its last good offset. Every batch not yet
@@ -259,7 +264,13 @@ class Wal {
   void WriteWhileWaitedFor();
   // Writes `round` (fsyncing if `may_sync` and the policy says so), records
   // the outcome, gives the turn back and runs the callbacks it settled.
+  // Under kEverySecond the flusher (`may_sync`) then fsyncs if a second has
+  // passed, without the turn.
   void WriteAndSettle(const Round& round, bool may_sync);
+  // Holding the turn: refuses writes after `error` in `round`, undoes the
+  // failed batches, gives the turn back; their waiters go to `failed`.
+  // Returns the refusal.
+  absl::Status Fail(const Round& round, const absl::Status& error, bool for_good, Waiters* failed);
   // Writes `round` out; false if it failed, with `error` and whether the
   // failure is for good. `durable` tells whether the round's batches are
   // durable all the same (the failure came after them).
@@ -283,7 +294,10 @@ class Wal {
   int Fault(DiskOp op) const;
   absl::Status Reserve(size_t length);
   absl::Status WriteOut(absl::string_view data);
+  // Fsyncs the segment if anything written is unsynced, holding the turn.
   absl::Status SyncNow();
+  // Fsyncs the segment, unsynced since `unsynced_since`, and counts it.
+  absl::Status Sync(absl::Time unsynced_since);
 
   // Constant after construction.
   const Options options_;

@@ -88,6 +88,21 @@ void WriteFile(const std::string& path, const std::string& data) {
                   .ok());
 }
 
+// Where each frame of `data`, whole frames only, ends.
+std::vector<size_t> FrameEnds(absl::string_view data) {
+  std::vector<size_t> ends;
+  for (size_t off = 0; off < data.size();) {
+    Frame f;
+    if (ParseFrame(data, off, &f) != FrameStatus::kOk) {
+      ADD_FAILURE() << "no whole frame at offset " << off;
+      break;
+    }
+    off += f.size;
+    ends.push_back(off);
+  }
+  return ends;
+}
+
 // Each test has a data directory of its own, empty at the start.
 class WalTest : public ::testing::Test {
  protected:
@@ -227,14 +242,7 @@ TEST_F(WalTest, ATruncationAtAnyOffsetKeepsEveryWholeBatchAndCutsTheRest) {
   WriteBatches(dir_, 12);
   const std::string path = OnlySegment(dir_);
   const std::string original = *files::ReadAll(path);
-  // Where each frame ends.
-  std::vector<size_t> ends;
-  for (size_t off = 0; off < original.size();) {
-    Frame f;
-    ASSERT_EQ(ParseFrame(original, off, &f), FrameStatus::kOk);
-    off += f.size;
-    ends.push_back(off);
-  }
+  const std::vector<size_t> ends = FrameEnds(original);
   for (size_t cut = 0; cut <= original.size(); ++cut) {
     WriteFile(path, original.substr(0, cut));
     Replayed r = Replay(dir_);
@@ -308,6 +316,80 @@ TEST_F(WalTest, AMissingSegmentIsDataLoss) {
   Replayed r = Replay(dir_);
   EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(r.result.status().message(), HasSubstr("missing"));
+}
+
+// Frames of batches `from`..`to` with their own LSNs, as a segment holds them.
+std::string Frames(int from, int to) {
+  std::string data;
+  for (int i = from; i <= to; ++i) AppendFrame(&data, i, Batch(i));
+  return data;
+}
+
+TEST_F(WalTest, UnderAlwaysWritesGoOverZerosFilledAheadAndCloseCutsThemOff) {
+  const std::string frames = Frames(1, 3);
+  {
+    auto wal =
+        Wal::Open({.dir = dir_, .fsync = FsyncPolicy::kAlways, .reserve_bytes = 64 << 10}, 1);
+    ASSERT_TRUE(wal.ok());
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(1), "", 0)).ok());
+    const std::string path = OnlySegment(dir_);
+    const uint64_t filled = *files::FileSize(path);
+    EXPECT_GE(filled, uint64_t{64} << 10) << "zeros written ahead";
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(2), "", 0)).ok());
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(3), "", 0)).ok());
+    const std::string image = *files::ReadAll(path);
+    EXPECT_EQ(image.size(), filled) << "the writes went over the zeros: the size never changed";
+    EXPECT_EQ(image.substr(0, frames.size()), frames);
+    EXPECT_TRUE(OnlyZerosFrom(image, frames.size()));
+  }
+  EXPECT_EQ(*files::ReadAll(OnlySegment(dir_)), frames);
+}
+
+TEST_F(WalTest, ZerosAtTheEndOfTheLastSegmentAreItsEndNotATornTail) {
+  const std::string frames = Frames(1, 4);
+  const std::string path = absl::StrCat(dir_, "/", Wal::SegmentName(1));
+  WriteFile(path, frames + std::string(4096, '\0'));
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 4u);
+  EXPECT_EQ(r.result->next_lsn, 5u);
+  EXPECT_TRUE(r.result->cut_file.empty());
+  EXPECT_EQ(r.result->cut_bytes, 0u);
+  EXPECT_EQ(*files::ReadAll(path), frames) << "the zeros are cut off";
+}
+
+TEST_F(WalTest, ZerosAtTheEndOfAnEarlierSegmentEndItAndReplayGoesOn) {
+  // A crash between starting a segment and cutting the zeros off the last.
+  WriteFile(absl::StrCat(dir_, "/", Wal::SegmentName(1)), Frames(1, 3) + std::string(4096, '\0'));
+  WriteFile(absl::StrCat(dir_, "/", Wal::SegmentName(4)), Frames(4, 5));
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 5u);
+  EXPECT_EQ(r.result->next_lsn, 6u);
+}
+
+TEST_F(WalTest, ATornWriteOverZerosKeepsEveryWholeBatchAndCutsTheRest) {
+  const std::string original = Frames(1, 12);
+  const std::string zeros(4096, '\0');
+  const std::string path = absl::StrCat(dir_, "/", Wal::SegmentName(1));
+  const std::vector<size_t> ends = FrameEnds(original);
+  for (size_t cut = 0; cut <= original.size(); ++cut) {
+    WriteFile(path, original.substr(0, cut) + zeros);
+    Replayed r = Replay(dir_);
+    ASSERT_TRUE(r.result.ok()) << "cut at " << cut << ": " << r.result.status();
+    const size_t whole = std::upper_bound(ends.begin(), ends.end(), cut) - ends.begin();
+    EXPECT_EQ(r.batches.size(), whole) << "cut at " << cut;
+    const size_t kept = whole == 0 ? 0 : ends[whole - 1];
+    EXPECT_EQ(r.result->cut_bytes, cut == kept ? 0 : cut - kept + zeros.size()) << "cut at " << cut;
+    EXPECT_EQ(files::ReadAll(path)->size(), kept) << "cut at " << cut;
+  }
+}
+
+TEST_F(WalTest, ZerosBetweenFramesAreDamageInTheMiddle) {
+  WriteFile(absl::StrCat(dir_, "/", Wal::SegmentName(1)),
+            Frames(1, 2) + std::string(64, '\0') + Frames(3, 4));
+  Replayed r = Replay(dir_);
+  EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST_F(WalTest, ParsesFsyncPolicies) {
@@ -557,18 +639,22 @@ class FileSizeLimit {
   void (*previous_handler_)(int) = SIG_DFL;
 };
 
-TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
+// A log in `dir` under `fsync` reserving `reserve_bytes` ahead meets the
+// file size limit: it refuses writes until the limit is lifted, then resumes,
+// and replays exactly the batches acknowledged.
+void ExpectTheFileSizeLimitRefusesWritesUntilItIsLifted(const std::string& dir, FsyncPolicy fsync,
+                                                        size_t reserve_bytes) {
   Heard heard;
   DiskFault disk;  // Fails nothing: counts the retries.
   auto wal = Wal::Open(
-      heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 0}), 1);
+      heard.OnFaultyDisk(disk, {.dir = dir, .fsync = fsync, .reserve_bytes = reserve_bytes}), 1);
   ASSERT_TRUE(wal.ok());
   const std::string big(16 << 10, 'x');
   std::vector<std::string> durable;
   absl::Status failed;
   {
     FileSizeLimit limit(100 << 10);
-    // The seventh batch crosses the limit: part of it is written, then EFBIG.
+    // A batch crosses the limit (or the zeros filled ahead of it do): EFBIG.
     for (int i = 0; i < 10 && failed.ok(); ++i) {
       const std::string batch = absl::StrCat(i, big);
       failed = Outcome(**wal, (*wal)->Append(batch, "", 0));
@@ -589,9 +675,39 @@ TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(after, "", 0)).ok());
   durable.push_back(after);
   wal->reset();
-  Replayed r = Replay(dir_);
+  Replayed r = Replay(dir);
   ASSERT_TRUE(r.result.ok()) << r.result.status();
   EXPECT_EQ(r.batches, durable);
+}
+
+TEST_F(WalTest, TheFileSizeLimitRefusesWritesUntilItIsLifted) {
+  ExpectTheFileSizeLimitRefusesWritesUntilItIsLifted(dir_, FsyncPolicy::kNever, 0);
+}
+
+TEST_F(WalTest, UnderAlwaysTheFileSizeLimitStopsTheZerosFilledAheadUntilItIsLifted) {
+  ExpectTheFileSizeLimitRefusesWritesUntilItIsLifted(dir_, FsyncPolicy::kAlways, 16 << 10);
+}
+
+TEST_F(WalTest, UnderAlwaysSegmentsRollOverAndEachIsCutToItsFrames) {
+  {
+    auto wal = Wal::Open(
+        {.dir = dir_, .fsync = FsyncPolicy::kAlways, .segment_bytes = 200, .reserve_bytes = 4096},
+        1);
+    ASSERT_TRUE(wal.ok());
+    for (int i = 1; i <= 40; ++i) {
+      ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(i), "", 0)).ok());
+    }
+  }
+  const std::vector<std::string> names = *files::List(dir_);
+  EXPECT_GT(names.size(), 3u);
+  for (const std::string& name : names) {
+    const std::string data = *files::ReadAll(absl::StrCat(dir_, "/", name));
+    EXPECT_TRUE(data.empty() || data.back() != 0) << name << " keeps zeros at its end";
+  }
+  Replayed r = Replay(dir_);
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.batches.size(), 40u);
+  EXPECT_TRUE(r.result->cut_file.empty());
 }
 
 // Lets through the first `allowed` calls of one disk operation, holding the
@@ -945,6 +1061,23 @@ TEST_F(WalTest, UnderEverySecondWritersNeverFsyncTheFlusherDoes) {
   ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(0), "", 0)).ok());
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kSync), Each(::testing::Ne(me)));
   EXPECT_THAT(disk.ThreadsOf(DiskOp::kWrite), Contains(me));
+}
+
+TEST_F(WalTest, UnderEverySecondWritersGoOnWritingWhileTheFlusherFsyncs) {
+  DiskGate syncs(DiskOp::kSync);
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kEverySecond, 0, syncs.Hook());
+  ASSERT_NE(wal, nullptr);
+  ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(1), "", 0)).ok());
+  // The fsync due a second after that write is held.
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  Answers answers;
+  answers.Await(*wal, wal->Append(Batch(2), "", 0), "during the fsync");
+  const std::vector<std::pair<std::string, absl::Status>> all = answers.WaitFor(1);
+  ASSERT_EQ(all.size(), 1u) << "the write waited for the fsync";
+  EXPECT_TRUE(all[0].second.ok()) << all[0].second;
+  syncs.Allow(1'000);
+  wal.reset();
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(1), Batch(2)));
 }
 
 TEST_F(WalTest, UnderAlwaysOnlyTheFlusherWritesAndFsyncs) {
