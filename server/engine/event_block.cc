@@ -31,14 +31,13 @@ void EventBlock::Add(const ExpiryEventView& e) {
   entries_.push_back(entry);
 }
 
-void EventBlock::PopBack() {
-  assert(!entries_.empty());
-  const Entry& last = entries_.back();
-  // Its collection's name goes too unless the event before shares it.
-  const bool shared = entries_.size() > 1 &&
-                      entries_[entries_.size() - 2].collection_offset == last.collection_offset;
-  bytes_.resize(shared ? last.key_offset : last.collection_offset);
-  entries_.pop_back();
+EventBlock EventBlock::Prefix(size_t n) const {
+  assert(n <= entries_.size());
+  EventBlock prefix;
+  const Entry* last = n == 0 ? nullptr : &entries_[n - 1];
+  prefix.Reserve(n, last == nullptr ? 0 : last->key_offset + last->key_size + last->value_size);
+  for (size_t i = 0; i < n; ++i) prefix.Add((*this)[i]);
+  return prefix;
 }
 
 ExpiryEventView EventBlock::operator[](size_t i) const {

@@ -42,8 +42,8 @@ class EventBlock {
   void Reserve(size_t events, size_t bytes);
   // Gives back most of what a Reserve larger than the events needed took.
   void ShrinkToFit();
-  // Removes the newest event.
-  void PopBack();
+  // A copy of the first `n` events (n <= size()).
+  EventBlock Prefix(size_t n) const;
 
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }

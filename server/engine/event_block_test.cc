@@ -39,19 +39,21 @@ TEST(EventBlockTest, EventsReadBackWithTheirCollectionKeyValueAndTimes) {
   EXPECT_EQ(block[3].expired_at, absl::FromUnixMillis(1005));
 }
 
-TEST(EventBlockTest, PopBackDropsTheNewestEventAndLaterAddsReadBackWhole) {
+TEST(EventBlockTest, PrefixCopiesTheFirstEventsAndLaterAddsReadBackWhole) {
   EventBlock block;
   block.Add(View("a", "k1", "v1"));
   block.Add(View("a", "k2", "v2"));
   block.Add(View("b", "k3", "v3"));
-  block.PopBack();  // b's name goes with it.
-  block.PopBack();  // a's name stays: k1 uses it.
-  block.Add(View("c", "k4", "v4"));
-  block.Add(View("c", "k5", "v5"));
+  EventBlock prefix = block.Prefix(1);
+  prefix.Add(View("c", "k4", "v4"));
+  prefix.Add(View("c", "k5", "v5"));
+  ASSERT_EQ(prefix.size(), 3u);
+  ExpectEvent(prefix[0], "a", "k1", "v1");
+  ExpectEvent(prefix[1], "c", "k4", "v4");
+  ExpectEvent(prefix[2], "c", "k5", "v5");
   ASSERT_EQ(block.size(), 3u);
-  ExpectEvent(block[0], "a", "k1", "v1");
-  ExpectEvent(block[1], "c", "k4", "v4");
-  ExpectEvent(block[2], "c", "k5", "v5");
+  ExpectEvent(block[2], "b", "k3", "v3");
+  EXPECT_TRUE(block.Prefix(0).empty());
 }
 
 TEST(EventBlockTest, AddEventStartsANewBlockOnceTheLastIsFull) {

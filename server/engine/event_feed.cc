@@ -42,24 +42,23 @@ uint64_t EventFeed::Append(std::vector<ExpiryEvent> events,
 uint64_t EventFeed::Append(std::vector<EventBlock> blocks,
                            absl::FunctionRef<void(uint64_t first, uint64_t last)> then,
                            Notify notify) {
-  for (EventBlock& block : blocks) {
-    // Outside the lock: a block reserved for far more events than it got
-    // (a pass that found few due) gives the rest back before it is kept.
-    block.ShrinkToFit();
-    if (options_.on_append) {
+  if (options_.on_append) {
+    for (const EventBlock& block : blocks) {
       for (size_t i = 0; i < block.size(); ++i) options_.on_append(block[i]);
     }
   }
+  Prepared prepared = Prepare(std::move(blocks));
+  const size_t appended = prepared.events;
+  std::vector<BlockPtr> dropped;
   uint64_t last;
-  size_t appended;
   {
     MutexLock lock(&mu_);
     const uint64_t first = front_sequence_ + count_;
-    appended = PushBlocksLocked(std::move(blocks));
+    PushLocked(std::move(prepared));
     last = first + appended - 1;
     if (appended > 0) then(first, last);
     if (options_.visible_on_append) visible_sequence_ = last;
-    TrimLocked();
+    TrimLocked(&dropped);
   }
   if (appended > 0 && notify == Notify::kNow && options_.visible_on_append &&
       options_.on_readable) {
@@ -68,16 +67,29 @@ uint64_t EventFeed::Append(std::vector<EventBlock> blocks,
   return last;
 }
 
-size_t EventFeed::PushBlocksLocked(std::vector<EventBlock> blocks) {
-  size_t pushed = 0;
+EventFeed::Prepared EventFeed::Prepare(std::vector<EventBlock> blocks) const {
+  Prepared prepared;
   for (EventBlock& block : blocks) {
     if (block.empty()) continue;
-    for (size_t i = 0; i < block.size(); ++i) bytes_ += MemoryFootprint(block[i]);
-    blocks_.push_back({.first_sequence = front_sequence_ + count_, .events = std::move(block)});
-    count_ += blocks_.back().events.size();
-    pushed += blocks_.back().events.size();
+    // A block reserved for far more events than it got (a pass that found
+    // few due) gives the rest back before it is kept.
+    block.ShrinkToFit();
+    for (size_t i = 0; i < block.size(); ++i) prepared.bytes += MemoryFootprint(block[i]);
+    prepared.events += block.size();
+    auto stored = std::make_shared<StoredBlock>();
+    stored->events = std::move(block);
+    prepared.blocks.push_back(std::move(stored));
   }
-  return pushed;
+  return prepared;
+}
+
+void EventFeed::PushLocked(Prepared prepared) {
+  for (std::shared_ptr<StoredBlock>& block : prepared.blocks) {
+    block->first_sequence = front_sequence_ + count_;
+    count_ += block->events.size();
+    blocks_.push_back(std::move(block));
+  }
+  bytes_ += prepared.bytes;
 }
 
 void EventFeed::NotifyReadable() {
@@ -87,6 +99,7 @@ void EventFeed::NotifyReadable() {
 
 void EventFeed::MakeVisibleThrough(uint64_t sequence) {
   uint64_t visible;
+  std::vector<BlockPtr> dropped;
   {
     MutexLock lock(&mu_);
     const uint64_t last = front_sequence_ + count_ - 1;
@@ -94,21 +107,37 @@ void EventFeed::MakeVisibleThrough(uint64_t sequence) {
     if (visible <= visible_sequence_) return;
     visible_sequence_ = visible;
     // Retention could not drop these while they were invisible.
-    TrimLocked();
+    TrimLocked(&dropped);
   }
   if (options_.on_readable) options_.on_readable(visible);
 }
 
 void EventFeed::DropInvisible() {
+  std::vector<BlockPtr> dropped;
   MutexLock lock(&mu_);
   while (count_ > 0 && front_sequence_ + count_ - 1 > visible_sequence_) {
-    EventBlock& back = blocks_.back().events;
-    bytes_ -= MemoryFootprint(back[back.size() - 1]);
-    back.PopBack();
-    --count_;
-    if (back.size() == (blocks_.size() == 1 ? front_index_ : 0)) {
+    const StoredBlock& back = *blocks_.back();
+    // Events of the back block that stay: the visible ones (the block's
+    // first events, which retention may have dropped already).
+    const size_t keep =
+        visible_sequence_ < back.first_sequence
+            ? 0
+            : std::min<size_t>(visible_sequence_ + 1 - back.first_sequence, back.events.size());
+    for (size_t i = keep; i < back.events.size(); ++i) {
+      bytes_ -= MemoryFootprint(back.events[i]);
+      --count_;
+    }
+    if (keep == (blocks_.size() == 1 ? front_index_ : 0)) {
+      dropped.push_back(std::move(blocks_.back()));
       blocks_.pop_back();
       if (blocks_.empty()) front_index_ = 0;
+    } else {
+      // A reader may hold the block: its visible events are replaced by a
+      // copy, never changed in place.
+      auto kept = std::make_shared<StoredBlock>();
+      kept->first_sequence = back.first_sequence;
+      kept->events = back.events.Prefix(keep);
+      dropped.push_back(std::exchange(blocks_.back(), std::move(kept)));
     }
   }
 }
@@ -119,12 +148,6 @@ void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence)
                               return a.sequence >= b.sequence;
                             }) == events.end() &&
          "events not in strictly increasing sequence order");
-  MutexLock lock(&mu_);
-  assert(count_ == 0 && "Restore into a log already appended to");
-  blocks_.clear();
-  front_index_ = 0;
-  count_ = 0;
-  bytes_ = 0;
   if (!events.empty()) next_sequence = std::max(next_sequence, events.back().sequence + 1);
   // Keep the run of consecutive sequences that ends right before
   // next_sequence: a reader's position is an index into that run.
@@ -132,52 +155,69 @@ void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence)
   while (first > 0 && events[first - 1].sequence + (events.size() - first) + 1 == next_sequence) {
     --first;
   }
-  front_sequence_ = next_sequence - (events.size() - first);
   std::vector<EventBlock> blocks;
   for (size_t i = first; i < events.size(); ++i) {
     AddEvent(blocks, ViewOf(events[i]), events.size() - i);
   }
-  PushBlocksLocked(std::move(blocks));
+  Prepared prepared = Prepare(std::move(blocks));
+  std::vector<BlockPtr> dropped;
+  MutexLock lock(&mu_);
+  assert(count_ == 0 && "Restore into a log already appended to");
+  dropped.assign(blocks_.begin(), blocks_.end());
+  blocks_.clear();
+  front_index_ = 0;
+  count_ = 0;
+  bytes_ = 0;
+  front_sequence_ = next_sequence - (events.size() - first);
+  PushLocked(std::move(prepared));
   visible_sequence_ = next_sequence - 1;
-  TrimLocked();
+  TrimLocked(&dropped);
 }
 
-void EventFeed::TrimLocked() {
+void EventFeed::TrimLocked(std::vector<BlockPtr>* dropped) {
   // The newest event always stays, so a reader that is caught up can read it
   // even when it alone is larger than the byte bound; and events not yet
   // visible stay, or a reader could never see them.
   while (count_ > 1 && front_sequence_ <= visible_sequence_ &&
          (count_ > options_.max_events || bytes_ > options_.max_bytes)) {
-    const EventBlock& front = blocks_.front().events;
+    const EventBlock& front = blocks_.front()->events;
     bytes_ -= MemoryFootprint(front[front_index_]);
     ++front_sequence_;
     --count_;
     if (++front_index_ == front.size()) {
+      dropped->push_back(std::move(blocks_.front()));
       blocks_.pop_front();
       front_index_ = 0;
     }
   }
 }
 
+EventFeed::BlockPtr EventFeed::BlockHoldingLocked(uint64_t sequence) const {
+  auto after =
+      std::upper_bound(blocks_.begin(), blocks_.end(), sequence,
+                       [](uint64_t s, const BlockPtr& block) { return s < block->first_sequence; });
+  return *(after - 1);
+}
+
 uint64_t EventFeed::last_sequence() const {
-  ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return visible_sequence_;
 }
 
 uint64_t EventFeed::oldest_retained_sequence() const {
-  ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return front_sequence_;
 }
 
 EventFeed::Retained EventFeed::retained() const {
-  ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return {.events = count_, .bytes = bytes_};
 }
 
 StoreId EventFeed::store_id() const { return options_.store_id; }
 
 absl::Status EventFeed::CheckPosition(uint64_t after) const {
-  ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   uint64_t from;
   return CheckPositionLocked(after, &from);
 }
@@ -255,28 +295,31 @@ absl::StatusOr<EventBatch> EventFeed::Read(uint64_t after, const EventFilter& fi
 
 absl::StatusOr<uint64_t> EventFeed::ReadEach(uint64_t after, const EventFilter& filter,
                                              const ReadLimits& limits, EventVisitor visit) const {
-  ReaderMutexLock lock(&mu_);
   uint64_t from;
-  if (absl::Status s = CheckPositionLocked(after, &from); !s.ok()) return s;
+  uint64_t visible;
+  BlockPtr block;
+  {
+    MutexLock lock(&mu_);
+    if (absl::Status s = CheckPositionLocked(after, &from); !s.ok()) return s;
+    visible = visible_sequence_;
+    if (from == visible) return from;
+    block = BlockHoldingLocked(from + 1);
+  }
+  // From here on the lock is taken only to find the next block: the events
+  // up to `visible` are immutable in the blocks that hold them.
   uint64_t examined_sequence = from;
-  if (from == visible_sequence_) return examined_sequence;
   size_t bytes = 0;
   size_t examined = 0;
   size_t matched = 0;
-  // The block holding from + 1, and its index there.
-  size_t block = static_cast<size_t>(std::upper_bound(blocks_.begin(), blocks_.end(), from + 1,
-                                                      [](uint64_t sequence, const StoredBlock& b) {
-                                                        return sequence < b.first_sequence;
-                                                      }) -
-                                     blocks_.begin() - 1);
-  size_t index = from + 1 - blocks_[block].first_sequence;
-  for (uint64_t sequence = from + 1; sequence <= visible_sequence_; ++sequence) {
+  for (uint64_t sequence = from + 1; sequence <= visible; ++sequence) {
     if (examined == limits.max_examined || matched == limits.max_events) break;
-    if (index == blocks_[block].events.size()) {
-      ++block;
-      index = 0;
+    if (sequence == block->first_sequence + block->events.size()) {
+      MutexLock lock(&mu_);
+      // Retention overtook this read: the next one says so.
+      if (sequence < front_sequence_) break;
+      block = BlockHoldingLocked(sequence);
     }
-    ExpiryEventView e = blocks_[block].events[index++];
+    ExpiryEventView e = block->events[sequence - block->first_sequence];
     if (filter.Matches(e.collection)) {
       if (!filter.include_values) e.value = {};
       const size_t size = e.collection.size() + e.key.size() + e.value.size();

@@ -14,8 +14,12 @@
 //   log.Append(std::move(events));
 //   absl::StatusOr<lapse::EventBatch> batch = log.Read(cursor, filter, limits);
 //
-// All methods are thread-safe. Readers share the lock; Append takes it
-// exclusively for a bounded time.
+// All methods are thread-safe. Appending never waits for a reader's visit:
+// a block is immutable once appended and shared (std::shared_ptr) between the
+// feed and the readers holding it, so a reader takes the feed's lock only to
+// find the next block (a binary search and a reference count), and reads and
+// hands out its events without the lock. A block that retention dropped
+// lives on until its last reader lets go of it.
 #ifndef LAPSE_SERVER_ENGINE_EVENT_FEED_H_
 #define LAPSE_SERVER_ENGINE_EVENT_FEED_H_
 
@@ -23,6 +27,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -133,8 +138,10 @@ class EventFeed final : public EventSource {
   absl::StatusOr<uint64_t> PositionOfToken(absl::string_view token) const override;
   absl::StatusOr<EventBatch> Read(uint64_t after, const EventFilter& filter,
                                   const ReadLimits& limits) const override;
-  // Hands `visit` views into the retained blocks, under the feed's reader
-  // lock.
+  // Hands `visit` views into the retained blocks, without the feed's lock:
+  // `visit` may call into the feed. A read that retention overtook (the
+  // next block it needs was dropped while it visited) stops there; the next
+  // read from its examined sequence is OUT_OF_RANGE.
   absl::StatusOr<uint64_t> ReadEach(uint64_t after, const EventFilter& filter,
                                     const ReadLimits& limits, EventVisitor visit) const override;
 
@@ -148,15 +155,33 @@ class EventFeed final : public EventSource {
   // read continues after (`after`, or the sequence before the first for 0).
   absl::Status CheckPositionLocked(uint64_t after, uint64_t* from) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves `blocks` to the end of blocks_; returns how many events they hold.
-  size_t PushBlocksLocked(std::vector<EventBlock> blocks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct StoredBlock {
-    // The sequence of events[0].
-    uint64_t first_sequence;
+    // The sequence of events[0]; set by PushLocked, before any reader can
+    // see the block.
+    uint64_t first_sequence = 0;
     EventBlock events;
   };
+  using BlockPtr = std::shared_ptr<const StoredBlock>;
+  // Blocks made ready to append outside the lock: non-empty, shrunk,
+  // allocated, their footprint summed.
+  struct Prepared {
+    std::vector<std::shared_ptr<StoredBlock>> blocks;
+    size_t events = 0;
+    size_t bytes = 0;
+  };
+  Prepared Prepare(std::vector<EventBlock> blocks) const;
+
+  // Drops the oldest visible events while retention is exceeded; blocks
+  // dropped whole go to `dropped`, for the caller to release outside the
+  // lock.
+  void TrimLocked(std::vector<BlockPtr>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves `prepared` to the end of blocks_, numbering its events from the
+  // next sequence.
+  void PushLocked(Prepared prepared) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The retained block holding `sequence`.
+  // REQUIRES: front_sequence_ <= sequence < front_sequence_ + count_.
+  BlockPtr BlockHoldingLocked(uint64_t sequence) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const Options options_;
@@ -166,8 +191,8 @@ class EventFeed final : public EventSource {
   // The retained events: those of blocks_ from the front block's
   // front_index_ on. Each block is dropped once retention dropped all its
   // events, so what retention dropped and memory still holds is less than
-  // one block (EventBlock's bounds).
-  std::deque<StoredBlock> blocks_ ABSL_GUARDED_BY(mu_);
+  // one block (EventBlock's bounds), plus the blocks readers still hold.
+  std::deque<BlockPtr> blocks_ ABSL_GUARDED_BY(mu_);
   size_t front_index_ ABSL_GUARDED_BY(mu_) = 0;
   // How many events are retained.
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;

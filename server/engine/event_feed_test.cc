@@ -1,11 +1,16 @@
 #include "server/engine/event_feed.h"
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/base/mutex.h"
+#include "testing/test_util.h"
 
 namespace lapse {
 namespace {
@@ -418,6 +423,127 @@ TEST(EventFeedTest, DropInvisibleOfEverythingEmptiesTheFeed) {
   EXPECT_EQ(log.Append({Event("c", "first")}), 1u);
   log.MakeVisibleThrough(1);
   EXPECT_THAT(KeysOf(*log.Read(0, EventFilter{}, ReadLimits{})), ElementsAre("first"));
+}
+
+// The expirer appends while watch streams read: an append must not wait for
+// a reader that is handing out events (perftail3: a reader kept off the CPU
+// held the expirer back).
+TEST(EventFeedTest, AppendDoesNotWaitForAReaderVisitingEvents) {
+  EventFeed log({.first_sequence = 1});
+  log.Append({Event("c", "a"), Event("c", "b")});
+  struct {
+    Mutex mu;
+    CondVar cv;
+    bool appended ABSL_GUARDED_BY(mu) = false;
+  } state;
+  bool appended_while_visiting = false;
+  std::thread appender;
+  absl::StatusOr<uint64_t> examined =
+      log.ReadEach(0, EventFilter{}, ReadLimits{}, [&](uint64_t sequence, const ExpiryEventView&) {
+        if (sequence != 1) return;
+        appender = std::thread([&] {
+          log.Append({Event("c", "c")});
+          MutexLock lock(&state.mu);
+          state.appended = true;
+          state.cv.SignalAll();
+        });
+        MutexLock lock(&state.mu);
+        appended_while_visiting = testing::WaitWithPatience(
+            state.mu, state.cv,
+            [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) { return state.appended; });
+      });
+  appender.join();
+  EXPECT_TRUE(appended_while_visiting);
+  ASSERT_TRUE(examined.ok());
+  // The read saw what was visible when it started.
+  EXPECT_EQ(*examined, 2u);
+  EXPECT_EQ(log.last_sequence(), 3u);
+}
+
+TEST(EventFeedTest, AReadThatRetentionOvertookStopsAndTheNextReadIsOutOfRange) {
+  const size_t block = EventBlock::kMaxEvents;
+  EventFeed log({.first_sequence = 1, .max_events = 2 * block});
+  auto events = [](size_t n, absl::string_view key) {
+    std::vector<ExpiryEvent> out(n, Event("c", key));
+    return out;
+  };
+  log.Append(events(2 * block, "old"));
+  size_t visited = 0;
+  absl::StatusOr<uint64_t> examined =
+      log.ReadEach(0, EventFilter{}, ReadLimits{.max_events = 3 * block, .max_examined = 3 * block},
+                   [&](uint64_t, const ExpiryEventView& e) {
+                     EXPECT_EQ(e.key, "old");
+                     // Drops both blocks of old events while the read is in the first.
+                     if (visited++ == 0) log.Append(events(2 * block, "new"));
+                   });
+  ASSERT_TRUE(examined.ok());
+  EXPECT_EQ(*examined, block);
+  EXPECT_EQ(visited, block);
+  absl::StatusOr<EventBatch> next = log.Read(*examined, EventFilter{}, ReadLimits{});
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kOutOfRange);
+}
+
+// Readers race one writer that appends, trims and drops invisible events
+// (some sharing a block with visible ones). Whatever the interleaving, every
+// read hands out consecutive sequences, each with the key the writer gave
+// it, or is OUT_OF_RANGE; no read sees a dropped event; every reader ends at
+// the writer's last sequence.
+TEST(EventFeedTest, ReadersRacingAppendsTrimsAndDropsSeeEveryEventTheyReadIntact) {
+  EventFeed log({.first_sequence = 1, .max_events = 3000, .visible_on_append = false});
+  constexpr int kRounds = 300;
+  std::atomic<uint64_t> final_sequence{0};
+  std::thread writer([&] {
+    uint64_t next = 1;
+    for (int round = 0; round < kRounds; ++round) {
+      const size_t good = 1 + (round * 7919) % 1500;
+      const size_t doomed = round % 3 == 0 ? 1 + round % 50 : 0;
+      std::vector<ExpiryEvent> events;
+      for (size_t i = 0; i < good; ++i) events.push_back(Event("c", absl::StrCat(next + i)));
+      for (size_t i = 0; i < doomed; ++i) events.push_back(Event("c", "doomed"));
+      const uint64_t last = log.Append(std::move(events)) - doomed;
+      log.MakeVisibleThrough(last);
+      log.DropInvisible();
+      next = last + 1;
+    }
+    final_sequence.store(next - 1);
+  });
+  constexpr int kReaders = 3;
+  std::vector<size_t> wrong(kReaders, 0);
+  std::vector<size_t> read(kReaders, 0);
+  std::vector<uint64_t> ended(kReaders, 0);
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      uint64_t cursor = 0;
+      while (final_sequence.load() == 0 || cursor < final_sequence.load()) {
+        uint64_t expected = cursor + 1;
+        absl::StatusOr<uint64_t> examined =
+            log.ReadEach(cursor, EventFilter{}, ReadLimits{.max_events = 500, .max_examined = 700},
+                         [&](uint64_t sequence, const ExpiryEventView& e) {
+                           if (sequence != expected++ || e.key != absl::StrCat(sequence))
+                             ++wrong[r];
+                           ++read[r];
+                         });
+        if (examined.ok()) {
+          if (*examined != expected - 1) ++wrong[r];
+          cursor = *examined;
+        } else if (examined.status().code() == absl::StatusCode::kOutOfRange) {
+          cursor = log.oldest_retained_sequence() - 1;
+        } else {
+          ++wrong[r];
+          return;
+        }
+      }
+      ended[r] = cursor;
+    });
+  }
+  writer.join();
+  for (std::thread& t : readers) t.join();
+  for (int r = 0; r < kReaders; ++r) {
+    EXPECT_EQ(wrong[r], 0u) << "reader " << r;
+    EXPECT_GT(read[r], 0u) << "reader " << r;
+    EXPECT_EQ(ended[r], final_sequence.load()) << "reader " << r;
+  }
 }
 
 }  // namespace

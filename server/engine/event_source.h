@@ -113,7 +113,7 @@ class EventSource {
   // returns the batch's examined_sequence. `visit` may run under the
   // source's lock: it must be quick and must not call into the source. This
   // default goes through Read; EventFeed hands out views of the events it
-  // retains.
+  // retains, without its lock.
   virtual absl::StatusOr<uint64_t> ReadEach(uint64_t after, const EventFilter& filter,
                                             const ReadLimits& limits, EventVisitor visit) const;
 };
