@@ -90,7 +90,7 @@ class Engine::Shard {
       bool more = false;
       std::vector<const StoredMember*> page =
           c->PageByKey(resume ? &after : nullptr, max - n, &more);
-      for (const StoredMember* m : page) fn(c->name(), m->key(), m->value(), m->deadline_ms());
+      for (const StoredMember* m : page) fn(c->name(), m->key(), m->value(), c->DeadlineOf(*m));
       n += page.size();
       cursor->started = true;
       cursor->collection = std::string(c->name());
@@ -272,7 +272,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
         c_->Put(key, value, deadline_ms,
                 [&](const StoredMember& existing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
                   if (journaling_) {
-                    undo_.Put(c_->name(), key, existing.value(), existing.deadline_ms());
+                    undo_.Put(c_->name(), key, existing.value(), c_->DeadlineOf(existing));
                   }
                 });
     if (created) {
@@ -283,20 +283,22 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     changed_ = true;
   }
 
-  // Moves `m`'s deadline (kNoDeadlineMs: it never expires).
-  void SetDeadline(const StoredMember* m, int64_t deadline_ms)
+  // Moves `m`'s deadline (kNoDeadlineMs: it never expires). Returns where
+  // the member is now (Collection::SetDeadline).
+  const StoredMember* SetDeadline(const StoredMember* m, int64_t deadline_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-    if (journaling_) undo_.SetDeadline(c_->name(), m->key(), m->deadline_ms());
-    c_->SetDeadline(m, deadline_ms);
+    if (journaling_) undo_.SetDeadline(c_->name(), m->key(), c_->DeadlineOf(*m));
+    m = c_->SetDeadline(m, deadline_ms);
     if (journaling_) journal_.SetDeadline(c_->name(), m->key(), deadline_ms);
     changed_ = true;
+    return m;
   }
 
   // Removes `m` by request: no event.
   void RemoveMember(const StoredMember* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Remove(c_->name(), m->key());
-      undo_.Put(c_->name(), m->key(), m->value(), m->deadline_ms());
+      undo_.Put(c_->name(), m->key(), m->value(), c_->DeadlineOf(*m));
     }
     Erase(c_, m);
     changed_ = true;
@@ -319,7 +321,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       journal_.DeleteCollection(c_->name());
       bool more = false;
       for (const StoredMember* m : c_->PageByKey(nullptr, removed, &more)) {
-        undo_.Put(c_->name(), m->key(), m->value(), m->deadline_ms());
+        undo_.Put(c_->name(), m->key(), m->value(), c_->DeadlineOf(*m));
       }
     }
     member_delta_ -= static_cast<int64_t>(removed);
@@ -416,7 +418,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
         limit == std::numeric_limits<size_t>::max() ? c->expiring_count() : limit;
     c->EraseDue(now_ms_, limit,
                 [&](const StoredMember& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-                  RecordExpiry(c, &m, m.deadline_ms(), expected - n);
+                  RecordExpiry(c, &m, c->DeadlineOf(m), expected - n);
                   ++n;
                 });
     member_delta_ -= static_cast<int64_t>(n);
@@ -437,7 +439,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
                     size_t expected_events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Expiry(c->name(), m->key(), m->value(), deadline_ms, absl::ToUnixNanos(now_));
-      undo_.Put(c->name(), m->key(), m->value(), m->deadline_ms());
+      undo_.Put(c->name(), m->key(), m->value(), c->DeadlineOf(*m));
     }
     if (live_) {
       AddEvent(events_,
@@ -625,12 +627,12 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   size_t creates = 0;
   for (size_t i = 0; i < writes.size(); ++i) {
     const StoredMember* m = op.Find(writes[i].key);
-    if (writes[i].keep_expiration) deadlines[i] = m == nullptr ? kNoDeadlineMs : m->deadline_ms();
+    const int64_t current = m == nullptr ? kNoDeadlineMs : op.collection()->DeadlineOf(*m);
+    if (writes[i].keep_expiration) deadlines[i] = current;
     const PutCondition cond = writes[i].condition;
     if ((cond == PutCondition::kIfAbsent && m != nullptr) ||
         (cond == PutCondition::kIfPresent && m == nullptr)) {
-      results[i] = {PutOutcome::kSkipped,
-                    m == nullptr ? NoDeadline() : TimeOfDeadline(m->deadline_ms())};
+      results[i] = {PutOutcome::kSkipped, TimeOfDeadline(current)};
     } else {
       results[i].outcome = m == nullptr ? PutOutcome::kCreated : PutOutcome::kReplaced;
       if (m == nullptr) ++creates;
@@ -689,12 +691,13 @@ absl::StatusOr<std::vector<GetResult>> Engine::Get(absl::string_view collection,
         keys.size(), found_count, bytes, options_.limits.max_response_bytes));
   }
   std::vector<GetResult> results(keys.size());
-  // `found` stays valid: SetDeadline moves no member.
   for (size_t i = 0; i < keys.size(); ++i) {
     const StoredMember* m = found[i];
     if (m == nullptr) continue;
-    if (refreshing) op.SetDeadline(m, *refresh_ms);
-    results[i] = {true, std::string(m->value()), TimeOfDeadline(m->deadline_ms())};
+    // A refresh may move the members (Collection::SetDeadline): each is found
+    // again before its own.
+    if (refreshing) m = op.SetDeadline(op.Find(keys[i]), *refresh_ms);
+    results[i] = {true, std::string(m->value()), TimeOfDeadline(op.collection()->DeadlineOf(*m))};
   }
   return results;
 }
@@ -738,7 +741,7 @@ absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(absl::string_view colle
     const StoredMember* m = op.Find(keys[i]);
     if (m == nullptr) continue;
     // A persistent member counts as expiring infinitely late.
-    const int64_t current = m->deadline_ms();
+    const int64_t current = op.collection()->DeadlineOf(*m);
     bool met = true;
     switch (condition) {
       case ExpireCondition::kAlways:
@@ -832,7 +835,7 @@ absl::StatusOr<MemberPage> Engine::ListMembers(absl::string_view collection,
     const StoredMember* m = members[i];
     page.members.push_back({std::string(m->key()),
                             options.keys_only ? std::string() : std::string(m->value()),
-                            TimeOfDeadline(m->deadline_ms())});
+                            TimeOfDeadline(c->DeadlineOf(*m))});
   }
   if (more && !members.empty()) {
     page.next = MemberCursor{page.members.back().expire_time, page.members.back().key};
