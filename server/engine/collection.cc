@@ -15,34 +15,37 @@ void StoredMember::Deleter::operator()(StoredMember* m) const {
   ::operator delete(m);
 }
 
-uint64_t StoredMember::EncodeDeadline(int64_t deadline_ms) {
-  if (deadline_ms == kNoDeadlineMs) return kDeadlineMask;
+uint64_t StoredMember::EncodeLarge(int64_t deadline_ms) {
+  if (deadline_ms == kNoDeadlineMs) return kNoLargeDeadline;
   assert(deadline_ms >= kEarliestDeadlineMs && deadline_ms <= kLatestDeadlineMs &&
          "a deadline outside the range a member stores");
   return static_cast<uint64_t>(deadline_ms - kEarliestDeadlineMs);
 }
 
-char* StoredMember::WriteHeader(char* at, size_t key_size, size_t value_size, int64_t deadline_ms) {
-  const uint32_t key_code = key_size < kSizeEscape ? key_size : kSizeEscape;
-  const uint32_t value_code = value_size < kSizeEscape ? value_size : kSizeEscape;
+char* StoredMember::WriteHeader(char* at, bool small, size_t key_size, size_t value_size,
+                                uint64_t deadline) {
+  const uint32_t key_code = key_size < kKeyEscape ? key_size : kKeyEscape;
+  const uint32_t value_code = value_size < kValueEscape ? value_size : kValueEscape;
   StoredMember* m = new (at) StoredMember;
-  Store<uint64_t>(m->header_, EncodeDeadline(deadline_ms) | (uint64_t{key_code} << kKeySizeShift) |
-                                  (uint64_t{value_code} << kValueSizeShift));
-  char* out = m->data();
-  if (key_code == kSizeEscape) {
+  Store<uint8_t>(m->bytes(), static_cast<uint8_t>(key_code | (small ? kSmallBit : 0)));
+  Store<uint8_t>(m->bytes() + 1, static_cast<uint8_t>(value_code));
+  Store<uint32_t>(m->bytes() + 2, static_cast<uint32_t>(deadline));
+  if (!small) Store<uint16_t>(m->bytes() + 6, static_cast<uint16_t>(deadline >> 32));
+  char* out = m->bytes() + m->sizes_at();
+  if (key_code == kKeyEscape) {
     Store<uint32_t>(out, static_cast<uint32_t>(key_size));
     out += 4;
   }
-  if (value_code == kSizeEscape) {
+  if (value_code == kValueEscape) {
     Store<uint32_t>(out, static_cast<uint32_t>(value_size));
     out += 4;
   }
   return out;
 }
 
-StoredMember* StoredMember::Write(char* at, absl::string_view key, absl::string_view value,
-                                  int64_t deadline_ms) {
-  char* out = WriteHeader(at, key.size(), value.size(), deadline_ms);
+StoredMember* StoredMember::Write(char* at, bool small, absl::string_view key,
+                                  absl::string_view value, uint64_t deadline) {
+  char* out = WriteHeader(at, small, key.size(), value.size(), deadline);
   if (!key.empty()) std::memcpy(out, key.data(), key.size());
   if (!value.empty()) std::memcpy(out + key.size(), value.data(), value.size());
   return reinterpret_cast<StoredMember*>(at);
@@ -50,8 +53,8 @@ StoredMember* StoredMember::Write(char* at, absl::string_view key, absl::string_
 
 StoredMember::Ptr StoredMember::Create(absl::string_view key, absl::string_view value,
                                        int64_t deadline_ms) {
-  void* raw = ::operator new(SizeOf(key.size(), value.size()));
-  return Ptr(Write(static_cast<char*>(raw), key, value, deadline_ms));
+  void* raw = ::operator new(SizeOf(false, key.size(), value.size()));
+  return Ptr(Write(static_cast<char*>(raw), false, key, value, EncodeLarge(deadline_ms)));
 }
 
 void Collection::Deleter::operator()(Collection* c) const {
@@ -119,28 +122,64 @@ void Collection::SmallResize(size_t offset, size_t old_size, size_t new_size) {
   small_bytes_ = static_cast<uint16_t>(bytes);
 }
 
-void Collection::SmallDeadlineMoved(int64_t old_ms, int64_t new_ms) {
-  if (new_ms < small_earliest_ms_) {
-    small_earliest_ms_ = new_ms;
-  } else if (old_ms == small_earliest_ms_ && old_ms != new_ms) {
-    FindSmallEarliest();
+std::pair<int64_t, int64_t> Collection::SmallSpanExcept(const StoredMember* except) const {
+  int64_t earliest = kNoDeadlineMs;
+  int64_t latest = INT64_MIN;
+  ForEachSmall([&](const StoredMember* m) {
+    if (m != except && m->has_deadline()) {
+      const int64_t d = DeadlineOf(*m);
+      earliest = std::min(earliest, d);
+      latest = std::max(latest, d);
+    }
+    return false;
+  });
+  return {earliest, latest};
+}
+
+void Collection::SmallRebase(int64_t base_ms, const StoredMember* except) {
+  const int64_t old_base_ms = small_earliest_ms_;
+  small_earliest_ms_ = base_ms;
+  if (base_ms == old_base_ms || base_ms == kNoDeadlineMs || old_base_ms == kNoDeadlineMs) return;
+  for (size_t offset = 0; offset < small_bytes_;) {
+    StoredMember* m = SmallAt(offset);
+    if (m != except && m->has_deadline()) {
+      m->set_small_offset(SmallOffset(m->deadline_ms(old_base_ms)));
+    }
+    offset += m->size();
   }
 }
 
-void Collection::FindSmallEarliest() {
-  int64_t earliest = kNoDeadlineMs;
-  ForEachSmall([&](const StoredMember* m) {
-    earliest = std::min(earliest, m->deadline_ms());
-    return false;
-  });
-  small_earliest_ms_ = earliest;
+uint32_t Collection::SmallOffset(int64_t deadline_ms) const {
+  if (deadline_ms == kNoDeadlineMs) return StoredMember::kNoOffset;
+  assert(deadline_ms >= small_earliest_ms_ &&
+         deadline_ms - small_earliest_ms_ <= StoredMember::kMaxOffset &&
+         "a deadline the small form cannot hold");
+  return static_cast<uint32_t>(deadline_ms - small_earliest_ms_);
+}
+
+bool Collection::SmallPlaceDeadline(const StoredMember* member, int64_t old_ms, int64_t new_ms) {
+  const int64_t base_ms = small_earliest_ms_;
+  int64_t new_base_ms = base_ms;
+  if (new_ms < base_ms) {
+    new_base_ms = new_ms;
+  } else if (old_ms == base_ms && new_ms != old_ms) {
+    new_base_ms = std::min(new_ms, SmallSpanExcept(member).first);
+  }
+  if (new_ms != kNoDeadlineMs && new_ms - new_base_ms > StoredMember::kMaxOffset) return false;
+  if (new_base_ms < base_ms && base_ms != kNoDeadlineMs) {
+    // The others' offsets grow: the latest of them must still fit.
+    const int64_t latest = SmallSpanExcept(member).second;
+    if (latest != INT64_MIN && latest - new_base_ms > StoredMember::kMaxOffset) return false;
+  }
+  SmallRebase(new_base_ms, member);
+  return true;
 }
 
 void Collection::MakeIndexed() {
   auto built = std::make_unique<Indexed>();
   ForEachSmall([&](const StoredMember* m) {
     auto it = built->by_key.insert(built->by_key.end(),
-                                   StoredMember::Create(m->key(), m->value(), m->deadline_ms()));
+                                   StoredMember::Create(m->key(), m->value(), DeadlineOf(*m)));
     if ((*it)->has_deadline()) built->by_deadline.insert(it->get());
     return false;
   });
@@ -182,7 +221,7 @@ const StoredMember* Collection::EarliestExpiring() const {
   const StoredMember* earliest = nullptr;
   if (small_earliest_ms_ == kNoDeadlineMs) return nullptr;
   ForEachSmall([&](const StoredMember* m) {
-    if (m->deadline_ms() == small_earliest_ms_) earliest = m;
+    if (m->small_offset() == 0) earliest = m;
     return earliest != nullptr;
   });
   return earliest;
@@ -221,7 +260,7 @@ bool Collection::Put(absl::string_view key, absl::string_view value, int64_t dea
       // Same size: overwrite in place and keep the member's allocation.
       StoredMember* m = it->get();
       if (!value.empty()) {
-        std::memcpy(m->data() + m->sizes_bytes() + m->key_size(), value.data(), value.size());
+        std::memcpy(m->bytes() + m->key_at() + m->key_size(), value.data(), value.size());
       }
       SetDeadline(member, deadline_ms);
       return false;
@@ -238,34 +277,26 @@ bool Collection::Put(absl::string_view key, absl::string_view value, int64_t dea
     SmallReplace(offset, value, deadline_ms);
     return false;
   }
-  const size_t size = StoredMember::SizeOf(key.size(), value.size());
-  if (small_count_ == kSmallMax || small_bytes_ + size > kSmallMaxBytes) {
+  const size_t size = StoredMember::SizeOf(true, key.size(), value.size());
+  if (small_count_ == kSmallMax || small_bytes_ + size > kSmallMaxBytes ||
+      !SmallPlaceDeadline(nullptr, kNoDeadlineMs, deadline_ms)) {
     MakeIndexed();
     IndexedInsert(indexed()->by_key.end(), key, value, deadline_ms);
     return true;
   }
   SmallResize(offset, 0, size);
-  StoredMember::Write(small() + offset, key, value, deadline_ms);
+  StoredMember::Write(small() + offset, true, key, value, SmallOffset(deadline_ms));
   ++small_count_;
-  SmallDeadlineMoved(kNoDeadlineMs, deadline_ms);
   return true;
 }
 
 void Collection::SmallReplace(size_t offset, absl::string_view value, int64_t deadline_ms) {
   StoredMember* m = SmallAt(offset);
-  const int64_t old_deadline_ms = m->deadline_ms();
   const size_t key_size = m->key_size();
-  if (m->value_size() == value.size()) {
-    if (!value.empty()) {
-      std::memcpy(m->data() + m->sizes_bytes() + key_size, value.data(), value.size());
-    }
-    m->set_deadline_ms(deadline_ms);
-    SmallDeadlineMoved(old_deadline_ms, deadline_ms);
-    return;
-  }
   const size_t old_size = m->size();
-  const size_t new_size = StoredMember::SizeOf(key_size, value.size());
-  if (small_bytes_ - old_size + new_size > kSmallMaxBytes) {
+  const size_t new_size = StoredMember::SizeOf(true, key_size, value.size());
+  if (small_bytes_ - old_size + new_size > kSmallMaxBytes ||
+      !SmallPlaceDeadline(m, DeadlineOf(*m), deadline_ms)) {
     const std::string key(m->key());
     MakeIndexed();
     auto& by_key = indexed()->by_key;
@@ -275,41 +306,53 @@ void Collection::SmallReplace(size_t offset, absl::string_view value, int64_t de
     IndexedInsert(it, key, value, deadline_ms);
     return;
   }
+  if (new_size == old_size) {
+    if (!value.empty())
+      std::memcpy(m->bytes() + m->key_at() + key_size, value.data(), value.size());
+    m->set_small_offset(SmallOffset(deadline_ms));
+    return;
+  }
   // In place: the key, and so the position, is the same. The key moves within
   // the member when the value's size gains or loses its escape; the old value
   // is overwritten.
-  const size_t old_key_at = sizeof(StoredMember) + m->sizes_bytes();
+  const size_t old_key_at = m->key_at();
   const size_t new_key_at = new_size - key_size - value.size();
   if (new_size > old_size) SmallResize(offset, old_size, new_size);
   char* at = small() + offset;
   std::memmove(at + new_key_at, at + old_key_at, key_size);
-  StoredMember::WriteHeader(at, key_size, value.size(), deadline_ms);
+  StoredMember::WriteHeader(at, true, key_size, value.size(), SmallOffset(deadline_ms));
   if (!value.empty()) std::memcpy(at + new_key_at + key_size, value.data(), value.size());
   if (new_size < old_size) SmallResize(offset, old_size, new_size);
-  SmallDeadlineMoved(old_deadline_ms, deadline_ms);
 }
 
-void Collection::SetDeadline(const StoredMember* member, int64_t deadline_ms) {
+const StoredMember* Collection::SetDeadline(const StoredMember* member, int64_t deadline_ms) {
   assert(Find(member->key()) == member && "not a member of this collection");
-  const int64_t old_deadline_ms = member->deadline_ms();
-  if (old_deadline_ms == deadline_ms) return;
+  const int64_t old_deadline_ms = DeadlineOf(*member);
+  if (old_deadline_ms == deadline_ms) return member;
   if (!indexed_) {
-    const_cast<StoredMember*>(member)->set_deadline_ms(deadline_ms);
-    SmallDeadlineMoved(old_deadline_ms, deadline_ms);
-    return;
+    if (SmallPlaceDeadline(member, old_deadline_ms, deadline_ms)) {
+      const_cast<StoredMember*>(member)->set_small_offset(SmallOffset(deadline_ms));
+      return member;
+    }
+    const std::string key(member->key());
+    MakeIndexed();
+    member = indexed()->by_key.find(key)->get();
   }
   Unindex(member);
-  const_cast<StoredMember*>(member)->set_deadline_ms(deadline_ms);
+  const_cast<StoredMember*>(member)->set_large_deadline_ms(deadline_ms);
   Index(member);
+  return member;
 }
 
 void Collection::Erase(const StoredMember* member) {
   assert(Find(member->key()) == member && "not a member of this collection");
   if (!indexed_) {
-    const int64_t deadline_ms = member->deadline_ms();
+    // Erasing a deadline only moves the base later: the others still fit.
+    [[maybe_unused]] const bool placed =
+        SmallPlaceDeadline(member, DeadlineOf(*member), kNoDeadlineMs);
+    assert(placed);
     SmallResize(reinterpret_cast<const char*>(member) - small(), member->size(), 0);
     --small_count_;
-    SmallDeadlineMoved(deadline_ms, kNoDeadlineMs);
     return;
   }
   // Erase by iterator: the key view points into the member being destroyed.
@@ -328,16 +371,17 @@ size_t Collection::SmallEraseDue(int64_t now_ms, size_t limit,
   std::array<const StoredMember*, kSmallMax> due;
   size_t due_count = 0;
   ForEachSmall([&](const StoredMember* m) {
-    if (m->deadline_ms() <= now_ms) due[due_count++] = m;
+    if (DeadlineOf(*m) <= now_ms) due[due_count++] = m;
     return false;
   });
   const size_t n = std::min(due_count, limit);
   if (n == 0) return 0;
   // Only the first n in (deadline, key) order go when the limit cuts.
+  const DeadlineLess less{small_earliest_ms_};
   if (n < due_count) {
-    std::partial_sort(due.begin(), due.begin() + n, due.begin() + due_count, DeadlineLess());
+    std::partial_sort(due.begin(), due.begin() + n, due.begin() + due_count, less);
   } else {
-    std::sort(due.begin(), due.begin() + n, DeadlineLess());
+    std::sort(due.begin(), due.begin() + n, less);
   }
   for (size_t i = 0; i < n; ++i) expire(*due[i]);
   if (n == small_count_) {
@@ -361,7 +405,8 @@ size_t Collection::SmallEraseDue(int64_t now_ms, size_t limit,
     SmallResize(kept, small_bytes_ - kept, 0);
   }
   small_count_ -= static_cast<uint8_t>(n);
-  FindSmallEarliest();
+  // The base moves later: the kept members' offsets shrink.
+  SmallRebase(SmallSpanExcept(nullptr).first, nullptr);
   return n;
 }
 
@@ -371,7 +416,7 @@ size_t Collection::IndexedEraseDue(int64_t now_ms, size_t limit,
   auto& by_key = indexed()->by_key;
   // Every member due: events in order, then both indexes freed whole.
   if (!by_key.empty() && by_deadline.size() == by_key.size() && by_key.size() <= limit &&
-      (*by_deadline.rbegin())->deadline_ms() <= now_ms) {
+      DeadlineOf(**by_deadline.rbegin()) <= now_ms) {
     for (const StoredMember* m : by_deadline) expire(*m);
     const size_t n = by_key.size();
     by_deadline.clear();
@@ -384,7 +429,7 @@ size_t Collection::IndexedEraseDue(int64_t now_ms, size_t limit,
   auto next_by_key = by_key.end();
   while (n < limit && !by_deadline.empty()) {
     const StoredMember* m = *by_deadline.begin();
-    if (m->deadline_ms() > now_ms) break;
+    if (DeadlineOf(*m) > now_ms) break;
     expire(*m);
     by_deadline.erase(by_deadline.begin());
     auto it = next_by_key != by_key.end() && next_by_key->get() == m ? next_by_key
@@ -438,10 +483,10 @@ std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePositi
         if (m->has_deadline()) expiring.push_back(m);
         return false;
       });
-      std::sort(expiring.begin(), expiring.end(), DeadlineLess());
-      collect(after == nullptr
-                  ? expiring.begin()
-                  : std::upper_bound(expiring.begin(), expiring.end(), *after, DeadlineLess()),
+      const DeadlineLess less{small_earliest_ms_};
+      std::sort(expiring.begin(), expiring.end(), less);
+      collect(after == nullptr ? expiring.begin()
+                               : std::upper_bound(expiring.begin(), expiring.end(), *after, less),
               expiring.end());
     }
     if (*more) return page;

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -40,7 +42,8 @@ TEST(StoredMemberTest, KeepsKeysValuesAndDeadlinesOfEverySize) {
   const std::vector<Case> cases = {
       {"", "", kNoDeadlineMs},
       {"k", "", kEarliestDeadlineMs},
-      {std::string(254, 'a'), std::string(254, 'b'), kLatestDeadlineMs},
+      {std::string(126, 'a'), std::string(254, 'b'), kLatestDeadlineMs},
+      {std::string(127, 'a'), std::string(126, 'b'), 1},
       {std::string(255, 'a'), "v", 0},
       {"k", std::string(255, 'b'), -1},
       {long_key, long_value, 1'700'000'000'000},
@@ -49,7 +52,7 @@ TEST(StoredMemberTest, KeepsKeysValuesAndDeadlinesOfEverySize) {
     StoredMember::Ptr m = StoredMember::Create(c.key, c.value, c.deadline_ms);
     EXPECT_EQ(m->key(), c.key);
     EXPECT_EQ(m->value(), c.value);
-    EXPECT_EQ(m->deadline_ms(), c.deadline_ms);
+    EXPECT_EQ(m->deadline_ms(/*small_base_ms=*/0), c.deadline_ms);
     EXPECT_EQ(m->has_deadline(), c.deadline_ms != kNoDeadlineMs);
   }
 }
@@ -58,14 +61,16 @@ TEST(StoredMemberTest, KeepsKeysValuesAndDeadlinesOfEverySize) {
 // that grew past kSmallMax and was emptied keeps its indexes.
 class CollectionTest : public ::testing::TestWithParam<bool> {
  protected:
-  void SetUp() override {
-    if (!GetParam()) return;
-    for (size_t i = 0; i <= Collection::kSmallMax; ++i) Put(c, Filler(i), "", kNoDeadlineMs);
-    for (size_t i = 0; i <= Collection::kSmallMax; ++i) c.Erase(c.Find(Filler(i)));
+  static Collection::Ptr MakeCollection(bool indexed) {
+    Collection::Ptr made = Collection::Create("c");
+    if (!indexed) return made;
+    for (size_t i = 0; i <= Collection::kSmallMax; ++i) Put(*made, Filler(i), "", kNoDeadlineMs);
+    for (size_t i = 0; i <= Collection::kSmallMax; ++i) made->Erase(made->Find(Filler(i)));
+    return made;
   }
   static std::string Filler(size_t i) { return "~" + std::to_string(i); }
 
-  Collection::Ptr collection = Collection::Create("c");
+  Collection::Ptr collection = MakeCollection(GetParam());
   Collection& c = *collection;
 };
 
@@ -79,14 +84,14 @@ TEST_P(CollectionTest, PutReplacesAMemberShowingItFirstAndKeepsItsKey) {
   std::vector<std::string> replaced;
   const auto put = [&](absl::string_view value, int64_t deadline_ms) {
     return c.Put(key, value, deadline_ms, [&](const StoredMember& m) {
-      replaced.push_back(absl::StrFormat("%s@%d", m.value(), m.deadline_ms()));
+      replaced.push_back(absl::StrFormat("%s@%d", m.value(), c.DeadlineOf(m)));
     });
   };
   EXPECT_TRUE(put("small", 10));
   EXPECT_FALSE(put("SMALL", 5));  // Same size: in place.
   const StoredMember* m = c.Find(key);
   EXPECT_EQ(m->value(), "SMALL");
-  EXPECT_EQ(m->deadline_ms(), 5);
+  EXPECT_EQ(c.DeadlineOf(*m), 5);
   EXPECT_FALSE(put(std::string(1000, 'v'), kNoDeadlineMs));
   m = c.Find(key);
   EXPECT_EQ(m->key(), key);
@@ -159,14 +164,15 @@ TEST_P(CollectionTest, KeepsBothOrdersAsItGrowsPastTheSmallForm) {
 
 // What EraseDue's callback saw: "key=value@deadline" per member, in order.
 struct Expired {
+  const Collection* c;
   std::vector<std::string> seen;
   void operator()(const StoredMember& m) {
-    seen.push_back(absl::StrFormat("%s=%s@%d", m.key(), m.value(), m.deadline_ms()));
+    seen.push_back(absl::StrFormat("%s=%s@%d", m.key(), m.value(), c->DeadlineOf(m)));
   }
 };
 
 std::vector<std::string> EraseDue(Collection& c, int64_t now_ms, size_t limit) {
-  Expired expired;
+  Expired expired{&c, {}};
   const size_t erased = c.EraseDue(now_ms, limit, std::ref(expired));
   EXPECT_EQ(erased, expired.seen.size());
   return expired.seen;
@@ -180,7 +186,7 @@ std::vector<std::string> Members(const Collection& c) {
   std::vector<std::string> out;
   bool more = true;
   for (const StoredMember* m : c.PageByKey(nullptr, 1000, &more)) {
-    out.push_back(absl::StrFormat("%s=%s@%d", m->key(), m->value(), m->deadline_ms()));
+    out.push_back(absl::StrFormat("%s=%s@%d", m->key(), m->value(), c.DeadlineOf(*m)));
     const StoredMember* found = c.Find(m->key());
     EXPECT_EQ(found, m) << m->key();
   }
@@ -194,10 +200,9 @@ std::string Member(absl::string_view key, absl::string_view value, int64_t deadl
 }
 
 TEST_P(CollectionTest, ReplacesBetweenEverySizeKeepTheMemberAndItsNeighbours) {
-  // Sizes either side of the one-byte size's escape (255), for keys and
-  // values.
-  const std::vector<size_t> sizes = {0, 1, 254, 255, 700};
-  for (size_t key_size : {1, 254, 255, 700}) {
+  // Sizes either side of the size escapes (127 for keys, 255 for values).
+  const std::vector<size_t> sizes = {0, 1, 126, 127, 254, 255, 700};
+  for (size_t key_size : {1, 126, 127, 128, 254, 255, 700}) {
     for (size_t from : sizes) {
       for (size_t to : sizes) {
         const std::string key = "m" + std::string(key_size - 1, 'k');
@@ -304,7 +309,7 @@ TEST_P(CollectionTest, GrowsPastTheSmallFormAndShrinksBack) {
     }
     std::vector<std::string> want;
     for (const std::string& key : keys)
-      want.push_back(Member(key, key, c.Find(key)->deadline_ms()));
+      want.push_back(Member(key, key, c.DeadlineOf(*c.Find(key))));
     EXPECT_EQ(Members(c), want);
     for (size_t step = 0; !keys.empty(); ++step) {
       size_t at = step % 3 == 0 ? keys.size() / 2 : step % 3 == 1 ? keys.size() - 1 : 0;
@@ -317,7 +322,9 @@ TEST_P(CollectionTest, GrowsPastTheSmallFormAndShrinksBack) {
       want.erase(want.begin() + at);
       ASSERT_EQ(Members(c), want) << step;
       int64_t earliest = kNoDeadlineMs;
-      for (const std::string& key : keys) earliest = std::min(earliest, c.Find(key)->deadline_ms());
+      for (const std::string& key : keys) {
+        earliest = std::min(earliest, c.DeadlineOf(*c.Find(key)));
+      }
       EXPECT_EQ(c.next_deadline_ms(), earliest);
     }
   }
@@ -330,14 +337,16 @@ TEST_P(CollectionTest, CountsMoreTinyMembersThanTheSmallFormHolds) {
   EXPECT_EQ(Members(c).size(), 300u);
 }
 
-TEST_P(CollectionTest, SetDeadlineMovesNoMember) {
+TEST_P(CollectionTest, SetDeadlineWithinFortyNineDaysMovesNoMember) {
   for (int i = 0; i < 10; ++i) Put(c, absl::StrFormat("k%d", i), "v", 100 + i);
   std::vector<const StoredMember*> found;
   for (int i = 0; i < 10; ++i) found.push_back(c.Find(absl::StrFormat("k%d", i)));
-  for (int i = 0; i < 10; ++i) c.SetDeadline(found[i], i % 2 == 0 ? kNoDeadlineMs : 50 - i);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(c.SetDeadline(found[i], i % 2 == 0 ? kNoDeadlineMs : 50 - i), found[i]);
+  }
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(c.Find(absl::StrFormat("k%d", i)), found[i]);
-    EXPECT_EQ(found[i]->deadline_ms(), i % 2 == 0 ? kNoDeadlineMs : 50 - i);
+    EXPECT_EQ(c.DeadlineOf(*found[i]), i % 2 == 0 ? kNoDeadlineMs : 50 - i);
   }
   EXPECT_EQ(c.next_deadline_ms(), 41);
   EXPECT_EQ(c.expiring_count(), 5u);
@@ -420,6 +429,186 @@ TEST(CollectionEraseDueTest, ErasingPartOfALargeCollectionKeepsItsKeyIndex) {
   bool more = true;
   EXPECT_EQ(KeysOf(c.PageByKey(nullptr, 1000, &more)), persistent);
   EXPECT_EQ(c.EarliestExpiring(), nullptr);
+}
+
+TEST_P(CollectionTest, DeadlinesFurtherApartThanTheSmallFormHoldsKeepEveryMember) {
+  // The small form holds deadlines up to 2^32 - 2 ms after its earliest.
+  const int64_t t = 1'700'000'000'000;
+  const int64_t span = (int64_t{1} << 32) - 2;
+  // Each case on a fresh collection of three members as far apart as the
+  // small form holds.
+  const auto fresh = [&] {
+    Collection::Ptr made = MakeCollection(GetParam());
+    Put(*made, "a", "1", t);
+    Put(*made, "b", "2", t + span);
+    Put(*made, "c", "3", kNoDeadlineMs);
+    EXPECT_THAT(Members(*made), ElementsAre(Member("a", "1", t), Member("b", "2", t + span),
+                                            Member("c", "3", kNoDeadlineMs)));
+    return made;
+  };
+  Collection::Ptr later = fresh();
+  Put(*later, "d", "4", t + span + 1);  // Too far after "a".
+  EXPECT_THAT(Members(*later),
+              ElementsAre(Member("a", "1", t), Member("b", "2", t + span),
+                          Member("c", "3", kNoDeadlineMs), Member("d", "4", t + span + 1)));
+  EXPECT_EQ(later->next_deadline_ms(), t);
+
+  Collection::Ptr earlier = fresh();
+  Put(*earlier, "e", "5", t - 1);  // Too far before "b".
+  EXPECT_THAT(Members(*earlier),
+              ElementsAre(Member("a", "1", t), Member("b", "2", t + span),
+                          Member("c", "3", kNoDeadlineMs), Member("e", "5", t - 1)));
+  EXPECT_EQ(earlier->next_deadline_ms(), t - 1);
+  EXPECT_THAT(
+      EraseDue(*earlier, t + span, kNoLimit),
+      ElementsAre(Member("e", "5", t - 1), Member("a", "1", t), Member("b", "2", t + span)));
+  EXPECT_THAT(Members(*earlier), ElementsAre(Member("c", "3", kNoDeadlineMs)));
+
+  Collection::Ptr moved = fresh();
+  const StoredMember* c_member = moved->SetDeadline(moved->Find("c"), kLatestDeadlineMs);
+  EXPECT_EQ(c_member, moved->Find("c"));
+  EXPECT_EQ(moved->DeadlineOf(*c_member), kLatestDeadlineMs);
+  EXPECT_THAT(Members(*moved), ElementsAre(Member("a", "1", t), Member("b", "2", t + span),
+                                           Member("c", "3", kLatestDeadlineMs)));
+
+  Collection::Ptr replaced = fresh();
+  Put(*replaced, "b", "two", t - 1);         // Within reach of "a", not of itself before.
+  Put(*replaced, "a", "one", t - span - 2);  // Too far before "b".
+  EXPECT_THAT(Members(*replaced),
+              ElementsAre(Member("a", "one", t - span - 2), Member("b", "two", t - 1),
+                          Member("c", "3", kNoDeadlineMs)));
+  EXPECT_EQ(replaced->next_deadline_ms(), t - span - 2);
+}
+
+TEST(CollectionSmallFormTest, TheEarliestDeadlineLeavingKeepsTheOthers) {
+  // Each member's deadline is kept relative to the earliest: erasing,
+  // expiring or moving the earliest keeps every other deadline.
+  Collection::Ptr collection = Collection::Create("c");
+  Collection& c = *collection;
+  Put(c, "a", "1", 100);
+  Put(c, "b", "2", 50);
+  Put(c, "c", "3", 70);
+  Put(c, "d", "4", kNoDeadlineMs);
+  c.Erase(c.Find("b"));
+  EXPECT_THAT(Members(c), ElementsAre(Member("a", "1", 100), Member("c", "3", 70),
+                                      Member("d", "4", kNoDeadlineMs)));
+  c.SetDeadline(c.Find("c"), 90);
+  EXPECT_THAT(Members(c), ElementsAre(Member("a", "1", 100), Member("c", "3", 90),
+                                      Member("d", "4", kNoDeadlineMs)));
+  EXPECT_THAT(EraseDue(c, 95, kNoLimit), ElementsAre(Member("c", "3", 90)));
+  EXPECT_THAT(Members(c), ElementsAre(Member("a", "1", 100), Member("d", "4", kNoDeadlineMs)));
+  Put(c, "a", "one", 10);
+  EXPECT_THAT(Members(c), ElementsAre(Member("a", "one", 10), Member("d", "4", kNoDeadlineMs)));
+  EXPECT_EQ(c.next_deadline_ms(), 10);
+  EXPECT_EQ(c.EarliestExpiring()->key(), "a");
+}
+
+// Random changes of every kind, each followed by a comparison with a plain
+// map: keys, values and deadlines of every size and spread, across the small
+// form's limits.
+// form's limits.
+TEST_P(CollectionTest, EveryChangeAgreesWithAPlainMap) {
+  struct Stored {
+    std::string value;
+    int64_t deadline_ms;
+  };
+  std::map<std::string, Stored> model;
+  std::mt19937 random(13);
+  const auto pick = [&](size_t n) { return static_cast<size_t>(random() % n); };
+  const int64_t t = 1'700'000'000'000;
+  const int64_t span = (int64_t{1} << 32) - 2;
+  const std::vector<int64_t> deadlines = {kNoDeadlineMs,
+                                          t,
+                                          t + 1,
+                                          t + 2,
+                                          t + 1000,
+                                          t + span,
+                                          t + span + 1,
+                                          t - span,
+                                          t - span - 1,
+                                          kEarliestDeadlineMs,
+                                          kLatestDeadlineMs};
+  const std::vector<size_t> key_sizes = {1, 2, 16, 126, 127, 300};
+  const std::vector<size_t> value_sizes = {0, 16, 254, 255, 1000};
+  const auto key_of = [&](size_t i) {
+    return std::string(key_sizes[i % key_sizes.size()] - 1, 'k') + static_cast<char>('a' + i);
+  };
+  const auto expected = [&] {
+    std::vector<std::string> out;
+    for (const auto& [key, stored] : model) {
+      out.push_back(Member(key, stored.value, stored.deadline_ms));
+    }
+    return out;
+  };
+  // Rounds of a fresh collection: a small one stays small until a change
+  // sends it to the large form.
+  for (int step = 0; step < 4000; ++step) {
+    if (step % 40 == 0) {
+      collection = MakeCollection(GetParam());
+      model.clear();
+    }
+    Collection& c = *collection;
+    // Mostly deadlines close together, so that collections stay small.
+    const int64_t deadline =
+        pick(4) == 0 ? deadlines[pick(deadlines.size())] : t + static_cast<int64_t>(pick(5));
+    const std::string key = key_of(pick(20));
+    auto it = model.find(key);
+    const int op = static_cast<int>(pick(10));
+    if (op < 5) {
+      const std::string value(value_sizes[pick(value_sizes.size())], 'v');
+      std::string replaced = "none";
+      const bool inserted = c.Put(key, value, deadline, [&](const StoredMember& m) {
+        replaced = Member(m.key(), m.value(), collection->DeadlineOf(m));
+      });
+      EXPECT_EQ(inserted, it == model.end());
+      if (it != model.end()) {
+        EXPECT_EQ(replaced, Member(key, it->second.value, it->second.deadline_ms));
+      }
+      model[key] = {value, deadline};
+    } else if (op < 7 && it != model.end()) {
+      const StoredMember* m = c.SetDeadline(c.Find(key), deadline);
+      EXPECT_EQ(m, c.Find(key));
+      it->second.deadline_ms = deadline;
+    } else if (op < 9 && it != model.end()) {
+      c.Erase(c.Find(key));
+      model.erase(it);
+    } else if (op == 9) {
+      const int64_t now_ms = deadlines[pick(deadlines.size())] - 1 + static_cast<int64_t>(pick(3));
+      const size_t limit = 1 + pick(8);
+      std::vector<std::pair<int64_t, std::string>> due;
+      for (const auto& [k, stored] : model) {
+        if (stored.deadline_ms <= now_ms) due.emplace_back(stored.deadline_ms, k);
+      }
+      std::sort(due.begin(), due.end());
+      if (due.size() > limit) due.resize(limit);
+      std::vector<std::string> want;
+      for (const auto& [d, k] : due) {
+        want.push_back(Member(k, model[k].value, d));
+        model.erase(k);
+      }
+      ASSERT_EQ(EraseDue(c, now_ms, limit), want) << step;
+    }
+    ASSERT_EQ(Members(c), expected()) << step;
+    int64_t earliest = kNoDeadlineMs;
+    size_t expiring = 0;
+    std::vector<std::pair<int64_t, std::string>> by_deadline;
+    for (const auto& [k, stored] : model) {
+      earliest = std::min(earliest, stored.deadline_ms);
+      expiring += stored.deadline_ms != kNoDeadlineMs ? 1 : 0;
+      by_deadline.emplace_back(stored.deadline_ms, k);
+    }
+    std::sort(by_deadline.begin(), by_deadline.end());
+    std::vector<std::string> want_order;
+    for (const auto& [d, k] : by_deadline) want_order.push_back(k);
+    ASSERT_EQ(c.next_deadline_ms(), earliest) << step;
+    ASSERT_EQ(c.expiring_count(), expiring) << step;
+    bool more = true;
+    ASSERT_EQ(KeysOf(c.PageByDeadline(nullptr, 100, &more)), want_order) << step;
+    const StoredMember* first = c.EarliestExpiring();
+    ASSERT_EQ(first == nullptr ? "" : std::string(first->key()),
+              earliest == kNoDeadlineMs ? "" : by_deadline.front().second)
+        << step;
+  }
 }
 
 }  // namespace

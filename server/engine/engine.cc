@@ -8,7 +8,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_set.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/numeric/int128.h"
@@ -76,21 +75,21 @@ class Engine::Shard {
     while (n < max) {
       // cursor->key is the last member visited in cursor->collection, or
       // empty once that collection is done.
-      auto it = names_.begin();
+      auto it = collections_.begin();
       bool resume = false;
       if (cursor->started && !cursor->key.empty()) {
-        it = names_.lower_bound(cursor->collection);
-        resume = it != names_.end() && (*it)->name() == cursor->collection;
+        it = collections_.lower_bound(cursor->collection);
+        resume = it != collections_.end() && (*it)->name() == cursor->collection;
       } else if (cursor->started) {
-        it = names_.upper_bound(cursor->collection);
+        it = collections_.upper_bound(cursor->collection);
       }
-      if (it == names_.end()) return n;
-      const Collection* c = *it;
+      if (it == collections_.end()) return n;
+      const Collection* c = it->get();
       const absl::string_view after = cursor->key;
       bool more = false;
       std::vector<const StoredMember*> page =
           c->PageByKey(resume ? &after : nullptr, max - n, &more);
-      for (const StoredMember* m : page) fn(c->name(), m->key(), m->value(), m->deadline_ms());
+      for (const StoredMember* m : page) fn(c->name(), m->key(), m->value(), c->DeadlineOf(*m));
       n += page.size();
       cursor->started = true;
       cursor->collection = std::string(c->name());
@@ -110,23 +109,8 @@ class Engine::Shard {
  private:
   friend class Engine::ShardOp;
 
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(absl::string_view name) const {
-      return absl::Hash<absl::string_view>{}(name);
-    }
-    size_t operator()(const Collection::Ptr& c) const { return (*this)(c->name()); }
-  };
   static absl::string_view NameOf(absl::string_view name) { return name; }
-  static absl::string_view NameOf(const Collection* c) { return c->name(); }
   static absl::string_view NameOf(const Collection::Ptr& c) { return c->name(); }
-  struct NameEq {
-    using is_transparent = void;
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      return NameOf(a) == NameOf(b);
-    }
-  };
   struct NameLess {
     using is_transparent = void;
     template <typename A, typename B>
@@ -142,13 +126,13 @@ class Engine::Shard {
     return it == collections_.end() ? nullptr : it->get();
   }
 
-  // Keyed by the collection's own name, so the name is stored once.
-  absl::flat_hash_set<Collection::Ptr, NameHash, NameEq> collections_ ABSL_GUARDED_BY(mu);
-  // The collections of collections_ in name order, for ordered listing. An
-  // entry is the collection's pointer, compared through its name: 8 bytes
-  // instead of a 16-byte view of the name, and a comparison reads the other
-  // collection's name either way.
-  absl::btree_set<const Collection*, NameLess> names_ ABSL_GUARDED_BY(mu);
+  // The shard's collections in name order: the one index for lookups and for
+  // ordered listing. An entry is the collection's pointer, compared through
+  // its name, so the name is stored once: some 11 bytes a collection, where a
+  // hash table beside a name b-tree took some 30 (its slots 9 bytes each, at
+  // a load of 7/16 to 7/8). A lookup costs a b-tree search, each comparison
+  // reading another collection's name.
+  absl::btree_set<Collection::Ptr, NameLess> collections_ ABSL_GUARDED_BY(mu);
   // Every collection with a member that has a deadline, by its earliest one.
   DeadlineQueue<Collection> queue_ ABSL_GUARDED_BY(mu);
 };
@@ -272,7 +256,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
         c_->Put(key, value, deadline_ms,
                 [&](const StoredMember& existing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
                   if (journaling_) {
-                    undo_.Put(c_->name(), key, existing.value(), existing.deadline_ms());
+                    undo_.Put(c_->name(), key, existing.value(), c_->DeadlineOf(existing));
                   }
                 });
     if (created) {
@@ -283,20 +267,22 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     changed_ = true;
   }
 
-  // Moves `m`'s deadline (kNoDeadlineMs: it never expires).
-  void SetDeadline(const StoredMember* m, int64_t deadline_ms)
+  // Moves `m`'s deadline (kNoDeadlineMs: it never expires). Returns where
+  // the member is now (Collection::SetDeadline).
+  const StoredMember* SetDeadline(const StoredMember* m, int64_t deadline_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-    if (journaling_) undo_.SetDeadline(c_->name(), m->key(), m->deadline_ms());
-    c_->SetDeadline(m, deadline_ms);
+    if (journaling_) undo_.SetDeadline(c_->name(), m->key(), c_->DeadlineOf(*m));
+    m = c_->SetDeadline(m, deadline_ms);
     if (journaling_) journal_.SetDeadline(c_->name(), m->key(), deadline_ms);
     changed_ = true;
+    return m;
   }
 
   // Removes `m` by request: no event.
   void RemoveMember(const StoredMember* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Remove(c_->name(), m->key());
-      undo_.Put(c_->name(), m->key(), m->value(), m->deadline_ms());
+      undo_.Put(c_->name(), m->key(), m->value(), c_->DeadlineOf(*m));
     }
     Erase(c_, m);
     changed_ = true;
@@ -319,7 +305,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       journal_.DeleteCollection(c_->name());
       bool more = false;
       for (const StoredMember* m : c_->PageByKey(nullptr, removed, &more)) {
-        undo_.Put(c_->name(), m->key(), m->value(), m->deadline_ms());
+        undo_.Put(c_->name(), m->key(), m->value(), c_->DeadlineOf(*m));
       }
     }
     member_delta_ -= static_cast<int64_t>(removed);
@@ -360,8 +346,9 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     std::string cursor(after);
     bool from_prefix = after < prefix;
     while (out.size() < limit) {
-      auto it = from_prefix ? shard_.names_.lower_bound(prefix) : shard_.names_.upper_bound(cursor);
-      if (it == shard_.names_.end() || !absl::StartsWith((*it)->name(), prefix)) break;
+      auto it = from_prefix ? shard_.collections_.lower_bound(prefix)
+                            : shard_.collections_.upper_bound(cursor);
+      if (it == shard_.collections_.end() || !absl::StartsWith((*it)->name(), prefix)) break;
       cursor = std::string((*it)->name());
       from_prefix = false;
       if (Collection* c = FindLive(cursor); c != nullptr) out.push_back(InfoOf(*c));
@@ -402,7 +389,6 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
 
   Collection* Create(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     auto [it, inserted] = shard_.collections_.insert(Collection::Create(name));
-    shard_.names_.insert(it->get());
     return it->get();
   }
 
@@ -416,7 +402,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
         limit == std::numeric_limits<size_t>::max() ? c->expiring_count() : limit;
     c->EraseDue(now_ms_, limit,
                 [&](const StoredMember& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-                  RecordExpiry(c, &m, m.deadline_ms(), expected - n);
+                  RecordExpiry(c, &m, c->DeadlineOf(m), expected - n);
                   ++n;
                 });
     member_delta_ -= static_cast<int64_t>(n);
@@ -437,7 +423,7 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
                     size_t expected_events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (journaling_) {
       journal_.Expiry(c->name(), m->key(), m->value(), deadline_ms, absl::ToUnixNanos(now_));
-      undo_.Put(c->name(), m->key(), m->value(), m->deadline_ms());
+      undo_.Put(c->name(), m->key(), m->value(), c->DeadlineOf(*m));
     }
     if (live_) {
       AddEvent(events_,
@@ -480,7 +466,6 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     if (c->queued_deadline_ms() != kNoDeadlineMs) {
       shard_.queue_.Remove(c->queued_deadline_ms(), c);
     }
-    shard_.names_.erase(c);
     // Erase by iterator: the name the lookup needs belongs to `c`.
     shard_.collections_.erase(shard_.collections_.find(c->name()));
   }
@@ -575,12 +560,7 @@ absl::Status Engine::CheckKeyedRequest(absl::string_view collection,
 }
 
 size_t Engine::ShardIndex(absl::string_view collection) const {
-  // From the hash's high bits (hash * shards / 2^64): the shard's hash table
-  // keeps the low 7 bits in its control bytes to filter the names it
-  // compares, and a shard picked from the low bits (hash % 16) left 3 of those
-  // 7 bits varying within a shard, so a lookup compared its name with 1 in 8
-  // of the collections in its probe group instead of 1 in 128: a cache miss
-  // on another collection each.
+  // From the hash's high bits (hash * shards / 2^64), with no division.
   static_assert(sizeof(size_t) == sizeof(uint64_t), "the shard is taken from a 64-bit hash");
   const size_t hash = absl::Hash<absl::string_view>{}(collection);
   return static_cast<size_t>(absl::Uint128High64(absl::uint128(hash) * shards_.size()));
@@ -625,12 +605,12 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   size_t creates = 0;
   for (size_t i = 0; i < writes.size(); ++i) {
     const StoredMember* m = op.Find(writes[i].key);
-    if (writes[i].keep_expiration) deadlines[i] = m == nullptr ? kNoDeadlineMs : m->deadline_ms();
+    const int64_t current = m == nullptr ? kNoDeadlineMs : op.collection()->DeadlineOf(*m);
+    if (writes[i].keep_expiration) deadlines[i] = current;
     const PutCondition cond = writes[i].condition;
     if ((cond == PutCondition::kIfAbsent && m != nullptr) ||
         (cond == PutCondition::kIfPresent && m == nullptr)) {
-      results[i] = {PutOutcome::kSkipped,
-                    m == nullptr ? NoDeadline() : TimeOfDeadline(m->deadline_ms())};
+      results[i] = {PutOutcome::kSkipped, TimeOfDeadline(current)};
     } else {
       results[i].outcome = m == nullptr ? PutOutcome::kCreated : PutOutcome::kReplaced;
       if (m == nullptr) ++creates;
@@ -689,12 +669,13 @@ absl::StatusOr<std::vector<GetResult>> Engine::Get(absl::string_view collection,
         keys.size(), found_count, bytes, options_.limits.max_response_bytes));
   }
   std::vector<GetResult> results(keys.size());
-  // `found` stays valid: SetDeadline moves no member.
   for (size_t i = 0; i < keys.size(); ++i) {
     const StoredMember* m = found[i];
     if (m == nullptr) continue;
-    if (refreshing) op.SetDeadline(m, *refresh_ms);
-    results[i] = {true, std::string(m->value()), TimeOfDeadline(m->deadline_ms())};
+    // A refresh may move the members (Collection::SetDeadline): each is found
+    // again before its own.
+    if (refreshing) m = op.SetDeadline(op.Find(keys[i]), *refresh_ms);
+    results[i] = {true, std::string(m->value()), TimeOfDeadline(op.collection()->DeadlineOf(*m))};
   }
   return results;
 }
@@ -738,7 +719,7 @@ absl::StatusOr<std::vector<ExpireResult>> Engine::Expire(absl::string_view colle
     const StoredMember* m = op.Find(keys[i]);
     if (m == nullptr) continue;
     // A persistent member counts as expiring infinitely late.
-    const int64_t current = m->deadline_ms();
+    const int64_t current = op.collection()->DeadlineOf(*m);
     bool met = true;
     switch (condition) {
       case ExpireCondition::kAlways:
@@ -832,7 +813,7 @@ absl::StatusOr<MemberPage> Engine::ListMembers(absl::string_view collection,
     const StoredMember* m = members[i];
     page.members.push_back({std::string(m->key()),
                             options.keys_only ? std::string() : std::string(m->value()),
-                            TimeOfDeadline(m->deadline_ms())});
+                            TimeOfDeadline(c->DeadlineOf(*m))});
   }
   if (more && !members.empty()) {
     page.next = MemberCursor{page.members.back().expire_time, page.members.back().key};

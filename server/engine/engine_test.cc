@@ -603,6 +603,26 @@ TEST_F(EngineTest, GetWithRefreshTtlSlidesTheDeadline) {
   EXPECT_EQ(engine_.ExpireDue(), 1u);
 }
 
+TEST_F(EngineTest, GetWithRefreshFarFromTheOtherDeadlinesAnswersEveryKey) {
+  // A small collection keeps deadlines within 49 days of each other: the
+  // first refresh moves its members to the large form.
+  ASSERT_TRUE(PutTtl("c", "a", "va", absl::Hours(24 * 100)).ok());
+  ASSERT_TRUE(PutTtl("c", "b", "vb", absl::Hours(24 * 99)).ok());
+  ASSERT_TRUE(PutTtl("c", "c", "vc", absl::Hours(24 * 98)).ok());
+  absl::string_view keys[] = {"c", "b", "missing", "a"};
+  auto r = engine_.Get("c", keys, Expiration::Ttl(absl::Seconds(1)));
+  ASSERT_TRUE(r.ok());
+  const std::vector<std::string> values = {"vc", "vb", "", "va"};
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ((*r)[i].found, !values[i].empty()) << i;
+    if (!(*r)[i].found) continue;
+    EXPECT_EQ((*r)[i].value, values[i]) << i;
+    EXPECT_EQ((*r)[i].expire_time, kStart + absl::Seconds(1)) << i;
+  }
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(engine_.ExpireDue(), 3u);
+}
+
 TEST_F(EngineTest, GetWithRefreshInThePastIsInvalid) {
   ASSERT_TRUE(PutPersistent("c", "k", "v").ok());
   absl::string_view keys[] = {"k"};
