@@ -646,6 +646,37 @@ TEST(ClientWriteStreamTest, CallsMadeWhileARequestIsUnansweredGoTogetherInTheNex
   EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 2));
 }
 
+TEST(ClientWriteStreamTest, CallsMadeByAnAnswersCallbacksGoInTheNextRequestWithThoseQueued) {
+  testing::FakeServer server;
+  server.service().HoldStreamWrites();
+  Client client(server.address());
+  Mutex mu;
+  CondVar cv;
+  int answered = 0;
+  const auto count = [&](absl::StatusOr<std::vector<PutResult>> put) {
+    EXPECT_TRUE(put.ok()) << put.status();
+    MutexLock lock(&mu);
+    ++answered;
+    cv.SignalAll();
+  };
+  // The first call's callback makes two more.
+  client.PutMembersAsync("c", {Write("a", "v")}, [&](absl::StatusOr<std::vector<PutResult>> put) {
+    client.PutMembersAsync("c", {Write("c", "v")}, count);
+    client.PutMembersAsync("c", {Write("d", "v")}, count);
+    count(std::move(put));
+  });
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+  client.PutMembersAsync("c", {Write("b", "v")}, count);
+  server.service().AnswerStreamWrites();
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
+  server.service().AnswerStreamWrites();
+  {
+    MutexLock lock(&mu);
+    EXPECT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return answered == 4; }));
+  }
+  EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 3));
+}
+
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {
   testing::FakeServer server;
   server.service().HoldUnaryCalls();
