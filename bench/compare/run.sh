@@ -28,8 +28,9 @@
 #                   member (lapsed VmRSS, Redis INFO used_memory_rss, after -
 #                   before, over members)
 #   put-batch1      --small-members members, one per RPC/batch; for lapse also
-#                   through the C++ client library (--concurrency threads, its
-#                   write stream), against the same Redis row
+#                   through the C++ client library (--concurrency calls in
+#                   flight on its write stream, each call's callback making the
+#                   next), against the same Redis row
 #   expiry-latency  --pending members, deadlines spread over --spread, one
 #                   watcher: received - deadline, lost
 #   drain           --drain members sharing one deadline

@@ -1,6 +1,7 @@
 #include "bench/load/client_puts.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -33,11 +34,26 @@ LoadOutcome RunClientPuts(const std::string& addr, const Shape& shape, const Loa
   Mutex mu;
   CondVar all_answered;
   uint64_t unanswered = 0;  // Guarded by mu.
-  std::vector<client::MemberWrite> writes;
-  for (std::optional<uint64_t> batch = counters.NextBatch(); batch.has_value();
-       batch = counters.NextBatch()) {
+  // Makes the next call, if any is left; its callback makes the one after.
+  std::function<void()> put_next;
+  // Calls owed by the callbacks run on this thread while it makes calls (a
+  // call that fails before it is queued is answered at once): the loop of
+  // the make_calls already running makes them, rather than a recursion.
+  thread_local size_t* owed = nullptr;
+  const auto make_calls = [&](size_t calls) {
+    if (owed != nullptr) {
+      *owed += calls;
+      return;
+    }
+    owed = &calls;
+    for (; calls > 0; --calls) put_next();
+    owed = nullptr;
+  };
+  put_next = [&] {
+    const std::optional<uint64_t> batch = counters.NextBatch();
+    if (!batch.has_value()) return;
     const auto [first, end] = plan.BatchMembers(shape.batch, *batch);
-    writes.resize(end - first);
+    std::vector<client::MemberWrite> writes(end - first);
     for (uint64_t i = first; i < end; ++i) {
       client::MemberWrite& write = writes[i - first];
       write.key = KeyFor(i, shape.key_bytes);
@@ -54,18 +70,26 @@ LoadOutcome RunClientPuts(const std::string& addr, const Shape& shape, const Loa
     }
     const int64_t started_us = NowMicros();
     const size_t members = writes.size();
-    // Returns once the call is queued: at most max_writes_in_flight wait.
     lapse.PutMembersAsync(
         CollectionFor(shape.prefix, *batch, shape.collections), writes,
         [&, started_us, members](absl::StatusOr<std::vector<client::PutResult>> put) {
           counters.Finished(started_us, members, put.ok());
           if (!put.ok()) counters.Failed(absl::StrCat("PutMembers: ", put.status().ToString()));
+          make_calls(1);
           MutexLock lock(&mu);
           if (--unanswered == 0) all_answered.SignalAll();
         },
         put_options);
+  };
+  {
+    // Counted as one call until the first calls are made, so that none of
+    // their answers sees the count at 0 before the last is made.
+    MutexLock lock(&mu);
+    ++unanswered;
   }
+  make_calls(static_cast<size_t>(std::max(1, shape.concurrency)));
   MutexLock lock(&mu);
+  --unanswered;
   while (unanswered > 0) all_answered.WaitWithTimeout(&mu, absl::InfiniteDuration());
   return counters.Outcome();
 }

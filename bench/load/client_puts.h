@@ -1,8 +1,9 @@
 // RunClientPuts: the put scenario through the C++ client library
-// (lapse/client.h) instead of the generated stubs: one thread calling
-// Client::PutMembersAsync in a loop, with ClientOptions::max_writes_in_flight
-// = shape.concurrency, so that many calls are in flight on the library's
-// write stream, as an application making many small writes would. Requests
+// (lapse/client.h) instead of the generated stubs: shape.concurrency calls
+// of Client::PutMembersAsync in flight on the library's write stream, each
+// call's callback making the next (as an event-driven application, or Redis's
+// pipelining benchmark, keeps its window full), with
+// ClientOptions::max_writes_in_flight = shape.concurrency. Requests
 // have the shape RunPuts sends (default_ttl and omit_created_results unless
 // per_member_ttl or the plan gives deadlines).
 //

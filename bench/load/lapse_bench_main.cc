@@ -66,8 +66,9 @@ ABSL_FLAG(bool, keep_going, false,
           "to measure the stall while a fault is injected; without it the first error stops "
           "the load");
 ABSL_FLAG(bool, client_library, false,
-          "put: call PutMembersAsync of the C++ client library from one thread, "
-          "--concurrency calls in flight on its write stream, instead of the stubs");
+          "put: call PutMembersAsync of the C++ client library, --concurrency calls in "
+          "flight on its write stream, each call's callback making the next, instead of "
+          "the stubs");
 ABSL_FLAG(bool, per_member_ttl, false,
           "put: send the TTL in every member and take a result per member (the API before "
           "PutMembersRequest.default_ttl and omit_created_results), to compare");

@@ -2,6 +2,7 @@
 // server (FakeClock, 127.0.0.1:0), and the per-call deadline.
 #include "lapse/client.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -618,19 +619,40 @@ TEST(ClientWriteStreamTest, AsyncPutsBeyondTheInFlightBoundWaitForRoomUntilTheir
               ElementsAre(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kCancelled));
 }
 
+// A PutMembersAsync callback.
+using PutCallback = std::function<void(absl::StatusOr<std::vector<PutResult>>)>;
+
+// Counts the answers of async puts, each expected to succeed.
+class OkAnswers {
+ public:
+  PutCallback Count() {
+    return [this](absl::StatusOr<std::vector<PutResult>> put) {
+      EXPECT_TRUE(put.ok()) << put.status();
+      MutexLock lock(&mu_);
+      ++answered_;
+      cv_.SignalAll();
+    };
+  }
+
+  // Whether `n` answers came within the tests' patience.
+  bool WaitFor(int n) {
+    MutexLock lock(&mu_);
+    return testing::WaitWithPatience(
+        mu_, cv_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answered_ == n; });
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  int answered_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 TEST(ClientWriteStreamTest, CallsMadeWhileARequestIsUnansweredGoTogetherInTheNext) {
   testing::FakeServer server;
   server.service().HoldStreamWrites();
   Client client(server.address());
-  Mutex mu;
-  CondVar cv;
-  int answered = 0;
-  const auto count = [&](absl::StatusOr<std::vector<PutResult>> put) {
-    EXPECT_TRUE(put.ok()) << put.status();
-    MutexLock lock(&mu);
-    ++answered;
-    cv.SignalAll();
-  };
+  OkAnswers answers;
+  const PutCallback count = answers.Count();
   client.PutMembersAsync("c", {Write("a", "v")}, count);
   ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
   // The first request is unanswered: these two wait for its answer.
@@ -639,11 +661,29 @@ TEST(ClientWriteStreamTest, CallsMadeWhileARequestIsUnansweredGoTogetherInTheNex
   server.service().AnswerStreamWrites();
   ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
   server.service().AnswerStreamWrites();
-  {
-    MutexLock lock(&mu);
-    EXPECT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return answered == 3; }));
-  }
+  EXPECT_TRUE(answers.WaitFor(3));
   EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 2));
+}
+
+TEST(ClientWriteStreamTest, CallsMadeByAnAnswersCallbacksGoInTheNextRequestWithThoseQueued) {
+  testing::FakeServer server;
+  server.service().HoldStreamWrites();
+  Client client(server.address());
+  OkAnswers answers;
+  const PutCallback count = answers.Count();
+  // The first call's callback makes two more.
+  client.PutMembersAsync("c", {Write("a", "v")}, [&](absl::StatusOr<std::vector<PutResult>> put) {
+    client.PutMembersAsync("c", {Write("c", "v")}, count);
+    client.PutMembersAsync("c", {Write("d", "v")}, count);
+    count(std::move(put));
+  });
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+  client.PutMembersAsync("c", {Write("b", "v")}, count);
+  server.service().AnswerStreamWrites();
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
+  server.service().AnswerStreamWrites();
+  EXPECT_TRUE(answers.WaitFor(4));
+  EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 3));
 }
 
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {

@@ -106,6 +106,16 @@ class WriteStream::Call final
         }
         sent_.pop_front();
       }
+      // The answers' callbacks often make the next calls: held until they
+      // return, those calls go in the request written next with the calls
+      // queued before, rather than wait a round trip more in the one after.
+      holding_ = true;
+    }
+    Deliver(std::move(answers));
+    answers.clear();
+    {
+      MutexLock lock(&owner_->mu_);
+      holding_ = false;
       if (CanWrite()) WriteNext(&answers);
     }
     Deliver(std::move(answers));
@@ -137,10 +147,11 @@ class WriteStream::Call final
 
  private:
   // Whether the operations waiting are to be written now: no write is in
-  // flight and fewer than kMaxUnansweredRequests requests wait for answers.
-  // Otherwise they wait, and go together, for the next write or answer.
+  // flight, fewer than kMaxUnansweredRequests requests wait for answers and
+  // no answer's callbacks are running. Otherwise they wait, and go together,
+  // for the next write or answer.
   bool CanWrite() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
-    return !writing_ && !unsent_.empty() && sent_.size() < kMaxUnansweredRequests;
+    return !writing_ && !holding_ && !unsent_.empty() && sent_.size() < kMaxUnansweredRequests;
   }
 
   // Writes the operations waiting, as many as fit in one request; those
@@ -177,6 +188,9 @@ class WriteStream::Call final
   std::deque<std::vector<std::shared_ptr<Op>>> sent_;
   v1::StreamWritesRequest request_;
   bool writing_ = false;
+  // OnReadDone is handing out an answer's results: nothing is written until
+  // their callbacks return.
+  bool holding_ = false;
 };
 
 WriteStream::WriteStream(v1::LapseService::Stub* stub, BearerToken* token, size_t max_in_flight)

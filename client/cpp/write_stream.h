@@ -6,7 +6,10 @@
 // Calls are sent in the order they arrive, one request in flight: the calls
 // that arrive while a request waits for its answer go together in the next
 // one (up to 1 MiB), written when the answer comes, so 16 calls in flight
-// cost the server one or two messages, not 16.
+// cost the server one or two messages, not 16. That request is written once
+// the answer's callbacks have returned, so the calls they make go in it too:
+// a client that makes its next call from the last one's callback keeps its
+// whole window in each request.
 // The stream answers in order. At most `max_in_flight` operations are
 // unanswered at a time: a call beyond that waits for room (until its
 // deadline), except from inside a PutAsync callback, which never waits. The
