@@ -417,7 +417,18 @@ size_t Collection::IndexedEraseDue(int64_t now_ms, size_t limit,
   // Every member due: events in order, then both indexes freed whole.
   if (!by_key.empty() && by_deadline.size() == by_key.size() && by_key.size() <= limit &&
       DeadlineOf(**by_deadline.rbegin()) <= now_ms) {
-    for (const StoredMember* m : by_deadline) expire(*m);
+    // Each member is a cache miss of its own (members lie where they were
+    // allocated, in put order, not in deadline order): the next ones are
+    // asked for ahead of their events.
+    constexpr int kPrefetchAhead = 8;
+    auto ahead = by_deadline.begin();
+    for (int i = 0; i < kPrefetchAhead && ahead != by_deadline.end(); ++i, ++ahead) {
+      __builtin_prefetch(*ahead);
+    }
+    for (const StoredMember* m : by_deadline) {
+      if (ahead != by_deadline.end()) __builtin_prefetch(*ahead++);
+      expire(*m);
+    }
     const size_t n = by_key.size();
     by_deadline.clear();
     by_key.clear();

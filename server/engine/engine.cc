@@ -329,7 +329,14 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       // collection, in order of their earliest deadlines, each collection's
       // members in deadline order. Interleaving collections member by member
       // would cost a queue move per member and halve the drain rate.
-      n += Reap(shard_.queue_.Front(), limit - n);
+      Collection* c = shard_.queue_.Front();
+      // A collection that may not fit in what is left of the pass waits for
+      // the next pass rather than being cut: a cut collection expires member
+      // by member with a key search each, one wholly due expires in bulk
+      // (Collection::EraseDue). Only the first of a pass is cut, when it
+      // holds more than the whole pass.
+      if (n > 0 && c->size() > limit - n) break;
+      n += Reap(c, limit - n);
     }
     return n;
   }
