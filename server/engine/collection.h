@@ -259,7 +259,11 @@ class Collection {
   // members of the small form (the large form's b-tree leaves it unused).
   struct DeadlineLess {
     using is_transparent = void;
-    int64_t small_base_ms = kNoDeadlineMs;
+    // No default member initializer: g++ needs one of a nested class before
+    // the enclosing class ends, and `Indexed` uses this one before that.
+    DeadlineLess() : small_base_ms(kNoDeadlineMs) {}
+    explicit DeadlineLess(int64_t base_ms) : small_base_ms(base_ms) {}
+    int64_t small_base_ms;
     DeadlinePosition PosOf(const StoredMember* m) const {
       return {m->deadline_ms(small_base_ms), m->key()};
     }
