@@ -142,22 +142,27 @@ void WriteStreamReactor::Run(Op* op) {
   // Once the last operation has ended, `op` may be written and freed on
   // another thread: nothing of it is read after that.
   const int n = request.operations_size();
-  // In order: the store applies each operation when it is called.
-  for (int i = 0; i < n; ++i) {
-    const v1::WriteOperation& operation = request.operations(i);
-    v1::WriteOperationResult* result = op->response()->mutable_results(i);
-    absl::Status status;
-    switch (operation.operation_case()) {
-      case v1::WriteOperation::kPutMembers:
-        status = put_(*store_, operation.put_members(), result->mutable_put_members(), op->part(i));
-        break;
-      case v1::WriteOperation::OPERATION_NOT_SET:
-        status = absl::InvalidArgumentError(
-            absl::StrCat("operations[", i, "]: one of put_members must be set"));
-        break;
+  // In order: the store applies each operation when it is called, and makes
+  // the request's changes durable together once all are applied (one log
+  // write, one fdatasync), not one by one.
+  store_->StartTogether([&] {
+    for (int i = 0; i < n; ++i) {
+      const v1::WriteOperation& operation = request.operations(i);
+      v1::WriteOperationResult* result = op->response()->mutable_results(i);
+      absl::Status status;
+      switch (operation.operation_case()) {
+        case v1::WriteOperation::kPutMembers:
+          status =
+              put_(*store_, operation.put_members(), result->mutable_put_members(), op->part(i));
+          break;
+        case v1::WriteOperation::OPERATION_NOT_SET:
+          status = absl::InvalidArgumentError(
+              absl::StrCat("operations[", i, "]: one of put_members must be set"));
+          break;
+      }
+      if (!status.ok()) op->part(i)->End(status);
     }
-    if (!status.ok()) op->part(i)->End(status);
-  }
+  });
 }
 
 void WriteStreamReactor::Ended(Op* op, int index, const absl::Status& status) {

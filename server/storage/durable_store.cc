@@ -212,6 +212,8 @@ void DurableStore::WhenDurable(CommitTicket ticket, std::function<void(absl::Sta
   wal_->WhenDurable(ticket, std::move(done));
 }
 
+void DurableStore::StartTogether(absl::FunctionRef<void()> start) { wal_->StartTogether(start); }
+
 WalStats DurableStore::wal_stats() const { return wal_->stats(); }
 
 absl::Status DurableStore::AwaitDurable(CommitTicket ticket) { return wal_->AwaitDurable(ticket); }

@@ -57,6 +57,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/base/mutex.h"
@@ -156,6 +157,12 @@ class DurableStore final : public Journal {
   // everysec and never the caller may write the log itself (write() only,
   // see Wal::WhenDurable), so hold no engine or group lock.
   void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
+
+  // Runs `start`, which commits changes and asks WhenDurable for them on this
+  // thread, and makes them durable together once it returns: one log write
+  // (and under always one fdatasync) for all (Wal::StartTogether). `start`
+  // must not wait for them.
+  void StartTogether(absl::FunctionRef<void()> start);
 
   // Blocks until the change of `ticket` (0: every change committed before
   // the call) is durable. Never from a gRPC thread.

@@ -133,6 +133,14 @@ Expirer& EmbeddedStore::lease_expirer() {
 
 const Limits& EmbeddedStore::limits() const { return engine_->limits(); }
 
+void EmbeddedStore::StartTogether(absl::FunctionRef<void()> start) {
+  if (durable_ == nullptr) {
+    start();
+  } else {
+    durable_->StartTogether(start);
+  }
+}
+
 template <typename T>
 void EmbeddedStore::AnswerWhenDurable(absl::StatusOr<T> result, CommitTicket ticket,
                                       StoreDone<T> done) {

@@ -98,6 +98,7 @@ class EmbeddedStore final : public Store {
 
   // Store.
   const Limits& limits() const override;
+  void StartTogether(absl::FunctionRef<void()> start) override;
   void PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
                   const PutOptions& options, StoreDone<std::vector<PutResult>> done) override;
   void GetMembers(absl::string_view collection, absl::Span<const absl::string_view> keys,

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -80,6 +81,15 @@ class Store {
 
   // The limits requests are validated against.
   virtual const Limits& limits() const = 0;
+
+  // Runs `start`, which starts several operations on this thread one after
+  // another (one StreamWrites request), and lets the store make their changes
+  // durable together rather than one at a time (EmbeddedStore: one log write,
+  // and under --fsync=always one fdatasync, for all of them). Each operation
+  // still calls `done` as the contract says, only once its changes are
+  // durable, possibly after `start` returns; `start` must not wait for any
+  // of them. By default it just runs `start`.
+  virtual void StartTogether(absl::FunctionRef<void()> start) { start(); }
 
   virtual void PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,
                           const PutOptions& options, StoreDone<std::vector<PutResult>> done) = 0;

@@ -64,6 +64,8 @@ absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration
 
 }  // namespace
 
+thread_local Wal* Wal::together_ = nullptr;
+
 Wal::Wal(const Options& options, uint64_t next_lsn)
     : options_(options), next_lsn_(next_lsn), durable_lsn_(next_lsn - 1) {}
 
@@ -137,13 +139,15 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
   AppendFrame(&pending_, lsn, batch);
   queued_.push_back({ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
   // Under kAlways the flusher writes every batch: it waits for the first,
-  // then for a whole group. Otherwise the writer that waits for the batch
-  // writes it (WhenDurable); the flusher is called for a batch with events,
-  // which watchers wait for, and for a backlog.
+  // then for a whole group, or, for batches started together, until they
+  // all are. Otherwise the writer that waits for the batch writes it
+  // (WhenDurable); the flusher is called for a batch with events, which
+  // watchers wait for, and for a backlog.
   const bool call_flusher =
       pending_.size() >= options_.max_write_bytes ||
-      (options_.fsync == FsyncPolicy::kAlways ? queued_.size() == 1 || queued_.size() >= group_size_
-                                              : last_event_sequence != 0);
+      (options_.fsync == FsyncPolicy::kAlways
+           ? together_ != this && (queued_.size() == 1 || queued_.size() >= group_size_)
+           : last_event_sequence != 0);
   if (call_flusher) {
     flusher_called_ = true;
     work_cv_.Signal();
@@ -176,7 +180,8 @@ void Wal::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> don
     } else {
       waiters_[ticket].push_back(std::move(done));
       // Under kAlways the flusher writes: a gRPC thread never fsyncs.
-      if (options_.fsync == FsyncPolicy::kAlways) return;
+      // Batches started together are written once they all are.
+      if (options_.fsync == FsyncPolicy::kAlways || together_ == this) return;
     }
   }
   if (waiting) {
@@ -184,6 +189,23 @@ void Wal::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> don
   } else {
     done(ready);
   }
+}
+
+void Wal::StartTogether(absl::FunctionRef<void()> start) {
+  if (together_ == this) {
+    start();
+    return;
+  }
+  Wal* const outer = together_;
+  together_ = this;
+  start();
+  together_ = outer;
+  if (options_.fsync == FsyncPolicy::kAlways) {
+    MutexLock lock(&mu_);
+    if (!pending_.empty()) work_cv_.Signal();
+    return;
+  }
+  WriteWhileWaitedFor();
 }
 
 absl::Status Wal::AwaitDurable(CommitTicket ticket) {

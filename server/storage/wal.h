@@ -32,6 +32,15 @@
 // events (watchers wait for them), otherwise within a second. While the
 // flusher waits for the turn, writers leave it to it.
 //
+// Batches started together (StartTogether): the batches one thread appends
+// and waits for inside `start` are written together once it returns, in one
+// write() and, under kAlways, one fdatasync, rather than one write each as
+// they come (kEverySecond, kNever) or a first write that catches only those
+// appended before the flusher woke (kAlways). Nothing is answered earlier
+// than it would be otherwise: each batch still waits for the write (and
+// fdatasync) that covers it, which now comes after `start`. Another writer or
+// the flusher may still write some of them sooner.
+//
 // Group wait under kAlways, off unless Options::max_group_wait is set: a
 // writer answered after an fdatasync often comes back with its next batch a
 // moment later. Once a batch is pending, the flusher then waits until as many
@@ -81,6 +90,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -197,6 +207,14 @@ class Wal {
   // lock that Options::roll_back takes.
   void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
 
+  // Runs `start`, which appends batches and asks WhenDurable for them on
+  // this thread, and then writes them together (see the top of this file):
+  // under kAlways it calls the flusher, otherwise it writes them itself when
+  // no write is in progress, like WhenDurable. `start` must not wait for any
+  // of its batches (AwaitDurable), as they are not written before it
+  // returns. A StartTogether inside `start` is part of it.
+  void StartTogether(absl::FunctionRef<void()> start);
+
   // Blocks until the batch of `ticket` (0: every batch appended before the
   // call) is durable; the error if it failed. For threads that may block
   // (snapshots, tests, tools), never for a gRPC thread.
@@ -298,6 +316,9 @@ class Wal {
   absl::Status SyncNow();
   // Fsyncs the segment, unsynced since `unsynced_since`, and counts it.
   absl::Status Sync(absl::Time unsynced_since);
+
+  // The log whose StartTogether runs on this thread, if any.
+  static thread_local Wal* together_;
 
   // Constant after construction.
   const Options options_;

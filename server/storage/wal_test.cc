@@ -1094,6 +1094,53 @@ TEST_F(WalTest, UnderAlwaysOnlyTheFlusherWritesAndFsyncs) {
   EXPECT_EQ(wal->stats().fsyncs, 6u);
 }
 
+// One StreamWrites request: its puts are applied one after another, and
+// written together once all are.
+TEST_F(WalTest, UnderEverySecondBatchesStartedTogetherShareOneWriteAfterTheLastIsStarted) {
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kEverySecond, 0, nullptr);
+  ASSERT_NE(wal, nullptr);
+  constexpr int kBatches = 16;
+  Answers answers;
+  std::vector<std::string> names;
+  wal->StartTogether([&] {
+    for (int i = 0; i < kBatches; ++i) {
+      names.push_back(absl::StrCat(i));
+      answers.Await(*wal, wal->Append(Batch(i), "", 0), names.back());
+    }
+    EXPECT_THAT(answers.names(), ::testing::IsEmpty()) << "written before the last was started";
+  });
+  for (const auto& [name, status] : answers.WaitFor(kBatches)) EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(answers.names(), names);
+  EXPECT_EQ(wal->stats().writes, 1u);
+  wal.reset();
+  std::vector<std::string> batches;
+  for (int i = 0; i < kBatches; ++i) batches.push_back(Batch(i));
+  EXPECT_EQ(ReplayedBatches(dir_), batches);
+}
+
+TEST_F(WalTest, UnderAlwaysBatchesStartedTogetherShareOneFdatasync) {
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kAlways, 0, nullptr);
+  ASSERT_NE(wal, nullptr);
+  constexpr int kBatches = 16;
+  // Large enough that appending them takes longer than the flusher needs to
+  // wake up: called at the first, it would write it alone.
+  auto batch = [](int i) { return absl::StrCat(i, std::string(size_t{128} << 10, 'x')); };
+  // The flusher has started and waits for work.
+  ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(0), "", 0)).ok());
+  Answers answers;
+  std::vector<std::string> names;
+  wal->StartTogether([&] {
+    for (int i = 0; i < kBatches; ++i) {
+      names.push_back(absl::StrCat(i));
+      answers.Await(*wal, wal->Append(batch(i), "", 0), names.back());
+    }
+  });
+  for (const auto& [name, status] : answers.WaitFor(kBatches)) EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(answers.names(), names);
+  EXPECT_EQ(wal->stats().writes, 2u);
+  EXPECT_EQ(wal->stats().fsyncs, 2u);
+}
+
 TEST_F(WalTest, AWriteThatNeedsSpaceReservedIsLeftToTheFlusher) {
   DiskThreads disk;
   std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kNever, 4096, disk.Hook());

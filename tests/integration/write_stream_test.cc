@@ -150,6 +150,44 @@ TEST_F(WriteStreamTest, ShutdownEndsAnOpenStreamUnavailable) {
   EXPECT_EQ(stream_->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+// One request's puts are applied one after another and written to the log
+// together, in one write: under everysec a put's own thread would otherwise
+// write each as it is applied.
+TEST(WriteStreamDurableTest, TheOperationsOfOneRequestShareOneLogWrite) {
+  TempDir dir;
+  DiskFault disk;
+  ServerOptions options = TestOptions();
+  options.store.data_dir = dir.path();
+  options.store.fsync = FsyncPolicy::kEverySecond;
+  options.store.disk_fault_for_testing = disk.Hook();
+  TestServer server(options);
+  // Writes what the server logged at start-up, so that only the request's
+  // writes are counted below.
+  v1::PutMembersRequest first;
+  first.set_collection("orders");
+  first.add_members()->set_key("first");
+  CallOk(server.stub(), &v1::LapseService::Stub::PutMembers, first);
+  const int writes = disk.calls(DiskOp::kWrite);
+
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  std::unique_ptr<Stream> stream = server.stub().StreamWrites(&context);
+  constexpr int kPuts = 16;
+  v1::StreamWritesRequest request;
+  for (int i = 0; i < kPuts; ++i) AddPut("orders", absl::StrCat("k", i), 60, &request);
+  ASSERT_TRUE(stream->Write(request));
+  v1::StreamWritesResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_EQ(response.results_size(), kPuts);
+  for (int i = 0; i < kPuts; ++i) {
+    EXPECT_EQ(response.results(i).code(), 0) << response.results(i).message();
+    EXPECT_EQ(response.results(i).put_members().results(0).key(), absl::StrCat("k", i));
+  }
+  EXPECT_EQ(disk.calls(DiskOp::kWrite), writes + 1);
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
 // A stream to a durable server whose log writes can be held: a put is
 // answered once its write is let go, from the log's flusher thread.
 class WriteStreamHeldStoreTest : public ::testing::Test {
