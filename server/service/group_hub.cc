@@ -34,7 +34,7 @@ absl::Status GroupHub::Register(GroupWaiter* waiter, absl::string_view group, Ki
   waiters_.emplace(waiter, Entry{std::string(group), kind, due});
   if (due < next_due_) {
     next_due_ = due;
-    cv_.Signal();
+    wakeup_.Wake();
   }
   stats_changed_.SignalAll();
   return absl::OkStatus();
@@ -51,16 +51,13 @@ void GroupHub::Unregister(GroupWaiter* waiter) {
 
 void GroupHub::OnGroupReadable(absl::string_view group) {
   MutexLock lock(&mu_);
-  if (all_readable_) return;
   readable_.emplace(group);
-  cv_.Signal();
+  wakeup_.Wake();
 }
 
 void GroupHub::OnEventsReadable() {
-  MutexLock lock(&mu_);
-  all_readable_ = true;
-  readable_.clear();
-  cv_.Signal();
+  events_readable_.store(true, std::memory_order_release);
+  wakeup_.Wake();
 }
 
 void GroupHub::Shutdown() {
@@ -73,7 +70,7 @@ void GroupHub::Shutdown() {
       waiter->Ref();
       waiters.push_back(waiter);
     }
-    cv_.Signal();
+    wakeup_.Wake();
   }
   dispatcher_.join();
   for (GroupWaiter* waiter : waiters) {
@@ -107,14 +104,23 @@ void GroupHub::Run() {
     absl::Time now;
     {
       MutexLock lock(&mu_);
-      while (!shutting_down_ && !all_readable_ && readable_.empty() && absl::Now() < next_due_) {
-        cv_.WaitWithTimeout(&mu_, next_due_ - absl::Now());
+      while (true) {
+        // Read before the checks: a Wake() after them ends the Wait at once.
+        const uint32_t epoch = wakeup_.Epoch();
+        if (shutting_down_ || events_readable_.load(std::memory_order_acquire) ||
+            !readable_.empty() || absl::Now() >= next_due_) {
+          break;
+        }
+        wakeup_.Wait(&mu_, epoch, next_due_ - absl::Now());
       }
       if (shutting_down_) return;
+      // Cleared before the waiters are called: events announced from here on
+      // make another pass.
+      const bool all_readable = events_readable_.exchange(false, std::memory_order_acq_rel);
       now = absl::Now();
       next_due_ = absl::InfiniteFuture();
       for (const auto& [waiter, entry] : waiters_) {
-        const bool readable = all_readable_ || readable_.contains(entry.group);
+        const bool readable = all_readable || readable_.contains(entry.group);
         if (readable || entry.due <= now) {
           waiter->Ref();
           calls.push_back({waiter, readable});
@@ -122,7 +128,6 @@ void GroupHub::Run() {
           next_due_ = std::min(next_due_, entry.due);
         }
       }
-      all_readable_ = false;
       readable_.clear();
     }
     for (const Call& call : calls) {
