@@ -32,8 +32,12 @@ absl::Status GroupHub::Register(GroupWaiter* waiter, absl::string_view group, Ki
   }
   ++(kind == Kind::kPoll ? polls_ : streams_);
   waiters_.emplace(waiter, Entry{std::string(group), kind, due});
-  if (due < next_due_) {
-    next_due_ = due;
+  // Either OnEventsReadable sees this waiter counted and wakes the
+  // dispatcher, or this sees its flag (both sequentially consistent).
+  waiter_count_.fetch_add(1, std::memory_order_seq_cst);
+  const bool events_untold = events_readable_.load(std::memory_order_seq_cst);
+  if (due < next_due_ || events_untold) {
+    next_due_ = std::min(next_due_, due);
     wakeup_.Wake();
   }
   stats_changed_.SignalAll();
@@ -46,6 +50,7 @@ void GroupHub::Unregister(GroupWaiter* waiter) {
   if (it == waiters_.end()) return;
   --(it->second.kind == Kind::kPoll ? polls_ : streams_);
   waiters_.erase(it);
+  waiter_count_.fetch_sub(1, std::memory_order_relaxed);
   stats_changed_.SignalAll();
 }
 
@@ -56,8 +61,9 @@ void GroupHub::OnGroupReadable(absl::string_view group) {
 }
 
 void GroupHub::OnEventsReadable() {
-  events_readable_.store(true, std::memory_order_release);
-  wakeup_.Wake();
+  events_readable_.store(true, std::memory_order_seq_cst);
+  // With no waiter there is nobody to wake; Register wakes the dispatcher.
+  if (waiter_count_.load(std::memory_order_seq_cst) > 0) wakeup_.Wake();
 }
 
 void GroupHub::Shutdown() {

@@ -163,6 +163,10 @@ class GroupHub {
   // New events came since the dispatcher last looked: every group is
   // readable. Set by OnEventsReadable without mu_.
   std::atomic<bool> events_readable_{false};
+  // How many waiters are registered, for OnEventsReadable to read without
+  // mu_: with none it sets events_readable_ without waking the dispatcher,
+  // and Register wakes it instead.
+  std::atomic<size_t> waiter_count_{0};
   // The earliest due time of a waiter (may be early: the dispatcher then
   // finds nothing due and computes it again).
   absl::Time next_due_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
