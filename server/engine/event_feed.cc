@@ -18,7 +18,8 @@ bool EventFilter::Matches(absl::string_view collection) const {
 EventFeed::EventFeed(const Options& options)
     : options_(options),
       front_sequence_(first_sequence()),
-      visible_sequence_(front_sequence_ - 1) {}
+      visible_sequence_(front_sequence_ - 1),
+      published_visible_(visible_sequence_) {}
 
 uint64_t EventFeed::Append(std::vector<ExpiryEvent> events) {
   return Append(std::move(events), [](uint64_t, uint64_t) {});
@@ -57,7 +58,7 @@ uint64_t EventFeed::Append(std::vector<EventBlock> blocks,
     PushLocked(std::move(prepared));
     last = first + appended - 1;
     if (appended > 0) then(first, last);
-    if (options_.visible_on_append) visible_sequence_ = last;
+    if (options_.visible_on_append) SetVisibleLocked(last);
     TrimLocked(&dropped);
   }
   if (appended > 0 && notify == Notify::kNow && options_.visible_on_append &&
@@ -94,7 +95,14 @@ void EventFeed::PushLocked(Prepared prepared) {
 
 void EventFeed::NotifyReadable() {
   if (!options_.visible_on_append || !options_.on_readable) return;
-  options_.on_readable(last_sequence());
+  // Not last_sequence(): the expirer calls this after every pass and must
+  // not wait for mu_.
+  options_.on_readable(published_visible_.load(std::memory_order_acquire));
+}
+
+void EventFeed::SetVisibleLocked(uint64_t sequence) {
+  visible_sequence_ = sequence;
+  published_visible_.store(sequence, std::memory_order_release);
 }
 
 void EventFeed::MakeVisibleThrough(uint64_t sequence) {
@@ -105,7 +113,7 @@ void EventFeed::MakeVisibleThrough(uint64_t sequence) {
     const uint64_t last = front_sequence_ + count_ - 1;
     visible = std::min(sequence, last);
     if (visible <= visible_sequence_) return;
-    visible_sequence_ = visible;
+    SetVisibleLocked(visible);
     // Retention could not drop these while they were invisible.
     TrimLocked(&dropped);
   }
@@ -170,7 +178,7 @@ void EventFeed::Restore(std::vector<ExpiryEvent> events, uint64_t next_sequence)
   bytes_ = 0;
   front_sequence_ = next_sequence - (events.size() - first);
   PushLocked(std::move(prepared));
-  visible_sequence_ = next_sequence - 1;
+  SetVisibleLocked(next_sequence - 1);
   TrimLocked(&dropped);
 }
 

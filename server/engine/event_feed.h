@@ -23,6 +23,7 @@
 #ifndef LAPSE_SERVER_ENGINE_EVENT_FEED_H_
 #define LAPSE_SERVER_ENGINE_EVENT_FEED_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -179,6 +180,8 @@ class EventFeed final : public EventSource {
   // Moves `prepared` to the end of blocks_, numbering its events from the
   // next sequence.
   void PushLocked(Prepared prepared) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets visible_sequence_ and publishes it for NotifyReadable.
+  void SetVisibleLocked(uint64_t sequence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The retained block holding `sequence`.
   // REQUIRES: front_sequence_ <= sequence < front_sequence_ + count_.
   BlockPtr BlockHoldingLocked(uint64_t sequence) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -200,6 +203,8 @@ class EventFeed final : public EventSource {
   uint64_t front_sequence_ ABSL_GUARDED_BY(mu_);
   // Readers see events up to this sequence.
   uint64_t visible_sequence_ ABSL_GUARDED_BY(mu_);
+  // visible_sequence_, for NotifyReadable to read without mu_.
+  std::atomic<uint64_t> published_visible_;
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -32,9 +32,13 @@ absl::Status GroupHub::Register(GroupWaiter* waiter, absl::string_view group, Ki
   }
   ++(kind == Kind::kPoll ? polls_ : streams_);
   waiters_.emplace(waiter, Entry{std::string(group), kind, due});
-  if (due < next_due_) {
-    next_due_ = due;
-    cv_.Signal();
+  // Either OnEventsReadable sees this waiter counted and wakes the
+  // dispatcher, or this sees its flag (both sequentially consistent).
+  waiter_count_.fetch_add(1, std::memory_order_seq_cst);
+  const bool events_untold = events_readable_.load(std::memory_order_seq_cst);
+  if (due < next_due_ || events_untold) {
+    next_due_ = std::min(next_due_, due);
+    wakeup_.Wake();
   }
   stats_changed_.SignalAll();
   return absl::OkStatus();
@@ -46,21 +50,20 @@ void GroupHub::Unregister(GroupWaiter* waiter) {
   if (it == waiters_.end()) return;
   --(it->second.kind == Kind::kPoll ? polls_ : streams_);
   waiters_.erase(it);
+  waiter_count_.fetch_sub(1, std::memory_order_relaxed);
   stats_changed_.SignalAll();
 }
 
 void GroupHub::OnGroupReadable(absl::string_view group) {
   MutexLock lock(&mu_);
-  if (all_readable_) return;
   readable_.emplace(group);
-  cv_.Signal();
+  wakeup_.Wake();
 }
 
 void GroupHub::OnEventsReadable() {
-  MutexLock lock(&mu_);
-  all_readable_ = true;
-  readable_.clear();
-  cv_.Signal();
+  events_readable_.store(true, std::memory_order_seq_cst);
+  // With no waiter there is nobody to wake; Register wakes the dispatcher.
+  if (waiter_count_.load(std::memory_order_seq_cst) > 0) wakeup_.Wake();
 }
 
 void GroupHub::Shutdown() {
@@ -73,7 +76,7 @@ void GroupHub::Shutdown() {
       waiter->Ref();
       waiters.push_back(waiter);
     }
-    cv_.Signal();
+    wakeup_.Wake();
   }
   dispatcher_.join();
   for (GroupWaiter* waiter : waiters) {
@@ -107,14 +110,23 @@ void GroupHub::Run() {
     absl::Time now;
     {
       MutexLock lock(&mu_);
-      while (!shutting_down_ && !all_readable_ && readable_.empty() && absl::Now() < next_due_) {
-        cv_.WaitWithTimeout(&mu_, next_due_ - absl::Now());
+      while (true) {
+        // Read before the checks: a Wake() after them ends the Wait at once.
+        const uint32_t epoch = wakeup_.Epoch();
+        if (shutting_down_ || events_readable_.load(std::memory_order_acquire) ||
+            !readable_.empty() || absl::Now() >= next_due_) {
+          break;
+        }
+        wakeup_.Wait(&mu_, epoch, next_due_ - absl::Now());
       }
       if (shutting_down_) return;
+      // Cleared before the waiters are called: events announced from here on
+      // make another pass.
+      const bool all_readable = events_readable_.exchange(false, std::memory_order_acq_rel);
       now = absl::Now();
       next_due_ = absl::InfiniteFuture();
       for (const auto& [waiter, entry] : waiters_) {
-        const bool readable = all_readable_ || readable_.contains(entry.group);
+        const bool readable = all_readable || readable_.contains(entry.group);
         if (readable || entry.due <= now) {
           waiter->Ref();
           calls.push_back({waiter, readable});
@@ -122,7 +134,6 @@ void GroupHub::Run() {
           next_due_ = std::min(next_due_, entry.due);
         }
       }
-      all_readable_ = false;
       readable_.clear();
     }
     for (const Call& call : calls) {

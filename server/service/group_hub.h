@@ -8,14 +8,15 @@
 // on_group_readable: a lease expired or was released, a dead letter was
 // re-driven, a consumer acked, the group was reset or deleted) for one group,
 // OnEventsReadable (new events in the feed, which may match any group's
-// filter) for all. Both only record what changed and signal the dispatcher:
+// filter) for all. Both only record what changed and wake the dispatcher:
 // they run on store threads (the expirers, the WAL's flusher, a gRPC thread
 // inside a store operation) and must never block nor call back into the
-// store. The dispatcher then calls each waiter of a readable group, outside
-// the hub's lock, and each waiter asks the store itself. It also calls every
-// waiter at the time the waiter last asked for (the end of a poll's wait, a
-// stream's next heartbeat). Those times follow the wall clock, as the
-// WatchHub's heartbeats do; leases follow the store's Clock.
+// store. OnEventsReadable, called by the expirer on every pass, takes no lock
+// at all (an atomic flag and a Wakeup), so it never waits for a gRPC thread
+// registering or unregistering a waiter. The dispatcher then calls each waiter of a readable group,
+// outside the hub's lock, and each waiter asks the store itself. It also calls every waiter at the
+// time the waiter last asked for (the end of a poll's wait, a stream's next heartbeat). Those times
+// follow the wall clock, as the WatchHub's heartbeats do; leases follow the store's Clock.
 //
 // Bounds: at most `max_waiting_polls` long polls and `max_consume_streams`
 // Consume streams at once; past them Register is RESOURCE_EXHAUSTED naming
@@ -52,6 +53,7 @@
 #include "absl/time/time.h"
 #include "server/base/clock.h"
 #include "server/base/mutex.h"
+#include "server/base/wakeup.h"
 
 namespace lapse {
 
@@ -149,17 +151,22 @@ class GroupHub {
 
   // State below is protected by mu_.
   Mutex mu_;
-  // Wakes the dispatcher.
-  CondVar cv_;
+  // Wakes the dispatcher; not guarded (OnEventsReadable takes no lock).
+  Wakeup wakeup_;
   // Wakes AwaitStatsForTesting.
   CondVar stats_changed_;
   absl::flat_hash_map<GroupWaiter*, Entry> waiters_ ABSL_GUARDED_BY(mu_);
   size_t polls_ ABSL_GUARDED_BY(mu_) = 0;
   size_t streams_ ABSL_GUARDED_BY(mu_) = 0;
-  // Groups announced readable since the dispatcher last looked; all of them
-  // when new events came.
+  // Groups announced readable since the dispatcher last looked.
   absl::flat_hash_set<std::string> readable_ ABSL_GUARDED_BY(mu_);
-  bool all_readable_ ABSL_GUARDED_BY(mu_) = false;
+  // New events came since the dispatcher last looked: every group is
+  // readable. Set by OnEventsReadable without mu_.
+  std::atomic<bool> events_readable_{false};
+  // How many waiters are registered, for OnEventsReadable to read without
+  // mu_: with none it sets events_readable_ without waking the dispatcher,
+  // and Register wakes it instead.
+  std::atomic<size_t> waiter_count_{0};
   // The earliest due time of a waiter (may be early: the dispatcher then
   // finds nothing due and computes it again).
   absl::Time next_due_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

@@ -46,7 +46,7 @@ absl::Status WatchHub::Register(WatchReactor* reactor) {
   const absl::Time due = absl::Now() + options_.heartbeat_interval;
   if (due < next_heartbeat_) {
     next_heartbeat_ = due;
-    cv_.Signal();
+    wakeup_.Wake();
   }
   stats_changed_.SignalAll();
   return absl::OkStatus();
@@ -83,7 +83,7 @@ void WatchHub::Unpin(size_t bytes) {
   FreedLocked(bytes);
   if (!waiting_.empty()) {
     room_made_ = true;
-    cv_.Signal();
+    wakeup_.Wake();
   }
   stats_changed_.SignalAll();
 }
@@ -95,7 +95,7 @@ void WatchHub::StopWaiting(WatchReactor* reactor) {
   // The next in line may fit now.
   if (was_first && !waiting_.empty()) {
     room_made_ = true;
-    cv_.Signal();
+    wakeup_.Wake();
   }
   stats_changed_.SignalAll();
 }
@@ -113,7 +113,7 @@ void WatchHub::Shutdown() {
     if (shutting_down_) return;
     shutting_down_ = true;
     reactors = SnapshotLocked();
-    cv_.Signal();
+    wakeup_.Wake();
   }
   dispatcher_.join();
   for (WatchReactor* reactor : reactors) {
@@ -123,14 +123,13 @@ void WatchHub::Shutdown() {
 }
 
 void WatchHub::OnReadable(uint64_t last_sequence) {
-  {
-    MutexLock lock(&mu_);
-    appended_sequence_ = std::max(appended_sequence_, last_sequence);
+  // Several threads may announce at once: keep the newest.
+  uint64_t appended = appended_sequence_.load(std::memory_order_relaxed);
+  while (appended < last_sequence &&
+         !appended_sequence_.compare_exchange_weak(
+             appended, last_sequence, std::memory_order_release, std::memory_order_relaxed)) {
   }
-  // Signalled once the lock is released: the dispatcher, woken under it,
-  // would find mu_ still held and the caller (the expirer) would have to
-  // wake it a second time to hand it over.
-  cv_.Signal();
+  wakeup_.Wake();
 }
 
 WatchHub::Stats WatchHub::stats() {
@@ -156,7 +155,7 @@ bool WatchHub::TrimDueLocked() const {
 
 void WatchHub::FreedLocked(size_t bytes) {
   freed_since_trim_ += bytes;
-  if (TrimDueLocked()) cv_.Signal();
+  if (TrimDueLocked()) wakeup_.Wake();
 }
 
 void WatchHub::Run() {
@@ -173,9 +172,17 @@ void WatchHub::Run() {
       const auto trim_at = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return TrimDueLocked() ? next_trim_ : absl::InfiniteFuture();
       };
-      while (!shutting_down_ && appended_sequence_ == dispatched_sequence_ && !room_made_ &&
-             absl::Now() < std::min(next_heartbeat_, trim_at())) {
-        cv_.WaitWithTimeout(&mu_, std::min(next_heartbeat_, trim_at()) - absl::Now());
+      uint64_t appended;
+      while (true) {
+        // Read before the checks: a Wake() after them ends the Wait at once.
+        const uint32_t epoch = wakeup_.Epoch();
+        appended = appended_sequence_.load(std::memory_order_acquire);
+        const absl::Time wake_at = std::min(next_heartbeat_, trim_at());
+        if (shutting_down_ || appended != dispatched_sequence_ || room_made_ ||
+            absl::Now() >= wake_at) {
+          break;
+        }
+        wakeup_.Wait(&mu_, epoch, wake_at - absl::Now());
       }
       if (shutting_down_) return;
       trim = absl::Now() >= trim_at();
@@ -187,9 +194,9 @@ void WatchHub::Run() {
         room_made_ = false;
         waiting = WaitingLocked();
       }
-      new_events = appended_sequence_ != dispatched_sequence_;
+      new_events = appended != dispatched_sequence_;
       const bool heartbeats_due = absl::Now() >= next_heartbeat_;
-      dispatched_sequence_ = appended_sequence_;
+      dispatched_sequence_ = appended;
       if (new_events || heartbeats_due) {
         next_heartbeat_ = absl::InfiniteFuture();
         reactors = SnapshotLocked();

@@ -3,13 +3,14 @@
 //
 // The hub keeps the set of live WatchReactors and one dispatcher thread; there
 // is no thread per stream. The store tells it when events become readable
-// (OnReadable, the listener the wiring gives the store), which only records
-// the new last sequence and signals the dispatcher (it runs on the expirer's,
-// a writer's or the WAL's thread and must never block). The dispatcher then wakes every reactor,
-// each of which reads from the log through its own cursor, and it sends heartbeats: a stream idle
-// for the heartbeat interval gets an empty batch carrying its examined_sequence. Heartbeats follow
-// the wall clock, not the injected Clock: they keep connections alive, they do not decide
-// deadlines.
+// (OnReadable, the listener the wiring gives the store), which only publishes
+// the new last sequence in an atomic and wakes the dispatcher through a
+// Wakeup, taking no lock (it runs on the expirer's, a writer's or the WAL's
+// thread and must never wait for a gRPC thread holding the hub's lock). The dispatcher then wakes
+// every reactor, each of which reads from the log through its own cursor, and it sends heartbeats:
+// a stream idle for the heartbeat interval gets an empty batch carrying its examined_sequence.
+// Heartbeats follow the wall clock, not the injected Clock: they keep connections alive, they do
+// not decide deadlines.
 //
 // Bounds (Options): at most `max_streams` live streams (more are refused with
 // RESOURCE_EXHAUSTED); at most `max_pinned_bytes` of batches written and not
@@ -44,6 +45,7 @@
 #ifndef LAPSE_SERVER_SERVICE_WATCH_HUB_H_
 #define LAPSE_SERVER_SERVICE_WATCH_HUB_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -57,6 +59,7 @@
 #include "absl/time/time.h"
 #include "server/base/mutex.h"
 #include "server/base/thread_priority.h"
+#include "server/base/wakeup.h"
 #include "server/engine/event_source.h"
 
 namespace lapse {
@@ -157,8 +160,8 @@ class WatchHub {
   // State below is protected by mu_. lapse::Mutex, not absl::Mutex, so that
   // ThreadSanitizer sees Shutdown() hand the reactors over.
   Mutex mu_;
-  // Wakes the dispatcher.
-  CondVar cv_;
+  // Wakes the dispatcher; not guarded (OnReadable takes no lock).
+  Wakeup wakeup_;
   // Wakes AwaitStatsForTesting.
   CondVar stats_changed_;
   absl::flat_hash_set<WatchReactor*> reactors_ ABSL_GUARDED_BY(mu_);
@@ -172,8 +175,9 @@ class WatchHub {
   size_t trims_ ABSL_GUARDED_BY(mu_) = 0;
   // Bytes were unpinned while streams wait: the dispatcher should poll them.
   bool room_made_ ABSL_GUARDED_BY(mu_) = false;
-  // The newest sequence appended, and the newest the reactors were woken for.
-  uint64_t appended_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // The newest sequence appended (published by OnReadable without mu_), and
+  // the newest the reactors were woken for.
+  std::atomic<uint64_t> appended_sequence_{0};
   uint64_t dispatched_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   // When the dispatcher next has to look for streams due a heartbeat.
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
