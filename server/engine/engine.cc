@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/numeric/int128.h"
@@ -17,7 +18,6 @@
 #include "server/base/mutex.h"
 #include "server/engine/collection.h"
 #include "server/engine/deadline_queue.h"
-#include "server/engine/name_index.h"
 #include "server/engine/pages.h"
 #include "server/engine/validate.h"
 
@@ -78,10 +78,10 @@ class Engine::Shard {
       auto it = collections_.begin();
       bool resume = false;
       if (cursor->started && !cursor->key.empty()) {
-        it = collections_.LowerBound(cursor->collection);
-        resume = it != collections_.end() && it->get()->name() == cursor->collection;
+        it = collections_.lower_bound(cursor->collection);
+        resume = it != collections_.end() && (*it)->name() == cursor->collection;
       } else if (cursor->started) {
-        it = collections_.UpperBound(cursor->collection);
+        it = collections_.upper_bound(cursor->collection);
       }
       if (it == collections_.end()) return n;
       const Collection* c = it->get();
@@ -103,25 +103,36 @@ class Engine::Shard {
 
   void AddCounts(Engine::Counts* counts) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     counts->collections += collections_.size();
-    for (const auto& e : collections_) counts->pending_deadlines += e.get()->expiring_count();
+    for (const auto& c : collections_) counts->pending_deadlines += c->expiring_count();
   }
 
  private:
   friend class Engine::ShardOp;
 
+  static absl::string_view NameOf(absl::string_view name) { return name; }
+  static absl::string_view NameOf(const Collection::Ptr& c) { return c->name(); }
+  struct NameLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return NameOf(a) < NameOf(b);
+    }
+  };
+
   // The collection named `name` as it is, due members included; nullptr when
   // there is none.
   Collection* Find(absl::string_view name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return collections_.Find(name);
+    auto it = collections_.find(name);
+    return it == collections_.end() ? nullptr : it->get();
   }
 
   // The shard's collections in name order: the one index for lookups and for
-  // ordered listing. An entry is the collection's pointer and 8 bytes of its
-  // name (NameIndex), some 21 bytes a collection, where a hash table beside a
-  // name b-tree took some 30 (its slots 9 bytes each, at a load of 7/16 to
-  // 7/8). A lookup costs a b-tree search that reads no other collection's
-  // name while the 8 bytes differ.
-  NameIndex<Collection::Ptr> collections_ ABSL_GUARDED_BY(mu);
+  // ordered listing. An entry is the collection's pointer, compared through
+  // its name, so the name is stored once: some 11 bytes a collection, where a
+  // hash table beside a name b-tree took some 30 (its slots 9 bytes each, at
+  // a load of 7/16 to 7/8). A lookup costs a b-tree search, each comparison
+  // reading another collection's name.
+  absl::btree_set<Collection::Ptr, NameLess> collections_ ABSL_GUARDED_BY(mu);
   // Every collection with a member that has a deadline, by its earliest one.
   DeadlineQueue<Collection> queue_ ABSL_GUARDED_BY(mu);
 };
@@ -342,10 +353,10 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     std::string cursor(after);
     bool from_prefix = after < prefix;
     while (out.size() < limit) {
-      auto it = from_prefix ? shard_.collections_.LowerBound(prefix)
-                            : shard_.collections_.UpperBound(cursor);
-      if (it == shard_.collections_.end() || !absl::StartsWith(it->get()->name(), prefix)) break;
-      cursor = std::string(it->get()->name());
+      auto it = from_prefix ? shard_.collections_.lower_bound(prefix)
+                            : shard_.collections_.upper_bound(cursor);
+      if (it == shard_.collections_.end() || !absl::StartsWith((*it)->name(), prefix)) break;
+      cursor = std::string((*it)->name());
       from_prefix = false;
       if (Collection* c = FindLive(cursor); c != nullptr) out.push_back(InfoOf(*c));
     }
@@ -384,7 +395,8 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   }
 
   Collection* Create(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-    return shard_.collections_.Insert(Collection::Create(name));
+    auto [it, inserted] = shard_.collections_.insert(Collection::Create(name));
+    return it->get();
   }
 
   // Expires up to `limit` due members of `c`, then settles it. Returns how
@@ -461,7 +473,8 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
     if (c->queued_deadline_ms() != kNoDeadlineMs) {
       shard_.queue_.Remove(c->queued_deadline_ms(), c);
     }
-    shard_.collections_.Erase(c);
+    // Erase by iterator: the name the lookup needs belongs to `c`.
+    shard_.collections_.erase(shard_.collections_.find(c->name()));
   }
 
   // Settles the operation's collection, adjusts the member count, appends
