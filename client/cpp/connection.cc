@@ -104,7 +104,10 @@ Connection::Connection(absl::StatusOr<std::shared_ptr<grpc::Channel>> channel,
 absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembersRequest& request,
                                                               const CallOptions& call) {
   if (!channel_status_.ok()) return channel_status_;
-  const bool shared = puts_in_flight_.fetch_add(1, std::memory_order_relaxed) > 0;
+  // Not from a write stream callback: it runs on the stream's thread, which
+  // would have to read the answer this call waits for.
+  const bool shared =
+      puts_in_flight_.fetch_add(1, std::memory_order_relaxed) > 0 && !WriteStream::InCallback();
   absl::StatusOr<std::vector<PutResult>> result;
   if (shared) {
     const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);

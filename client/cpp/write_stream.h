@@ -23,12 +23,21 @@
 // PutAsync operation already written is answered by the server or by the
 // stream's end.
 //
+// The stream runs on a completion queue of its own, polled by one thread the
+// WriteStream starts with its first stream: reading an answer, handing it
+// out and writing the next request happen on that thread, with no hand-off
+// between gRPC's threads (a callback-API stream crosses from gRPC's poller to
+// its callback threads at every read and write). Callbacks run there too, so
+// a Put made from inside one would wait for itself: Connection sends those
+// as unary calls (InCallback).
+//
 //   internal::WriteStream writes(&stub, &token, 1024);
 //   absl::StatusOr<v1::PutMembersResponse> r = writes.Put(request, deadline);
 //   writes.PutAsync(std::move(request), deadline, [](auto response) { ... });
 //
-// Thread-safe. Destroying it cancels the open stream and waits for it to end
-// and for every callback to return.
+// Thread-safe. Destroying it cancels the open stream, waits for it to end and
+// for every callback to return, and joins its thread; it must not be
+// destroyed from a callback.
 #ifndef LAPSE_CLIENT_CPP_WRITE_STREAM_H_
 #define LAPSE_CLIENT_CPP_WRITE_STREAM_H_
 
@@ -36,12 +45,14 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/cpp/bearer_token.h"
+#include "grpcpp/completion_queue.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/mutex.h"
 
@@ -70,6 +81,9 @@ class WriteStream final {
   // it is queued. `done` must not block for long: the answers after it wait.
   void PutAsync(v1::PutMembersRequest request, absl::Time deadline, Done done);
 
+  // Whether this thread is running a Done (of any WriteStream).
+  static bool InCallback();
+
  private:
   struct Op;
   class Call;
@@ -90,13 +104,20 @@ class WriteStream final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands out `answers`; called without mu_.
   static void Deliver(std::vector<Answer> answers);
+  // The thread's loop: runs the streams' completions until completions_
+  // shuts down.
+  void Poll();
 
   // Constant after construction.
   v1::LapseService::Stub* const stub_;
   BearerToken* const token_;
   const size_t max_in_flight_;
+  // Every stream's completions; shut down by the destructor.
+  grpc::CompletionQueue completions_;
 
   Mutex mu_;
+  // Runs Poll; started with the first stream.
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
   // Signalled when a Call is gone.
   CondVar call_done_;
   // Signalled when an operation is answered.
