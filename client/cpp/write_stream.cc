@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "client/cpp/convert.h"
+#include "google/protobuf/arena.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/async_stream.h"
 
@@ -26,6 +27,18 @@ constexpr size_t kMaxRequestBytes = 1 << 20;
 // a lone call is written at once. Measured against 2, 4 and no limit (a
 // write as soon as the previous one is sent): see docs/benchmarks.md.
 constexpr size_t kMaxUnansweredRequests = 1;
+
+// The first block of the arena an answer is read into: an answer of some
+// dozens of results (a full window of single puts) fits, and larger ones
+// take more blocks until the answer is handed out.
+constexpr size_t kResponseArenaBytes = 4096;
+
+google::protobuf::ArenaOptions ResponseArenaOptions(char* block) {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = block;
+  options.initial_block_size = kResponseArenaBytes;
+  return options;
+}
 
 // Whether this thread is running a Done: such a thread never waits for room,
 // since the answers that would make room may have to wait for it.
@@ -69,7 +82,7 @@ class WriteStream::Call final {
     // Sending the headers is the stream's first write: the next waits for it.
     writing_ = true;
     stream_->StartCall(&started_);
-    stream_->Read(&response_, &read_);
+    stream_->Read(response_, &read_);
   }
 
   // Sends `op` after the operations before it. REQUIRES: owner_->mu_, which
@@ -129,14 +142,15 @@ class WriteStream::Call final {
       MutexLock lock(&owner_->mu_);
       if (!sent_.empty()) {
         std::vector<std::shared_ptr<Op>>& ops = sent_.front();
+        answers.reserve(ops.size());
         for (size_t i = 0; i < ops.size(); ++i) {
-          if (i >= static_cast<size_t>(response_.results_size())) {
+          if (i >= static_cast<size_t>(response_->results_size())) {
             owner_->Finish(
                 *ops[i], absl::InternalError("the server's response has no result for this write"),
                 &answers);
-          } else if (v1::WriteOperationResult& result = *response_.mutable_results(i);
+          } else if (const v1::WriteOperationResult& result = response_->results(i);
                      result.code() == 0) {
-            owner_->Finish(*ops[i], std::move(*result.mutable_put_members()), &answers);
+            owner_->Finish(*ops[i], FromProto(result.put_members()), &answers);
           } else {
             owner_->Finish(*ops[i],
                            FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(result.code()),
@@ -153,13 +167,14 @@ class WriteStream::Call final {
     }
     Deliver(std::move(answers));
     answers.clear();
-    response_.Clear();
+    arena_.Reset();
+    response_ = google::protobuf::Arena::CreateMessage<v1::StreamWritesResponse>(&arena_);
     {
       MutexLock lock(&owner_->mu_);
       holding_ = false;
       if (CanWrite()) WriteNext(&answers);
       ++outstanding_;
-      stream_->Read(&response_, &read_);
+      stream_->Read(response_, &read_);
     }
     Deliver(std::move(answers));
   }
@@ -202,6 +217,7 @@ class WriteStream::Call final {
   void WriteNext(std::vector<Answer>* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
     request_.Clear();
     std::vector<std::shared_ptr<Op>> ops;
+    ops.reserve(unsent_.size());
     size_t bytes = 0;
     const absl::Time now = absl::Now();
     while (!unsent_.empty() && (ops.empty() || bytes < kMaxRequestBytes)) {
@@ -234,7 +250,13 @@ class WriteStream::Call final {
       stream_;
   // The stream's status, set when finished_ completes.
   grpc::Status status_;
-  v1::StreamWritesResponse response_;
+  // Each answer is read into response_ on arena_, emptied once the answer
+  // is handed out: while an answer fits arena_block_, reading it allocates
+  // nothing.
+  alignas(8) char arena_block_[kResponseArenaBytes];
+  google::protobuf::Arena arena_{ResponseArenaOptions(arena_block_)};
+  v1::StreamWritesResponse* response_ =
+      google::protobuf::Arena::CreateMessage<v1::StreamWritesResponse>(&arena_);
   // Guarded by owner_->mu_: completions asked for and not yet run.
   int outstanding_ = 0;
   // Guarded by owner_->mu_: operations waiting to be written, and those
@@ -301,7 +323,7 @@ absl::Status WriteStream::Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* a
   return absl::OkStatus();
 }
 
-void WriteStream::Finish(Op& op, absl::StatusOr<v1::PutMembersResponse> response,
+void WriteStream::Finish(Op& op, absl::StatusOr<std::vector<PutResult>> response,
                          std::vector<Answer>* answers) {
   --in_flight_;
   room_.Signal();
@@ -330,16 +352,16 @@ void WriteStream::PutAsync(v1::PutMembersRequest request, absl::Time deadline, D
   if (!queued.ok()) op->done(queued);
 }
 
-absl::StatusOr<v1::PutMembersResponse> WriteStream::Put(const v1::PutMembersRequest& request,
+absl::StatusOr<std::vector<PutResult>> WriteStream::Put(const v1::PutMembersRequest& request,
                                                         absl::Time deadline) {
   // Shared with the Done, which may run after this call returned.
   struct Waiter {
     Mutex mu;
     CondVar cv;
-    std::optional<absl::StatusOr<v1::PutMembersResponse>> answer ABSL_GUARDED_BY(mu);
+    std::optional<absl::StatusOr<std::vector<PutResult>>> answer ABSL_GUARDED_BY(mu);
   };
   auto waiter = std::make_shared<Waiter>();
-  PutAsync(request, deadline, [waiter](absl::StatusOr<v1::PutMembersResponse> response) {
+  PutAsync(request, deadline, [waiter](absl::StatusOr<std::vector<PutResult>> response) {
     MutexLock lock(&waiter->mu);
     waiter->answer = std::move(response);
     waiter->cv.Signal();

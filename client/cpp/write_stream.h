@@ -32,7 +32,7 @@
 // as unary calls (InCallback).
 //
 //   internal::WriteStream writes(&stub, &token, 1024);
-//   absl::StatusOr<v1::PutMembersResponse> r = writes.Put(request, deadline);
+//   absl::StatusOr<std::vector<PutResult>> r = writes.Put(request, deadline);
 //   writes.PutAsync(std::move(request), deadline, [](auto response) { ... });
 //
 // Thread-safe. Destroying it cancels the open stream, waits for it to end and
@@ -53,6 +53,7 @@
 #include "absl/time/time.h"
 #include "client/cpp/bearer_token.h"
 #include "grpcpp/completion_queue.h"
+#include "lapse/client.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/mutex.h"
 
@@ -60,8 +61,9 @@ namespace lapse::client::internal {
 
 class WriteStream final {
  public:
-  // Called once with an operation's answer: the response, or its error.
-  using Done = std::function<void(absl::StatusOr<v1::PutMembersResponse>)>;
+  // Called once with an operation's answer: the response as the client reads
+  // it (FromProto, convert.h), or its error.
+  using Done = PutCallback;
 
   // `stub` and `token` (sent when a stream is opened) must outlive the
   // WriteStream. `max_in_flight` >= 1.
@@ -72,7 +74,7 @@ class WriteStream final {
 
   // Sends `request` as the stream's next operation and waits, until
   // `deadline`, for its answer: the response, or the operation's error.
-  absl::StatusOr<v1::PutMembersResponse> Put(const v1::PutMembersRequest& request,
+  absl::StatusOr<std::vector<PutResult>> Put(const v1::PutMembersRequest& request,
                                              absl::Time deadline);
 
   // Sends `request` as the stream's next operation and returns once it is
@@ -90,7 +92,7 @@ class WriteStream final {
   // An answer to hand to its operation's Done once mu_ is released.
   struct Answer {
     Done done;
-    absl::StatusOr<v1::PutMembersResponse> response;
+    absl::StatusOr<std::vector<PutResult>> response;
   };
 
   // Takes one of the max_in_flight_ places for `op` and queues it on the open
@@ -100,7 +102,7 @@ class WriteStream final {
   absl::Status Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* answers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees `op`'s place and adds its answer to `answers`.
-  void Finish(Op& op, absl::StatusOr<v1::PutMembersResponse> response, std::vector<Answer>* answers)
+  void Finish(Op& op, absl::StatusOr<std::vector<PutResult>> response, std::vector<Answer>* answers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands out `answers`; called without mu_.
   static void Deliver(std::vector<Answer> answers);
