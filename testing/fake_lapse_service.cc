@@ -108,10 +108,20 @@ bool FakeLapseService::WaitForWatchCalls(size_t count) {
   return WaitWithPatience(mu_, cv_, arrived);
 }
 
+bool FakeLapseService::WaitForCalls(absl::string_view method, int count) {
+  MutexLock lock(&mu_);
+  auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = calls_.find(method);
+    return it != calls_.end() && it->second >= count;
+  };
+  return WaitWithPatience(mu_, cv_, arrived);
+}
+
 grpc::ServerUnaryReactor* FakeLapseService::Answer(grpc::CallbackServerContext* context,
                                                    absl::string_view method) {
   MutexLock lock(&mu_);
   ++calls_[std::string(method)];
+  cv_.SignalAll();
   if (hold_) return new HeldCall();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (failures_left_ > 0) {

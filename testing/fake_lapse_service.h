@@ -71,6 +71,8 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
 
   // Calls received by `method` ("GetMembers", "WatchExpirations", ...).
   int calls(absl::string_view method);
+  // Waits (at most kPatience) until `method` has received `count` calls.
+  bool WaitForCalls(absl::string_view method, int count);
   std::vector<v1::WatchExpirationsRequest> watch_requests();
   // Waits (at most kPatience) until `count` watch calls have arrived.
   bool WaitForWatchCalls(size_t count);
@@ -112,7 +114,7 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
 
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, absl::string_view method);
 
-  // Signalled when a watch call arrives.
+  // Signalled when a call arrives.
   Mutex mu_;
   CondVar cv_;
   std::map<std::string, int, std::less<>> calls_ ABSL_GUARDED_BY(mu_);

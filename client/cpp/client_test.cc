@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -684,6 +685,75 @@ TEST(ClientWriteStreamTest, CallsMadeByAnAnswersCallbacksGoInTheNextRequestWithT
   server.service().AnswerStreamWrites();
   EXPECT_TRUE(answers.WaitFor(4));
   EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 3));
+}
+
+TEST_F(ClientTest, AnAsyncPutsCallbacksAllRunOnTheWriteStreamsOneThread) {
+  // Each callback makes the next call, 8 in flight, 200 calls in all.
+  constexpr int kInFlight = 8;
+  constexpr int kCalls = 200;
+  Mutex mu;
+  CondVar cv;
+  std::set<std::thread::id> threads;
+  int made = 0;
+  int answered = 0;
+  std::function<void()> put_next = [&] {
+    {
+      MutexLock lock(&mu);
+      if (made == kCalls) return;
+      ++made;
+    }
+    client_.PutMembersAsync("one-thread", {Write("k", "v")},
+                            [&](absl::StatusOr<std::vector<PutResult>> put) {
+                              EXPECT_TRUE(put.ok()) << put.status();
+                              put_next();
+                              MutexLock lock(&mu);
+                              threads.insert(std::this_thread::get_id());
+                              ++answered;
+                              cv.SignalAll();
+                            });
+  };
+  for (int i = 0; i < kInFlight; ++i) put_next();
+  MutexLock lock(&mu);
+  ASSERT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return answered == kCalls; }));
+  EXPECT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+}
+
+TEST(ClientWriteStreamTest, APutMadeInsideAnAsyncPutsCallbackIsAUnaryCall) {
+  auto server = std::make_unique<testing::FakeServer>();
+  server->service().HoldUnaryCalls();
+  server->service().HoldStreamWrites();
+  Client client(server->address());
+  // Held by the fake: a PutMembers in flight, beside which another would
+  // take the write stream.
+  std::thread held([&] { client.PutMembers("c", {Write("a", "v")}).IgnoreError(); });
+  ASSERT_TRUE(server->service().WaitForCalls("PutMembers", 1));
+  Mutex mu;
+  CondVar cv;
+  std::optional<absl::StatusCode> inner;
+  client.PutMembersAsync("c", {Write("b", "v")}, [&](absl::StatusOr<std::vector<PutResult>>) {
+    // On the write stream's thread: were this call sent on the stream, its
+    // answer would wait for this callback to return.
+    CallOptions call;
+    call.timeout = absl::Milliseconds(300);
+    const absl::StatusCode code =
+        client.PutMembers("c", {Write("c", "v")}, {}, call).status().code();
+    MutexLock lock(&mu);
+    inner = code;
+    cv.SignalAll();
+  });
+  ASSERT_TRUE(server->service().WaitForStreamWriteRequests(1));
+  server->service().AnswerStreamWrites();
+  {
+    MutexLock lock(&mu);
+    ASSERT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return inner.has_value(); }));
+    // Held by the fake as a unary call, it ran out of time.
+    EXPECT_EQ(*inner, absl::StatusCode::kDeadlineExceeded);
+  }
+  EXPECT_EQ(server->service().calls("PutMembers"), 2);
+  EXPECT_THAT(server->service().stream_write_sizes(), ElementsAre(1));
+  server.reset();  // Ends the held call.
+  held.join();
 }
 
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {

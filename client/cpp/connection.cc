@@ -104,12 +104,14 @@ Connection::Connection(absl::StatusOr<std::shared_ptr<grpc::Channel>> channel,
 absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembersRequest& request,
                                                               const CallOptions& call) {
   if (!channel_status_.ok()) return channel_status_;
-  const bool shared = puts_in_flight_.fetch_add(1, std::memory_order_relaxed) > 0;
+  // Not from a write stream callback: it runs on the stream's thread, which
+  // would have to read the answer this call waits for.
+  const bool shared =
+      puts_in_flight_.fetch_add(1, std::memory_order_relaxed) > 0 && !WriteStream::InCallback();
   absl::StatusOr<std::vector<PutResult>> result;
   if (shared) {
     const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
-    absl::StatusOr<v1::PutMembersResponse> response = writes_.Put(request, deadline);
-    result = response.ok() ? FromProto(*response) : response.status();
+    result = writes_.Put(request, deadline);
   } else {
     result = Call<std::vector<PutResult>>(&v1::LapseService::Stub::PutMembers, request,
                                           Idempotency::kNotIdempotent, call);
@@ -125,14 +127,7 @@ void Connection::PutMembersAsync(v1::PutMembersRequest request, const CallOption
     return;
   }
   const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
-  writes_.PutAsync(std::move(request), deadline,
-                   [done = std::move(done)](absl::StatusOr<v1::PutMembersResponse> response) {
-                     if (!response.ok()) {
-                       done(response.status());
-                     } else {
-                       done(FromProto(*response));
-                     }
-                   });
+  writes_.PutAsync(std::move(request), deadline, std::move(done));
 }
 
 }  // namespace lapse::client::internal

@@ -2,14 +2,16 @@
 
 #include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "client/cpp/convert.h"
+#include "google/protobuf/arena.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/support/client_callback.h"
+#include "grpcpp/support/async_stream.h"
 
 namespace lapse::client::internal {
 namespace {
@@ -25,6 +27,18 @@ constexpr size_t kMaxRequestBytes = 1 << 20;
 // a lone call is written at once. Measured against 2, 4 and no limit (a
 // write as soon as the previous one is sent): see docs/benchmarks.md.
 constexpr size_t kMaxUnansweredRequests = 1;
+
+// The first block of the arena an answer is read into: an answer of some
+// dozens of results (a full window of single puts) fits, and larger ones
+// take more blocks until the answer is handed out.
+constexpr size_t kResponseArenaBytes = 4096;
+
+google::protobuf::ArenaOptions ResponseArenaOptions(char* block) {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = block;
+  options.initial_block_size = kResponseArenaBytes;
+  return options;
+}
 
 // Whether this thread is running a Done: such a thread never waits for room,
 // since the answers that would make room may have to wait for it.
@@ -44,21 +58,31 @@ struct WriteStream::Op {
   Done done;
 };
 
-// One StreamWrites stream. Its state is guarded by the WriteStream's mu_; it
-// deletes itself in OnDone, after answering every operation left.
-class WriteStream::Call final
-    : public grpc::ClientBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse> {
+// One StreamWrites stream, on the WriteStream's completion queue: its
+// completions (a read, a write, the end) run on the WriteStream's thread. Its
+// state is guarded by the WriteStream's mu_; it deletes itself in OnDone,
+// after answering every operation left, once none of its completions is
+// outstanding.
+class WriteStream::Call final {
  public:
-  explicit Call(WriteStream* owner) : owner_(owner) {}
+  explicit Call(WriteStream* owner)
+      : owner_(owner),
+        started_(this, &Call::OnWriteDone),
+        read_(this, &Call::OnReadDone),
+        written_(this, &Call::OnWriteDone),
+        finished_(this, &Call::OnFinished) {}
 
   // The context, for the metadata the stream is opened with.
   grpc::ClientContext* context() { return &context_; }
 
-  // Opens the stream.
-  void Start() {
-    owner_->stub_->async()->StreamWrites(&context_, this);
-    StartRead(&response_);
-    StartCall();
+  // Opens the stream. REQUIRES: owner_->mu_ (see Send).
+  void Start() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    stream_ = owner_->stub_->PrepareAsyncStreamWrites(&context_, &owner_->completions_);
+    outstanding_ = 2;
+    // Sending the headers is the stream's first write: the next waits for it.
+    writing_ = true;
+    stream_->StartCall(&started_);
+    stream_->Read(response_, &read_);
   }
 
   // Sends `op` after the operations before it. REQUIRES: owner_->mu_, which
@@ -71,7 +95,30 @@ class WriteStream::Call final
   // Ends the stream; OnDone follows.
   void Cancel() { context_.TryCancel(); }
 
-  void OnWriteDone(bool ok) override {
+  // Runs a completion of this stream: `tag` is one of its Events.
+  static void Run(void* tag, bool ok) {
+    Event* event = static_cast<Event*>(tag);
+    Call* call = event->call;
+    (call->*event->handler)(ok);
+    bool done;
+    {
+      MutexLock lock(&call->owner_->mu_);
+      done = --call->outstanding_ == 0;
+    }
+    // The last completion: the stream has ended (OnFinished) and no write
+    // is left in flight.
+    if (done) call->OnDone();
+  }
+
+ private:
+  // A completion queue tag: which stream, and what completed.
+  struct Event {
+    Event(Call* c, void (Call::*h)(bool)) : call(c), handler(h) {}
+    Call* const call;
+    void (Call::*const handler)(bool);
+  };
+
+  void OnWriteDone(bool ok) {
     std::vector<Answer> answers;
     {
       MutexLock lock(&owner_->mu_);
@@ -82,21 +129,28 @@ class WriteStream::Call final
     Deliver(std::move(answers));
   }
 
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // The stream is ending: OnDone follows.
+  void OnReadDone(bool ok) {
+    if (!ok) {
+      // The stream is ending: its status, then OnDone.
+      MutexLock lock(&owner_->mu_);
+      ++outstanding_;
+      stream_->Finish(&status_, &finished_);
+      return;
+    }
     std::vector<Answer> answers;
     {
       MutexLock lock(&owner_->mu_);
       if (!sent_.empty()) {
         std::vector<std::shared_ptr<Op>>& ops = sent_.front();
+        answers.reserve(ops.size());
         for (size_t i = 0; i < ops.size(); ++i) {
-          if (i >= static_cast<size_t>(response_.results_size())) {
+          if (i >= static_cast<size_t>(response_->results_size())) {
             owner_->Finish(
                 *ops[i], absl::InternalError("the server's response has no result for this write"),
                 &answers);
-          } else if (v1::WriteOperationResult& result = *response_.mutable_results(i);
+          } else if (const v1::WriteOperationResult& result = response_->results(i);
                      result.code() == 0) {
-            owner_->Finish(*ops[i], std::move(*result.mutable_put_members()), &answers);
+            owner_->Finish(*ops[i], FromProto(result.put_members()), &answers);
           } else {
             owner_->Finish(*ops[i],
                            FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(result.code()),
@@ -113,23 +167,27 @@ class WriteStream::Call final
     }
     Deliver(std::move(answers));
     answers.clear();
+    arena_.Reset();
+    response_ = google::protobuf::Arena::CreateMessage<v1::StreamWritesResponse>(&arena_);
     {
       MutexLock lock(&owner_->mu_);
       holding_ = false;
       if (CanWrite()) WriteNext(&answers);
+      ++outstanding_;
+      stream_->Read(response_, &read_);
     }
     Deliver(std::move(answers));
-    response_.Clear();
-    StartRead(&response_);
   }
 
-  void OnDone(const grpc::Status& status) override {
+  void OnFinished(bool) {}
+
+  void OnDone() {
     std::vector<Answer> answers;
     {
       MutexLock lock(&owner_->mu_);
-      const absl::Status ended = status.ok()
+      const absl::Status ended = status_.ok()
                                      ? absl::UnavailableError("the write stream ended; write again")
-                                     : FromGrpcStatus(status);
+                                     : FromGrpcStatus(status_);
       for (const std::vector<std::shared_ptr<Op>>& ops : sent_) {
         for (const std::shared_ptr<Op>& op : ops) owner_->Finish(*op, ended, &answers);
       }
@@ -159,6 +217,7 @@ class WriteStream::Call final
   void WriteNext(std::vector<Answer>* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
     request_.Clear();
     std::vector<std::shared_ptr<Op>> ops;
+    ops.reserve(unsent_.size());
     size_t bytes = 0;
     const absl::Time now = absl::Now();
     while (!unsent_.empty() && (ops.empty() || bytes < kMaxRequestBytes)) {
@@ -174,13 +233,32 @@ class WriteStream::Call final
     }
     if (ops.empty()) return;
     writing_ = true;
-    StartWrite(&request_);
+    ++outstanding_;
+    stream_->Write(request_, &written_);
     sent_.push_back(std::move(ops));
   }
 
   WriteStream* const owner_;
+  // The headers sent (a write), an answer read, a request written, the
+  // stream's status received.
+  Event started_;
+  Event read_;
+  Event written_;
+  Event finished_;
   grpc::ClientContext context_;
-  v1::StreamWritesResponse response_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::StreamWritesRequest, v1::StreamWritesResponse>>
+      stream_;
+  // The stream's status, set when finished_ completes.
+  grpc::Status status_;
+  // Each answer is read into response_ on arena_, emptied once the answer
+  // is handed out: while an answer fits arena_block_, reading it allocates
+  // nothing.
+  alignas(8) char arena_block_[kResponseArenaBytes];
+  google::protobuf::Arena arena_{ResponseArenaOptions(arena_block_)};
+  v1::StreamWritesResponse* response_ =
+      google::protobuf::Arena::CreateMessage<v1::StreamWritesResponse>(&arena_);
+  // Guarded by owner_->mu_: completions asked for and not yet run.
+  int outstanding_ = 0;
   // Guarded by owner_->mu_: operations waiting to be written, and those
   // written and not yet answered, one entry per request, oldest first.
   // request_ carries sent_.back() while writing_.
@@ -197,11 +275,33 @@ WriteStream::WriteStream(v1::LapseService::Stub* stub, BearerToken* token, size_
     : stub_(stub), token_(token), max_in_flight_(max_in_flight) {}
 
 WriteStream::~WriteStream() {
-  MutexLock lock(&mu_);
-  closing_ = true;
-  if (call_ != nullptr) call_->Cancel();
-  while (live_calls_ > 0) call_done_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+  std::thread thread;
+  {
+    MutexLock lock(&mu_);
+    closing_ = true;
+    if (call_ != nullptr) call_->Cancel();
+    while (live_calls_ > 0) call_done_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+    thread = std::move(thread_);
+  }
+  completions_.Shutdown();
+  if (thread.joinable()) {
+    thread.join();
+  } else {
+    // Never polled: drained here, as a completion queue must be.
+    void* tag;
+    bool ok;
+    while (completions_.Next(&tag, &ok)) {
+    }
+  }
 }
+
+void WriteStream::Poll() {
+  void* tag;
+  bool ok;
+  while (completions_.Next(&tag, &ok)) Call::Run(tag, ok);
+}
+
+bool WriteStream::InCallback() { return delivering; }
 
 absl::Status WriteStream::Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* answers) {
   if (closing_) return absl::CancelledError("the client is being destroyed");
@@ -216,13 +316,14 @@ absl::Status WriteStream::Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* a
     ++live_calls_;
     call_ = call.release();
     call_->Start();
+    if (!thread_.joinable()) thread_ = std::thread([this] { Poll(); });
   }
   ++in_flight_;
   call_->Send(std::move(op), answers);
   return absl::OkStatus();
 }
 
-void WriteStream::Finish(Op& op, absl::StatusOr<v1::PutMembersResponse> response,
+void WriteStream::Finish(Op& op, absl::StatusOr<std::vector<PutResult>> response,
                          std::vector<Answer>* answers) {
   --in_flight_;
   room_.Signal();
@@ -251,16 +352,16 @@ void WriteStream::PutAsync(v1::PutMembersRequest request, absl::Time deadline, D
   if (!queued.ok()) op->done(queued);
 }
 
-absl::StatusOr<v1::PutMembersResponse> WriteStream::Put(const v1::PutMembersRequest& request,
+absl::StatusOr<std::vector<PutResult>> WriteStream::Put(const v1::PutMembersRequest& request,
                                                         absl::Time deadline) {
   // Shared with the Done, which may run after this call returned.
   struct Waiter {
     Mutex mu;
     CondVar cv;
-    std::optional<absl::StatusOr<v1::PutMembersResponse>> answer ABSL_GUARDED_BY(mu);
+    std::optional<absl::StatusOr<std::vector<PutResult>>> answer ABSL_GUARDED_BY(mu);
   };
   auto waiter = std::make_shared<Waiter>();
-  PutAsync(request, deadline, [waiter](absl::StatusOr<v1::PutMembersResponse> response) {
+  PutAsync(request, deadline, [waiter](absl::StatusOr<std::vector<PutResult>> response) {
     MutexLock lock(&waiter->mu);
     waiter->answer = std::move(response);
     waiter->cv.Signal();

@@ -23,12 +23,21 @@
 // PutAsync operation already written is answered by the server or by the
 // stream's end.
 //
+// The stream runs on a completion queue of its own, polled by one thread the
+// WriteStream starts with its first stream: reading an answer, handing it
+// out and writing the next request happen on that thread, with no hand-off
+// between gRPC's threads (a callback-API stream crosses from gRPC's poller to
+// its callback threads at every read and write). Callbacks run there too, so
+// a Put made from inside one would wait for itself: Connection sends those
+// as unary calls (InCallback).
+//
 //   internal::WriteStream writes(&stub, &token, 1024);
-//   absl::StatusOr<v1::PutMembersResponse> r = writes.Put(request, deadline);
+//   absl::StatusOr<std::vector<PutResult>> r = writes.Put(request, deadline);
 //   writes.PutAsync(std::move(request), deadline, [](auto response) { ... });
 //
-// Thread-safe. Destroying it cancels the open stream and waits for it to end
-// and for every callback to return.
+// Thread-safe. Destroying it cancels the open stream, waits for it to end and
+// for every callback to return, and joins its thread; it must not be
+// destroyed from a callback.
 #ifndef LAPSE_CLIENT_CPP_WRITE_STREAM_H_
 #define LAPSE_CLIENT_CPP_WRITE_STREAM_H_
 
@@ -36,12 +45,15 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/cpp/bearer_token.h"
+#include "grpcpp/completion_queue.h"
+#include "lapse/client.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/mutex.h"
 
@@ -49,8 +61,9 @@ namespace lapse::client::internal {
 
 class WriteStream final {
  public:
-  // Called once with an operation's answer: the response, or its error.
-  using Done = std::function<void(absl::StatusOr<v1::PutMembersResponse>)>;
+  // Called once with an operation's answer: the response as the client reads
+  // it (FromProto, convert.h), or its error.
+  using Done = PutCallback;
 
   // `stub` and `token` (sent when a stream is opened) must outlive the
   // WriteStream. `max_in_flight` >= 1.
@@ -61,7 +74,7 @@ class WriteStream final {
 
   // Sends `request` as the stream's next operation and waits, until
   // `deadline`, for its answer: the response, or the operation's error.
-  absl::StatusOr<v1::PutMembersResponse> Put(const v1::PutMembersRequest& request,
+  absl::StatusOr<std::vector<PutResult>> Put(const v1::PutMembersRequest& request,
                                              absl::Time deadline);
 
   // Sends `request` as the stream's next operation and returns once it is
@@ -70,13 +83,16 @@ class WriteStream final {
   // it is queued. `done` must not block for long: the answers after it wait.
   void PutAsync(v1::PutMembersRequest request, absl::Time deadline, Done done);
 
+  // Whether this thread is running a Done (of any WriteStream).
+  static bool InCallback();
+
  private:
   struct Op;
   class Call;
   // An answer to hand to its operation's Done once mu_ is released.
   struct Answer {
     Done done;
-    absl::StatusOr<v1::PutMembersResponse> response;
+    absl::StatusOr<std::vector<PutResult>> response;
   };
 
   // Takes one of the max_in_flight_ places for `op` and queues it on the open
@@ -86,17 +102,24 @@ class WriteStream final {
   absl::Status Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* answers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees `op`'s place and adds its answer to `answers`.
-  void Finish(Op& op, absl::StatusOr<v1::PutMembersResponse> response, std::vector<Answer>* answers)
+  void Finish(Op& op, absl::StatusOr<std::vector<PutResult>> response, std::vector<Answer>* answers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands out `answers`; called without mu_.
   static void Deliver(std::vector<Answer> answers);
+  // The thread's loop: runs the streams' completions until completions_
+  // shuts down.
+  void Poll();
 
   // Constant after construction.
   v1::LapseService::Stub* const stub_;
   BearerToken* const token_;
   const size_t max_in_flight_;
+  // Every stream's completions; shut down by the destructor.
+  grpc::CompletionQueue completions_;
 
   Mutex mu_;
+  // Runs Poll; started with the first stream.
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
   // Signalled when a Call is gone.
   CondVar call_done_;
   // Signalled when an operation is answered.

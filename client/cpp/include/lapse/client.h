@@ -585,8 +585,10 @@ class Client final {
 
   // PutMembers without waiting: queues the call on the write stream (after
   // waiting for room while ClientOptions::max_writes_in_flight calls are
-  // unanswered) and returns. `done` gets what PutMembers would return, on a
-  // gRPC thread, or on this thread when the call fails before it is queued.
+  // unanswered) and returns. `done` gets what PutMembers would return, on the
+  // write stream's thread (one per Client, which reads the answers and runs
+  // every `done`, in order), or on this thread when the call fails before it
+  // is queued. A PutMembers made inside `done` is sent as a unary call.
   // Calls are applied in the order they were made. Many such calls in flight
   // from one thread go to the server a few per message: this is the fast way
   // to make many small writes. A call whose deadline passes before it is
