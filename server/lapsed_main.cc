@@ -55,6 +55,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpc/grpc.h"
 #include "server/accept_guard.h"
@@ -679,6 +680,10 @@ std::string StoreDescription(const lapse::ServerOptions& options, lapse::LapseSe
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian builds Abseil without NDEBUG, so every absl::Mutex (gRPC's locks;
+  // lapse's own are lapse::Mutex) would keep a lock-order graph for deadlock
+  // detection, 2-3 % of the CPU (docs/benchmarks.md, perfsingle4).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(
       "lapse server: expiring collections over gRPC (lapse.v1.LapseService)");
   UnderscoreFlagNames(argc, argv);

@@ -26,6 +26,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/common/args.h"
 #include "bench/common/load_flags.h"
@@ -161,6 +162,10 @@ bool ValidOptions(const std::string& scenario, lapse::load::ScenarioOptions* o) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian builds Abseil without NDEBUG, so every absl::Mutex (gRPC's locks;
+  // lapse's own are lapse::Mutex) would keep a lock-order graph for deadlock
+  // detection, 2-3 % of the CPU (docs/benchmarks.md, perfsingle4).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Line-buffered even into a pipe, so tables and errors interleave in order.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   absl::SetProgramUsageMessage(kUsage);
