@@ -198,9 +198,9 @@ ABSL_FLAG(std::string, expiry_thread_priority, "normal",
 ABSL_FLAG(absl::Duration, wal_group_wait, absl::Milliseconds(1),
           "With --fsync=always: how long a write may wait for as many writers as "
           "the last fsync covered, so that one fsync covers them all (0 to "
-          "10ms; 0 never waits). A lone writer, and a stream's next request, "
-          "never wait; many clients with one write each in flight share an "
-          "fsync");
+          "10ms; 0 never waits). A writer is one RPC or one StreamWrites "
+          "request: a lone client never waits; many clients with one write "
+          "each in flight share an fsync");
 ABSL_FLAG(int64_t, snapshot_after_bytes,
           static_cast<int64_t>(Defaults().store.snapshot_after_bytes),
           "With --data_dir: write-ahead log bytes that trigger a snapshot; 0 "
