@@ -376,7 +376,11 @@ bool Wal::NextRound(Round* round) {
     // left to their writers unless one called the flusher.
     if (!pending_.empty() && (options_.fsync == FsyncPolicy::kAlways || flusher_called_ ||
                               left_to_flusher || waiters_.empty())) {
-      if (pending_writers_ >= group_writers_ || pending_.size() >= options_.max_write_bytes) break;
+      // Only kAlways waits for a group (and counts writers).
+      if (options_.fsync != FsyncPolicy::kAlways || pending_writers_ >= group_writers_ ||
+          pending_.size() >= options_.max_write_bytes) {
+        break;
+      }
       const absl::Time now = absl::Now();
       if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;
       if (now >= group_deadline) break;

@@ -906,6 +906,29 @@ TEST_F(WalTest, UnderAlwaysTheGroupWaitCountsBatchesStartedTogetherAsOneWriter) 
   EXPECT_EQ((*wal)->stats().fsyncs, 2u);
 }
 
+// The group wait is kAlways': under everysec the flusher writes batches
+// started together, with events and nobody waiting, at once.
+TEST_F(WalTest, UnderEverySecondTheGroupWaitNeverHoldsTheFlusher) {
+  Mutex mu;
+  CondVar cv;
+  uint64_t heard = 0;
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kEverySecond,
+                        .max_group_wait = absl::InfiniteDuration(),
+                        .on_durable =
+                            [&](uint64_t last_event_sequence) {
+                              MutexLock lock(&mu);
+                              heard = last_event_sequence;
+                              cv.SignalAll();
+                            }},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  (*wal)->StartTogether([&] { (*wal)->Append("expires 1", "", 1); });
+  MutexLock lock(&mu);
+  EXPECT_TRUE(
+      WaitWithPatience(mu, cv, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return heard == 1; }));
+}
+
 TEST_F(WalTest, AWriteTakesAtMostMaxWriteBytesOfWholeFrames) {
   DiskGate writes(DiskOp::kWrite);
   // Room for batches 4 and 5 together, the longest pair (Batch(i) grows
