@@ -196,11 +196,12 @@ ABSL_FLAG(std::string, expiry_thread_priority, "normal",
           "(SCHED_FIFO 1, ahead of other processes; needs CAP_SYS_NICE or an "
           "RLIMIT_RTPRIO, else falls back), short_slice (a 100 us time slice, "
           "Linux >= 6.12, else falls back) or normal");
-ABSL_FLAG(absl::Duration, wal_group_wait, absl::ZeroDuration(),
-          "With --fsync=always: how long a write may wait for as many others as "
+ABSL_FLAG(absl::Duration, wal_group_wait, absl::Milliseconds(1),
+          "With --fsync=always: how long a write may wait for as many writers as "
           "the last fsync covered, so that one fsync covers them all (0 to "
-          "10ms; 0 never waits). Helps many clients with one write each in "
-          "flight; hurts clients that stream their writes");
+          "10ms; 0 never waits). A writer is one RPC or one StreamWrites "
+          "request: a lone client never waits; many clients with one write "
+          "each in flight share an fsync");
 ABSL_FLAG(int64_t, snapshot_after_bytes,
           static_cast<int64_t>(Defaults().store.snapshot_after_bytes),
           "With --data_dir: write-ahead log bytes that trigger a snapshot; 0 "

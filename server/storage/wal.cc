@@ -137,16 +137,18 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
   const uint64_t lsn = next_lsn_++;
   const size_t before = pending_.size();
   AppendFrame(&pending_, lsn, batch);
+  // Batches started together count as one writer once they all are.
+  if (together_ != this) ++pending_writers_;
   queued_.push_back({ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
-  // Under kAlways the flusher writes every batch: it waits for the first,
-  // then for a whole group, or, for batches started together, until they
-  // all are. Otherwise the writer that waits for the batch writes it
+  // Under kAlways the flusher writes every batch: it waits for the first
+  // writer, then for a whole group, or, for batches started together, until
+  // they all are. Otherwise the writer that waits for the batch writes it
   // (WhenDurable); the flusher is called for a batch with events, which
   // watchers wait for, and for a backlog.
   const bool call_flusher =
       pending_.size() >= options_.max_write_bytes ||
       (options_.fsync == FsyncPolicy::kAlways
-           ? together_ != this && (queued_.size() == 1 || queued_.size() >= group_size_)
+           ? together_ != this && (pending_writers_ == 1 || pending_writers_ >= group_writers_)
            : last_event_sequence != 0);
   if (call_flusher) {
     flusher_called_ = true;
@@ -202,7 +204,12 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
   together_ = outer;
   if (options_.fsync == FsyncPolicy::kAlways) {
     MutexLock lock(&mu_);
-    if (!pending_.empty()) work_cv_.Signal();
+    if (!pending_.empty()) {
+      // One writer for the batches just started (one too many when `start`
+      // appended none, or the flusher took them already: a smaller group).
+      ++pending_writers_;
+      work_cv_.Signal();
+    }
     return;
   }
   WriteWhileWaitedFor();
@@ -369,7 +376,11 @@ bool Wal::NextRound(Round* round) {
     // left to their writers unless one called the flusher.
     if (!pending_.empty() && (options_.fsync == FsyncPolicy::kAlways || flusher_called_ ||
                               left_to_flusher || waiters_.empty())) {
-      if (queued_.size() >= group_size_ || pending_.size() >= options_.max_write_bytes) break;
+      // Only kAlways waits for a group (and counts writers).
+      if (options_.fsync != FsyncPolicy::kAlways || pending_writers_ >= group_writers_ ||
+          pending_.size() >= options_.max_write_bytes) {
+        break;
+      }
       const absl::Time now = absl::Now();
       if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;
       if (now >= group_deadline) break;
@@ -412,6 +423,8 @@ void Wal::TakeRound(Round* round) {
     round->event_sequence = std::max(round->event_sequence, q.last_event_sequence);
   }
   if (take == pending_.size()) {
+    round->writers = pending_writers_;
+    pending_writers_ = 0;
     round->data.swap(pending_);
     // A call for what was pending is answered.
     flusher_called_ = false;
@@ -516,7 +529,7 @@ bool Wal::WriteRound(const Round& round, bool may_sync, absl::Status* error, boo
 
 void Wal::MarkDurable(const Round& round, Waiters* ready) {
   durable_lsn_ = round.last_lsn;
-  if (options_.fsync == FsyncPolicy::kAlways && round.batches > 0) group_size_ = round.batches;
+  if (options_.fsync == FsyncPolicy::kAlways && round.writers > 0) group_writers_ = round.writers;
   resolved_ = std::max(resolved_, round.last_ticket);
   while (!queued_.empty() && queued_.front().lsn <= round.last_lsn) {
     queued_.pop_front();
@@ -547,6 +560,7 @@ std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good) {
   stats_.batches_rolled_back += queued_.size();
   queued_.clear();
   pending_.clear();
+  pending_writers_ = 0;
   // The failed batches' frames are not in the log: their LSNs are given
   // again, so that the log stays contiguous.
   next_lsn_ = durable_lsn_ + 1;

@@ -44,13 +44,15 @@
 // Group wait under kAlways, off unless Options::max_group_wait is set: a
 // writer answered after an fdatasync often comes back with its next batch a
 // moment later. Once a batch is pending, the flusher then waits until as many
-// batches are pending as its last write carried, or max_group_wait, whichever
-// comes first, so that one fdatasync covers them all instead of the first few
-// alone. A lone writer does not wait (its last write carried one batch);
-// after a larger group it waits once, and the next group is sized by that
-// write. It pays with independent writers (many clients, one write each in
-// flight); writers that must be answered before the rest of their group can
-// come (one stream's requests) wait the whole max_group_wait instead.
+// writers have batches pending as its last write carried, or max_group_wait,
+// whichever comes first, so that one fdatasync covers them all instead of the
+// first few alone. A writer is one Append, or the batches of one
+// StartTogether once it is over (one StreamWrites request, however many
+// operations it carries). A lone writer does not wait (its last write
+// carried one); after a larger group it waits once, and the next group is
+// sized by that write. It pays with independent writers (many clients, one
+// write each in flight); a stream whose requests shrink does not wait, as
+// each request is one writer.
 //
 // Space ahead: before writing past the space it holds, the flusher reserves
 // Options::reserve_bytes more past the end of the segment (fallocate with
@@ -257,8 +259,10 @@ class Wal {
     std::string data;
     uint64_t last_lsn = 0;
     CommitTicket last_ticket = 0;
-    // How many batches `data` holds.
+    // How many batches `data` holds, and from how many writers (0: unknown,
+    // when the round takes part of what is pending).
     size_t batches = 0;
+    size_t writers = 0;
     uint64_t event_sequence = 0;
     bool rotate = false;
     uint64_t rotate_lsn = 0;
@@ -355,9 +359,13 @@ class Wal {
   uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_);
   // Batches appended and not yet durable, in LSN order.
   std::deque<Queued> queued_ ABSL_GUARDED_BY(mu_);
-  // kAlways: the batches of the last write, which the next one waits for
-  // (max_group_wait at most). 1 under the other policies.
-  size_t group_size_ ABSL_GUARDED_BY(mu_) = 1;
+  // Writers with batches in pending_: each Append, but batches started
+  // together count as one once StartTogether is over (kAlways only; the
+  // other policies count their Appends alone and never read it).
+  size_t pending_writers_ ABSL_GUARDED_BY(mu_) = 0;
+  // kAlways: the writers of the last write, as many as the next one waits
+  // for (max_group_wait at most).
+  size_t group_writers_ ABSL_GUARDED_BY(mu_) = 1;
   CommitTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   // Every batch up to this ticket is durable or has failed.
   CommitTicket resolved_ ABSL_GUARDED_BY(mu_) = 0;

@@ -887,6 +887,48 @@ TEST_F(WalTest, ALoneWriterUnderAlwaysIsWrittenAtOnce) {
   EXPECT_EQ((*wal)->stats().fsyncs, 5u);
 }
 
+// One stream's requests: a request is one writer, however many batches it
+// carries, so a request smaller than the last is not held for the rest of a
+// group that can only come after its answer.
+TEST_F(WalTest, UnderAlwaysTheGroupWaitCountsBatchesStartedTogetherAsOneWriter) {
+  // A group wait that never ends: only a group as large as the last may go.
+  auto wal = Wal::Open(
+      {.dir = dir_, .fsync = FsyncPolicy::kAlways, .max_group_wait = absl::InfiniteDuration()}, 1);
+  ASSERT_TRUE(wal.ok());
+  Answers answers;
+  (*wal)->StartTogether([&] {
+    for (int i = 0; i < 4; ++i) answers.Await(**wal, (*wal)->Append(Batch(i), "", 0), "four");
+  });
+  answers.WaitFor(4);
+  (*wal)->StartTogether(
+      [&] { answers.Await(**wal, (*wal)->Append(Batch(4), "", 0), "one, after four"); });
+  for (const auto& [name, status] : answers.WaitFor(5)) EXPECT_TRUE(status.ok()) << name << status;
+  EXPECT_EQ((*wal)->stats().fsyncs, 2u);
+}
+
+// The group wait is kAlways': under everysec the flusher writes batches
+// started together, with events and nobody waiting, at once.
+TEST_F(WalTest, UnderEverySecondTheGroupWaitNeverHoldsTheFlusher) {
+  Mutex mu;
+  CondVar cv;
+  uint64_t heard = 0;
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kEverySecond,
+                        .max_group_wait = absl::InfiniteDuration(),
+                        .on_durable =
+                            [&](uint64_t last_event_sequence) {
+                              MutexLock lock(&mu);
+                              heard = last_event_sequence;
+                              cv.SignalAll();
+                            }},
+                       1);
+  ASSERT_TRUE(wal.ok());
+  (*wal)->StartTogether([&] { (*wal)->Append("expires 1", "", 1); });
+  MutexLock lock(&mu);
+  EXPECT_TRUE(
+      WaitWithPatience(mu, cv, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return heard == 1; }));
+}
+
 TEST_F(WalTest, AWriteTakesAtMostMaxWriteBytesOfWholeFrames) {
   DiskGate writes(DiskOp::kWrite);
   // Room for batches 4 and 5 together, the longest pair (Batch(i) grows
