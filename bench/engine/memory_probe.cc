@@ -5,6 +5,8 @@
 //
 //   memory_probe                                   # 10M members, 1M collections
 //   memory_probe --members=100000 --collections=10000
+//   # lapse-bench put's 1000 collections of 1000 (one TTL per call):
+//   memory_probe --members=1000000 --collections=1000 --batch=1000 --shared_ttl
 //
 // Both RSS readings are taken right after malloc_trim(0), which hands pages
 // that glibc's malloc holds but no longer uses (for instance the old arrays
@@ -40,6 +42,10 @@ ABSL_FLAG(uint64_t, members, 10'000'000, "Members to insert.");
 ABSL_FLAG(uint64_t, collections, 1'000'000, "Collections to spread the members over, round-robin.");
 ABSL_FLAG(uint64_t, batch, 1, "Members per Put call (consecutive members of one collection).");
 ABSL_FLAG(uint64_t, shards, 16, "Engine shards.");
+ABSL_FLAG(bool, shared_ttl, false,
+          "One TTL for every member of a Put call (as a request's default_ttl gives them, "
+          "lapse-bench put's way), so that a call's members share a deadline; otherwise each "
+          "member has its own.");
 
 namespace lapse {
 namespace {
@@ -91,6 +97,7 @@ int Run() {
   const uint64_t members = absl::GetFlag(FLAGS_members);
   const uint64_t collections = absl::GetFlag(FLAGS_collections);
   const uint64_t batch = absl::GetFlag(FLAGS_batch);
+  const bool shared_ttl = absl::GetFlag(FLAGS_shared_ttl);
   if (members == 0 || collections == 0 || collections > members || batch == 0) {
     absl::FPrintF(stderr, "need 0 < --collections <= --members and --batch > 0\n");
     return 2;
@@ -127,8 +134,9 @@ int Run() {
         if (i >= members) break;
         char* key = &names[(2 * n) * kNameBytes];
         char* value = &names[(2 * n + 1) * kNameBytes];
-        writes[n] = MemberWrite{bench::FormatName('k', i, key), bench::FormatName('v', i, value),
-                                Expiration::Ttl(bench::TtlFor(i))};
+        writes[n] =
+            MemberWrite{bench::FormatName('k', i, key), bench::FormatName('v', i, value),
+                        Expiration::Ttl(bench::TtlFor(shared_ttl ? c + round * collections : i))};
         ++n;
       }
       if (n == 0) continue;
@@ -166,6 +174,7 @@ int Run() {
   row("members", Thousands(members));
   row("collections", Thousands(collections));
   row("members per Put", absl::StrFormat("%d", batch));
+  row("TTL", shared_ttl ? "one per Put" : "one per member");
   row("key + value bytes per member", absl::StrFormat("%d", 2 * kNameBytes));
   row("collection name bytes", absl::StrFormat("%d", kNameBytes));
   row("insert time", absl::StrFormat("%.2f s", seconds));

@@ -78,7 +78,7 @@ Collection::~Collection() {
 }
 
 size_t Collection::expiring_count() const {
-  if (indexed_) return indexed()->by_deadline.size();
+  if (indexed_) return indexed()->expiring;
   size_t n = 0;
   ForEachSmall([&](const StoredMember* m) {
     n += m->has_deadline() ? 1 : 0;
@@ -175,12 +175,52 @@ bool Collection::SmallPlaceDeadline(const StoredMember* member, int64_t old_ms, 
   return true;
 }
 
+void Collection::Indexed::SetStartsRun(const StoredMember* m, bool was, bool is) {
+  if (was == is) return;
+  if (is) {
+    // A deadline counted from now (a TTL) is usually the latest held, so the
+    // end is the likely place: the hint costs two comparisons when right, a
+    // normal search when wrong.
+    run_heads.insert(run_heads.end(), m);
+  } else if (*run_heads.begin() == m) {
+    // The drain takes the earliest run: no search.
+    run_heads.erase(run_heads.begin());
+  } else {
+    run_heads.erase(m);
+  }
+}
+
+void Collection::Indexed::Link(KeyIndex::iterator it) {
+  const StoredMember* m = it->get();
+  if (m->has_deadline()) {
+    ++expiring;
+    SetStartsRun(m, false, StartsRun(it));
+  }
+  const auto next = std::next(it);
+  if (next == by_key.end() || !(*next)->has_deadline()) return;
+  // Before `m` came, the next member followed m's predecessor.
+  const bool was = it == by_key.begin() || !SameRun(**std::prev(it), **next);
+  SetStartsRun(next->get(), was, !SameRun(*m, **next));
+}
+
+void Collection::Indexed::Unlink(KeyIndex::iterator it) {
+  const StoredMember* m = it->get();
+  if (m->has_deadline()) {
+    --expiring;
+    SetStartsRun(m, StartsRun(it), false);
+  }
+  const auto next = std::next(it);
+  if (next == by_key.end() || !(*next)->has_deadline()) return;
+  // Once `m` is gone, the next member follows m's predecessor.
+  const bool is = it == by_key.begin() || !SameRun(**std::prev(it), **next);
+  SetStartsRun(next->get(), !SameRun(*m, **next), is);
+}
+
 void Collection::MakeIndexed() {
   auto built = std::make_unique<Indexed>();
   ForEachSmall([&](const StoredMember* m) {
-    auto it = built->by_key.insert(built->by_key.end(),
-                                   StoredMember::Create(m->key(), m->value(), DeadlineOf(*m)));
-    if ((*it)->has_deadline()) built->by_deadline.insert(it->get());
+    built->Link(built->by_key.insert(built->by_key.end(),
+                                     StoredMember::Create(m->key(), m->value(), DeadlineOf(*m))));
     return false;
   });
   std::free(storage_);
@@ -193,8 +233,14 @@ void Collection::MakeIndexed() {
 
 void Collection::IndexedInsert(const KeyIndex::iterator& hint, absl::string_view key,
                                absl::string_view value, int64_t deadline_ms) {
-  auto it = indexed()->by_key.insert(hint, StoredMember::Create(key, value, deadline_ms));
-  Index(it->get());
+  indexed()->Link(indexed()->by_key.insert(hint, StoredMember::Create(key, value, deadline_ms)));
+}
+
+void Collection::IndexedSetDeadline(KeyIndex::iterator it, int64_t deadline_ms) {
+  if (DeadlineOf(**it) == deadline_ms) return;
+  indexed()->Unlink(it);
+  (*it)->set_large_deadline_ms(deadline_ms);
+  indexed()->Link(it);
 }
 
 const StoredMember* Collection::Find(absl::string_view key) const {
@@ -213,8 +259,10 @@ const StoredMember* Collection::Find(absl::string_view key) const {
 
 const StoredMember* Collection::EarliestExpiring() const {
   if (indexed_) {
-    const auto& by_deadline = indexed()->by_deadline;
-    return by_deadline.empty() ? nullptr : *by_deadline.begin();
+    // The first member of the earliest run is the earliest in (deadline, key)
+    // order.
+    const auto& run_heads = indexed()->run_heads;
+    return run_heads.empty() ? nullptr : *run_heads.begin();
   }
   // Members in key order: the first with the earliest deadline is the
   // earliest in (deadline, key) order.
@@ -227,24 +275,6 @@ const StoredMember* Collection::EarliestExpiring() const {
   return earliest;
 }
 
-void Collection::Index(const StoredMember* member) {
-  // A deadline counted from now (a TTL) is usually the latest held, so the
-  // end is the likely place: the hint costs two comparisons when right, a
-  // normal search when wrong.
-  if (member->has_deadline()) indexed()->by_deadline.insert(indexed()->by_deadline.end(), member);
-}
-
-void Collection::Unindex(const StoredMember* member) {
-  if (!member->has_deadline()) return;
-  auto& by_deadline = indexed()->by_deadline;
-  // The drain erases the earliest member: no search.
-  if (*by_deadline.begin() == member) {
-    by_deadline.erase(by_deadline.begin());
-  } else {
-    by_deadline.erase(member);
-  }
-}
-
 bool Collection::Put(absl::string_view key, absl::string_view value, int64_t deadline_ms,
                      absl::FunctionRef<void(const StoredMember&)> replacing) {
   if (indexed_) {
@@ -254,21 +284,19 @@ bool Collection::Put(absl::string_view key, absl::string_view value, int64_t dea
       IndexedInsert(it, key, value, deadline_ms);
       return true;
     }
-    const StoredMember* member = it->get();
-    replacing(*member);
-    if (member->value_size() == value.size()) {
+    StoredMember* m = it->get();
+    replacing(*m);
+    if (m->value_size() == value.size()) {
       // Same size: overwrite in place and keep the member's allocation.
-      StoredMember* m = it->get();
       if (!value.empty()) {
         std::memcpy(m->bytes() + m->key_at() + m->key_size(), value.data(), value.size());
       }
-      SetDeadline(member, deadline_ms);
+      IndexedSetDeadline(it, deadline_ms);
       return false;
     }
     StoredMember::Ptr replacement = StoredMember::Create(key, value, deadline_ms);
-    Unindex(member);
-    it = by_key.insert(by_key.erase(it), std::move(replacement));
-    Index(it->get());
+    indexed()->Unlink(it);
+    indexed()->Link(by_key.insert(by_key.erase(it), std::move(replacement)));
     return false;
   }
   const size_t offset = SmallLowerBound(key);
@@ -301,9 +329,8 @@ void Collection::SmallReplace(size_t offset, absl::string_view value, int64_t de
     MakeIndexed();
     auto& by_key = indexed()->by_key;
     auto it = by_key.find(key);
-    Unindex(it->get());
-    it = by_key.erase(it);
-    IndexedInsert(it, key, value, deadline_ms);
+    indexed()->Unlink(it);
+    IndexedInsert(by_key.erase(it), key, value, deadline_ms);
     return;
   }
   if (new_size == old_size) {
@@ -336,11 +363,12 @@ const StoredMember* Collection::SetDeadline(const StoredMember* member, int64_t 
     }
     const std::string key(member->key());
     MakeIndexed();
-    member = indexed()->by_key.find(key)->get();
+    const auto it = indexed()->by_key.find(key);
+    IndexedSetDeadline(it, deadline_ms);
+    return it->get();
   }
-  Unindex(member);
-  const_cast<StoredMember*>(member)->set_large_deadline_ms(deadline_ms);
-  Index(member);
+  const auto it = indexed()->by_key.find(member->key());
+  IndexedSetDeadline(it, deadline_ms);
   return member;
 }
 
@@ -356,8 +384,9 @@ void Collection::Erase(const StoredMember* member) {
     return;
   }
   // Erase by iterator: the key view points into the member being destroyed.
-  Unindex(member);
-  indexed()->by_key.erase(indexed()->by_key.find(member->key()));
+  const auto it = indexed()->by_key.find(member->key());
+  indexed()->Unlink(it);
+  indexed()->by_key.erase(it);
 }
 
 size_t Collection::EraseDue(int64_t now_ms, size_t limit,
@@ -412,41 +441,76 @@ size_t Collection::SmallEraseDue(int64_t now_ms, size_t limit,
 
 size_t Collection::IndexedEraseDue(int64_t now_ms, size_t limit,
                                    absl::FunctionRef<void(const StoredMember&)> expire) {
-  auto& by_deadline = indexed()->by_deadline;
-  auto& by_key = indexed()->by_key;
+  Indexed& ix = *indexed();
+  auto& run_heads = ix.run_heads;
+  auto& by_key = ix.by_key;
   // Every member due: events in order, then both indexes freed whole.
-  if (!by_key.empty() && by_deadline.size() == by_key.size() && by_key.size() <= limit &&
-      DeadlineOf(**by_deadline.rbegin()) <= now_ms) {
+  if (!by_key.empty() && ix.expiring == by_key.size() && by_key.size() <= limit &&
+      DeadlineOf(**run_heads.rbegin()) <= now_ms) {
     // Each member is a cache miss of its own (members lie where they were
     // allocated, in put order, not in deadline order): the next ones are
-    // asked for ahead of their events.
+    // asked for ahead of their events, where the order is one index's.
     constexpr int kPrefetchAhead = 8;
-    auto ahead = by_deadline.begin();
-    for (int i = 0; i < kPrefetchAhead && ahead != by_deadline.end(); ++i, ++ahead) {
-      __builtin_prefetch(*ahead);
-    }
-    for (const StoredMember* m : by_deadline) {
-      if (ahead != by_deadline.end()) __builtin_prefetch(*ahead++);
-      expire(*m);
+    const auto in_order = [&](const auto& index, auto member_of) {
+      auto ahead = index.begin();
+      for (int i = 0; i < kPrefetchAhead && ahead != index.end(); ++i, ++ahead) {
+        __builtin_prefetch(member_of(*ahead));
+      }
+      for (const auto& entry : index) {
+        if (ahead != index.end()) __builtin_prefetch(member_of(*ahead++));
+        expire(*member_of(entry));
+      }
+    };
+    if (run_heads.size() == by_key.size()) {
+      // Runs of one: the deadline index is the order.
+      in_order(run_heads, [](const StoredMember* m) { return m; });
+    } else if (run_heads.size() == 1) {
+      // One run: the key index is the order.
+      in_order(by_key, [](const StoredMember::Ptr& m) { return m.get(); });
+    } else {
+      for (const StoredMember* head : run_heads) {
+        ForEachInRun(by_key.find(head->key()), [&](const StoredMember* m) {
+          expire(*m);
+          return false;
+        });
+      }
     }
     const size_t n = by_key.size();
-    by_deadline.clear();
+    run_heads.clear();
     by_key.clear();
+    ix.expiring = 0;
     return n;
   }
   size_t n = 0;
-  // Where the last erase left the key index: the next due member is often
-  // there (always when the due members share a deadline).
+  // Where the last run taken left the key index: the next run often starts
+  // there.
   auto next_by_key = by_key.end();
-  while (n < limit && !by_deadline.empty()) {
-    const StoredMember* m = *by_deadline.begin();
-    if (DeadlineOf(*m) > now_ms) break;
-    expire(*m);
-    by_deadline.erase(by_deadline.begin());
-    auto it = next_by_key != by_key.end() && next_by_key->get() == m ? next_by_key
-                                                                     : by_key.find(m->key());
-    next_by_key = by_key.erase(it);
-    ++n;
+  while (n < limit && !run_heads.empty()) {
+    const StoredMember* head = *run_heads.begin();
+    const int64_t deadline_ms = DeadlineOf(*head);
+    if (deadline_ms > now_ms) break;
+    auto it = next_by_key != by_key.end() && next_by_key->get() == head ? next_by_key
+                                                                        : by_key.find(head->key());
+    // The member before the run (not erased: members stay where they are).
+    const StoredMember* before = it == by_key.begin() ? nullptr : std::prev(it)->get();
+    run_heads.erase(run_heads.begin());
+    do {
+      expire(**it);
+      --ix.expiring;
+      it = by_key.erase(it);
+      ++n;
+    } while (n < limit && it != by_key.end() && DeadlineOf(**it) == deadline_ms);
+    next_by_key = it;
+    if (it == by_key.end() || !(*it)->has_deadline()) continue;
+    const StoredMember* next = it->get();
+    if (DeadlineOf(*next) == deadline_ms) {
+      // The limit cut the run: the rest of it is a run of its own, still the
+      // earliest.
+      run_heads.insert(run_heads.begin(), next);
+    } else if (before != nullptr && Indexed::SameRun(*before, *next)) {
+      // The run between them gone, the next member joins the run before.
+      ix.SetStartsRun(next, true, false);
+    }
   }
   return n;
 }
@@ -480,14 +544,8 @@ std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePositi
   *more = false;
   // Phase 1: members with a deadline, in (deadline, key) order.
   if (after == nullptr || after->deadline_ms != kNoDeadlineMs) {
-    auto collect = [&](auto it, auto end) {
-      for (; it != end && page.size() < limit; ++it) page.push_back(*it);
-      *more = it != end;
-    };
     if (indexed_) {
-      const auto& by_deadline = indexed()->by_deadline;
-      collect(after == nullptr ? by_deadline.begin() : by_deadline.upper_bound(*after),
-              by_deadline.end());
+      IndexedPageByDeadline(after, limit, &page, more);
     } else {
       std::vector<const StoredMember*> expiring;
       ForEachSmall([&](const StoredMember* m) {
@@ -496,9 +554,10 @@ std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePositi
       });
       const DeadlineLess less{small_earliest_ms_};
       std::sort(expiring.begin(), expiring.end(), less);
-      collect(after == nullptr ? expiring.begin()
-                               : std::upper_bound(expiring.begin(), expiring.end(), *after, less),
-              expiring.end());
+      auto it = after == nullptr ? expiring.begin()
+                                 : std::upper_bound(expiring.begin(), expiring.end(), *after, less);
+      for (; it != expiring.end() && page.size() < limit; ++it) page.push_back(*it);
+      *more = it != expiring.end();
     }
     if (*more) return page;
   }
@@ -528,6 +587,38 @@ std::vector<const StoredMember*> Collection::PageByDeadline(const DeadlinePositi
     });
   }
   return page;
+}
+
+void Collection::IndexedPageByDeadline(const DeadlinePosition* after, size_t limit,
+                                       std::vector<const StoredMember*>* page, bool* more) const {
+  const Indexed& ix = *indexed();
+  // Takes `m`; true once the page is full and more follow.
+  const auto take = [&](const StoredMember* m) {
+    if (page->size() == limit) {
+      *more = true;
+      return true;
+    }
+    page->push_back(m);
+    return false;
+  };
+  if (after != nullptr) {
+    // The rest of the run `after` is in, when one holds it: the member after
+    // it in key order, with its deadline, that does not start a run.
+    const auto it = ix.by_key.upper_bound(after->key);
+    if (it != ix.by_key.end() && (*it)->has_deadline() && DeadlineOf(**it) == after->deadline_ms &&
+        !ix.StartsRun(it)) {
+      bool full = false;
+      ForEachInRun(it, [&](const StoredMember* m) { return full = take(m); });
+      if (full) return;
+    }
+  }
+  for (auto head = after == nullptr ? ix.run_heads.begin() : ix.run_heads.upper_bound(*after);
+       head != ix.run_heads.end(); ++head) {
+    bool full = false;
+    ForEachInRun(ix.by_key.find((*head)->key()),
+                 [&](const StoredMember* m) { return full = take(m); });
+    if (full) return;
+  }
 }
 
 }  // namespace lapse

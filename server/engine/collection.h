@@ -16,9 +16,14 @@
 // earliest deadline is kept beside the buffer). The collection that outgrows
 // that moves its members into two indexes and keeps them until it is empty, as
 // a Redis hash keeps its hash table once it outgrew its listpack: each member
-// is then its own allocation, the key index owns it and the deadline index
-// holds a pointer to it, both compare through it. A Collection is likewise one
-// allocation with its name after it.
+// is then its own allocation, owned by the key index. The deadline index holds
+// a pointer to the first member of each run, members next to each other in key
+// order that share a deadline (members written together with one TTL, which
+// is how a batch usually comes): (deadline, key) order is the runs in the
+// order of their first members, each run read on in the key index. Members
+// with deadlines of their own are runs of one, each in the deadline index, as
+// every member was before runs. A Collection is likewise one allocation with
+// its name after it.
 //
 // The small form holds deadlines up to 2^32 - 2 ms (49 days) after its
 // earliest; a deadline further from the others moves the collection to the
@@ -35,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -195,8 +201,8 @@ class Collection {
   // The earliest member deadline, or kNoDeadlineMs.
   int64_t next_deadline_ms() const {
     if (!indexed_) return small_earliest_ms_;
-    const auto& by_deadline = indexed()->by_deadline;
-    return by_deadline.empty() ? kNoDeadlineMs : DeadlineOf(**by_deadline.begin());
+    const auto& run_heads = indexed()->run_heads;
+    return run_heads.empty() ? kNoDeadlineMs : DeadlineOf(**run_heads.begin());
   }
   // The deadline of `member`, one of this collection's (as Find returned it
   // since the collection last changed, or as a callback shows it), or
@@ -277,11 +283,30 @@ class Collection {
   };
 
   using KeyIndex = absl::btree_set<StoredMember::Ptr, KeyLess>;
-  // The large form's indexes.
+  // The large form's indexes (above).
   struct Indexed {
+    // Whether `next`, the member after `m` in key order, is in `m`'s run.
+    static bool SameRun(const StoredMember& m, const StoredMember& next) {
+      return m.has_deadline() && m.deadline_ms(0) == next.deadline_ms(0);
+    }
+    // Whether the member at `it` starts a run.
+    bool StartsRun(KeyIndex::const_iterator it) const {
+      return (*it)->has_deadline() && (it == by_key.begin() || !SameRun(**std::prev(it), **it));
+    }
+    // Makes the runs count the member at `it`, which has just come into
+    // by_key or has a new deadline (after Unlink).
+    void Link(KeyIndex::iterator it);
+    // Makes the runs leave out the member at `it`, which is about to leave
+    // by_key or change its deadline (then Link).
+    void Unlink(KeyIndex::iterator it);
+    // Starts or stops the run of `m` in run_heads.
+    void SetStartsRun(const StoredMember* m, bool was, bool is);
+
     KeyIndex by_key;
-    // Only members with a deadline.
-    absl::btree_set<const StoredMember*, DeadlineLess> by_deadline;
+    // The first member of each run.
+    absl::btree_set<const StoredMember*, DeadlineLess> run_heads;
+    // Members with a deadline.
+    size_t expiring = 0;
   };
 
   Indexed* indexed() const { return static_cast<Indexed*>(storage_); }
@@ -324,18 +349,32 @@ class Collection {
   // The small form's stored offset of `deadline_ms` from the base.
   uint32_t SmallOffset(int64_t deadline_ms) const;
 
-  void Index(const StoredMember* member);
-  void Unindex(const StoredMember* member);
   // Moves the members of the small form into the indexes.
   void MakeIndexed();
   // Inserts into the large form, before `hint` when that is the place.
   void IndexedInsert(const KeyIndex::iterator& hint, absl::string_view key, absl::string_view value,
                      int64_t deadline_ms);
+  // SetDeadline of the large form's member at `it`.
+  void IndexedSetDeadline(KeyIndex::iterator it, int64_t deadline_ms);
+  // Calls `fn` with the large form's members of the run starting at `it`,
+  // in key order, until it returns true or the run ends.
+  template <typename Fn>
+  void ForEachInRun(KeyIndex::const_iterator it, Fn fn) const {
+    const auto end = indexed()->by_key.end();
+    const StoredMember* first = it->get();
+    do {
+      if (fn(it->get())) return;
+      ++it;
+    } while (it != end && Indexed::SameRun(*first, **it));
+  }
   // EraseDue of each form.
   size_t SmallEraseDue(int64_t now_ms, size_t limit,
                        absl::FunctionRef<void(const StoredMember&)> expire);
   size_t IndexedEraseDue(int64_t now_ms, size_t limit,
                          absl::FunctionRef<void(const StoredMember&)> expire);
+  // PageByDeadline's members with a deadline, of the large form.
+  void IndexedPageByDeadline(const DeadlinePosition* after, size_t limit,
+                             std::vector<const StoredMember*>* page, bool* more) const;
 
   explicit Collection(uint32_t name_size) : name_size_(name_size) {}
   ~Collection();

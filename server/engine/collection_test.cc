@@ -503,17 +503,31 @@ TEST(CollectionSmallFormTest, TheEarliestDeadlineLeavingKeepsTheOthers) {
   EXPECT_EQ(c.EarliestExpiring()->key(), "a");
 }
 
-// Random changes of every kind, each followed by a comparison with a plain
-// map: keys, values and deadlines of every size and spread, across the small
-// form's limits.
-// form's limits.
-TEST_P(CollectionTest, EveryChangeAgreesWithAPlainMap) {
+// The shape of a run of random changes against a plain map.
+struct ModelRun {
+  // Keys in use (up to 256), collections made afresh, and changes to each.
+  size_t keys;
+  int collections;
+  int changes_per_collection;
+  // Deadlines other than the few special ones are t + [0, close_deadlines).
+  int close_deadlines;
+  // EraseDue's limit is 1 + [0, max_limit).
+  size_t max_limit;
+};
+
+// Random changes of every kind on `collection` (made by `make`), each
+// followed by a comparison with a plain map: keys, values and deadlines of
+// every size and spread, across the small form's limits; the deadline order
+// read whole and in pages from random positions.
+void AgreesWithAPlainMap(const std::function<Collection::Ptr()>& make, const ModelRun& run,
+                         uint32_t seed) {
   struct Stored {
     std::string value;
     int64_t deadline_ms;
   };
+  Collection::Ptr collection;
   std::map<std::string, Stored> model;
-  std::mt19937 random(13);
+  std::mt19937 random(seed);
   const auto pick = [&](size_t n) { return static_cast<size_t>(random() % n); };
   const int64_t t = 1'700'000'000'000;
   const int64_t span = (int64_t{1} << 32) - 2;
@@ -531,6 +545,7 @@ TEST_P(CollectionTest, EveryChangeAgreesWithAPlainMap) {
   const std::vector<size_t> key_sizes = {1, 2, 16, 126, 127, 300};
   const std::vector<size_t> value_sizes = {0, 16, 254, 255, 1000};
   const auto key_of = [&](size_t i) {
+    // The last byte tells up to 256 keys apart.
     return std::string(key_sizes[i % key_sizes.size()] - 1, 'k') + static_cast<char>('a' + i);
   };
   const auto expected = [&] {
@@ -540,18 +555,17 @@ TEST_P(CollectionTest, EveryChangeAgreesWithAPlainMap) {
     }
     return out;
   };
-  // Rounds of a fresh collection: a small one stays small until a change
-  // sends it to the large form.
-  for (int step = 0; step < 4000; ++step) {
-    if (step % 40 == 0) {
-      collection = MakeCollection(GetParam());
+  for (int step = 0; step < run.collections * run.changes_per_collection; ++step) {
+    if (step % run.changes_per_collection == 0) {
+      collection = make();
       model.clear();
     }
     Collection& c = *collection;
-    // Mostly deadlines close together, so that collections stay small.
-    const int64_t deadline =
-        pick(4) == 0 ? deadlines[pick(deadlines.size())] : t + static_cast<int64_t>(pick(5));
-    const std::string key = key_of(pick(20));
+    // Mostly deadlines close together, so that collections stay small or
+    // members share them.
+    const int64_t deadline = pick(4) == 0 ? deadlines[pick(deadlines.size())]
+                                          : t + static_cast<int64_t>(pick(run.close_deadlines));
+    const std::string key = key_of(pick(run.keys));
     auto it = model.find(key);
     const int op = static_cast<int>(pick(10));
     if (op < 5) {
@@ -573,8 +587,13 @@ TEST_P(CollectionTest, EveryChangeAgreesWithAPlainMap) {
       c.Erase(c.Find(key));
       model.erase(it);
     } else if (op == 9) {
-      const int64_t now_ms = deadlines[pick(deadlines.size())] - 1 + static_cast<int64_t>(pick(3));
-      const size_t limit = 1 + pick(8);
+      // Around a deadline of the list, or one of the close ones; never as
+      // late as kNoDeadlineMs, which no member reaches.
+      const int64_t near = pick(2) == 0 ? deadlines[pick(deadlines.size())]
+                                        : t + static_cast<int64_t>(pick(run.close_deadlines));
+      const int64_t now_ms =
+          near == kNoDeadlineMs ? kNoDeadlineMs - 1 : near - 1 + static_cast<int64_t>(pick(3));
+      const size_t limit = 1 + pick(run.max_limit);
       std::vector<std::pair<int64_t, std::string>> due;
       for (const auto& [k, stored] : model) {
         if (stored.deadline_ms <= now_ms) due.emplace_back(stored.deadline_ms, k);
@@ -603,11 +622,47 @@ TEST_P(CollectionTest, EveryChangeAgreesWithAPlainMap) {
     ASSERT_EQ(c.next_deadline_ms(), earliest) << step;
     ASSERT_EQ(c.expiring_count(), expiring) << step;
     bool more = true;
-    ASSERT_EQ(KeysOf(c.PageByDeadline(nullptr, 100, &more)), want_order) << step;
+    ASSERT_EQ(KeysOf(c.PageByDeadline(nullptr, 1000, &more)), want_order) << step;
+    ASSERT_FALSE(more) << step;
     const StoredMember* first = c.EarliestExpiring();
     ASSERT_EQ(first == nullptr ? "" : std::string(first->key()),
               earliest == kNoDeadlineMs ? "" : by_deadline.front().second)
         << step;
+    // A page after a position a member holds, or held, or never held.
+    const std::pair<int64_t, std::string> after =
+        !by_deadline.empty() && pick(2) == 0
+            ? by_deadline[pick(by_deadline.size())]
+            : std::make_pair(pick(2) == 0 ? deadlines[pick(deadlines.size())]
+                                          : t + static_cast<int64_t>(pick(run.close_deadlines)),
+                             key_of(pick(run.keys)));
+    const size_t page_size = 1 + pick(run.keys / 2);
+    const auto from = std::upper_bound(by_deadline.begin(), by_deadline.end(), after);
+    std::vector<std::string> want_page;
+    for (auto i = from; i != by_deadline.end() && want_page.size() < page_size; ++i) {
+      want_page.push_back(i->second);
+    }
+    const DeadlinePosition position{after.first, after.second};
+    ASSERT_EQ(KeysOf(c.PageByDeadline(&position, page_size, &more)), want_page)
+        << step << " after " << after.first << " " << after.second;
+    ASSERT_EQ(more, static_cast<size_t>(by_deadline.end() - from) > page_size) << step;
+  }
+}
+
+TEST_P(CollectionTest, EveryChangeAgreesWithAPlainMap) {
+  AgreesWithAPlainMap([&] { return MakeCollection(GetParam()); },
+                      ModelRun{/*keys=*/20, /*collections=*/100, /*changes_per_collection=*/40,
+                               /*close_deadlines=*/5, /*max_limit=*/8},
+                      13);
+}
+
+// Large collections whose members mostly share a few deadlines, so that runs
+// of members sharing one form, split and join; drains of whole and cut runs.
+TEST(CollectionRunsTest, EveryChangeToRunsAgreesWithAPlainMap) {
+  for (uint32_t seed : {1, 2, 3}) {
+    AgreesWithAPlainMap([] { return Collection::Create("c"); },
+                        ModelRun{/*keys=*/200, /*collections=*/4, /*changes_per_collection=*/1500,
+                                 /*close_deadlines=*/3, /*max_limit=*/120},
+                        seed);
   }
 }
 
