@@ -444,6 +444,7 @@ absl::Status RedisFromFlags(lapse::ServerOptions* options) {
     absl::StatusOr<std::string> password = ReadPasswordFile(password_file);
     if (!password.ok()) return password.status();
     redis.router.password = *std::move(password);
+    redis.router.password_origin = absl::StrCat("--redis_password_file=", password_file);
   }
   redis.partitions = static_cast<int>(absl::GetFlag(FLAGS_redis_partitions));
   redis.wait_replicas = static_cast<int>(absl::GetFlag(FLAGS_redis_wait_replicas));
@@ -741,11 +742,11 @@ int main(int argc, char** argv) {
   lapse::LapseServer server(*options);
   absl::StatusOr<int> port = server.Start();
   if (!port.ok() && port.status().code() == absl::StatusCode::kUnauthenticated) {
-    // The Redis Cluster refused the password, or wants one: the flag to fix.
+    // The Redis Cluster refused the password (the message names the file:
+    // RouterOptions::password_origin), or wants one: the flag to give.
     const std::string file = absl::GetFlag(FLAGS_redis_password_file);
-    Log(LogLevel::kError, "%s; %s", port.status().message(),
-        file.empty() ? std::string("give its password with --redis_password_file")
-                     : absl::StrCat("check the password in --redis_password_file=", file));
+    Log(LogLevel::kError, "%s%s", port.status().message(),
+        file.empty() ? "; give its password with --redis_password_file" : "");
     return 1;
   }
   if (!port.ok()) {

@@ -1,9 +1,12 @@
 #include "testing/redis_cluster.h"
 
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -101,6 +104,18 @@ std::string ReadFile(const std::string& path) {
   return content.str();
 }
 
+// Whether a socket can be bound to [::1]:0.
+bool HasIpv6Loopback() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 address = {};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return bound;
+}
+
 // The first port of the kernel's ephemeral range.
 int EphemeralPortsStart() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
@@ -113,6 +128,10 @@ int EphemeralPortsStart() {
 
 RedisCluster::RedisCluster(RedisClusterOptions options)
     : options_(std::move(options)), nodes_(kNodes) {
+  if (options_.ipv6 && !HasIpv6Loopback()) {
+    status_ = absl::FailedPreconditionError("this host has no ::1");
+    return;
+  }
   for (int i = 0; i < kNodes && status_.ok(); ++i) status_ = StartNode(nodes_[i], i);
   if (status_.ok()) status_ = CreateCluster();
 }
@@ -175,6 +194,9 @@ absl::Status RedisCluster::Launch(Node& node) {
                                    absl::StrCat(kNodeTimeoutMs),
                                    "--repl-diskless-sync-delay",
                                    "0"};
+  if (options_.ipv6) {
+    for (const char* a : {"--cluster-announce-ip", "::1"}) args.push_back(a);
+  }
   if (!options_.password.empty()) {
     for (const char* option : {"--requirepass", "--masterauth"}) {
       args.push_back(option);
@@ -230,7 +252,8 @@ absl::Status RedisCluster::CreateCluster() {
 
 std::vector<std::string> RedisCluster::seeds() const {
   std::vector<std::string> out;
-  for (const Node& node : nodes_) out.push_back(absl::StrCat("127.0.0.1:", node.port));
+  const char* host = options_.ipv6 ? "::1" : "127.0.0.1";
+  for (const Node& node : nodes_) out.push_back(absl::StrCat(host, ":", node.port));
   return out;
 }
 

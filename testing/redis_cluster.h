@@ -21,8 +21,8 @@
 // by its PID and removes the nodes' directory.
 //
 // The nodes listen on 127.0.0.1 and, where the host has it, on ::1 (an IPv6
-// seed reaches them; they announce 127.0.0.1 to each other and in the slot
-// map).
+// seed reaches them). They announce 127.0.0.1 to each other, in the slot map
+// and in MOVED and ASK redirects; with RedisClusterOptions::ipv6, ::1.
 //
 // With a password, every node requires it (requirepass) and replicas give it
 // to their masters (masterauth); Command() authenticates with it.
@@ -48,6 +48,9 @@ namespace lapse::testing {
 struct RedisClusterOptions {
   // Empty: no authentication.
   std::string password;
+  // The nodes meet and announce themselves on ::1, and seeds() are
+  // "::1:PORT". status() is FAILED_PRECONDITION where the host has no ::1.
+  bool ipv6 = false;
 };
 
 class RedisCluster final {
@@ -65,7 +68,8 @@ class RedisCluster final {
 
   const absl::Status& status() const { return status_; }
 
-  // "127.0.0.1:PORT" of every node, killed ones included.
+  // "127.0.0.1:PORT" (with ipv6: "::1:PORT") of every node, killed ones
+  // included.
   std::vector<std::string> seeds() const;
   // The ports of the nodes that serve slots now, as CLUSTER SLOTS on a live
   // node says, in slot order.

@@ -57,7 +57,10 @@ class WatchLoop::Attempt final : public grpc::ClientReadReactor<v1::WatchExpirat
   }
 
   void Start() { StartCall(); }
-  void ReadNext() { StartRead(&response_); }
+  void ReadNext() {
+    RecycleEvents(&response_);
+    StartRead(&response_);
+  }
   void TryCancel() { context_.TryCancel(); }
   // Valid between a successful read and the next ReadNext().
   const v1::WatchExpirationsResponse& response() const { return response_; }
@@ -216,10 +219,13 @@ void WatchLoop::Deliver(const v1::WatchExpirationsResponse& response) {
     MutexLock lock(&mu_);
     position = position_;
   }
+  // One for the response, so that its strings' buffers serve every event.
+  ExpiryEvent handed;
   for (const v1::ExpiryEvent& event : response.events()) {
     if (position.has_value() && event.sequence() <= *position) continue;
     if (cancelled()) return;
-    handlers_.on_event(EventFromProto(event));
+    EventFromProto(event, &handed);
+    handlers_.on_event(handed);
     position = event.sequence();
     MutexLock lock(&mu_);
     position_ = position;

@@ -139,6 +139,10 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
                 });
   if (!replayed.ok()) return replayed.status();
   stats.batches_replayed = replayed->batches;
+  // The replay cut off any zeros a log under kAlways filled ahead (wal.h).
+  absl::StatusOr<uint64_t> log_bytes = SegmentBytes();
+  if (!log_bytes.ok()) return log_bytes.status();
+  log_bytes_recovered_ = *log_bytes;
   if (!replayed->cut_file.empty()) {
     stats.torn_tail =
         absl::StrCat(replayed->cut_bytes, " bytes at the end of ", replayed->cut_file);
@@ -281,6 +285,20 @@ absl::StatusOr<SnapshotStats> DurableStore::TakeSnapshot() {
   return stats;
 }
 
+absl::StatusOr<uint64_t> DurableStore::SegmentBytes() const {
+  absl::StatusOr<std::vector<std::string>> names = files::List(options_.dir);
+  if (!names.ok()) return names.status();
+  uint64_t bytes = 0;
+  for (const std::string& name : *names) {
+    uint64_t lsn;
+    if (!Wal::ParseSegmentName(name, &lsn)) continue;
+    absl::StatusOr<uint64_t> size = files::FileSize(PathOf(name));
+    if (!size.ok()) return size.status();
+    bytes += *size;
+  }
+  return bytes;
+}
+
 absl::StatusOr<uint64_t> DurableStore::EstimateSnapshotBytes() {
   // Oldest first: the last sequence only grows, so the difference cannot
   // go negative.
@@ -294,18 +312,10 @@ absl::StatusOr<uint64_t> DurableStore::EstimateSnapshotBytes() {
                                  static_cast<double>(last.members + last.events + 1));
   }
   // Every member and event came from the log, and a snapshot records each in
-  // about the bytes the log did, or fewer: the log's size bounds it.
-  absl::StatusOr<std::vector<std::string>> names = files::List(options_.dir);
-  if (!names.ok()) return names.status();
-  uint64_t log_bytes = 0;
-  for (const std::string& name : *names) {
-    uint64_t lsn;
-    if (!Wal::ParseSegmentName(name, &lsn)) continue;
-    absl::StatusOr<uint64_t> size = files::FileSize(PathOf(name));
-    if (!size.ok()) return size.status();
-    log_bytes += *size;
-  }
-  return log_bytes;
+  // about the bytes the log did, or fewer: the bytes the log holds bound it.
+  // Counted, not taken from the segments' sizes: under kAlways the log fills
+  // the space ahead of its writes with zeros (Wal::Options::reserve_bytes).
+  return log_bytes_recovered_ + wal_->stats().bytes_written;
 }
 
 absl::Status DurableStore::CheckSpaceForSnapshot() {

@@ -195,6 +195,8 @@ class DurableStore final : public Journal {
   // segment besides.
   absl::Status CheckSpaceForSnapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
   absl::StatusOr<uint64_t> EstimateSnapshotBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
+  // The sizes of the log's segment files, added up.
+  absl::StatusOr<uint64_t> SegmentBytes() const;
   // Deletes every snapshot but those at `previous_lsn` and `newest_lsn`, and
   // the log segments before `previous_lsn` (0: keeps them all).
   absl::Status DropCovered(uint64_t previous_lsn, uint64_t newest_lsn);
@@ -208,6 +210,8 @@ class DurableStore final : public Journal {
   EventFeed* log_ = nullptr;
   ConsumerGroups* groups_ = nullptr;
   std::unique_ptr<Wal> wal_;
+  // The bytes of the log once replayed, before wal_ wrote any.
+  uint64_t log_bytes_recovered_ = 0;
 
   // Serialises snapshots (the background thread and TakeSnapshot).
   Mutex snapshot_mu_;

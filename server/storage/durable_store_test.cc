@@ -594,6 +594,45 @@ TEST_F(DurableStoreTest, ASnapshotWithoutRoomIsSkippedAndTheLogKeepsWorking) {
   EXPECT_EQ(Dump(*again.engine, *again.log), before);
 }
 
+// Under always the log fills the 4 MiB ahead of its writes with zeros; the
+// first snapshot's estimate counts what the log wrote, a few KiB here.
+TEST_F(DurableStoreTest, TheFirstSnapshotsRoomCountsTheLogsBytesNotTheZerosAheadOfThem) {
+  DurableStore::Options options = WithoutAutomaticSnapshots();
+  options.fsync = FsyncPolicy::kAlways;
+  options.free_bytes_for_testing = [&] { return options.segment_bytes + (uint64_t{1} << 20); };
+  Server s(dir_, &clock_, options);
+  ASSERT_TRUE(s.recovered.ok());
+  MakeHistory(s, clock_);
+  absl::StatusOr<uint64_t> segment =
+      files::FileSize(absl::StrCat(dir_, "/", Segments(dir_).back()));
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  ASSERT_GT(*segment, uint64_t{1} << 20) << "the zeros ahead of the writes";
+  absl::StatusOr<SnapshotStats> snap = s.store->TakeSnapshot();
+  EXPECT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(s.store->snapshots_skipped_for_space(), 0u);
+}
+
+// What the log held before a restart counts too.
+TEST_F(DurableStoreTest, TheFirstSnapshotsRoomCountsTheLogReplayedAtTheStart) {
+  {
+    Server s(dir_, &clock_, WithoutAutomaticSnapshots());
+    ASSERT_TRUE(s.recovered.ok());
+    MakeHistory(s, clock_);
+  }
+  uint64_t log_bytes = 0;
+  for (const std::string& name : Segments(dir_)) {
+    absl::StatusOr<uint64_t> size = files::FileSize(absl::StrCat(dir_, "/", name));
+    ASSERT_TRUE(size.ok()) << size.status();
+    log_bytes += *size;
+  }
+  DurableStore::Options options = WithoutAutomaticSnapshots();
+  options.free_bytes_for_testing = [&] { return options.segment_bytes + log_bytes / 2; };
+  Server again(dir_, &clock_, options);
+  ASSERT_TRUE(again.recovered.ok());
+  EXPECT_EQ(again.store->TakeSnapshot().status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(again.store->snapshots_skipped_for_space(), 1u);
+}
+
 TEST_F(DurableStoreTest, ASnapshotSkippedForLackOfRoomIsRetried) {
   Mutex mu;
   int checks = 0;

@@ -308,8 +308,9 @@ absl::Status ClusterRouter::Unauthenticated(absl::string_view error) const {
     return absl::UnauthenticatedError(
         absl::StrCat("the Redis Cluster wants a password and none was given: ", error));
   }
-  return absl::UnauthenticatedError(absl::StrCat("the Redis Cluster refused the password: ",
-                                                 auth_refusal_.empty() ? error : auth_refusal_));
+  return absl::UnauthenticatedError(absl::StrCat(
+      "the Redis Cluster refused the password", options_.password_origin.empty() ? "" : " in ",
+      options_.password_origin, ": ", auth_refusal_.empty() ? error : auth_refusal_));
 }
 
 void ClusterRouter::Dispatch(std::unique_ptr<Request> request) {

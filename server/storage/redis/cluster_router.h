@@ -96,6 +96,9 @@ struct RouterOptions {
   // Sent with AUTH first on every connection the router opens (calls and
   // subscriptions) when not empty: the nodes' requirepass.
   std::string password;
+  // Where the password comes from, in the words of whoever configured the
+  // router (lapsed names its flag and file); a refusal names it. May be empty.
+  std::string password_origin;
   size_t max_calls = 100000;
   size_t max_in_flight_per_node = 10000;
   size_t max_reply_bytes = size_t{64} << 20;

@@ -1,5 +1,6 @@
 #include "server/storage/redis/cluster_router.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@ namespace lapse::redis {
 namespace {
 
 using ::lapse::testing::RedisCluster;
+using ::lapse::testing::RedisClusterOptions;
 using ::lapse::testing::WaitWithPatience;
 
 // Calls answered by a router, collected for the test thread. The answers
@@ -69,9 +71,59 @@ std::string Text(const absl::StatusOr<RedisReply>& reply) {
   return reply->type == RedisReply::Type::kInteger ? absl::StrCat(reply->integer) : reply->str;
 }
 
+// Sets `key`s 0 to 29 through `router`; each lands on the master of its slot,
+// and they cover every master.
+void ExpectEveryKeyOnTheMasterOfItsSlot(ClusterRouter& router, const RedisCluster& cluster) {
+  std::vector<int> owners;
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = absl::StrCat("key", i);
+    EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, absl::StrCat(i)}))), "OK");
+    const int owner = cluster.MasterOf(key);
+    absl::StatusOr<std::string> stored = cluster.Command(owner, {"GET", key});
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(*stored, absl::StrCat(i));
+    if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+  }
+  EXPECT_EQ(owners.size(), RedisCluster::kMasters);
+}
+
+// Moves a key's slot to another master by hand while `router` uses it: ASK
+// while the slot migrates, MOVED once it has.
+void ExpectAskAndMovedFollowed(ClusterRouter& router, const RedisCluster& cluster) {
+  const std::string key = "migrating";
+  ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "v"}))), "OK");
+  const int source = cluster.MasterOf(key);
+  int target = 0;
+  for (int port : cluster.MasterPorts()) {
+    if (port != source) target = port;
+  }
+  const std::string slot = absl::StrCat(KeySlot(key));
+  const std::string source_id = *cluster.Command(source, {"CLUSTER", "MYID"});
+  const std::string target_id = *cluster.Command(target, {"CLUSTER", "MYID"});
+  ASSERT_EQ(*cluster.Command(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), "OK");
+  ASSERT_EQ(*cluster.Command(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK");
+  ASSERT_EQ(*cluster.Command(source, {"MIGRATE", "127.0.0.1", absl::StrCat(target), "", "0", "5000",
+                                      "KEYS", key}),
+            "OK");
+  // The source no longer has the key and the slot is migrating: ASK.
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"GET", key}))), "v");
+
+  for (int port : cluster.MasterPorts()) {
+    ASSERT_EQ(*cluster.Command(port, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK");
+  }
+  // The router still sends the key to the source, which answers MOVED.
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "w"}))), "OK");
+  EXPECT_EQ(*cluster.Command(target, {"GET", key}), "w");
+}
+
 class ClusterRouterTest : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(cluster_.status().ok()) << cluster_.status(); }
+  explicit ClusterRouterTest(RedisClusterOptions options = {}) : cluster_(std::move(options)) {}
+
+  void SetUp() override {
+    if (absl::IsFailedPrecondition(cluster_.status())) GTEST_SKIP() << cluster_.status();
+    ASSERT_TRUE(cluster_.status().ok()) << cluster_.status();
+  }
 
   RouterOptions Options() const {
     RouterOptions options;
@@ -84,45 +136,42 @@ class ClusterRouterTest : public ::testing::Test {
 
 TEST_F(ClusterRouterTest, RoutesEveryKeyToTheMasterOfItsSlot) {
   ClusterRouter router(Options());
-  std::vector<int> owners;
-  for (int i = 0; i < 30; ++i) {
-    const std::string key = absl::StrCat("key", i);
-    EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, absl::StrCat(i)}))), "OK");
-    const int owner = cluster_.MasterOf(key);
-    absl::StatusOr<std::string> stored = cluster_.Command(owner, {"GET", key});
-    ASSERT_TRUE(stored.ok()) << stored.status();
-    EXPECT_EQ(*stored, absl::StrCat(i));
-    if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
-  }
-  EXPECT_EQ(owners.size(), RedisCluster::kMasters);
+  ExpectEveryKeyOnTheMasterOfItsSlot(router, cluster_);
 }
 
 TEST_F(ClusterRouterTest, FollowsAskAndMovedWhileASlotMigrates) {
   ClusterRouter router(Options());
-  const std::string key = "migrating";
-  ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "v"}))), "OK");
-  const int source = cluster_.MasterOf(key);
-  int target = 0;
-  for (int port : cluster_.MasterPorts()) {
-    if (port != source) target = port;
-  }
-  const std::string slot = absl::StrCat(KeySlot(key));
-  const std::string source_id = *cluster_.Command(source, {"CLUSTER", "MYID"});
-  const std::string target_id = *cluster_.Command(target, {"CLUSTER", "MYID"});
-  ASSERT_EQ(*cluster_.Command(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), "OK");
-  ASSERT_EQ(*cluster_.Command(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK");
-  ASSERT_EQ(*cluster_.Command(source, {"MIGRATE", "127.0.0.1", absl::StrCat(target), "", "0",
-                                       "5000", "KEYS", key}),
-            "OK");
-  // The source no longer has the key and the slot is migrating: ASK.
-  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"GET", key}))), "v");
+  ExpectAskAndMovedFollowed(router, cluster_);
+}
 
-  for (int port : cluster_.MasterPorts()) {
-    ASSERT_EQ(*cluster_.Command(port, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK");
+// A cluster whose nodes announce ::1: the seed, the slot map and every MOVED
+// and ASK name IPv6 endpoints, which the router parses and dials.
+class ClusterRouterIpv6Test : public ClusterRouterTest {
+ protected:
+  ClusterRouterIpv6Test() : ClusterRouterTest({.ipv6 = true}) {}
+};
+
+TEST_F(ClusterRouterIpv6Test, TheSlotMapAndRedirectsNameIpv6Endpoints) {
+  const int port = cluster_.MasterPorts()[0];
+  const std::string slots = *cluster_.Command(port, {"CLUSTER", "SLOTS"});
+  EXPECT_TRUE(absl::StrContains(slots, "::1")) << slots;
+  EXPECT_FALSE(absl::StrContains(slots, "127.0.0.1")) << slots;
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    if (cluster_.MasterOf(absl::StrCat("key", i)) != port) key = absl::StrCat("key", i);
   }
-  // The router still sends the key to the source, which answers MOVED.
-  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "w"}))), "OK");
-  EXPECT_EQ(*cluster_.Command(target, {"GET", key}), "w");
+  const std::string moved = *cluster_.Command(port, {"GET", key});
+  EXPECT_TRUE(absl::StartsWith(moved, absl::StrCat("MOVED ", KeySlot(key), " ::1:"))) << moved;
+}
+
+TEST_F(ClusterRouterIpv6Test, RoutesEveryKeyToTheMasterOfItsSlot) {
+  ClusterRouter router(Options());
+  ExpectEveryKeyOnTheMasterOfItsSlot(router, cluster_);
+}
+
+TEST_F(ClusterRouterIpv6Test, FollowsAskAndMovedWhileASlotMigrates) {
+  ClusterRouter router(Options());
+  ExpectAskAndMovedFollowed(router, cluster_);
 }
 
 TEST_F(ClusterRouterTest, LoadsAScriptAgainAfterScriptFlush) {

@@ -826,14 +826,16 @@ TEST_F(RedisClusterStoreTest, BadInputOfEveryCollectionOperationIsInvalidArgumen
 }
 
 // The cluster refusing lapsed's password (rotated under it) is not the
-// caller's credentials: UNAVAILABLE, naming Redis and the flag to fix, where
-// the router says UNAUTHENTICATED.
-TEST(RedisClusterStoreAuthTest, APasswordChangedUnderItIsUnavailableNamingThePasswordFile) {
+// caller's credentials: UNAVAILABLE, naming Redis and where the password
+// comes from as its configurer put it, where the router says
+// UNAUTHENTICATED. The store names no flag of lapsed's.
+TEST(RedisClusterStoreAuthTest, APasswordChangedUnderItIsUnavailableNamingThePasswordsOrigin) {
   RedisCluster cluster({.password = "s3cret"});
   ASSERT_TRUE(cluster.status().ok()) << cluster.status();
   RedisClusterStoreOptions options;
   options.router.seeds = cluster.seeds();
   options.router.password = "s3cret";
+  options.router.password_origin = "the test's vault";
   options.partitions = 1;
   options.reap = false;
   absl::StatusOr<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(options);
@@ -849,8 +851,10 @@ TEST(RedisClusterStoreAuthTest, APasswordChangedUnderItIsUnavailableNamingThePas
   // refused.
   const absl::Status status = get().status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_TRUE(absl::StrContains(status.message(), "Redis Cluster refused the password")) << status;
-  EXPECT_TRUE(absl::StrContains(status.message(), "--redis_password_file")) << status;
+  EXPECT_TRUE(
+      absl::StrContains(status.message(), "Redis Cluster refused the password in the test's vault"))
+      << status;
+  EXPECT_FALSE(absl::StrContains(status.message(), "--")) << status;
 }
 
 }  // namespace

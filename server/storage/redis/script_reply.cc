@@ -25,9 +25,8 @@ absl::Status StatusOfErrorReply(const RedisReply& error) {
 absl::Status ReplyStatus(const absl::StatusOr<RedisReply>& reply) {
   if (absl::IsUnauthenticated(reply.status())) {
     static RateLimitedLog* const refusals = new RateLimitedLog(10, absl::Minutes(1));
-    refusals->Log(LogLevel::kError, "%s; check --redis_password_file", reply.status().message());
-    return absl::UnavailableError(absl::StrCat(
-        reply.status().message(), " (lapsed's password for Redis: --redis_password_file)"));
+    refusals->Log(LogLevel::kError, "%s", reply.status().message());
+    return absl::UnavailableError(reply.status().message());
   }
   if (!reply.ok()) return reply.status();
   if (reply->type == RedisReply::Type::kError) return StatusOfErrorReply(*reply);

@@ -28,10 +28,10 @@ absl::Status StatusOfErrorReply(const RedisReply& error);
 
 // OK for a reply that is not an error reply; else the failed call's status,
 // or the error reply's (StatusOfErrorReply). A call the cluster refused for
-// lapsed's password (the router's UNAUTHENTICATED) is UNAVAILABLE, its
-// message naming Redis and --redis_password_file, and is logged
-// (rate-limited): at lapse's edge UNAUTHENTICATED means the caller's own
-// credentials.
+// lapsed's password (the router's UNAUTHENTICATED) is UNAVAILABLE with the
+// router's message (naming Redis and RouterOptions::password_origin), and is
+// logged (rate-limited): at lapse's edge UNAUTHENTICATED means the caller's
+// own credentials.
 absl::Status ReplyStatus(const absl::StatusOr<RedisReply>& reply);
 
 // INTERNAL: `script`'s answer does not have the shape its caller expects.

@@ -1,0 +1,87 @@
+// RecycleEvents: a watch response read again into the same message
+// allocates nothing per event. Its own binary, as it counts the allocations
+// of this thread by replacing the global operator new.
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/cpp/convert.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+thread_local bool counting = false;
+thread_local size_t allocations = 0;
+
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (counting) ++allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+
+namespace lapse::client::internal {
+namespace {
+
+const absl::Time kTime = absl::FromUnixSeconds(1'700'000'000);
+
+// `n` events with keys and values longer than a short string's inline room.
+std::string ResponseWire(int n, int first_sequence) {
+  v1::WatchExpirationsResponse response;
+  for (int i = 0; i < n; ++i) {
+    v1::ExpiryEvent* event = response.add_events();
+    event->set_sequence(first_sequence + i);
+    event->set_collection("orders-of-customer-42");
+    event->set_key(absl::StrCat("order-with-a-long-key-", 100000 + first_sequence + i));
+    event->set_value(absl::StrCat("value-longer-than-sixteen-", first_sequence + i));
+    TimeToProto(kTime + absl::Seconds(first_sequence + i), event->mutable_expire_time());
+    TimeToProto(kTime + absl::Seconds(first_sequence + i + 1), event->mutable_expired_at());
+  }
+  response.set_examined_sequence(first_sequence + n);
+  return response.SerializeAsString();
+}
+
+// What parsing `wire` into `response` allocated on this thread.
+size_t AllocationsToParse(const std::string& wire, v1::WatchExpirationsResponse* response) {
+  allocations = 0;
+  counting = true;
+  const bool parsed = response->ParseFromString(wire);
+  counting = false;
+  EXPECT_TRUE(parsed);
+  return allocations;
+}
+
+TEST(RecycleEvents, ReadingIntoARecycledResponseAllocatesNothingPerEvent) {
+  v1::WatchExpirationsResponse response;
+  ASSERT_GT(AllocationsToParse(ResponseWire(100, 1), &response), 0u);
+  RecycleEvents(&response);
+  EXPECT_EQ(AllocationsToParse(ResponseWire(100, 101), &response), 0u);
+  ASSERT_EQ(response.events_size(), 100);
+  EXPECT_EQ(response.SerializeAsString(), ResponseWire(100, 101));
+}
+
+TEST(RecycleEvents, AnEventReadIntoARecycledOneConvertsAsIfReadFresh) {
+  v1::WatchExpirationsResponse response;
+  ASSERT_TRUE(response.ParseFromString(ResponseWire(2, 1)));
+  RecycleEvents(&response);
+  v1::WatchExpirationsResponse sent;
+  v1::ExpiryEvent* event = sent.add_events();
+  event->set_sequence(7);
+  event->set_key("k");
+  ASSERT_TRUE(response.ParseFromString(sent.SerializeAsString()));
+  ASSERT_EQ(response.events_size(), 1);
+  const ExpiryEvent recycled = EventFromProto(response.events(0));
+  const ExpiryEvent fresh = EventFromProto(*event);
+  EXPECT_EQ(recycled.sequence, 7u);
+  EXPECT_EQ(recycled.collection, "");
+  EXPECT_EQ(recycled.key, "k");
+  EXPECT_EQ(recycled.value, "");
+  EXPECT_EQ(recycled.expire_time, fresh.expire_time);
+  EXPECT_EQ(recycled.expired_at, fresh.expired_at);
+}
+
+}  // namespace
+}  // namespace lapse::client::internal
