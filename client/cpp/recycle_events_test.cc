@@ -1,6 +1,6 @@
 // RecycleEvents: a watch response read again into the same message
 // allocates nothing per event. Its own binary, as it counts the allocations
-// of this thread by replacing the global operator new.
+// of this thread by replacing the global operator new (and delete).
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -22,6 +22,11 @@ void* operator new(std::size_t size) {
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
+
+// The matching deletes: AddressSanitizer's own would report memory from this
+// operator new (malloc) freed by operator delete as a mismatch.
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace lapse::client::internal {
 namespace {
