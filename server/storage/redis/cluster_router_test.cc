@@ -71,51 +71,6 @@ std::string Text(const absl::StatusOr<RedisReply>& reply) {
   return reply->type == RedisReply::Type::kInteger ? absl::StrCat(reply->integer) : reply->str;
 }
 
-// Sets `key`s 0 to 29 through `router`; each lands on the master of its slot,
-// and they cover every master.
-void ExpectEveryKeyOnTheMasterOfItsSlot(ClusterRouter& router, const RedisCluster& cluster) {
-  std::vector<int> owners;
-  for (int i = 0; i < 30; ++i) {
-    const std::string key = absl::StrCat("key", i);
-    EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, absl::StrCat(i)}))), "OK");
-    const int owner = cluster.MasterOf(key);
-    absl::StatusOr<std::string> stored = cluster.Command(owner, {"GET", key});
-    ASSERT_TRUE(stored.ok()) << stored.status();
-    EXPECT_EQ(*stored, absl::StrCat(i));
-    if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
-  }
-  EXPECT_EQ(owners.size(), RedisCluster::kMasters);
-}
-
-// Moves a key's slot to another master by hand while `router` uses it: ASK
-// while the slot migrates, MOVED once it has.
-void ExpectAskAndMovedFollowed(ClusterRouter& router, const RedisCluster& cluster) {
-  const std::string key = "migrating";
-  ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "v"}))), "OK");
-  const int source = cluster.MasterOf(key);
-  int target = 0;
-  for (int port : cluster.MasterPorts()) {
-    if (port != source) target = port;
-  }
-  const std::string slot = absl::StrCat(KeySlot(key));
-  const std::string source_id = *cluster.Command(source, {"CLUSTER", "MYID"});
-  const std::string target_id = *cluster.Command(target, {"CLUSTER", "MYID"});
-  ASSERT_EQ(*cluster.Command(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), "OK");
-  ASSERT_EQ(*cluster.Command(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK");
-  ASSERT_EQ(*cluster.Command(source, {"MIGRATE", "127.0.0.1", absl::StrCat(target), "", "0", "5000",
-                                      "KEYS", key}),
-            "OK");
-  // The source no longer has the key and the slot is migrating: ASK.
-  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"GET", key}))), "v");
-
-  for (int port : cluster.MasterPorts()) {
-    ASSERT_EQ(*cluster.Command(port, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK");
-  }
-  // The router still sends the key to the source, which answers MOVED.
-  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "w"}))), "OK");
-  EXPECT_EQ(*cluster.Command(target, {"GET", key}), "w");
-}
-
 class ClusterRouterTest : public ::testing::Test {
  protected:
   explicit ClusterRouterTest(RedisClusterOptions options = {}) : cluster_(std::move(options)) {}
@@ -133,16 +88,6 @@ class ClusterRouterTest : public ::testing::Test {
 
   RedisCluster cluster_;
 };
-
-TEST_F(ClusterRouterTest, RoutesEveryKeyToTheMasterOfItsSlot) {
-  ClusterRouter router(Options());
-  ExpectEveryKeyOnTheMasterOfItsSlot(router, cluster_);
-}
-
-TEST_F(ClusterRouterTest, FollowsAskAndMovedWhileASlotMigrates) {
-  ClusterRouter router(Options());
-  ExpectAskAndMovedFollowed(router, cluster_);
-}
 
 // A cluster whose nodes announce ::1: the seed, the slot map and every MOVED
 // and ASK name IPv6 endpoints, which the router parses and dials.
@@ -164,15 +109,65 @@ TEST_F(ClusterRouterIpv6Test, TheSlotMapAndRedirectsNameIpv6Endpoints) {
   EXPECT_TRUE(absl::StartsWith(moved, absl::StrCat("MOVED ", KeySlot(key), " ::1:"))) << moved;
 }
 
-TEST_F(ClusterRouterIpv6Test, RoutesEveryKeyToTheMasterOfItsSlot) {
+// The router on a cluster whose nodes announce 127.0.0.1, and on one whose
+// nodes announce ::1.
+class ClusterRouterAddressTest : public ClusterRouterTest,
+                                 public ::testing::WithParamInterface<bool> {
+ protected:
+  ClusterRouterAddressTest() : ClusterRouterTest({.ipv6 = GetParam()}) {}
+};
+
+// Keys 0 to 29 each land on the master of their slot, and they cover every
+// master.
+TEST_P(ClusterRouterAddressTest, RoutesEveryKeyToTheMasterOfItsSlot) {
   ClusterRouter router(Options());
-  ExpectEveryKeyOnTheMasterOfItsSlot(router, cluster_);
+  std::vector<int> owners;
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = absl::StrCat("key", i);
+    EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, absl::StrCat(i)}))), "OK");
+    const int owner = cluster_.MasterOf(key);
+    absl::StatusOr<std::string> stored = cluster_.Command(owner, {"GET", key});
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(*stored, absl::StrCat(i));
+    if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+  }
+  EXPECT_EQ(owners.size(), RedisCluster::kMasters);
 }
 
-TEST_F(ClusterRouterIpv6Test, FollowsAskAndMovedWhileASlotMigrates) {
+// A key's slot moved to another master by hand while the router uses it: ASK
+// while the slot migrates, MOVED once it has.
+TEST_P(ClusterRouterAddressTest, FollowsAskAndMovedWhileASlotMigrates) {
   ClusterRouter router(Options());
-  ExpectAskAndMovedFollowed(router, cluster_);
+  const std::string key = "migrating";
+  ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "v"}))), "OK");
+  const int source = cluster_.MasterOf(key);
+  int target = 0;
+  for (int port : cluster_.MasterPorts()) {
+    if (port != source) target = port;
+  }
+  const std::string slot = absl::StrCat(KeySlot(key));
+  const std::string source_id = *cluster_.Command(source, {"CLUSTER", "MYID"});
+  const std::string target_id = *cluster_.Command(target, {"CLUSTER", "MYID"});
+  ASSERT_EQ(*cluster_.Command(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), "OK");
+  ASSERT_EQ(*cluster_.Command(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK");
+  ASSERT_EQ(*cluster_.Command(source, {"MIGRATE", "127.0.0.1", absl::StrCat(target), "", "0",
+                                       "5000", "KEYS", key}),
+            "OK");
+  // The source no longer has the key and the slot is migrating: ASK.
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"GET", key}))), "v");
+
+  for (int port : cluster_.MasterPorts()) {
+    ASSERT_EQ(*cluster_.Command(port, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK");
+  }
+  // The router still sends the key to the source, which answers MOVED.
+  EXPECT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "w"}))), "OK");
+  EXPECT_EQ(*cluster_.Command(target, {"GET", key}), "w");
 }
+
+INSTANTIATE_TEST_SUITE_P(Ipv4AndIpv6, ClusterRouterAddressTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Ipv6" : "Ipv4";
+                         });
 
 TEST_F(ClusterRouterTest, LoadsAScriptAgainAfterScriptFlush) {
   ClusterRouter router(Options());
