@@ -1,5 +1,6 @@
 #include "client/cpp/write_stream.h"
 
+#include <cassert>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -278,6 +279,8 @@ WriteStream::~WriteStream() {
   std::thread thread;
   {
     MutexLock lock(&mu_);
+    assert(thread_.get_id() != std::this_thread::get_id() &&
+           "a WriteStream destroyed from one of its callbacks would wait for itself");
     closing_ = true;
     if (call_ != nullptr) call_->Cancel();
     while (live_calls_ > 0) call_done_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
