@@ -462,15 +462,19 @@ TEST_F(MetricsLapsectlTest, ConsumeTakesAndAcksTheEventsOnTheConsumeStream) {
   EXPECT_THAT(info.out, HasSubstr("\"consumer\":\"w1\",\"unacked\":0"));
 
   // One Consume stream, ended OK by the server once lapsectl half-closed it;
-  // no Poll, no unary Ack.
-  absl::StatusOr<MetricSamples> samples = ScrapeMetrics(MetricsPort());
+  // no Poll, no unary Ack. The server counts the stream when it is done,
+  // which may come after lapsectl has read its status: scraped until counted.
+  const std::string consume_ok =
+      "lapse_rpc_duration_seconds_count{code=\"OK\",method=\"/lapse.v1.LapseService/Consume\"}";
+  const int port = MetricsPort();
+  absl::StatusOr<MetricSamples> samples = ScrapeMetrics(port);
+  for (const absl::Time give_up = absl::Now() + kPatience;
+       samples.ok() && samples->count(consume_ok) == 0 && absl::Now() < give_up;) {
+    samples = ScrapeMetrics(port);
+  }
   ASSERT_TRUE(samples.ok()) << samples.status();
-  ASSERT_EQ(samples->count("lapse_rpc_duration_seconds_count{code=\"OK\",method=\"/"
-                           "lapse.v1.LapseService/Consume\"}"),
-            1u);
-  EXPECT_EQ(samples->at("lapse_rpc_duration_seconds_count{code=\"OK\",method=\"/"
-                        "lapse.v1.LapseService/Consume\"}"),
-            1);
+  ASSERT_EQ(samples->count(consume_ok), 1u);
+  EXPECT_EQ(samples->at(consume_ok), 1);
   for (const auto& [name, value] : *samples) {
     EXPECT_THAT(name, Not(HasSubstr("LapseService/Poll\""))) << value;
     EXPECT_THAT(name, Not(HasSubstr("LapseService/Ack\""))) << value;
