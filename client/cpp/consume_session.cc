@@ -217,6 +217,7 @@ void ConsumeSession::OnReadDone(bool ok) {
     if (ok) {
       got_response_ = true;
       TakeResponseLocked(&answers);
+      RecycleDeliveries(&response_);
       response_.Clear();
       WriteIfAllowedLocked();
       ReadIfAllowedLocked();

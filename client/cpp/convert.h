@@ -128,6 +128,9 @@ void EventFromProto(const v1::ExpiryEvent& event, ExpiryEvent* out);
 // parsed later into one of them without a deadline has an empty expire_time
 // instead of none, which EventFromProto reads alike.
 void RecycleEvents(v1::WatchExpirationsResponse* response);
+// The same for a Consume stream's response: each delivery goes to the pool
+// with its event (as above) and lease_deadline.
+void RecycleDeliveries(v1::ConsumeResponse* response);
 Delivery DeliveryFromProto(const v1::Delivery& delivery);
 // The status of one lease's ack, nack or extension.
 LeaseResult LeaseResultFromProto(const v1::LeaseResult& result);
