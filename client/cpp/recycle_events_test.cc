@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/convert.h"
 #include "gtest/gtest.h"
+#include "proto/recycle.h"
 
 namespace {
 
