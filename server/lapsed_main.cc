@@ -540,6 +540,7 @@ absl::StatusOr<lapse::ServerOptions> OptionsFromFlags() {
   options.store.snapshot_after_bytes = absl::GetFlag(FLAGS_snapshot_after_bytes);
   options.store.wal_segment_bytes = absl::GetFlag(FLAGS_wal_segment_bytes);
   options.store.wal_truncate_damaged = absl::GetFlag(FLAGS_wal_truncate_damaged);
+  options.store.wal_truncate_damaged_name = "--wal_truncate_damaged";
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.auth_file = absl::GetFlag(FLAGS_auth_file);
   if (absl::Status watch = WatchBoundsFromFlags(&options); !watch.ok()) return watch;

@@ -300,7 +300,6 @@ v1::WatchExpirationsRequest AfterToken(const std::string& token) {
 
 Watcher::Watcher(v1::LapseService::Stub& stub, const v1::WatchExpirationsRequest& request,
                  Reading reading) {
-  GuardDeadline(&context_);
   reader_ = stub.WatchExpirations(&context_, request);
   reader_->WaitForInitialMetadata();
   if (reading == Reading::kRead) {
@@ -333,11 +332,22 @@ void Watcher::ReadAll() {
   cv_.SignalAll();
 }
 
+bool Watcher::WaitWhileProgressing(const std::function<bool()>& done) {
+  while (!done() && !ended_) {
+    const size_t seen = event_count_;
+    if (!WaitWithPatience(mu_, cv_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return done() || ended_ || event_count_ > seen;
+        })) {
+      break;
+    }
+  }
+  return done();
+}
+
 bool Watcher::WaitForEvents(size_t count) {
   MutexLock lock(&mu_);
-  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return event_count_ >= count || ended_; };
-  WaitWithPatience(mu_, cv_, done);
-  return event_count_ >= count;
+  return WaitWhileProgressing(
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return event_count_ >= count; });
 }
 
 bool Watcher::WaitForResponses(size_t count) {
@@ -348,9 +358,8 @@ bool Watcher::WaitForResponses(size_t count) {
 bool Watcher::WaitFor(
     const std::function<bool(const std::vector<v1::WatchExpirationsResponse>&)>& done) {
   MutexLock lock(&mu_);
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_ || done(responses_); };
-  WaitWithPatience(mu_, cv_, ready);
-  return done(responses_);
+  return WaitWhileProgressing([&]()
+                                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done(responses_); });
 }
 
 grpc::Status Watcher::WaitForEnd() {

@@ -168,7 +168,10 @@ class Watcher {
   enum class Reading { kRead, kDoNotRead };
 
   // Returns once the server has sent the stream's headers, i.e. once the
-  // stream's start position is fixed.
+  // stream's start position is fixed. The stream has no deadline: it lasts
+  // until the Watcher is destroyed (a test's length depends on the
+  // machine's load), and each wait gives up when nothing moves for
+  // kPatience instead.
   Watcher(v1::LapseService::Stub& stub, const v1::WatchExpirationsRequest& request,
           Reading reading = Reading::kRead);
   // Cancels the stream if it is still open.
@@ -176,7 +179,8 @@ class Watcher {
   Watcher(const Watcher&) = delete;
   Watcher& operator=(const Watcher&) = delete;
 
-  // Each waits until the condition holds, false after kPatience.
+  // Each waits until the condition holds; false once the stream ended, or
+  // once no event arrived for kPatience, without it.
   bool WaitForEvents(size_t count);
   bool WaitForResponses(size_t count);
   bool WaitFor(const std::function<bool(const std::vector<v1::WatchExpirationsResponse>&)>& done);
@@ -189,6 +193,9 @@ class Watcher {
 
  private:
   void ReadAll();
+  // Waits until done() or the stream's end, giving up once no event arrived
+  // for kPatience; done()'s last value.
+  bool WaitWhileProgressing(const std::function<bool()>& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReader<v1::WatchExpirationsResponse>> reader_;

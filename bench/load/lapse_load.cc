@@ -18,6 +18,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/support/sync_stream.h"
+#include "proto/recycle.h"
 
 namespace lapse {
 namespace load {
@@ -318,8 +319,12 @@ void EventWatcher::Read(v1::WatchExpirationsRequest request) {
     absl::MutexLock lock(&mu_);
     ready_ = true;
   }
+  // Each response is read into the events and Timestamps of the last.
   v1::WatchExpirationsResponse response;
-  while (reader->Read(&response)) OnResponse(response);
+  while (reader->Read(&response)) {
+    OnResponse(response);
+    RecycleEvents(&response);
+  }
   const grpc::Status status = reader->Finish();
   absl::MutexLock lock(&mu_);
   context_ = nullptr;

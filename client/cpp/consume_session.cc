@@ -11,6 +11,7 @@
 #include "client/cpp/convert.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
+#include "proto/recycle.h"
 
 namespace lapse::client::internal {
 namespace {
@@ -217,6 +218,7 @@ void ConsumeSession::OnReadDone(bool ok) {
     if (ok) {
       got_response_ = true;
       TakeResponseLocked(&answers);
+      RecycleDeliveries(&response_);
       response_.Clear();
       WriteIfAllowedLocked();
       ReadIfAllowedLocked();

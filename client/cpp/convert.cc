@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -531,21 +530,6 @@ void EventFromProto(const v1::ExpiryEvent& event, ExpiryEvent* out) {
   out->value = event.value();
   out->expire_time = TimeFromProto(event.expire_time());
   out->expired_at = TimeFromProto(event.expired_at());
-}
-
-void RecycleEvents(v1::WatchExpirationsResponse* response) {
-  google::protobuf::RepeatedPtrField<v1::ExpiryEvent>& events = *response->mutable_events();
-  while (!events.empty()) {
-    std::unique_ptr<v1::ExpiryEvent> event(events.ReleaseLast());
-    std::unique_ptr<google::protobuf::Timestamp> expire_time(event->release_expire_time());
-    std::unique_ptr<google::protobuf::Timestamp> expired_at(event->release_expired_at());
-    event->Clear();
-    if (expire_time != nullptr) expire_time->Clear();
-    if (expired_at != nullptr) expired_at->Clear();
-    event->set_allocated_expire_time(expire_time.release());
-    event->set_allocated_expired_at(expired_at.release());
-    events.AddCleared(event.release());
-  }
 }
 
 }  // namespace lapse::client::internal

@@ -120,14 +120,6 @@ uint64_t FromProto(const v1::RedriveDeadLettersResponse& response);
 ExpiryEvent EventFromProto(const v1::ExpiryEvent& event);
 // The same into `out`, whose strings keep their buffers.
 void EventFromProto(const v1::ExpiryEvent& event, ExpiryEvent* out);
-// Readies `response`, read before, to be read into again without freeing and
-// allocating per event: a parse starts with Clear(), which frees each
-// event's two Timestamps, then adds events, taking each from the repeated
-// field's pool of cleared ones first. So the events go to that pool with
-// their Timestamps (emptied), and their strings keep their buffers. An event
-// parsed later into one of them without a deadline has an empty expire_time
-// instead of none, which EventFromProto reads alike.
-void RecycleEvents(v1::WatchExpirationsResponse* response);
 Delivery DeliveryFromProto(const v1::Delivery& delivery);
 // The status of one lease's ack, nack or extension.
 LeaseResult LeaseResultFromProto(const v1::LeaseResult& result);

@@ -1,5 +1,5 @@
-// RecycleEvents: a watch response read again into the same message
-// allocates nothing per event. Its own binary, as it counts the allocations
+// RecycleEvents and RecycleDeliveries: a watch or Consume response read again
+// into the same message allocates nothing per event. Its own binary, as it counts the allocations
 // of this thread by replacing the global operator new (and delete).
 #include <cstddef>
 #include <cstdlib>
@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/convert.h"
 #include "gtest/gtest.h"
+#include "proto/recycle.h"
 
 namespace {
 
@@ -49,8 +50,28 @@ std::string ResponseWire(int n, int first_sequence) {
   return response.SerializeAsString();
 }
 
+// `n` deliveries of such events, and as many ack results, as a Consume
+// stream answers.
+std::string ConsumeWire(int n, int first_sequence) {
+  v1::WatchExpirationsResponse events;
+  EXPECT_TRUE(events.ParseFromString(ResponseWire(n, first_sequence)));
+  v1::ConsumeResponse response;
+  for (int i = 0; i < n; ++i) {
+    v1::Delivery* delivery = response.add_deliveries();
+    *delivery->mutable_event() = events.events(i);
+    delivery->set_delivery_count(1 + i % 3);
+    TimeToProto(kTime + absl::Seconds(60 + i), delivery->mutable_lease_deadline());
+    v1::LeaseResult* result = response.add_ack_results();
+    result->set_sequence(first_sequence + i);
+    result->set_code(9);
+    result->set_message(absl::StrCat("the lease is not held: acked before ", i));
+  }
+  return response.SerializeAsString();
+}
+
 // What parsing `wire` into `response` allocated on this thread.
-size_t AllocationsToParse(const std::string& wire, v1::WatchExpirationsResponse* response) {
+template <typename Response>
+size_t AllocationsToParse(const std::string& wire, Response* response) {
   allocations = 0;
   counting = true;
   const bool parsed = response->ParseFromString(wire);
@@ -86,6 +107,36 @@ TEST(RecycleEvents, AnEventReadIntoARecycledOneConvertsAsIfReadFresh) {
   EXPECT_EQ(recycled.value, "");
   EXPECT_EQ(recycled.expire_time, fresh.expire_time);
   EXPECT_EQ(recycled.expired_at, fresh.expired_at);
+}
+
+// As ConsumeSession reads: recycled, then cleared.
+TEST(RecycleDeliveries, ReadingIntoARecycledResponseAllocatesNothingPerDelivery) {
+  v1::ConsumeResponse response;
+  ASSERT_GT(AllocationsToParse(ConsumeWire(100, 1), &response), 0u);
+  RecycleDeliveries(&response);
+  response.Clear();
+  EXPECT_EQ(AllocationsToParse(ConsumeWire(100, 101), &response), 0u);
+  ASSERT_EQ(response.deliveries_size(), 100);
+  EXPECT_EQ(response.SerializeAsString(), ConsumeWire(100, 101));
+}
+
+TEST(RecycleDeliveries, ADeliveryReadIntoARecycledOneConvertsAsIfReadFresh) {
+  v1::ConsumeResponse response;
+  ASSERT_TRUE(response.ParseFromString(ConsumeWire(2, 1)));
+  RecycleDeliveries(&response);
+  v1::ConsumeResponse sent;
+  v1::Delivery* delivery = sent.add_deliveries();
+  delivery->mutable_event()->set_sequence(7);
+  delivery->set_delivery_count(2);
+  ASSERT_TRUE(response.ParseFromString(sent.SerializeAsString()));
+  ASSERT_EQ(response.deliveries_size(), 1);
+  const Delivery recycled = DeliveryFromProto(response.deliveries(0));
+  const Delivery fresh = DeliveryFromProto(*delivery);
+  EXPECT_EQ(recycled.event.sequence, 7u);
+  EXPECT_EQ(recycled.event.key, "");
+  EXPECT_EQ(recycled.event.expire_time, fresh.event.expire_time);
+  EXPECT_EQ(recycled.delivery_count, 2u);
+  EXPECT_EQ(recycled.lease_deadline, fresh.lease_deadline);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "client/cpp/convert.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
+#include "proto/recycle.h"
 
 namespace lapse::client::internal {
 namespace {

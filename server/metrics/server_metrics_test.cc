@@ -75,6 +75,32 @@ TEST(ServerMetricsTest, RpcsAreCountedByMethodAndStatusCode) {
                           absl::StrCat("lapse_rpcs_in_flight{method=\"", kPut, "\"}"), 0));
 }
 
+// A stream is counted when the server sends its status (the interceptor's
+// PRE_SEND_STATUS), before its client can read it: a scrape once the client
+// has the status sees it. Only the in-flight gauge falls later, when gRPC
+// destroys the call.
+TEST(ServerMetricsTest, AStreamIsCountedByTheTimeItsClientHasItsStatus) {
+  TestServer server(WithMetrics());
+  testing::CreateGroup(server.stub(), "billing");
+  grpc::ClientContext context;
+  testing::GuardDeadline(&context);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ConsumeRequest, v1::ConsumeResponse>> stream =
+      server.stub().Consume(&context);
+  v1::ConsumeRequest start;
+  start.mutable_start()->set_group("billing");
+  start.mutable_start()->set_consumer("c1");
+  ASSERT_TRUE(stream->Write(start));
+  // Half-closed: the server ends the stream OK.
+  ASSERT_TRUE(stream->WritesDone());
+  v1::ConsumeResponse response;
+  while (stream->Read(&response)) {
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+
+  const Samples samples = Scrape(server.server().metrics_port());
+  EXPECT_EQ(samples.at(Rpc("count", "/lapse.v1.LapseService/Consume", "OK")), 1);
+}
+
 TEST(ServerMetricsTest, CallsTheAuthFileRefusesAreCountedByCode) {
   testing::TempDir dir;
   ServerOptions options = WithMetrics();

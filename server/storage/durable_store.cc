@@ -128,7 +128,7 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
 
   absl::StatusOr<WalReplayResult> replayed =
       ReplayWal(options_.dir, replay_from, options_.truncate_damaged_wal,
-                [&](uint64_t, absl::string_view batch) {
+                options_.truncate_damaged_wal_name, [&](uint64_t, absl::string_view batch) {
                   return DecodeBatch(batch, [&](const JournalRecord& r) {
                     if (r.type == RecordType::kExpiry) events.push_back(EventOf(r));
                     if (r.type == RecordType::kNextSequence) {

@@ -82,7 +82,7 @@ struct RecoveryStats {
   uint64_t snapshot_group_records = 0;
   // A torn tail cut off, as "N bytes at the end of FILE"; empty when none.
   std::string torn_tail;
-  // What --wal_truncate_damaged discarded; empty when nothing.
+  // What truncate_damaged_wal discarded; empty when nothing.
   std::string discarded;
   // Snapshots newer than `snapshot` that were passed over because they are
   // damaged, with where and why; empty when none.
@@ -110,6 +110,9 @@ class DurableStore final : public Journal {
     // Start even when the log is damaged in the middle, discarding
     // everything from the damage on.
     bool truncate_damaged_wal = false;
+    // What whoever configures the store calls truncate_damaged_wal (lapsed
+    // names its flag): the refusal of a log damaged in the middle names it.
+    std::string truncate_damaged_wal_name = "truncate_damaged_wal";
     // Hears how far the expiry events of durable changes go; see
     // Wal::Options::on_durable for when and on which thread. The server
     // connects it to EventFeed::MakeVisibleThrough, whose log is built with

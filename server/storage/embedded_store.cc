@@ -41,6 +41,7 @@ DurableStore::Options DurableOptions(const EmbeddedStore::Options& options,
   durable.segment_bytes = options.wal_segment_bytes;
   durable.snapshot_after_bytes = options.snapshot_after_bytes;
   durable.truncate_damaged_wal = options.wal_truncate_damaged;
+  durable.truncate_damaged_wal_name = options.wal_truncate_damaged_name;
   durable.on_wal_io = options.on_wal_io;
   // Watchers see an expiry event only once the change that made it is durable.
   durable.on_durable = [log](uint64_t last_event_sequence) {

@@ -67,6 +67,9 @@ class EmbeddedStore final : public Store {
     size_t snapshot_after_bytes = size_t{256} << 20;
     size_t wal_segment_bytes = size_t{64} << 20;
     bool wal_truncate_damaged = false;
+    // What whoever configures the store calls wal_truncate_damaged (lapsed
+    // names its flag): the refusal of a log damaged in the middle names it.
+    std::string wal_truncate_damaged_name = "wal_truncate_damaged";
     // How often a log that refuses writes checks whether it can write again.
     absl::Duration wal_retry_interval = absl::Seconds(1);
     // See Wal::Options::disk_fault_for_testing.

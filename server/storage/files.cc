@@ -271,8 +271,8 @@ absl::StatusOr<DirLock> DirLock::Acquire(const std::string& dir) {
     if (err == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
           "data directory ", dir,
-          " is in use by another lapsed (it holds the lock on the directory); stop that one or "
-          "choose another --data_dir"));
+          " is in use by another process (it holds the lock on the directory); stop that one "
+          "or choose another directory"));
     }
     errno = err;
     return ErrnoError("lock (flock)", dir);

@@ -715,6 +715,7 @@ absl::Status Wal::Fail(const Round& round, const absl::Status& error, bool for_g
 
 absl::StatusOr<WalReplayResult> ReplayWal(
     const std::string& dir, uint64_t from_lsn, bool truncate_damaged,
+    absl::string_view truncate_damaged_name,
     const std::function<absl::Status(uint64_t lsn, absl::string_view batch)>& fn) {
   absl::StatusOr<std::vector<std::string>> names = files::List(dir);
   if (!names.ok()) return names.status();
@@ -778,9 +779,9 @@ absl::StatusOr<WalReplayResult> ReplayWal(
         if (!truncate_damaged) {
           return absl::DataLossError(absl::StrCat(
               "the write-ahead log is damaged in the middle: ", where,
-              ". Valid records follow the damage, so starting would silently drop "
-              "acknowledged writes; lapsed refuses to start. To start anyway and discard "
-              "everything from the damage on, restart with --wal_truncate_damaged."));
+              ". Valid records follow the damage, so opening the store would silently drop "
+              "acknowledged writes; it is not opened. Opening it with ",
+              truncate_damaged_name, " discards everything from the damage on."));
         }
         result.discarded = where;
         if (absl::Status s = files::Truncate(path, offset); !s.ok()) return s;

@@ -408,9 +408,12 @@ struct WalReplayResult {
 // batch with LSN >= from_lsn. A torn tail (damage at the end of the last
 // segment, with no valid frame after it) is cut off. Damage anywhere else is
 // DATA_LOSS naming the file and offset, unless `truncate_damaged`, which cuts
-// the log at the damage and discards every later segment.
+// the log at the damage and discards every later segment. The DATA_LOSS says
+// that opening with `truncate_damaged_name` (the name whoever configures the
+// store gives that option: lapsed names its flag) discards the rest.
 absl::StatusOr<WalReplayResult> ReplayWal(
     const std::string& dir, uint64_t from_lsn, bool truncate_damaged,
+    absl::string_view truncate_damaged_name,
     const std::function<absl::Status(uint64_t lsn, absl::string_view batch)>& fn);
 
 }  // namespace lapse

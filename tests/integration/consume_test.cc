@@ -618,8 +618,7 @@ TEST(ConsumeTest, ThreeStreamsOfAGroupASecondGroupAndAWatcherEachHandleEveryEven
   ASSERT_TRUE(HubHolds(server, 0, 4));
 
   const std::vector<std::string> keys = PutExpiring(server.stub(), events);
-  // Its stream lasts kPatience from here: the events reach it well before
-  // they go through the groups.
+  // Like the groups' streams, the watcher's lasts until the test ends.
   Watcher watcher(server.stub(), AllEvents());
   const absl::Time start = absl::Now();
   server.ExpireAfter(absl::Seconds(2));

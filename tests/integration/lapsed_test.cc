@@ -484,7 +484,7 @@ TEST(LapsedTest, ADamagedSnapshotIsReportedAndPassedOverLosingNoWrite) {
   EXPECT_THAT(ended.err, HasSubstr(snapshot));
 }
 
-TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
+TEST(LapsedTest, ADamagedLogRefusesToStartNamingTheTruncateFlagUnlessToldToTruncate) {
   TempDir temp;
   const std::string& dir = temp.path();
   ASSERT_FALSE(dir.empty());
@@ -510,7 +510,11 @@ TEST(LapsedTest, ADamagedLogRefusesToStartUnlessToldToTruncate) {
   ASSERT_TRUE(files::WriteAtomically(dir, segment.substr(dir.size() + 1), damaged).ok());
 
   LapsedProcess refused(LAPSED_PATH, flags);
-  EXPECT_EQ(refused.Wait().exit_code, 1);
+  const ChildProcess::Result refusal = refused.Wait();
+  EXPECT_EQ(refusal.exit_code, 1);
+  // The store says what is wrong; lapsed's wiring names the flag to get past it.
+  EXPECT_THAT(refusal.err, HasSubstr("damaged in the middle"));
+  EXPECT_THAT(refusal.err, HasSubstr("Opening it with --wal_truncate_damaged discards everything"));
 
   std::vector<std::string> anyway = flags;
   anyway.push_back("--wal_truncate_damaged");

@@ -372,8 +372,8 @@ absl::StatusOr<RedisEventSource::Cursor> RedisEventSource::CursorLocked(uint64_t
   if (cursor.index > last || (unknown_slot && position > last * kSpacing)) {
     return absl::OutOfRangeError(absl::StrFormat(
         "sequence %d is beyond the newest event %d of this replica of store %s: a position "
-        "from another lapsed replica or another store (sequences on --store=redis-cluster are "
-        "each replica's own); resume with a resume_token, or start anew "
+        "from another lapsed replica or another store (sequences of a store on a Redis Cluster "
+        "are each replica's own); resume with a resume_token, or start anew "
         "(START_POSITION_OLDEST)",
         position, last * kSpacing, id));
   }
@@ -386,7 +386,7 @@ absl::StatusOr<RedisEventSource::Cursor> RedisEventSource::CursorLocked(uint64_t
   if (unknown_slot) {
     return absl::OutOfRangeError(absl::StrFormat(
         "sequence %d belongs to another store, or to another lapsed replica of store %s: it "
-        "is no position this replica holds (sequences on --store=redis-cluster are each "
+        "is no position this replica holds (sequences of a store on a Redis Cluster are each "
         "replica's own, multiples of %d); resume with a resume_token, or start anew "
         "(START_POSITION_OLDEST)",
         position, id, kSpacing));

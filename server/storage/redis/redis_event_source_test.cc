@@ -237,6 +237,8 @@ TEST_F(RedisEventSourceTest, APositionNoCursorHoldsBelongsToAnotherStoreOrReplic
     EXPECT_TRUE(absl::StrContains(status.message(),
                                   absl::StrCat("sequence ", position, " belongs to another store")))
         << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "each replica's own")) << status;
+    EXPECT_FALSE(absl::StrContains(status.message(), "--")) << "names no flag of lapsed's";
   }
   // 0, an event's sequence, and right before one are positions.
   for (const uint64_t position : {uint64_t{0}, last, last - 1}) {
@@ -252,6 +254,7 @@ TEST_F(RedisEventSourceTest, APositionPastTheNewestEventIsBeyondIt) {
     const absl::Status status = a_->source().CheckPosition(last + 1);
     EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
     EXPECT_TRUE(absl::StrContains(status.message(), "beyond the newest event")) << status;
+    EXPECT_FALSE(absl::StrContains(status.message(), "--")) << "names no flag of lapsed's";
     Deliver(*a_, 1, ExpireIn(1, 1));
   }
 }
