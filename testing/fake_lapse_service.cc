@@ -258,6 +258,11 @@ class HeldWriteStream final
     {
       MutexLock lock(&service_->mu_);
       service_->stream_write_sizes_.push_back(request_.operations_size());
+      std::vector<std::string>& keys = service_->stream_write_keys_.emplace_back();
+      for (const v1::WriteOperation& operation : request_.operations()) {
+        const auto& members = operation.put_members().members();
+        keys.push_back(members.empty() ? "" : members[0].key());
+      }
       service_->cv_.SignalAll();
     }
     StartRead(&request_);
@@ -331,6 +336,11 @@ void FakeLapseService::AnswerStreamWrites() {
 std::vector<int> FakeLapseService::stream_write_sizes() {
   MutexLock lock(&mu_);
   return stream_write_sizes_;
+}
+
+std::vector<std::vector<std::string>> FakeLapseService::stream_write_keys() {
+  MutexLock lock(&mu_);
+  return stream_write_keys_;
 }
 
 bool FakeLapseService::WaitForStreamWriteRequests(size_t count) {

@@ -64,6 +64,8 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
   // The operations of each request the held StreamWrites calls read, in the
   // order read.
   std::vector<int> stream_write_sizes();
+  // The same requests as the first member key of each of their operations.
+  std::vector<std::vector<std::string>> stream_write_keys();
   // Waits (at most kPatience) until `count` such requests have been read.
   bool WaitForStreamWriteRequests(size_t count);
   // Appends a stream to the script.
@@ -125,6 +127,7 @@ class FakeLapseService final : public v1::LapseService::CallbackService {
   // The held StreamWrites calls not yet done, and what they read.
   std::set<HeldWriteStream*> held_writes_ ABSL_GUARDED_BY(mu_);
   std::vector<int> stream_write_sizes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<std::string>> stream_write_keys_ ABSL_GUARDED_BY(mu_);
   std::deque<Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WatchExpirationsRequest> watch_requests_ ABSL_GUARDED_BY(mu_);
 };

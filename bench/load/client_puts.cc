@@ -1,8 +1,10 @@
 #include "bench/load/client_puts.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,9 +33,21 @@ LoadOutcome RunClientPuts(const std::string& addr, const Shape& shape, const Loa
     put_options.omit_created_results = true;
   }
   LoadCounters counters(plan, shape.batch);
+  // What a call's callback needs to know: when it started and how many
+  // members it carried. The callback captures only its Slot and the run (two
+  // pointers, which std::function keeps without allocating); a slot is taken
+  // with the call and given back by its callback.
+  struct Slot {
+    int64_t started_us = 0;
+    size_t members = 0;
+  };
   Mutex mu;
   CondVar all_answered;
   uint64_t unanswered = 0;  // Guarded by mu.
+  // Every slot ever made (at most concurrency + 1: a callback makes its next
+  // call before it gives its slot back), and those free; guarded by mu.
+  std::deque<Slot> slots;
+  std::vector<Slot*> free_slots;
   // Makes the next call, if any is left; its callback makes the one after.
   std::function<void()> put_next;
   // Calls owed by the callbacks run on this thread while it makes calls (a
@@ -49,35 +63,54 @@ LoadOutcome RunClientPuts(const std::string& addr, const Shape& shape, const Loa
     for (; calls > 0; --calls) put_next();
     owed = nullptr;
   };
+  // A call's answer: counted, the next call made, its slot given back.
+  const auto answered = [&](Slot* slot, bool ok, const absl::Status& status) {
+    counters.Finished(slot->started_us, slot->members, ok);
+    if (!ok) counters.Failed(absl::StrCat("PutMembers: ", status.ToString()));
+    make_calls(1);
+    MutexLock lock(&mu);
+    free_slots.push_back(slot);
+    if (--unanswered == 0) all_answered.SignalAll();
+  };
+  using Answered = decltype(answered);
   put_next = [&] {
     const std::optional<uint64_t> batch = counters.NextBatch();
     if (!batch.has_value()) return;
     const auto [first, end] = plan.BatchMembers(shape.batch, *batch);
-    std::vector<client::MemberWrite> writes(end - first);
+    // Reused call after call, as an efficient client would: once their
+    // strings have grown to size, filling them allocates nothing.
+    thread_local std::vector<client::MemberWrite> writes;
+    writes.resize(end - first);
     for (uint64_t i = first; i < end; ++i) {
       client::MemberWrite& write = writes[i - first];
-      write.key = KeyFor(i, shape.key_bytes);
-      write.value = ValueFor(i, shape.value_bytes);
+      write.key.resize(shape.key_bytes);
+      WriteDigits('k', i, write.key.data(), shape.key_bytes);
+      write.value.resize(shape.value_bytes);
+      WriteDigits('v', i, write.value.data(), shape.value_bytes);
       if (plan.deadline_ms) {
         write.expiration = client::Expiration::At(absl::FromUnixMillis(plan.deadline_ms(i)));
       } else if (!shared_ttl) {
         write.expiration = client::Expiration::Ttl(plan.ttl);
+      } else {
+        write.expiration = client::Expiration();
       }
     }
+    const std::string collection = CollectionFor(shape.prefix, *batch, shape.collections);
+    Slot* slot;
     {
       MutexLock lock(&mu);
       ++unanswered;
+      if (free_slots.empty()) free_slots.push_back(&slots.emplace_back());
+      slot = free_slots.back();
+      free_slots.pop_back();
     }
-    const int64_t started_us = NowMicros();
-    const size_t members = writes.size();
+    slot->started_us = NowMicros();
+    slot->members = writes.size();
+    const Answered* run = &answered;
     lapse.PutMembersAsync(
-        CollectionFor(shape.prefix, *batch, shape.collections), writes,
-        [&, started_us, members](absl::StatusOr<std::vector<client::PutResult>> put) {
-          counters.Finished(started_us, members, put.ok());
-          if (!put.ok()) counters.Failed(absl::StrCat("PutMembers: ", put.status().ToString()));
-          make_calls(1);
-          MutexLock lock(&mu);
-          if (--unanswered == 0) all_answered.SignalAll();
+        collection, writes,
+        [run, slot](absl::StatusOr<std::vector<client::PutResult>> put) {
+          (*run)(slot, put.ok(), put.status());
         },
         put_options);
   };

@@ -80,8 +80,13 @@ absl::StatusOr<std::vector<PutResult>> Client::PutMembers(const std::string& col
 
 void Client::PutMembersAsync(const std::string& collection, const std::vector<MemberWrite>& members,
                              PutCallback done, const PutOptions& options, const CallOptions& call) {
-  connection_->PutMembersAsync(internal::PutMembersRequestToProto(collection, members, options),
-                               call, std::move(done));
+  // Built straight into the write stream's next request: no request of its
+  // own to allocate and copy.
+  connection_->PutMembersAsync(
+      [&](v1::PutMembersRequest* request) {
+        internal::PutMembersRequestToProto(collection, members, options, request);
+      },
+      call, std::move(done));
 }
 
 absl::StatusOr<std::vector<GetResult>> Client::GetMembers(const std::string& collection,

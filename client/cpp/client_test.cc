@@ -687,6 +687,65 @@ TEST(ClientWriteStreamTest, CallsMadeByAnAnswersCallbacksGoInTheNextRequestWithT
   EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 3));
 }
 
+TEST(ClientWriteStreamTest, QueuedCallsWhoseDeadlinePassedAreLeftOutOfTheRequestTheRestInOrder) {
+  testing::FakeServer server;
+  server.service().HoldStreamWrites();
+  Client client(server.address());
+  OkAnswers answers;
+  const PutCallback count = answers.Count();
+  Mutex mu;
+  std::vector<absl::StatusCode> late;
+  const auto record = [&](absl::StatusOr<std::vector<PutResult>> put) {
+    MutexLock lock(&mu);
+    late.push_back(put.status().code());
+  };
+  CallOptions now;
+  now.timeout = absl::ZeroDuration();
+  client.PutMembersAsync("c", {Write("a", "v")}, count);
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+  // Queued behind the unanswered request; c and e are past their deadline
+  // by the time it is answered.
+  client.PutMembersAsync("c", {Write("b", "v")}, count);
+  client.PutMembersAsync("c", {Write("c", "v")}, record, PutOptions(), now);
+  client.PutMembersAsync("c", {Write("d", "v")}, count);
+  client.PutMembersAsync("c", {Write("e", "v")}, record, PutOptions(), now);
+  client.PutMembersAsync("c", {Write("f", "v")}, count);
+  server.service().AnswerStreamWrites();
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
+  server.service().AnswerStreamWrites();
+  EXPECT_TRUE(answers.WaitFor(4));
+  using Keys = std::vector<std::string>;
+  EXPECT_THAT(server.service().stream_write_keys(), ElementsAre(Keys{"a"}, Keys{"b", "d", "f"}));
+  MutexLock lock(&mu);
+  EXPECT_THAT(
+      late, ElementsAre(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kDeadlineExceeded));
+}
+
+TEST(ClientWriteStreamTest, QueuedCallsPastOneMebibyteGoInTheRequestAfter) {
+  testing::FakeServer server;
+  server.service().HoldStreamWrites();
+  Client client(server.address());
+  OkAnswers answers;
+  const PutCallback count = answers.Count();
+  const std::string value(600 << 10, 'v');
+  client.PutMembersAsync("c", {Write("a", "v")}, count);
+  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+  // b and c pass 1 MiB together: d starts the request after theirs.
+  client.PutMembersAsync("c", {Write("b", value)}, count);
+  client.PutMembersAsync("c", {Write("c", value)}, count);
+  client.PutMembersAsync("c", {Write("d", value)}, count);
+  client.PutMembersAsync("c", {Write("e", "v")}, count);
+  for (size_t requests = 2; requests <= 3; ++requests) {
+    server.service().AnswerStreamWrites();
+    ASSERT_TRUE(server.service().WaitForStreamWriteRequests(requests));
+  }
+  server.service().AnswerStreamWrites();
+  EXPECT_TRUE(answers.WaitFor(5));
+  using Keys = std::vector<std::string>;
+  EXPECT_THAT(server.service().stream_write_keys(),
+              ElementsAre(Keys{"a"}, Keys{"b", "c"}, Keys{"d", "e"}));
+}
+
 TEST_F(ClientTest, AnAsyncPutsCallbacksAllRunOnTheWriteStreamsOneThread) {
   // Each callback makes the next call, 8 in flight, 200 calls in all.
   constexpr int kInFlight = 8;

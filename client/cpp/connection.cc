@@ -111,7 +111,7 @@ absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembe
   absl::StatusOr<std::vector<PutResult>> result;
   if (shared) {
     const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
-    result = writes_.Put(request, deadline);
+    result = writes_.Put([&request](v1::PutMembersRequest* put) { *put = request; }, deadline);
   } else {
     result = Call<std::vector<PutResult>>(&v1::LapseService::Stub::PutMembers, request,
                                           Idempotency::kNotIdempotent, call);
@@ -120,14 +120,14 @@ absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembe
   return result;
 }
 
-void Connection::PutMembersAsync(v1::PutMembersRequest request, const CallOptions& call,
+void Connection::PutMembersAsync(WriteStream::Build build, const CallOptions& call,
                                  PutCallback done) {
   if (!channel_status_.ok()) {
     done(channel_status_);
     return;
   }
   const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
-  writes_.PutAsync(std::move(request), deadline, std::move(done));
+  writes_.PutAsync(build, deadline, std::move(done));
 }
 
 }  // namespace lapse::client::internal

@@ -83,8 +83,9 @@ class Connection final {
   // write stream. Never retried.
   absl::StatusOr<std::vector<PutResult>> PutMembers(const v1::PutMembersRequest& request,
                                                     const CallOptions& call);
-  // An operation of the write stream; `done` gets its outcome. Never retried.
-  void PutMembersAsync(v1::PutMembersRequest request, const CallOptions& call, PutCallback done);
+  // An operation of the write stream, its request filled in place by `build`
+  // (WriteStream::Build); `done` gets its outcome. Never retried.
+  void PutMembersAsync(WriteStream::Build build, const CallOptions& call, PutCallback done);
 
  private:
   // Constant after construction.

@@ -188,15 +188,22 @@ v1::PutMembersRequest PutMembersRequestToProto(const std::string& collection,
                                                const std::vector<MemberWrite>& members,
                                                const PutOptions& options) {
   v1::PutMembersRequest request;
-  request.set_collection(collection);
-  request.set_max_members(options.max_members);
+  PutMembersRequestToProto(collection, members, options, &request);
+  return request;
+}
+
+void PutMembersRequestToProto(const std::string& collection,
+                              const std::vector<MemberWrite>& members, const PutOptions& options,
+                              v1::PutMembersRequest* request) {
+  request->set_collection(collection);
+  request->set_max_members(options.max_members);
   SetExpiration(
-      options.default_expiration, [&request] { return request.mutable_default_expire_time(); },
-      [&request] { return request.mutable_default_ttl(); });
-  request.set_omit_created_results(options.omit_created_results);
-  request.mutable_members()->Reserve(static_cast<int>(members.size()));
+      options.default_expiration, [request] { return request->mutable_default_expire_time(); },
+      [request] { return request->mutable_default_ttl(); });
+  request->set_omit_created_results(options.omit_created_results);
+  request->mutable_members()->Reserve(static_cast<int>(members.size()));
   for (const MemberWrite& member : members) {
-    v1::MemberWrite* write = request.add_members();
+    v1::MemberWrite* write = request->add_members();
     write->set_key(member.key);
     write->set_value(member.value);
     SetExpiration(
@@ -205,7 +212,6 @@ v1::PutMembersRequest PutMembersRequestToProto(const std::string& collection,
     write->set_condition(PutConditionToProto(member.condition));
     write->set_keep_expiration(member.keep_expiration);
   }
-  return request;
 }
 
 v1::GetMembersRequest GetMembersRequestToProto(const std::string& collection,

@@ -49,6 +49,10 @@ std::optional<absl::Time> ExpireTimeFromProto(const Message& message) {
 v1::PutMembersRequest PutMembersRequestToProto(const std::string& collection,
                                                const std::vector<MemberWrite>& members,
                                                const PutOptions& options);
+// The same, written into `request` (empty), e.g. one on an arena.
+void PutMembersRequestToProto(const std::string& collection,
+                              const std::vector<MemberWrite>& members, const PutOptions& options,
+                              v1::PutMembersRequest* request);
 v1::GetMembersRequest GetMembersRequestToProto(const std::string& collection,
                                                const std::vector<std::string>& keys,
                                                const GetOptions& options);

@@ -34,10 +34,14 @@ constexpr size_t kMaxUnansweredRequests = 1;
 // take more blocks until the answer is handed out.
 constexpr size_t kResponseArenaBytes = 4096;
 
-google::protobuf::ArenaOptions ResponseArenaOptions(char* block) {
+// The first block of the arena a request is built on: a request of some
+// dozens of single-member operations fits.
+constexpr size_t kRequestArenaBytes = 16384;
+
+google::protobuf::ArenaOptions ArenaOptionsWith(char* block, size_t bytes) {
   google::protobuf::ArenaOptions options;
   options.initial_block = block;
-  options.initial_block_size = kResponseArenaBytes;
+  options.initial_block_size = bytes;
   return options;
 }
 
@@ -52,9 +56,9 @@ absl::Status DeadlinePassed() {
 
 }  // namespace
 
-// One operation: its request until it is written, and who wants its answer.
+// One operation: its deadline and who wants its answer (its request is built
+// in the Call's next request).
 struct WriteStream::Op {
-  v1::PutMembersRequest request;
   absl::Time deadline;
   Done done;
 };
@@ -86,9 +90,16 @@ class WriteStream::Call final {
     stream_->Read(response_, &read_);
   }
 
-  // Sends `op` after the operations before it. REQUIRES: owner_->mu_, which
-  // WriteStream holds as its own mu_, a name the analysis cannot match.
-  void Send(std::shared_ptr<Op> op, std::vector<Answer>* answers) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Sends `op`, its request built by `build` in the request being built,
+  // after the operations before it. REQUIRES: owner_->mu_, which WriteStream
+  // holds as its own mu_, a name the analysis cannot match.
+  void Send(Op op, Build build, std::vector<Answer>* answers) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (building_.back().bytes >= kMaxRequestBytes) building_.emplace_back();
+    Building& next = building_.back();
+    v1::PutMembersRequest* put = next.request->add_operations()->mutable_put_members();
+    build(put);
+    next.bytes += put->ByteSizeLong();
+    ++next.ops;
     unsent_.push_back(std::move(op));
     if (CanWrite()) WriteNext(answers);
   }
@@ -141,25 +152,27 @@ class WriteStream::Call final {
     std::vector<Answer> answers;
     {
       MutexLock lock(&owner_->mu_);
-      if (!sent_.empty()) {
-        std::vector<std::shared_ptr<Op>>& ops = sent_.front();
-        answers.reserve(ops.size());
-        for (size_t i = 0; i < ops.size(); ++i) {
+      if (!sent_sizes_.empty()) {
+        const size_t ops = sent_sizes_.front();
+        sent_sizes_.pop_front();
+        answers.reserve(ops);
+        for (size_t i = 0; i < ops; ++i) {
+          Op& op = sent_.front();
           if (i >= static_cast<size_t>(response_->results_size())) {
             owner_->Finish(
-                *ops[i], absl::InternalError("the server's response has no result for this write"),
+                op, absl::InternalError("the server's response has no result for this write"),
                 &answers);
           } else if (const v1::WriteOperationResult& result = response_->results(i);
                      result.code() == 0) {
-            owner_->Finish(*ops[i], FromProto(result.put_members()), &answers);
+            owner_->Finish(op, FromProto(result.put_members()), &answers);
           } else {
-            owner_->Finish(*ops[i],
+            owner_->Finish(op,
                            FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(result.code()),
                                                        result.message())),
                            &answers);
           }
+          sent_.pop_front();
         }
-        sent_.pop_front();
       }
       // The answers' callbacks often make the next calls: held until they
       // return, those calls go in the request written next with the calls
@@ -189,11 +202,10 @@ class WriteStream::Call final {
       const absl::Status ended = status_.ok()
                                      ? absl::UnavailableError("the write stream ended; write again")
                                      : FromGrpcStatus(status_);
-      for (const std::vector<std::shared_ptr<Op>>& ops : sent_) {
-        for (const std::shared_ptr<Op>& op : ops) owner_->Finish(*op, ended, &answers);
-      }
-      for (const std::shared_ptr<Op>& op : unsent_) owner_->Finish(*op, ended, &answers);
+      for (Op& op : sent_) owner_->Finish(op, ended, &answers);
+      for (Op& op : unsent_) owner_->Finish(op, ended, &answers);
       sent_.clear();
+      sent_sizes_.clear();
       unsent_.clear();
       if (owner_->call_ == this) owner_->call_ = nullptr;
     }
@@ -210,34 +222,68 @@ class WriteStream::Call final {
   // no answer's callbacks are running. Otherwise they wait, and go together,
   // for the next write or answer.
   bool CanWrite() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
-    return !writing_ && !holding_ && !unsent_.empty() && sent_.size() < kMaxUnansweredRequests;
+    return !writing_ && !holding_ && !unsent_.empty() &&
+           sent_sizes_.size() < kMaxUnansweredRequests;
   }
 
-  // Writes the operations waiting, as many as fit in one request; those
-  // whose deadline has passed are answered instead.
+  // Writes the oldest request built (up to kMaxRequestBytes); its operations
+  // whose deadline has passed are answered instead and left out. If none is
+  // left, the next request built is written instead.
   void WriteNext(std::vector<Answer>* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_->mu_) {
-    request_.Clear();
-    std::vector<std::shared_ptr<Op>> ops;
-    ops.reserve(unsent_.size());
-    size_t bytes = 0;
     const absl::Time now = absl::Now();
-    while (!unsent_.empty() && (ops.empty() || bytes < kMaxRequestBytes)) {
-      std::shared_ptr<Op> op = std::move(unsent_.front());
-      unsent_.pop_front();
-      if (op->deadline <= now) {
-        owner_->Finish(*op, DeadlinePassed(), answers);
-        continue;
+    while (!unsent_.empty()) {
+      Building& next = building_.front();
+      google::protobuf::RepeatedPtrField<v1::WriteOperation>* operations =
+          next.request->mutable_operations();
+      int kept = 0;
+      for (int i = 0; i < next.ops; ++i) {
+        Op op = std::move(unsent_.front());
+        unsent_.pop_front();
+        if (op.deadline <= now) {
+          owner_->Finish(op, DeadlinePassed(), answers);
+          continue;
+        }
+        // Keeps the operations written in order, those left out after them.
+        if (kept != i) operations->SwapElements(kept, i);
+        ++kept;
+        sent_.push_back(std::move(op));
       }
-      bytes += op->request.ByteSizeLong();
-      *request_.add_operations()->mutable_put_members() = std::move(op->request);
-      ops.push_back(std::move(op));
+      operations->DeleteSubrange(kept, next.ops - kept);
+      if (kept > 0) {
+        writing_ = true;
+        ++outstanding_;
+        // Serialized before Write returns: the request can be reused at once.
+        stream_->Write(*next.request, &written_);
+        sent_sizes_.push_back(static_cast<size_t>(kept));
+      }
+      if (building_.size() > 1) {
+        building_.pop_front();
+      } else {
+        next.Reset();
+      }
+      if (kept > 0) return;
     }
-    if (ops.empty()) return;
-    writing_ = true;
-    ++outstanding_;
-    stream_->Write(request_, &written_);
-    sent_.push_back(std::move(ops));
   }
+
+  // A request being built: operations are added to it until it is written,
+  // on an arena emptied then. While a request fits arena_block, building it
+  // allocates nothing but its strings' buffers (keys and values longer than
+  // std::string keeps inline).
+  struct Building {
+    Building() { Reset(); }
+    void Reset() {
+      arena.Reset();
+      request = google::protobuf::Arena::CreateMessage<v1::StreamWritesRequest>(&arena);
+      ops = 0;
+      bytes = 0;
+    }
+    alignas(8) char arena_block[kRequestArenaBytes];
+    google::protobuf::Arena arena{ArenaOptionsWith(arena_block, kRequestArenaBytes)};
+    v1::StreamWritesRequest* request = nullptr;
+    // Operations in request, and their encoded size.
+    int ops = 0;
+    size_t bytes = 0;
+  };
 
   WriteStream* const owner_;
   // The headers sent (a write), an answer read, a request written, the
@@ -255,17 +301,19 @@ class WriteStream::Call final {
   // is handed out: while an answer fits arena_block_, reading it allocates
   // nothing.
   alignas(8) char arena_block_[kResponseArenaBytes];
-  google::protobuf::Arena arena_{ResponseArenaOptions(arena_block_)};
+  google::protobuf::Arena arena_{ArenaOptionsWith(arena_block_, kResponseArenaBytes)};
   v1::StreamWritesResponse* response_ =
       google::protobuf::Arena::CreateMessage<v1::StreamWritesResponse>(&arena_);
   // Guarded by owner_->mu_: completions asked for and not yet run.
   int outstanding_ = 0;
-  // Guarded by owner_->mu_: operations waiting to be written, and those
-  // written and not yet answered, one entry per request, oldest first.
-  // request_ carries sent_.back() while writing_.
-  std::deque<std::shared_ptr<Op>> unsent_;
-  std::deque<std::vector<std::shared_ptr<Op>>> sent_;
-  v1::StreamWritesRequest request_;
+  // Guarded by owner_->mu_: operations waiting to be written, oldest first,
+  // their requests built in building_ (the first building_[0].ops of them in
+  // building_[0], and so on; the last is the one added to); operations
+  // written and not yet answered, and how many each request written carried.
+  std::deque<Op> unsent_;
+  std::deque<Building> building_ = std::deque<Building>(1);
+  std::deque<Op> sent_;
+  std::deque<size_t> sent_sizes_;
   bool writing_ = false;
   // OnReadDone is handing out an answer's results: nothing is written until
   // their callbacks return.
@@ -306,10 +354,10 @@ void WriteStream::Poll() {
 
 bool WriteStream::InCallback() { return delivering; }
 
-absl::Status WriteStream::Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* answers) {
+absl::Status WriteStream::Enqueue(Op& op, Build build, std::vector<Answer>* answers) {
   if (closing_) return absl::CancelledError("the client is being destroyed");
   while (in_flight_ >= max_in_flight_ && !delivering) {
-    const absl::Duration left = op->deadline - absl::Now();
+    const absl::Duration left = op.deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return DeadlinePassed();
     room_.WaitWithTimeout(&mu_, left);
   }
@@ -322,7 +370,7 @@ absl::Status WriteStream::Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* a
     if (!thread_.joinable()) thread_ = std::thread([this] { Poll(); });
   }
   ++in_flight_;
-  call_->Send(std::move(op), answers);
+  call_->Send(std::move(op), build, answers);
   return absl::OkStatus();
 }
 
@@ -340,23 +388,19 @@ void WriteStream::Deliver(std::vector<Answer> answers) {
   delivering = was_delivering;
 }
 
-void WriteStream::PutAsync(v1::PutMembersRequest request, absl::Time deadline, Done done) {
-  auto op = std::make_shared<Op>();
-  op->request = std::move(request);
-  op->deadline = deadline;
-  op->done = std::move(done);
+void WriteStream::PutAsync(Build build, absl::Time deadline, Done done) {
+  Op op{deadline, std::move(done)};
   std::vector<Answer> answers;
   absl::Status queued;
   {
     MutexLock lock(&mu_);
-    queued = Enqueue(op, &answers);
+    queued = Enqueue(op, build, &answers);
   }
   Deliver(std::move(answers));
-  if (!queued.ok()) op->done(queued);
+  if (!queued.ok()) op.done(queued);
 }
 
-absl::StatusOr<std::vector<PutResult>> WriteStream::Put(const v1::PutMembersRequest& request,
-                                                        absl::Time deadline) {
+absl::StatusOr<std::vector<PutResult>> WriteStream::Put(Build build, absl::Time deadline) {
   // Shared with the Done, which may run after this call returned.
   struct Waiter {
     Mutex mu;
@@ -364,7 +408,7 @@ absl::StatusOr<std::vector<PutResult>> WriteStream::Put(const v1::PutMembersRequ
     std::optional<absl::StatusOr<std::vector<PutResult>>> answer ABSL_GUARDED_BY(mu);
   };
   auto waiter = std::make_shared<Waiter>();
-  PutAsync(request, deadline, [waiter](absl::StatusOr<std::vector<PutResult>> response) {
+  PutAsync(build, deadline, [waiter](absl::StatusOr<std::vector<PutResult>> response) {
     MutexLock lock(&waiter->mu);
     waiter->answer = std::move(response);
     waiter->cv.Signal();

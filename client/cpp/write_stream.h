@@ -31,9 +31,15 @@
 // a Put made from inside one would wait for itself: Connection sends those
 // as unary calls (InCallback).
 //
+// Each operation is built by the caller straight into the request it will
+// go in (Build), on that request's arena: a call allocates no message of its
+// own.
+//
 //   internal::WriteStream writes(&stub, &token, 1024);
-//   absl::StatusOr<std::vector<PutResult>> r = writes.Put(request, deadline);
-//   writes.PutAsync(std::move(request), deadline, [](auto response) { ... });
+//   absl::StatusOr<std::vector<PutResult>> r = writes.Put(
+//       [&](v1::PutMembersRequest* put) { *put = request; }, deadline);
+//   writes.PutAsync([&](v1::PutMembersRequest* put) { ... }, deadline,
+//                   [](auto response) { ... });
 //
 // Thread-safe. Destroying it cancels the open stream, waits for it to end and
 // for every callback to return, and joins its thread; it must not be
@@ -49,6 +55,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/cpp/bearer_token.h"
@@ -64,6 +71,9 @@ class WriteStream final {
   // Called once with an operation's answer: the response as the client reads
   // it (FromProto, convert.h), or its error.
   using Done = PutCallback;
+  // Fills an operation's request in place; called once, before Put or
+  // PutAsync returns, unless the operation fails before it is queued.
+  using Build = absl::FunctionRef<void(v1::PutMembersRequest*)>;
 
   // `stub` and `token` (sent when a stream is opened) must outlive the
   // WriteStream. `max_in_flight` >= 1.
@@ -72,16 +82,17 @@ class WriteStream final {
   WriteStream(const WriteStream&) = delete;
   WriteStream& operator=(const WriteStream&) = delete;
 
-  // Sends `request` as the stream's next operation and waits, until
-  // `deadline`, for its answer: the response, or the operation's error.
-  absl::StatusOr<std::vector<PutResult>> Put(const v1::PutMembersRequest& request,
-                                             absl::Time deadline);
+  // Sends the request `build` fills as the stream's next operation and
+  // waits, until `deadline`, for its answer: the response, or the
+  // operation's error.
+  absl::StatusOr<std::vector<PutResult>> Put(Build build, absl::Time deadline);
 
-  // Sends `request` as the stream's next operation and returns once it is
-  // queued (after waiting for room, see above); `done` is called with its
-  // answer on a gRPC thread, or on this one when the operation fails before
-  // it is queued. `done` must not block for long: the answers after it wait.
-  void PutAsync(v1::PutMembersRequest request, absl::Time deadline, Done done);
+  // Sends the request `build` fills as the stream's next operation and
+  // returns once it is queued (after waiting for room, see above); `done` is
+  // called with its answer on the stream's thread, or on this one when the
+  // operation fails before it is queued. `done` must not block for long: the
+  // answers after it wait.
+  void PutAsync(Build build, absl::Time deadline, Done done);
 
   // Whether this thread is running a Done (of any WriteStream).
   static bool InCallback();
@@ -95,11 +106,11 @@ class WriteStream final {
     absl::StatusOr<std::vector<PutResult>> response;
   };
 
-  // Takes one of the max_in_flight_ places for `op` and queues it on the open
-  // stream, opening one if needed; the answers to hand out are added to
-  // `answers`. Fails, with `op` not queued, at its deadline or when no
-  // stream can be opened.
-  absl::Status Enqueue(std::shared_ptr<Op> op, std::vector<Answer>* answers)
+  // Takes one of the max_in_flight_ places for `op` and queues it, built by
+  // `build`, on the open stream, opening one if needed; the answers to hand
+  // out are added to `answers`. Fails, with `op` not queued, at its deadline
+  // or when no stream can be opened.
+  absl::Status Enqueue(Op& op, Build build, std::vector<Answer>* answers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees `op`'s place and adds its answer to `answers`.
   void Finish(Op& op, absl::StatusOr<std::vector<PutResult>> response, std::vector<Answer>* answers)
