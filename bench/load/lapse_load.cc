@@ -205,7 +205,10 @@ absl::StatusOr<ChannelSecurity> ChannelSecurityFor(const std::string& ca_file,
     }
     *into = text.str();
   }
-  return ChannelSecurity{grpc::SslCredentials(pem), server_name};
+  ChannelSecurity security;
+  security.credentials = grpc::SslCredentials(pem);
+  security.server_name = server_name;
+  return security;
 }
 
 std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& addr, int channels,
