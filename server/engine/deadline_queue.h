@@ -5,13 +5,25 @@
 // asks for the front instead of polling: it sleeps exactly until
 // NextDeadline(). Deadlines are Unix milliseconds.
 //
+// Most entries sit in a ring of buckets, each kBucketMs wide, covering the
+// kSlots buckets from the earliest queued one (some 70 minutes): adding one
+// appends it to its bucket, removing one finds it among its bucket's few
+// entries, each a touch of one or two cache lines where a b-tree insert or
+// erase at a random place searches from the root. A bucket is unordered: the
+// front is the least entry of the ring's first bucket (or of the overflow).
+// An entry outside the ring's span, or whose bucket already holds
+// kSlotCapacity entries, goes to an ordered overflow, so no bucket is ever
+// searched past kSlotCapacity entries, whatever the deadlines' spread.
+//
 // Not thread-safe: the owning shard's lock protects it.
 #ifndef LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
 #define LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
 
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "absl/container/btree_set.h"
@@ -22,27 +34,141 @@ namespace lapse {
 template <typename Item>
 class DeadlineQueue {
  public:
+  // The ring's shape: kSlots buckets of kBucketMs each, at most
+  // kSlotCapacity entries in a bucket.
+  static constexpr int kBucketBits = 10;
+  static constexpr int64_t kBucketMs = int64_t{1} << kBucketBits;
+  static constexpr int64_t kSlots = 4096;
+  static constexpr size_t kSlotCapacity = 32;
+
   // REQUIRES: `item` is not queued under `deadline_ms`.
   void Add(int64_t deadline_ms, Item* item) {
-    [[maybe_unused]] const bool added = entries_.emplace(deadline_ms, item).second;
-    assert(added && "item already queued under this deadline");
+    assert(!Contains(deadline_ms, item) && "item already queued under this deadline");
+    const int64_t bucket = BucketOf(deadline_ms);
+    if (ring_size_ == 0) {
+      first_ = bucket;
+      last_ = bucket;
+    } else if (bucket < first_ && last_ < bucket + kSlots) {
+      // Earlier than every bucket in the ring, and the ring's span can move
+      // back to it without losing its latest bucket.
+      first_ = bucket;
+    }
+    if (bucket >= first_ && bucket < first_ + kSlots) {
+      if (slots_ == nullptr) slots_ = std::make_unique<Slot[]>(kSlots);
+      Slot& slot = SlotOf(bucket);
+      const size_t size = SizeOf(slot);
+      if (size < kSlotCapacity) {
+        if (size == 0 || (size >= 2 && (size & (size - 1)) == 0)) {
+          // Full at a power of two (2 at least): twice the room.
+          Slot grown(new Entry[CapacityFor(size + 1) + 1]);
+          if (size > 0) std::copy(&slot[1], &slot[1] + size, &grown[1]);
+          slot = std::move(grown);
+        }
+        slot[1 + size] = Entry(deadline_ms, item);
+        slot[0].first = static_cast<int64_t>(size + 1);
+        ++ring_size_;
+        last_ = std::max(last_, bucket);
+        return;
+      }
+    }
+    overflow_.emplace(deadline_ms, item);
   }
+
   // REQUIRES: `item` is queued under `deadline_ms`.
   void Remove(int64_t deadline_ms, Item* item) {
-    [[maybe_unused]] const size_t removed = entries_.erase({deadline_ms, item});
+    const int64_t bucket = BucketOf(deadline_ms);
+    if (ring_size_ > 0 && bucket >= first_ && bucket <= last_) {
+      Slot& slot = SlotOf(bucket);
+      const size_t size = SizeOf(slot);
+      for (size_t i = 1; i <= size; ++i) {
+        if (slot[i].second != item || slot[i].first != deadline_ms) continue;
+        slot[i] = slot[size];
+        slot[0].first = static_cast<int64_t>(size - 1);
+        --ring_size_;
+        if (size == 1) {
+          // An empty bucket keeps no memory: the ring's buckets are mostly
+          // empty once their deadlines have passed.
+          slot.reset();
+          if (bucket == first_ && ring_size_ > 0) {
+            do {
+              ++first_;
+            } while (SlotOf(first_) == nullptr);
+          }
+        }
+        return;
+      }
+    }
+    [[maybe_unused]] const size_t removed = overflow_.erase({deadline_ms, item});
     assert(removed == 1 && "item not queued under this deadline");
   }
 
   // The earliest deadline, or kNoDeadlineMs when empty.
   int64_t NextDeadline() const {
-    return entries_.empty() ? kNoDeadlineMs : entries_.begin()->first;
+    const Entry* front = FrontEntry();
+    return front == nullptr ? kNoDeadlineMs : front->first;
   }
-  // The item with the earliest deadline, or nullptr when empty.
-  Item* Front() const { return entries_.empty() ? nullptr : entries_.begin()->second; }
-  bool empty() const { return entries_.empty(); }
+  // An item with the earliest deadline, or nullptr when empty.
+  Item* Front() const {
+    const Entry* front = FrontEntry();
+    return front == nullptr ? nullptr : front->second;
+  }
+  bool empty() const { return ring_size_ == 0 && overflow_.empty(); }
 
  private:
-  absl::btree_set<std::pair<int64_t, Item*>> entries_;
+  using Entry = std::pair<int64_t, Item*>;
+
+  // A bucket: nullptr when empty, else its size in [0].first and its
+  // entries in [1..size], with room for CapacityFor(size) of them: one
+  // 8-byte pointer for each of the ring's buckets, one allocation for each
+  // bucket in use.
+  using Slot = std::unique_ptr<Entry[]>;
+
+  // Floor division: deadlines before 1970 are negative.
+  static int64_t BucketOf(int64_t deadline_ms) { return deadline_ms >> kBucketBits; }
+  Slot& SlotOf(int64_t bucket) const { return slots_[bucket & (kSlots - 1)]; }
+  static size_t SizeOf(const Slot& slot) {
+    return slot == nullptr ? 0 : static_cast<size_t>(slot[0].first);
+  }
+  // The room a bucket of `size` entries has: the power of two, 2 at least,
+  // not below it.
+  static size_t CapacityFor(size_t size) {
+    size_t capacity = 2;
+    while (capacity < size) capacity *= 2;
+    return capacity;
+  }
+
+  const Entry* FrontEntry() const {
+    const Entry* front = overflow_.empty() ? nullptr : &*overflow_.begin();
+    if (ring_size_ > 0) {
+      // The ring's first bucket is never empty while the ring holds entries.
+      const Slot& slot = SlotOf(first_);
+      for (size_t i = 1, size = SizeOf(slot); i <= size; ++i) {
+        if (front == nullptr || slot[i].first < front->first) front = &slot[i];
+      }
+    }
+    return front;
+  }
+
+  bool Contains(int64_t deadline_ms, Item* item) const {
+    const int64_t bucket = BucketOf(deadline_ms);
+    if (ring_size_ > 0 && bucket >= first_ && bucket <= last_) {
+      const Slot& slot = SlotOf(bucket);
+      for (size_t i = 1, size = SizeOf(slot); i <= size; ++i) {
+        if (slot[i] == Entry(deadline_ms, item)) return true;
+      }
+    }
+    return overflow_.contains({deadline_ms, item});
+  }
+
+  // The ring: bucket b's entries are in slots_[b % kSlots]. While the ring
+  // holds entries, they lie in buckets first_..last_, first_'s is not empty
+  // and last_ < first_ + kSlots (last_ may be later than the latest entry).
+  std::unique_ptr<Slot[]> slots_;
+  size_t ring_size_ = 0;
+  int64_t first_ = 0;
+  int64_t last_ = 0;
+  // Entries outside the ring: beyond its span, or in a full bucket.
+  absl::btree_set<Entry> overflow_;
 };
 
 }  // namespace lapse
