@@ -5,15 +5,15 @@
 // asks for the front instead of polling: it sleeps exactly until
 // NextDeadline(). Deadlines are Unix milliseconds.
 //
-// Most entries sit in a ring of buckets, each kBucketMs wide, covering the
-// kSlots buckets from the earliest queued one (some 70 minutes): adding one
-// appends it to its bucket, removing one finds it among its bucket's few
-// entries, each a touch of one or two cache lines where a b-tree insert or
-// erase at a random place searches from the root. A bucket is unordered: the
-// front is the least entry of the ring's first bucket (or of the overflow).
-// An entry outside the ring's span, or whose bucket already holds
-// kSlotCapacity entries, goes to an ordered overflow, so no bucket is ever
-// searched past kSlotCapacity entries, whatever the deadlines' spread.
+// Most entries sit in a ring of buckets covering 2^kSpanBits ms (some 70
+// minutes) from the earliest queued bucket: adding one appends it to its
+// bucket, removing one finds it among its bucket's few entries, a touch of
+// one or two cache lines where a b-tree insert or erase at a random place
+// searches from the root. A bucket is unordered: the front is the least
+// entry of the ring's first bucket or of the overflow, an ordered set that
+// takes the entries beyond the ring's span or in a bucket already holding
+// kSlotCapacity, so no bucket is searched past kSlotCapacity entries,
+// whatever the deadlines' spread.
 //
 // Not thread-safe: the owning shard's lock protects it.
 #ifndef LAPSE_SERVER_ENGINE_DEADLINE_QUEUE_H_
@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/container/btree_set.h"
 #include "server/base/deadline.h"
@@ -34,44 +35,22 @@ namespace lapse {
 template <typename Item>
 class DeadlineQueue {
  public:
-  // The ring's shape: kSlots buckets of kBucketMs each, at most
-  // kSlotCapacity entries in a bucket.
-  static constexpr int kBucketBits = 10;
-  static constexpr int64_t kBucketMs = int64_t{1} << kBucketBits;
-  static constexpr int64_t kSlots = 4096;
+  // The ring's span, 2^kSpanBits ms, is cut into 2^slot_bits_ buckets: from
+  // 2^kMinSlotBits while the ring holds few entries, up to 2^kMaxSlotBits
+  // (1-second buckets). It doubles when the ring holds more than
+  // kGrowthLoad entries a bucket, so that its bucket pointers cost a few
+  // bytes an entry at most. At most kSlotCapacity entries in a bucket.
+  static constexpr int kSpanBits = 22;
+  static constexpr int kMinSlotBits = 6;
+  static constexpr int kMaxSlotBits = 12;
+  static constexpr size_t kGrowthLoad = 2;
   static constexpr size_t kSlotCapacity = 32;
 
   // REQUIRES: `item` is not queued under `deadline_ms`.
   void Add(int64_t deadline_ms, Item* item) {
     assert(!Contains(deadline_ms, item) && "item already queued under this deadline");
-    const int64_t bucket = BucketOf(deadline_ms);
-    if (ring_size_ == 0) {
-      first_ = bucket;
-      last_ = bucket;
-    } else if (bucket < first_ && last_ < bucket + kSlots) {
-      // Earlier than every bucket in the ring, and the ring's span can move
-      // back to it without losing its latest bucket.
-      first_ = bucket;
-    }
-    if (bucket >= first_ && bucket < first_ + kSlots) {
-      if (slots_ == nullptr) slots_ = std::make_unique<Slot[]>(kSlots);
-      Slot& slot = SlotOf(bucket);
-      const size_t size = SizeOf(slot);
-      if (size < kSlotCapacity) {
-        if (size == 0 || (size >= 2 && (size & (size - 1)) == 0)) {
-          // Full at a power of two (2 at least): twice the room.
-          Slot grown(new Entry[CapacityFor(size + 1) + 1]);
-          if (size > 0) std::copy(&slot[1], &slot[1] + size, &grown[1]);
-          slot = std::move(grown);
-        }
-        slot[1 + size] = Entry(deadline_ms, item);
-        slot[0].first = static_cast<int64_t>(size + 1);
-        ++ring_size_;
-        last_ = std::max(last_, bucket);
-        return;
-      }
-    }
-    overflow_.emplace(deadline_ms, item);
+    Place(Entry(deadline_ms, item));
+    if (slot_bits_ < kMaxSlotBits && ring_size_ > (kGrowthLoad << slot_bits_)) Grow();
   }
 
   // REQUIRES: `item` is queued under `deadline_ms`.
@@ -85,11 +64,20 @@ class DeadlineQueue {
         slot[i] = slot[size];
         slot[0].first = static_cast<int64_t>(size - 1);
         --ring_size_;
+        if (size - 1 >= 2 && ((size - 1) & (size - 2)) == 0) {
+          // Down to a power of two: half the room, as a bucket's room is
+          // CapacityFor(its size) (entries move out of a bucket as their
+          // collections' earliest deadlines move, so rooms would stay large).
+          Resize(slot, size - 1);
+        }
         if (size == 1) {
           // An empty bucket keeps no memory: the ring's buckets are mostly
           // empty once their deadlines have passed.
           slot.reset();
-          if (bucket == first_ && ring_size_ > 0) {
+          if (ring_size_ == 0 && slot_bits_ > kMinSlotBits) {
+            slots_.reset();
+            slot_bits_ = kMinSlotBits;
+          } else if (bucket == first_ && ring_size_ > 0) {
             do {
               ++first_;
             } while (SlotOf(first_) == nullptr);
@@ -123,9 +111,64 @@ class DeadlineQueue {
   // bucket in use.
   using Slot = std::unique_ptr<Entry[]>;
 
+  int64_t slots() const { return int64_t{1} << slot_bits_; }
   // Floor division: deadlines before 1970 are negative.
-  static int64_t BucketOf(int64_t deadline_ms) { return deadline_ms >> kBucketBits; }
-  Slot& SlotOf(int64_t bucket) const { return slots_[bucket & (kSlots - 1)]; }
+  int64_t BucketOf(int64_t deadline_ms) const { return deadline_ms >> (kSpanBits - slot_bits_); }
+  Slot& SlotOf(int64_t bucket) const { return slots_[bucket & (slots() - 1)]; }
+
+  // Puts `e` in its bucket if the ring can take it there, else in the
+  // overflow.
+  void Place(const Entry& e) {
+    const int64_t bucket = BucketOf(e.first);
+    if (ring_size_ == 0) {
+      first_ = bucket;
+      last_ = bucket;
+    } else if (bucket < first_ && last_ < bucket + slots()) {
+      // Earlier than every bucket in the ring, and the ring's span can move
+      // back to it without losing its latest bucket.
+      first_ = bucket;
+    }
+    if (bucket >= first_ && bucket < first_ + slots()) {
+      if (slots_ == nullptr) slots_ = std::make_unique<Slot[]>(slots());
+      Slot& slot = SlotOf(bucket);
+      const size_t size = SizeOf(slot);
+      if (size < kSlotCapacity) {
+        // Full at a power of two (2 at least): twice the room.
+        if (size == 0 || (size >= 2 && (size & (size - 1)) == 0)) Resize(slot, size + 1);
+        slot[1 + size] = e;
+        slot[0].first = static_cast<int64_t>(size + 1);
+        ++ring_size_;
+        last_ = std::max(last_, bucket);
+        return;
+      }
+    }
+    overflow_.insert(e);
+  }
+
+  // Gives `slot` the room for `size` entries, CapacityFor(size), keeping
+  // its entries (as many as fit).
+  static void Resize(Slot& slot, size_t size) {
+    Slot resized(new Entry[CapacityFor(size) + 1]);
+    const size_t kept = std::min(SizeOf(slot), CapacityFor(size));
+    if (kept > 0) std::copy(&slot[1], &slot[1] + kept, &resized[1]);
+    resized[0].first = static_cast<int64_t>(kept);
+    slot = std::move(resized);
+  }
+
+  // Doubles the ring's buckets, each half as wide, and places its entries
+  // again: they fit, as the span is the same.
+  void Grow() {
+    std::vector<Entry> entries;
+    entries.reserve(ring_size_);
+    for (int64_t b = first_; b <= last_; ++b) {
+      const Slot& slot = SlotOf(b);
+      if (slot != nullptr) entries.insert(entries.end(), &slot[1], &slot[1] + SizeOf(slot));
+    }
+    ++slot_bits_;
+    slots_ = std::make_unique<Slot[]>(slots());
+    ring_size_ = 0;
+    for (const Entry& e : entries) Place(e);
+  }
   static size_t SizeOf(const Slot& slot) {
     return slot == nullptr ? 0 : static_cast<size_t>(slot[0].first);
   }
@@ -160,10 +203,11 @@ class DeadlineQueue {
     return overflow_.contains({deadline_ms, item});
   }
 
-  // The ring: bucket b's entries are in slots_[b % kSlots]. While the ring
+  // The ring: bucket b's entries are in slots_[b % slots()]. While the ring
   // holds entries, they lie in buckets first_..last_, first_'s is not empty
-  // and last_ < first_ + kSlots (last_ may be later than the latest entry).
+  // and last_ < first_ + slots() (last_ may be later than the latest entry).
   std::unique_ptr<Slot[]> slots_;
+  int slot_bits_ = kMinSlotBits;
   size_t ring_size_ = 0;
   int64_t first_ = 0;
   int64_t last_ = 0;
