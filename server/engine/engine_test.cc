@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -912,6 +914,61 @@ TEST_F(EngineTest, ListCollectionsPagesByNameAcrossShardsWithPrefix) {
   }
   ASSERT_EQ(seen.size(), 30u);
   for (int i = 0; i < 30; ++i) EXPECT_EQ(seen[i], absl::StrFormat("user:%02d", i));
+}
+
+// The shards' name order against a std::set: names sharing prefixes of
+// every length around the 8-byte words they are compared by, the
+// alphabet's lowest and highest bytes; each found by name, listed in byte
+// order, and gone once deleted.
+TEST_F(EngineTest, CollectionsAreFoundAndListedInByteOrderOfTheirNames) {
+  std::mt19937 random(11);
+  const std::vector<std::string> prefixes = {"",          "a",
+                                             "aaaaaaa",   "aaaaaaaa",
+                                             "aaaaaaaaa", "aaaaaaaaaaaaaaaa",
+                                             "user-42:",  "c000000000012345"};
+  const std::string alphabet = "!09AZaz~";
+  std::set<std::string> model;
+  while (model.size() < 1500) {
+    std::string name = prefixes[random() % prefixes.size()];
+    for (size_t n = random() % 18; n > 0; --n) name += alphabet[random() % alphabet.size()];
+    if (name.empty()) continue;
+    if (model.insert(name).second) ASSERT_TRUE(PutPersistent(name, "k", "v").ok()) << name;
+  }
+  const auto listed = [&] {
+    std::vector<std::string> seen;
+    std::string after;
+    while (true) {
+      absl::StatusOr<CollectionPage> page = engine_.ListCollections("", 100, after);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      for (const CollectionInfo& c : page->collections) seen.push_back(c.name);
+      if (!page->next_after.has_value()) break;
+      after = *page->next_after;
+    }
+    return seen;
+  };
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(listed(), std::vector<std::string>(model.begin(), model.end()));
+    for (const std::string& name : model) {
+      EXPECT_TRUE(engine_.GetCollection(name).ok()) << name;
+      const std::string absent = name + "!";
+      if (model.count(absent) == 0) {
+        EXPECT_EQ(engine_.GetCollection(absent).status().code(), absl::StatusCode::kNotFound)
+            << absent;
+      }
+    }
+    // Delete every other one.
+    bool drop = false;
+    for (auto it = model.begin(); it != model.end();) {
+      drop = !drop;
+      if (!drop) {
+        ++it;
+        continue;
+      }
+      ASSERT_EQ(engine_.DeleteCollection(*it).value_or(0), 1u) << *it;
+      it = model.erase(it);
+    }
+  }
 }
 
 TEST_F(EngineTest, ListCollectionsPageEndsBeforeTheCollectionThatWouldNotFitInOneResponse) {
