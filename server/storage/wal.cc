@@ -203,13 +203,17 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
   start();
   together_ = outer;
   if (options_.fsync == FsyncPolicy::kAlways) {
-    MutexLock lock(&mu_);
-    if (!pending_.empty()) {
+    bool call_flusher;
+    {
+      MutexLock lock(&mu_);
       // One writer for the batches just started (one too many when `start`
       // appended none, or the flusher took them already: a smaller group).
-      ++pending_writers_;
-      work_cv_.Signal();
+      call_flusher = !pending_.empty();
+      if (call_flusher) ++pending_writers_;
     }
+    // With the lock given back, so that the flusher does not wake only to
+    // wait for it.
+    if (call_flusher) work_cv_.Signal();
     return;
   }
   WriteWhileWaitedFor();
