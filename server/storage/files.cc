@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -132,9 +133,14 @@ absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status WriteAllAt(int fd, uint64_t offset, absl::string_view data, const std::string& path) {
+namespace {
+
+// pwritev2 with `flags` until all of `data` is written.
+absl::Status WriteAllAtWith(int fd, uint64_t offset, absl::string_view data, int flags,
+                            const std::string& path) {
   while (!data.empty()) {
-    const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    struct iovec piece = {const_cast<char*>(data.data()), data.size()};
+    const ssize_t n = ::pwritev2(fd, &piece, 1, static_cast<off_t>(offset), flags);
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoError("write", path);
@@ -143,6 +149,17 @@ absl::Status WriteAllAt(int fd, uint64_t offset, absl::string_view data, const s
     offset += static_cast<uint64_t>(n);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteAllAt(int fd, uint64_t offset, absl::string_view data, const std::string& path) {
+  return WriteAllAtWith(fd, offset, data, 0, path);
+}
+
+absl::Status WriteAllAtThrough(int fd, uint64_t offset, absl::string_view data,
+                               const std::string& path) {
+  return WriteAllAtWith(fd, offset, data, RWF_DSYNC, path);
 }
 
 absl::Status Fsync(int fd, const std::string& path) {

@@ -46,6 +46,11 @@ class Reader {
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path);
 // The same at `offset` (pwrite); `fd` must not be O_APPEND.
 absl::Status WriteAllAt(int fd, uint64_t offset, absl::string_view data, const std::string& path);
+// The same, each piece on the disk before the call returns (pwritev2 with
+// RWF_DSYNC): the data and what is needed to read it back, as a write and an
+// fdatasync would do, in one system call.
+absl::Status WriteAllAtThrough(int fd, uint64_t offset, absl::string_view data,
+                               const std::string& path);
 absl::Status Fsync(int fd, const std::string& path);
 // Makes renames and unlinks inside `dir` durable.
 absl::Status FsyncDir(const std::string& dir);

@@ -203,13 +203,17 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
   start();
   together_ = outer;
   if (options_.fsync == FsyncPolicy::kAlways) {
-    MutexLock lock(&mu_);
-    if (!pending_.empty()) {
+    bool call_flusher;
+    {
+      MutexLock lock(&mu_);
       // One writer for the batches just started (one too many when `start`
       // appended none, or the flusher took them already: a smaller group).
-      ++pending_writers_;
-      work_cv_.Signal();
+      call_flusher = !pending_.empty();
+      if (call_flusher) ++pending_writers_;
     }
+    // With the lock given back, so that the flusher does not wake only to
+    // wait for it.
+    if (call_flusher) work_cv_.Signal();
     return;
   }
   WriteWhileWaitedFor();
@@ -283,6 +287,10 @@ absl::Status Wal::Reserve(size_t length) {
         !s.ok()) {
       return s;
     }
+    // On the disk before the writes over them: a write through (WriteOut)
+    // syncs its own range alone, and a range first written there would
+    // need its blocks allocated, and their metadata written, with it.
+    if (absl::Status s = files::Fsync(fd_, segment_path_); !s.ok()) return s;
   } else if (absl::Status s = files::Reserve(fd_, segment_size_, length, segment_path_); !s.ok()) {
     return s;
   }
@@ -290,7 +298,7 @@ absl::Status Wal::Reserve(size_t length) {
   return absl::OkStatus();
 }
 
-absl::Status Wal::WriteOut(absl::string_view data) {
+absl::Status Wal::WriteOut(absl::string_view data, bool through) {
   if (data.empty()) return absl::OkStatus();
   if (options_.reserve_bytes > 0 && segment_size_ + data.size() > reserved_end_) {
     if (absl::Status s = Reserve(data.size() + options_.reserve_bytes); !s.ok()) return s;
@@ -300,13 +308,25 @@ absl::Status Wal::WriteOut(absl::string_view data) {
         .IgnoreError();
     return files::ErrnoStatus("write", segment_path_, err);
   }
+  if (const int err = through ? Fault(DiskOp::kSync) : 0; err != 0) {
+    // As a write whose fdatasync fails: written, not known to be durable.
+    files::WriteAllAt(fd_, segment_size_, data, segment_path_).IgnoreError();
+    return files::ErrnoStatus("fsync", segment_path_, err);
+  }
   const absl::Time start = absl::Now();
-  if (absl::Status s = files::WriteAllAt(fd_, segment_size_, data, segment_path_); !s.ok()) {
+  if (absl::Status s = through ? files::WriteAllAtThrough(fd_, segment_size_, data, segment_path_)
+                               : files::WriteAllAt(fd_, segment_size_, data, segment_path_);
+      !s.ok()) {
     return s;
   }
-  if (options_.on_io) options_.on_io(WalIo::kWrite, absl::Now() - start);
+  if (options_.on_io) options_.on_io(through ? WalIo::kFsync : WalIo::kWrite, absl::Now() - start);
   segment_size_ += data.size();
-  if (unsynced_since_ == absl::InfiniteFuture()) unsynced_since_ = absl::Now();
+  if (through) {
+    MutexLock lock(&mu_);
+    ++stats_.fsyncs;
+  } else if (unsynced_since_ == absl::InfiniteFuture()) {
+    unsynced_since_ = absl::Now();
+  }
   return absl::OkStatus();
 }
 
@@ -487,10 +507,12 @@ bool Wal::WriteRound(const Round& round, bool may_sync, absl::Status* error, boo
   const absl::Time unsynced_before = unsynced_since_;
   *durable = false;
   *for_good = false;
-  absl::Status s = WriteOut(round.data);
   // kEverySecond's fsync once a second is done outside the turn (see
   // WriteAndSettle), but the last one, while stopping.
   const bool sync = may_sync && (sync_each_write || round.stopping);
+  // kAlways writes through: the write is its own fdatasync, and leaves
+  // nothing unsynced for SyncNow.
+  absl::Status s = WriteOut(round.data, /*through=*/sync && sync_each_write);
   if (s.ok() && sync) {
     s = SyncNow();
     if (!s.ok() && !sync_each_write) {

@@ -63,7 +63,11 @@
 // does not): a write over them changes neither the file's size nor its
 // allocation, so its fdatasync writes the data alone, not also the inode.
 // Replay takes zeros up to the end of a segment file for its end, and cuts
-// them off; the log cuts them off itself when it closes a segment.
+// them off; the log cuts them off itself when it closes a segment. The zeros
+// are fdatasynced once filled, and each write over them goes through to the
+// disk in the same system call (pwritev2 with RWF_DSYNC: it syncs its own
+// range, as a write and an fdatasync would) instead of a write() and an
+// fdatasync().
 //
 // When a write fails, the log never keeps a partial or failed frame: the
 // flusher cuts the segment back to its last good offset. Every batch not yet
@@ -107,7 +111,9 @@ enum class FsyncPolicy { kAlways, kEverySecond, kNever };
 // "always", "everysec" or "never".
 absl::StatusOr<FsyncPolicy> ParseFsyncPolicy(absl::string_view name);
 
-// The flusher's two kinds of I/O, timed for Options::on_io.
+// The flusher's two kinds of I/O, timed for Options::on_io. Under kAlways a
+// write goes through to the disk in one call (see the top of this file): it
+// counts as an fsync.
 enum class WalIo { kWrite, kFsync };
 using WalIoListener = std::function<void(WalIo io, absl::Duration took)>;
 
@@ -315,7 +321,9 @@ class Wal {
   void Retry();
   int Fault(DiskOp op) const;
   absl::Status Reserve(size_t length);
-  absl::Status WriteOut(absl::string_view data);
+  // Writes `data` at the end of the segment; `through`: on the disk before
+  // it returns, as if fsynced (one system call; see files::WriteAllAtThrough).
+  absl::Status WriteOut(absl::string_view data, bool through);
   // Fsyncs the segment if anything written is unsynced, holding the turn.
   absl::Status SyncNow();
   // Fsyncs the segment, unsynced since `unsynced_since`, and counts it.

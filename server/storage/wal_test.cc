@@ -1142,6 +1142,33 @@ TEST_F(WalTest, UnderAlwaysOnlyTheFlusherWritesAndFsyncs) {
   EXPECT_EQ(wal->stats().fsyncs, 6u);
 }
 
+// One system call instead of two per group: the write is its own fdatasync.
+TEST_F(WalTest, UnderAlwaysEachWriteGoesThroughToTheDiskWithoutASeparateFdatasync) {
+  Mutex mu;
+  std::vector<WalIo> heard;
+  auto wal = Wal::Open({.dir = dir_,
+                        .fsync = FsyncPolicy::kAlways,
+                        .on_io =
+                            [&](WalIo io, absl::Duration) {
+                              MutexLock lock(&mu);
+                              heard.push_back(io);
+                            }},
+                       1);
+  ASSERT_TRUE(wal.ok()) << wal.status();
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE((*wal)->AwaitDurable((*wal)->Append(Batch(i), "", 0)).ok());
+  }
+  EXPECT_EQ((*wal)->stats().writes, 3u);
+  EXPECT_EQ((*wal)->stats().fsyncs, 3u);
+  {
+    MutexLock lock(&mu);
+    EXPECT_THAT(heard, ElementsAre(WalIo::kFsync, WalIo::kFsync, WalIo::kFsync))
+        << "each write timed as the fdatasync it is, and no write() apart";
+  }
+  wal->reset();
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(1), Batch(2), Batch(3)));
+}
+
 // One StreamWrites request: its puts are applied one after another, and
 // written together once all are.
 TEST_F(WalTest, UnderEverySecondBatchesStartedTogetherShareOneWriteAfterTheLastIsStarted) {
