@@ -113,7 +113,10 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
                                         {.members = contents->members,
                                          .events = contents->events,
                                          .group_records = contents->group_records,
-                                         .bytes = contents->bytes}};
+                                         .bytes = contents->bytes,
+                                         // Found at start, not taken: no time.
+                                         .took = absl::ZeroDuration(),
+                                         .longest_lock_hold = absl::ZeroDuration()}};
     break;
   }
   stats.damaged_snapshots = absl::StrJoin(damaged, "; ");
