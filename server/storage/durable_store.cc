@@ -121,12 +121,12 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   }
   stats.damaged_snapshots = absl::StrJoin(damaged, "; ");
   if (!damaged.empty() && stats.snapshot.empty() && first_segment != Wal::SegmentName(kFirstLsn)) {
-    return absl::DataLossError(absl::StrCat(
-        "no usable snapshot in ", options_.dir, ": ", stats.damaged_snapshots,
-        ". The write-ahead log cannot stand in for them: it starts at ",
-        first_segment.empty() ? "nothing (there is none)" : first_segment,
-        ", not at the beginning. lapsed refuses to start; restore the directory from a "
-        "backup."));
+    return absl::DataLossError(
+        absl::StrCat("no usable snapshot in ", options_.dir, ": ", stats.damaged_snapshots,
+                     ". The write-ahead log cannot stand in for them: it starts at ",
+                     first_segment.empty() ? "nothing (there is none)" : first_segment,
+                     ", not at the beginning. The store cannot open; restore the directory from a "
+                     "backup."));
   }
 
   absl::StatusOr<WalReplayResult> replayed =

@@ -40,7 +40,7 @@ absl::StatusOr<StoreIdentity> Decode(absl::string_view contents, const std::stri
       crc32c::Unmask(crc) != crc32c::Value(contents.substr(0, contents.size() - 4))) {
     return absl::DataLossError(absl::StrCat(
         path, " is damaged (", contents.size(),
-        " bytes that are not a lapse store identity); lapsed refuses to start. Restore it "
+        " bytes that are not a lapse store identity); the store cannot open. Restore it "
         "from a backup, or delete it to give the directory a new identity (watchers' resume "
         "tokens from before then are refused)"));
   }
