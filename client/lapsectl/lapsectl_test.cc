@@ -462,8 +462,10 @@ TEST_F(MetricsLapsectlTest, ConsumeTakesAndAcksTheEventsOnTheConsumeStream) {
   EXPECT_THAT(info.out, HasSubstr("\"consumer\":\"w1\",\"unacked\":0"));
 
   // One Consume stream, ended OK by the server once lapsectl half-closed it;
-  // no Poll, no unary Ack. The server counts the stream when it is done,
-  // which may come after lapsectl has read its status: scraped until counted.
+  // no Poll, no unary Ack. The server counts the stream as it sends its
+  // status, which in a slow build can come after lapsectl exited (the client
+  // cancels a half-closed stream the server has not ended within its grace):
+  // scraped until counted.
   const std::string consume_ok =
       "lapse_rpc_duration_seconds_count{code=\"OK\",method=\"/lapse.v1.LapseService/Consume\"}";
   const int port = MetricsPort();
