@@ -648,51 +648,48 @@ class OkAnswers {
   int answered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-TEST(ClientWriteStreamTest, CallsMadeWhileARequestIsUnansweredGoTogetherInTheNext) {
-  testing::FakeServer server;
-  server.service().HoldStreamWrites();
-  Client client(server.address());
-  OkAnswers answers;
-  const PutCallback count = answers.Count();
-  client.PutMembersAsync("c", {Write("a", "v")}, count);
-  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+// A client whose write stream the fake holds: each request waits for
+// AnswerStreamWrites. count_ is the callback of calls expected to succeed.
+class HeldWriteStreamTest : public ::testing::Test {
+ protected:
+  HeldWriteStreamTest() { server_.service().HoldStreamWrites(); }
+
+  testing::FakeServer server_;
+  Client client_{server_.address()};
+  OkAnswers answers_;
+  const PutCallback count_ = answers_.Count();
+};
+
+TEST_F(HeldWriteStreamTest, CallsMadeWhileARequestIsUnansweredGoTogetherInTheNext) {
+  client_.PutMembersAsync("c", {Write("a", "v")}, count_);
+  ASSERT_TRUE(server_.service().WaitForStreamWriteRequests(1));
   // The first request is unanswered: these two wait for its answer.
-  client.PutMembersAsync("c", {Write("b", "v")}, count);
-  client.PutMembersAsync("c", {Write("c", "v")}, count);
-  server.service().AnswerStreamWrites();
-  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
-  server.service().AnswerStreamWrites();
-  EXPECT_TRUE(answers.WaitFor(3));
-  EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 2));
+  client_.PutMembersAsync("c", {Write("b", "v")}, count_);
+  client_.PutMembersAsync("c", {Write("c", "v")}, count_);
+  server_.service().AnswerStreamWrites();
+  ASSERT_TRUE(server_.service().WaitForStreamWriteRequests(2));
+  server_.service().AnswerStreamWrites();
+  EXPECT_TRUE(answers_.WaitFor(3));
+  EXPECT_THAT(server_.service().stream_write_sizes(), ElementsAre(1, 2));
 }
 
-TEST(ClientWriteStreamTest, CallsMadeByAnAnswersCallbacksGoInTheNextRequestWithThoseQueued) {
-  testing::FakeServer server;
-  server.service().HoldStreamWrites();
-  Client client(server.address());
-  OkAnswers answers;
-  const PutCallback count = answers.Count();
+TEST_F(HeldWriteStreamTest, CallsMadeByAnAnswersCallbacksGoInTheNextRequestWithThoseQueued) {
   // The first call's callback makes two more.
-  client.PutMembersAsync("c", {Write("a", "v")}, [&](absl::StatusOr<std::vector<PutResult>> put) {
-    client.PutMembersAsync("c", {Write("c", "v")}, count);
-    client.PutMembersAsync("c", {Write("d", "v")}, count);
-    count(std::move(put));
+  client_.PutMembersAsync("c", {Write("a", "v")}, [&](absl::StatusOr<std::vector<PutResult>> put) {
+    client_.PutMembersAsync("c", {Write("c", "v")}, count_);
+    client_.PutMembersAsync("c", {Write("d", "v")}, count_);
+    count_(std::move(put));
   });
-  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
-  client.PutMembersAsync("c", {Write("b", "v")}, count);
-  server.service().AnswerStreamWrites();
-  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
-  server.service().AnswerStreamWrites();
-  EXPECT_TRUE(answers.WaitFor(4));
-  EXPECT_THAT(server.service().stream_write_sizes(), ElementsAre(1, 3));
+  ASSERT_TRUE(server_.service().WaitForStreamWriteRequests(1));
+  client_.PutMembersAsync("c", {Write("b", "v")}, count_);
+  server_.service().AnswerStreamWrites();
+  ASSERT_TRUE(server_.service().WaitForStreamWriteRequests(2));
+  server_.service().AnswerStreamWrites();
+  EXPECT_TRUE(answers_.WaitFor(4));
+  EXPECT_THAT(server_.service().stream_write_sizes(), ElementsAre(1, 3));
 }
 
-TEST(ClientWriteStreamTest, QueuedCallsWhoseDeadlinePassedAreLeftOutOfTheRequestTheRestInOrder) {
-  testing::FakeServer server;
-  server.service().HoldStreamWrites();
-  Client client(server.address());
-  OkAnswers answers;
-  const PutCallback count = answers.Count();
+TEST_F(HeldWriteStreamTest, QueuedCallsWhoseDeadlinePassedAreLeftOutOfTheRequestTheRestInOrder) {
   Mutex mu;
   std::vector<absl::StatusCode> late;
   const auto record = [&](absl::StatusOr<std::vector<PutResult>> put) {
@@ -701,48 +698,43 @@ TEST(ClientWriteStreamTest, QueuedCallsWhoseDeadlinePassedAreLeftOutOfTheRequest
   };
   CallOptions now;
   now.timeout = absl::ZeroDuration();
-  client.PutMembersAsync("c", {Write("a", "v")}, count);
-  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+  client_.PutMembersAsync("c", {Write("a", "v")}, count_);
+  ASSERT_TRUE(server_.service().WaitForStreamWriteRequests(1));
   // Queued behind the unanswered request; c and e are past their deadline
   // by the time it is answered.
-  client.PutMembersAsync("c", {Write("b", "v")}, count);
-  client.PutMembersAsync("c", {Write("c", "v")}, record, PutOptions(), now);
-  client.PutMembersAsync("c", {Write("d", "v")}, count);
-  client.PutMembersAsync("c", {Write("e", "v")}, record, PutOptions(), now);
-  client.PutMembersAsync("c", {Write("f", "v")}, count);
-  server.service().AnswerStreamWrites();
-  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(2));
-  server.service().AnswerStreamWrites();
-  EXPECT_TRUE(answers.WaitFor(4));
+  client_.PutMembersAsync("c", {Write("b", "v")}, count_);
+  client_.PutMembersAsync("c", {Write("c", "v")}, record, PutOptions(), now);
+  client_.PutMembersAsync("c", {Write("d", "v")}, count_);
+  client_.PutMembersAsync("c", {Write("e", "v")}, record, PutOptions(), now);
+  client_.PutMembersAsync("c", {Write("f", "v")}, count_);
+  server_.service().AnswerStreamWrites();
+  ASSERT_TRUE(server_.service().WaitForStreamWriteRequests(2));
+  server_.service().AnswerStreamWrites();
+  EXPECT_TRUE(answers_.WaitFor(4));
   using Keys = std::vector<std::string>;
-  EXPECT_THAT(server.service().stream_write_keys(), ElementsAre(Keys{"a"}, Keys{"b", "d", "f"}));
+  EXPECT_THAT(server_.service().stream_write_keys(), ElementsAre(Keys{"a"}, Keys{"b", "d", "f"}));
   MutexLock lock(&mu);
   EXPECT_THAT(
       late, ElementsAre(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kDeadlineExceeded));
 }
 
-TEST(ClientWriteStreamTest, QueuedCallsPastOneMebibyteGoInTheRequestAfter) {
-  testing::FakeServer server;
-  server.service().HoldStreamWrites();
-  Client client(server.address());
-  OkAnswers answers;
-  const PutCallback count = answers.Count();
+TEST_F(HeldWriteStreamTest, QueuedCallsPastOneMebibyteGoInTheRequestAfter) {
   const std::string value(600 << 10, 'v');
-  client.PutMembersAsync("c", {Write("a", "v")}, count);
-  ASSERT_TRUE(server.service().WaitForStreamWriteRequests(1));
+  client_.PutMembersAsync("c", {Write("a", "v")}, count_);
+  ASSERT_TRUE(server_.service().WaitForStreamWriteRequests(1));
   // b and c pass 1 MiB together: d starts the request after theirs.
-  client.PutMembersAsync("c", {Write("b", value)}, count);
-  client.PutMembersAsync("c", {Write("c", value)}, count);
-  client.PutMembersAsync("c", {Write("d", value)}, count);
-  client.PutMembersAsync("c", {Write("e", "v")}, count);
+  client_.PutMembersAsync("c", {Write("b", value)}, count_);
+  client_.PutMembersAsync("c", {Write("c", value)}, count_);
+  client_.PutMembersAsync("c", {Write("d", value)}, count_);
+  client_.PutMembersAsync("c", {Write("e", "v")}, count_);
   for (size_t requests = 2; requests <= 3; ++requests) {
-    server.service().AnswerStreamWrites();
-    ASSERT_TRUE(server.service().WaitForStreamWriteRequests(requests));
+    server_.service().AnswerStreamWrites();
+    ASSERT_TRUE(server_.service().WaitForStreamWriteRequests(requests));
   }
-  server.service().AnswerStreamWrites();
-  EXPECT_TRUE(answers.WaitFor(5));
+  server_.service().AnswerStreamWrites();
+  EXPECT_TRUE(answers_.WaitFor(5));
   using Keys = std::vector<std::string>;
-  EXPECT_THAT(server.service().stream_write_keys(),
+  EXPECT_THAT(server_.service().stream_write_keys(),
               ElementsAre(Keys{"a"}, Keys{"b", "c"}, Keys{"d", "e"}));
 }
 

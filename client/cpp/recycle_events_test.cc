@@ -80,13 +80,21 @@ size_t AllocationsToParse(const std::string& wire, Response* response) {
   return allocations;
 }
 
+// Reads 100 items of `wire` into a response, has `recycle` prepare it as
+// its stream does before each read, and expects reading the next 100 to
+// allocate nothing and to read them whole.
+template <typename Response>
+void ExpectARecycledReadAllocatesNothing(std::string (*wire)(int, int),
+                                         void (*recycle)(Response*)) {
+  Response response;
+  ASSERT_GT(AllocationsToParse(wire(100, 1), &response), 0u);
+  recycle(&response);
+  EXPECT_EQ(AllocationsToParse(wire(100, 101), &response), 0u);
+  EXPECT_EQ(response.SerializeAsString(), wire(100, 101));
+}
+
 TEST(RecycleEvents, ReadingIntoARecycledResponseAllocatesNothingPerEvent) {
-  v1::WatchExpirationsResponse response;
-  ASSERT_GT(AllocationsToParse(ResponseWire(100, 1), &response), 0u);
-  RecycleEvents(&response);
-  EXPECT_EQ(AllocationsToParse(ResponseWire(100, 101), &response), 0u);
-  ASSERT_EQ(response.events_size(), 100);
-  EXPECT_EQ(response.SerializeAsString(), ResponseWire(100, 101));
+  ExpectARecycledReadAllocatesNothing<v1::WatchExpirationsResponse>(ResponseWire, RecycleEvents);
 }
 
 TEST(RecycleEvents, AnEventReadIntoARecycledOneConvertsAsIfReadFresh) {
@@ -111,13 +119,11 @@ TEST(RecycleEvents, AnEventReadIntoARecycledOneConvertsAsIfReadFresh) {
 
 // As ConsumeSession reads: recycled, then cleared.
 TEST(RecycleDeliveries, ReadingIntoARecycledResponseAllocatesNothingPerDelivery) {
-  v1::ConsumeResponse response;
-  ASSERT_GT(AllocationsToParse(ConsumeWire(100, 1), &response), 0u);
-  RecycleDeliveries(&response);
-  response.Clear();
-  EXPECT_EQ(AllocationsToParse(ConsumeWire(100, 101), &response), 0u);
-  ASSERT_EQ(response.deliveries_size(), 100);
-  EXPECT_EQ(response.SerializeAsString(), ConsumeWire(100, 101));
+  ExpectARecycledReadAllocatesNothing<v1::ConsumeResponse>(ConsumeWire,
+                                                           [](v1::ConsumeResponse* response) {
+                                                             RecycleDeliveries(response);
+                                                             response->Clear();
+                                                           });
 }
 
 TEST(RecycleDeliveries, ADeliveryReadIntoARecycledOneConvertsAsIfReadFresh) {
