@@ -97,15 +97,23 @@ TEST(RecycleEvents, ReadingIntoARecycledResponseAllocatesNothingPerEvent) {
   ExpectARecycledReadAllocatesNothing<v1::WatchExpirationsResponse>(ResponseWire, RecycleEvents);
 }
 
+// Reads 2 items of `wire` into `response`, has `recycle` prepare it, then
+// reads `sent` into it.
+template <typename Response>
+void ReadAfterRecycling(std::string (*wire)(int, int), void (*recycle)(Response*),
+                        const Response& sent, Response* response) {
+  ASSERT_TRUE(response->ParseFromString(wire(2, 1)));
+  recycle(response);
+  ASSERT_TRUE(response->ParseFromString(sent.SerializeAsString()));
+}
+
 TEST(RecycleEvents, AnEventReadIntoARecycledOneConvertsAsIfReadFresh) {
-  v1::WatchExpirationsResponse response;
-  ASSERT_TRUE(response.ParseFromString(ResponseWire(2, 1)));
-  RecycleEvents(&response);
   v1::WatchExpirationsResponse sent;
   v1::ExpiryEvent* event = sent.add_events();
   event->set_sequence(7);
   event->set_key("k");
-  ASSERT_TRUE(response.ParseFromString(sent.SerializeAsString()));
+  v1::WatchExpirationsResponse response;
+  ASSERT_NO_FATAL_FAILURE(ReadAfterRecycling(ResponseWire, RecycleEvents, sent, &response));
   ASSERT_EQ(response.events_size(), 1);
   const ExpiryEvent recycled = EventFromProto(response.events(0));
   const ExpiryEvent fresh = EventFromProto(*event);
@@ -127,14 +135,12 @@ TEST(RecycleDeliveries, ReadingIntoARecycledResponseAllocatesNothingPerDelivery)
 }
 
 TEST(RecycleDeliveries, ADeliveryReadIntoARecycledOneConvertsAsIfReadFresh) {
-  v1::ConsumeResponse response;
-  ASSERT_TRUE(response.ParseFromString(ConsumeWire(2, 1)));
-  RecycleDeliveries(&response);
   v1::ConsumeResponse sent;
   v1::Delivery* delivery = sent.add_deliveries();
   delivery->mutable_event()->set_sequence(7);
   delivery->set_delivery_count(2);
-  ASSERT_TRUE(response.ParseFromString(sent.SerializeAsString()));
+  v1::ConsumeResponse response;
+  ASSERT_NO_FATAL_FAILURE(ReadAfterRecycling(ConsumeWire, RecycleDeliveries, sent, &response));
   ASSERT_EQ(response.deliveries_size(), 1);
   const Delivery recycled = DeliveryFromProto(response.deliveries(0));
   const Delivery fresh = DeliveryFromProto(*delivery);
