@@ -87,11 +87,17 @@ TEST(EmbeddedStoreTest, MemoryOnlyAnswersEveryOperationBeforeReturning) {
   EXPECT_EQ(get.calls(), 1);
 }
 
-TEST(EmbeddedStoreTest, AFailingRequestIsAnsweredOnceWithTheFieldAtFault) {
-  FakeClock clock(kStart);
-  ::lapse::testing::TempDir dir;
-  std::unique_ptr<EmbeddedStore> store =
-      Open({.clock = &clock, .data_dir = dir.path(), .fsync = FsyncPolicy::kAlways});
+// A store in a directory of its own, every write fsynced before its answer.
+class DurableEmbeddedStoreTest : public ::testing::Test {
+ protected:
+  FakeClock clock_{kStart};
+  ::lapse::testing::TempDir dir_;
+  const EmbeddedStore::Options options_ = {
+      .clock = &clock_, .data_dir = dir_.path(), .fsync = FsyncPolicy::kAlways};
+};
+
+TEST_F(DurableEmbeddedStoreTest, AFailingRequestIsAnsweredOnceWithTheFieldAtFault) {
+  std::unique_ptr<EmbeddedStore> store = Open(options_);
   ASSERT_NE(store, nullptr);
   Answer<std::vector<PutResult>> put;
   store->PutMembers("c", {Write("k", -absl::Seconds(1))}, {}, put.Callback());
@@ -100,20 +106,16 @@ TEST(EmbeddedStoreTest, AFailingRequestIsAnsweredOnceWithTheFieldAtFault) {
   EXPECT_EQ(put.calls(), 1);
 }
 
-TEST(EmbeddedStoreTest, AWriteAnsweredOkSurvivesAReopen) {
-  FakeClock clock(kStart);
-  ::lapse::testing::TempDir dir;
-  const EmbeddedStore::Options options = {
-      .clock = &clock, .data_dir = dir.path(), .fsync = FsyncPolicy::kAlways};
+TEST_F(DurableEmbeddedStoreTest, AWriteAnsweredOkSurvivesAReopen) {
   {
-    std::unique_ptr<EmbeddedStore> store = Open(options);
+    std::unique_ptr<EmbeddedStore> store = Open(options_);
     ASSERT_NE(store, nullptr);
     Answer<std::vector<PutResult>> put;
     store->PutMembers("c", {Write("k", absl::Minutes(1))}, {}, put.Callback());
     ASSERT_TRUE(put.Await().ok()) << put.Await().status();
     EXPECT_EQ(put.calls(), 1);
   }
-  std::unique_ptr<EmbeddedStore> reopened = Open(options);
+  std::unique_ptr<EmbeddedStore> reopened = Open(options_);
   ASSERT_NE(reopened, nullptr);
   ASSERT_TRUE(reopened->recovery().has_value());
   Answer<CollectionInfo> info;
@@ -136,17 +138,13 @@ void ExpireOne(EmbeddedStore& store, FakeClock& clock) {
   ASSERT_FALSE((*removed.Await())[0]);
 }
 
-TEST(EmbeddedStoreTest, TheListenerHearsOfEventsOnlyOnceTheyAreReadable) {
-  FakeClock clock(kStart);
-  ::lapse::testing::TempDir dir;
+TEST_F(DurableEmbeddedStoreTest, TheListenerHearsOfEventsOnlyOnceTheyAreReadable) {
   std::atomic<uint64_t> heard{0};
-  std::unique_ptr<EmbeddedStore> store =
-      Open({.clock = &clock, .data_dir = dir.path(), .fsync = FsyncPolicy::kAlways},
-           [&heard](uint64_t last) { heard = last; });
+  std::unique_ptr<EmbeddedStore> store = Open(options_, [&heard](uint64_t last) { heard = last; });
   ASSERT_NE(store, nullptr);
   // Expiring through an operation, then waiting for its durability, makes
   // the event readable before the answer.
-  ASSERT_NO_FATAL_FAILURE(ExpireOne(*store, clock));
+  ASSERT_NO_FATAL_FAILURE(ExpireOne(*store, clock_));
   const uint64_t last = store->events().last_sequence();
   EXPECT_EQ(heard.load(), last);
   absl::StatusOr<EventBatch> batch = store->events().Read(last - 1, EventFilter{}, ReadLimits{});
@@ -155,24 +153,20 @@ TEST(EmbeddedStoreTest, TheListenerHearsOfEventsOnlyOnceTheyAreReadable) {
   EXPECT_EQ(batch->events[0].key, "k");
 }
 
-TEST(EmbeddedStoreTest, AConsumerGroupAndItsLeasesSurviveAReopen) {
-  FakeClock clock(kStart);
-  ::lapse::testing::TempDir dir;
-  const EmbeddedStore::Options options = {
-      .clock = &clock, .data_dir = dir.path(), .fsync = FsyncPolicy::kAlways};
+TEST_F(DurableEmbeddedStoreTest, AConsumerGroupAndItsLeasesSurviveAReopen) {
   {
-    std::unique_ptr<EmbeddedStore> store = Open(options);
+    std::unique_ptr<EmbeddedStore> store = Open(options_);
     ASSERT_NE(store, nullptr);
     Answer<ConsumerGroupInfo> created;
     store->CreateConsumerGroup("g", {}, {}, created.Callback());
     ASSERT_TRUE(created.Await().ok()) << created.Await().status();
-    ExpireOne(*store, clock);
+    ExpireOne(*store, clock_);
     Answer<PollResult> polled;
     store->Poll("g", "w1", 10, polled.Callback());
     ASSERT_TRUE(polled.Await().ok()) << polled.Await().status();
     ASSERT_EQ(polled.Await()->deliveries.size(), 1u);
   }
-  std::unique_ptr<EmbeddedStore> reopened = Open(options);
+  std::unique_ptr<EmbeddedStore> reopened = Open(options_);
   ASSERT_NE(reopened, nullptr);
   Answer<ConsumerGroupInfo> info;
   reopened->GetConsumerGroup("g", 10, info.Callback());
