@@ -41,9 +41,9 @@ Reaper::Reaper(ClusterRouter& router, std::vector<std::string> tags, ReaperOptio
   wakeups_ = std::make_unique<PartitionWakeups>(
       router_, tags_,
       PartitionWakeups::Handlers{
-          .due = [this](int p, absl::Time due) { PassAt(p, due); },
+          .due = [this](int p, absl::Time due) { PassAt(p, due, /*due_heard=*/true); },
           .delivered = [this](int p, uint64_t delivered) { Advance(p, delivered); },
-          .subscribed = [this](int p) { PassAt(p, absl::InfinitePast()); },
+          .subscribed = [this](int p) { PassAt(p, absl::InfinitePast(), /*due_heard=*/false); },
       });
   thread_ = std::thread([this] { Run(); });
 }
@@ -116,7 +116,14 @@ void Reaper::Run() {
       }
     }
     const absl::Duration wait = std::min(earliest - now, earliest_retry - real_now);
-    if (wait > absl::ZeroDuration()) changed_.WaitWithTimeout(&mu_, wait);
+    if (wait > absl::ZeroDuration()) {
+      if (stats_.due_heard_at_sleep != stats_.due_heard) {
+        stats_.due_heard_at_sleep = stats_.due_heard;
+        // For AwaitStats, which waits on changed_ too.
+        changed_.SignalAll();
+      }
+      changed_.WaitWithTimeout(&mu_, wait);
+    }
   }
 }
 
@@ -276,8 +283,9 @@ void Reaper::Advance(int p, uint64_t delivered) {
   if (options_.advance) options_.advance(p, delivered);
 }
 
-void Reaper::PassAt(int p, absl::Time when) {
+void Reaper::PassAt(int p, absl::Time when, bool due_heard) {
   MutexLock lock(&mu_);
+  if (due_heard) ++stats_.due_heard;
   next_[p] = std::min(next_[p], when);
   changed_.SignalAll();
 }

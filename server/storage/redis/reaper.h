@@ -96,6 +96,12 @@ class Reaper final {
     // Partitions this replica came to own: at start, and taken over from
     // replicas that stopped or died.
     uint64_t partitions_gained = 0;
+    // `due` messages heard on the partitions' wake channels: a write moved a
+    // partition's earliest deadline earlier, or emitted events.
+    uint64_t due_heard = 0;
+    // Of those, the ones heard when the reaper last went to sleep: its sleep
+    // ends by the earliest deadline they carried.
+    uint64_t due_heard_at_sleep = 0;
   };
 
   // `tags[p]` is partition p's hash tag; `router` must outlive the reaper.
@@ -124,7 +130,7 @@ class Reaper final {
   // A failed call on `partition`: passed again after a backoff.
   void Failed(int partition, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Advance(int partition, uint64_t delivered);
-  void PassAt(int partition, absl::Time when);
+  void PassAt(int partition, absl::Time when, bool due_heard);
 
   // Constant after construction.
   ClusterRouter& router_;

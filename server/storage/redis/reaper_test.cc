@@ -280,6 +280,10 @@ TEST_F(ReaperTest, EventsAWriteEmittedAreDeliveredWithoutAWake) {
   ASSERT_NE(reaper, nullptr);
   // The reaper waits an hour for "a"; the write after it expires it first.
   Put("c", {Expiring("a", absl::Hours(1))});
+  // Asleep until "a" is due before the clock moves: woken after, the
+  // reaper would find "a" due at once and reap it.
+  ASSERT_TRUE(
+      AwaitStats(*reaper, [](const Reaper::Stats& s) { return s.due_heard_at_sleep >= 1; }));
   clock_.Advance(absl::Hours(2));
   Put("c", {Expiring("b", absl::Hours(3))});
   ASSERT_TRUE(marks.WaitForTotal(1));
