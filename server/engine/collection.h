@@ -130,8 +130,10 @@ class StoredMember {
     std::memcpy(to, &value, sizeof(value));
   }
 
-  const char* bytes() const { return header_; }
-  char* bytes() { return header_; }
+  // A member is the bytes that start at its address, in the allocation it
+  // was written into; the object itself declares none of them.
+  const char* bytes() const { return reinterpret_cast<const char*>(this); }
+  char* bytes() { return reinterpret_cast<char*>(this); }
   bool small() const { return (Load<uint8_t>(bytes()) & kSmallBit) != 0; }
   uint32_t key_code() const { return Load<uint8_t>(bytes()) & ~uint32_t{kSmallBit}; }
   uint32_t value_code() const { return Load<uint8_t>(bytes() + 1); }
@@ -161,10 +163,6 @@ class StoredMember {
     Store<uint32_t>(bytes() + 2, static_cast<uint32_t>(stored));
     Store<uint16_t>(bytes() + 6, static_cast<uint16_t>(stored >> 32));
   }
-
-  // Only the first two header bytes are fixed; the rest of a member follows
-  // them in the same allocation.
-  char header_[2];
 };
 
 // A position in the deadline order: (deadline, key).

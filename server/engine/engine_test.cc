@@ -932,7 +932,9 @@ TEST_F(EngineTest, CollectionsAreFoundAndListedInByteOrderOfTheirNames) {
     std::string name = prefixes[random() % prefixes.size()];
     for (size_t n = random() % 18; n > 0; --n) name += alphabet[random() % alphabet.size()];
     if (name.empty()) continue;
-    if (model.insert(name).second) ASSERT_TRUE(PutPersistent(name, "k", "v").ok()) << name;
+    if (model.insert(name).second) {
+      ASSERT_TRUE(PutPersistent(name, "k", "v").ok()) << name;
+    }
   }
   const auto listed = [&] {
     std::vector<std::string> seen;

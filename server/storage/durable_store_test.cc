@@ -511,7 +511,9 @@ std::string WriteSnapshotWriteSnapshotWrite(Server& s) {
     }
     absl::string_view gone[] = {"k3"};
     EXPECT_TRUE(s.engine->Remove(absl::StrCat("c", round), gone).ok());
-    if (round < 2) EXPECT_TRUE(s.store->TakeSnapshot().ok());
+    if (round < 2) {
+      EXPECT_TRUE(s.store->TakeSnapshot().ok());
+    }
   }
   EXPECT_TRUE(s.Durable().ok());
   return Dump(*s.engine, *s.log);

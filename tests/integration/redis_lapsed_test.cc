@@ -339,7 +339,9 @@ TEST_F(RedisLapsedTest, MetricsShowEachPartitionsLoadTheRouterAndTheReaper) {
         absl::StrCat("lapse_redis_partition_calls_total{partition=\"", p, "\"}");
     ASSERT_EQ(samples->count(series), 1u) << series;
     calls += samples->at(series);
-    if (p == hot) EXPECT_EQ(samples->at(series), hot == cold ? 4 : 3) << series;
+    if (p == hot) {
+      EXPECT_EQ(samples->at(series), hot == cold ? 4 : 3) << series;
+    }
   }
   EXPECT_EQ(calls, 4);
   EXPECT_EQ(samples->at("lapse_redis_partitions"), 8);

@@ -50,7 +50,9 @@ TEST(PartitionOwnersTest, ADeadReplicasPartitionsMoveAndNoOthers) {
   ASSERT_EQ(after, (std::vector<std::string>{"b", "c"}));
   for (int p = 0; p < kPartitions; ++p) {
     const std::string owner = OwnerOf(p, before);
-    if (owner != "a") EXPECT_EQ(OwnerOf(p, after), owner) << p;
+    if (owner != "a") {
+      EXPECT_EQ(OwnerOf(p, after), owner) << p;
+    }
     EXPECT_NE(OwnerOf(p, after), "a") << p;
   }
 }

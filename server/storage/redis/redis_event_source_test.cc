@@ -110,7 +110,9 @@ TEST_F(RedisEventSourceTest, MergesPartitionsKeepingEachPartitionsOrder) {
   ASSERT_EQ(events.size(), 5u * kPartitions);
   std::map<std::string, std::vector<std::string>> keys;
   for (size_t i = 0; i < events.size(); ++i) {
-    if (i > 0) EXPECT_GT(events[i].sequence, events[i - 1].sequence);
+    if (i > 0) {
+      EXPECT_GT(events[i].sequence, events[i - 1].sequence);
+    }
     EXPECT_EQ(events[i].sequence % RedisEventSource::kPositionSpacing, 0u);
     EXPECT_EQ(events[i].value, "");  // values only with include_values
     keys[events[i].collection].push_back(events[i].key);
