@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/stubs/common.h"
@@ -74,26 +75,14 @@ class WireReader {
 
   bool done() const { return in_.empty(); }
 
-  bool Varint(uint64_t* value) {
-    // Tags, sizes and most values here are one byte.
+  // Inlined: tags, sizes and most values here are one byte.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Varint(uint64_t* value) {
     if (!in_.empty() && static_cast<unsigned char>(in_[0]) < 0x80) {
       *value = static_cast<unsigned char>(in_[0]);
       in_.remove_prefix(1);
       return true;
     }
-    uint64_t result = 0;
-    for (size_t i = 0; i < 10 && i < in_.size(); ++i) {
-      const uint64_t byte = static_cast<unsigned char>(in_[i]);
-      // The tenth byte holds only the 64th bit.
-      if (i == 9 && byte > 1) return false;
-      result |= (byte & 0x7f) << (7 * i);
-      if ((byte & 0x80) == 0) {
-        in_.remove_prefix(i + 1);
-        *value = result;
-        return true;
-      }
-    }
-    return false;
+    return LongVarint(value);
   }
 
   // An int32 field (protobuf keeps the low 32 bits; only values that fit are
@@ -133,6 +122,22 @@ class WireReader {
   }
 
  private:
+  bool LongVarint(uint64_t* value) {
+    uint64_t result = 0;
+    for (size_t i = 0; i < 10 && i < in_.size(); ++i) {
+      const uint64_t byte = static_cast<unsigned char>(in_[i]);
+      // The tenth byte holds only the 64th bit.
+      if (i == 9 && byte > 1) return false;
+      result |= (byte & 0x7f) << (7 * i);
+      if ((byte & 0x80) == 0) {
+        in_.remove_prefix(i + 1);
+        *value = result;
+        return true;
+      }
+    }
+    return false;
+  }
+
   absl::string_view in_;
 };
 
