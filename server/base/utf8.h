@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "absl/strings/string_view.h"
 
@@ -62,6 +63,24 @@ inline bool IsValidUtf8(absl::string_view text) {
     i += length;
   }
   return true;
+}
+
+// How many bytes at the start of `text` are printable ASCII (0x20-0x7e):
+// valid one-byte UTF-8 and no control character, as nearly every key is.
+// Eight bytes at a time.
+inline size_t PrintableAsciiPrefix(absl::string_view text) {
+  constexpr uint64_t kOnes = 0x0101010101010101;
+  constexpr uint64_t kHighs = 0x8080808080808080;
+  size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + i, 8);
+    // A byte below 0x20 borrows into its high bit; one above 0x7e has it set,
+    // or sets it when incremented.
+    if ((((w - 0x20 * kOnes) & ~w) | (w + kOnes) | w) & kHighs) break;
+  }
+  while (i < text.size() && static_cast<unsigned char>(text[i]) - 0x20u < 0x5fu) ++i;
+  return i;
 }
 
 }  // namespace lapse

@@ -1,5 +1,8 @@
 #include "server/base/utf8.h"
 
+#include <algorithm>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace lapse {
@@ -26,6 +29,27 @@ TEST(Utf8Test, RejectsMalformedOverlongAndSurrogateSequences) {
   EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // surrogate
   EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // beyond U+10FFFF
   EXPECT_FALSE(IsValidUtf8("\xff"));
+}
+
+TEST(Utf8Test, PrintableAsciiPrefixStopsAtTheFirstOtherByte) {
+  EXPECT_EQ(PrintableAsciiPrefix(""), 0u);
+  EXPECT_EQ(PrintableAsciiPrefix(" ~"), 2u);
+  EXPECT_EQ(PrintableAsciiPrefix("k000000000000001"), 16u);
+  // Each byte that is not printable ASCII, at every offset of 17 bytes (two
+  // words and a tail), and beside every printable neighbour.
+  for (int bad = 0; bad < 256; ++bad) {
+    if (bad >= 0x20 && bad < 0x7f) continue;
+    for (size_t at = 0; at < 17; ++at) {
+      std::string text(17, '~');
+      text[at] = static_cast<char>(bad);
+      EXPECT_EQ(PrintableAsciiPrefix(text), at) << bad << " at " << at;
+      for (int good = 0x20; good < 0x7f; ++good) {
+        std::fill(text.begin(), text.end(), static_cast<char>(good));
+        text[at] = static_cast<char>(bad);
+        ASSERT_EQ(PrintableAsciiPrefix(text), at) << bad << " at " << at << " among " << good;
+      }
+    }
+  }
 }
 
 }  // namespace

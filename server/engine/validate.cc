@@ -76,7 +76,7 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name, const
 }
 
 size_t FindInvalidKeyByte(absl::string_view s) {
-  for (size_t i = 0; i < s.size();) {
+  for (size_t i = PrintableAsciiPrefix(s); i < s.size();) {
     uint32_t cp;
     const size_t length = DecodeUtf8(s.substr(i), &cp);
     // C0 and C1 control characters and DEL are not key text.

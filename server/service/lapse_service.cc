@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "google/protobuf/arena.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/repeated_ptr_field.h"
@@ -59,9 +61,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public OperationEnd {
 template <typename Request, typename Response>
 class ArenaCall final : public grpc::MessageHolder<grpc::ByteBuffer, Response> {
  public:
-  ArenaCall()
-      : arena_(MessageArenaOptions()),
-        request_(google::protobuf::Arena::CreateMessage<Request>(&arena_)) {
+  ArenaCall() : arena_(MessageArenaOptions()), request_(NewRequest(&arena_)) {
     this->set_request(&bytes_);
     this->set_response(google::protobuf::Arena::CreateMessage<Response>(&arena_));
   }
@@ -77,6 +77,15 @@ class ArenaCall final : public grpc::MessageHolder<grpc::ByteBuffer, Response> {
   void Release() override { delete this; }
 
  private:
+  // A generated message, or a PutMembersView (destroyed with the arena).
+  static Request* NewRequest(google::protobuf::Arena* arena) {
+    if constexpr (std::is_base_of_v<google::protobuf::MessageLite, Request>) {
+      return google::protobuf::Arena::CreateMessage<Request>(arena);
+    } else {
+      return google::protobuf::Arena::Create<Request>(arena);
+    }
+  }
+
   google::protobuf::Arena arena_;
   grpc::ByteBuffer bytes_;
   Request* const request_;
@@ -113,13 +122,15 @@ std::vector<absl::string_view> KeyViews(const KeyList& keys) {
   return std::vector<absl::string_view>(keys.begin(), keys.end());
 }
 
-absl::StatusOr<Expiration> WriteExpiration(const v1::MemberWrite& write) {
-  switch (write.expiration_case()) {
-    case v1::MemberWrite::kExpireTime:
-      return ExpirationAt(write.expire_time(), "expire_time");
-    case v1::MemberWrite::kTtl:
-      return ExpirationTtl(write.ttl(), "ttl");
-    case v1::MemberWrite::EXPIRATION_NOT_SET:
+// An `oneof expiration` of a PutMembersRequest: `time_field` or `ttl_field`.
+absl::StatusOr<Expiration> ExpirationOf(const PutMembersView::Expiry& expiry,
+                                        absl::string_view time_field, absl::string_view ttl_field) {
+  switch (expiry.kind) {
+    case PutMembersView::Expiry::Kind::kTime:
+      return ExpirationAt(expiry.seconds, expiry.nanos, time_field);
+    case PutMembersView::Expiry::Kind::kTtl:
+      return ExpirationTtl(expiry.seconds, expiry.nanos, ttl_field);
+    case PutMembersView::Expiry::Kind::kNone:
       break;
   }
   return Expiration::None();
@@ -132,21 +143,9 @@ absl::Status InMember(int i, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("members[", i, "].", status.message()));
 }
 
-absl::StatusOr<Expiration> DefaultExpiration(const v1::PutMembersRequest& request) {
-  switch (request.default_expiration_case()) {
-    case v1::PutMembersRequest::kDefaultExpireTime:
-      return ExpirationAt(request.default_expire_time(), "default_expire_time");
-    case v1::PutMembersRequest::kDefaultTtl:
-      return ExpirationTtl(request.default_ttl(), "default_ttl");
-    case v1::PutMembersRequest::DEFAULT_EXPIRATION_NOT_SET:
-      break;
-  }
-  return Expiration::None();
-}
-
 // Whether `write` takes the request's default expiration.
-bool TakesDefault(const v1::MemberWrite& write) {
-  return write.expiration_case() == v1::MemberWrite::EXPIRATION_NOT_SET && !write.keep_expiration();
+bool TakesDefault(const MemberWrite& write) {
+  return write.expiration.kind == Expiration::Kind::kNone && !write.keep_expiration;
 }
 
 absl::StatusOr<Expiration> RefreshExpiration(const v1::GetMembersRequest& request) {
@@ -173,52 +172,56 @@ absl::StatusOr<Expiration> NewExpiration(const v1::ExpireMembersRequest& request
   return Expiration::None();
 }
 
-absl::Status HandlePutMembers(Store& store, const v1::PutMembersRequest& request,
+absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
                               v1::PutMembersResponse* response, OperationEnd* reactor) {
-  std::vector<MemberWrite> writes;
-  writes.reserve(request.members_size());
-  for (int i = 0; i < request.members_size(); ++i) {
-    const v1::MemberWrite& member = request.members(i);
-    absl::StatusOr<Expiration> expiration = WriteExpiration(member);
-    if (!expiration.ok()) return InMember(i, expiration.status());
-    absl::StatusOr<PutCondition> condition = PutConditionFromProto(member.condition(), "condition");
-    if (!condition.ok()) return InMember(i, condition.status());
-    MemberWrite& write = writes.emplace_back();
-    write.key = member.key();
-    write.value = member.value();
+  // The response names the members by the writes' keys: the writes stay
+  // with it until the store answers.
+  auto writes = std::make_unique<std::vector<MemberWrite>>();
+  writes->reserve(request.members.size());
+  for (size_t i = 0; i < request.members.size(); ++i) {
+    const PutMembersView::Member& member = request.members[i];
+    absl::StatusOr<Expiration> expiration = ExpirationOf(member.expiration, "expire_time", "ttl");
+    if (!expiration.ok()) return InMember(static_cast<int>(i), expiration.status());
+    absl::StatusOr<PutCondition> condition =
+        PutConditionFromProto(static_cast<v1::PutCondition>(member.condition), "condition");
+    if (!condition.ok()) return InMember(static_cast<int>(i), condition.status());
+    MemberWrite& write = writes->emplace_back();
+    write.key = member.key;
+    write.value = member.value;
     write.expiration = *expiration;
     write.condition = *condition;
-    write.keep_expiration = member.keep_expiration();
+    write.keep_expiration = member.keep_expiration;
   }
   PutOptions options;
-  options.max_members = request.max_members();
-  absl::StatusOr<Expiration> default_expiration = DefaultExpiration(request);
+  options.max_members = request.max_members;
+  absl::StatusOr<Expiration> default_expiration =
+      ExpirationOf(request.default_expiration, "default_expire_time", "default_ttl");
   if (!default_expiration.ok()) return default_expiration.status();
   options.default_expiration = *default_expiration;
+  const bool has_default = request.default_expiration.kind != PutMembersView::Expiry::Kind::kNone;
+  const bool omit_created = request.omit_created_results;
+  const absl::Span<const MemberWrite> written(*writes);
   store.PutMembers(
-      request.collection(), writes, options,
-      Reply<std::vector<PutResult>>(reactor, [&request, response](std::vector<PutResult> results) {
-        const bool has_default =
-            request.default_expiration_case() != v1::PutMembersRequest::DEFAULT_EXPIRATION_NOT_SET;
-        if (!request.omit_created_results()) {
-          response->mutable_results()->Reserve(static_cast<int>(results.size()));
-        }
+      request.collection, written, options,
+      Reply<std::vector<PutResult>>(reactor, [writes = std::move(writes), has_default, omit_created,
+                                              response](std::vector<PutResult> results) {
+        if (!omit_created) response->mutable_results()->Reserve(static_cast<int>(results.size()));
         uint32_t created = 0;
         for (size_t i = 0; i < results.size(); ++i) {
           const PutResult& result = results[i];
-          const v1::MemberWrite& member = request.members(static_cast<int>(i));
+          const MemberWrite& write = (*writes)[i];
           if (has_default && !response->has_default_expire_time() &&
-              result.outcome != PutOutcome::kSkipped && TakesDefault(member)) {
+              result.outcome != PutOutcome::kSkipped && TakesDefault(write)) {
             if (auto ts = TimeToProto(result.expire_time)) {
               *response->mutable_default_expire_time() = *std::move(ts);
             }
           }
           if (result.outcome == PutOutcome::kCreated) {
             ++created;
-            if (request.omit_created_results()) continue;
+            if (omit_created) continue;
           }
           v1::PutMemberResult* out = response->add_results();
-          out->set_key(member.key());
+          out->set_key(write.key.data(), write.key.size());
           out->set_outcome(PutOutcomeToProto(result.outcome));
           if (auto ts = TimeToProto(result.expire_time)) {
             *out->mutable_expire_time() = *std::move(ts);
@@ -436,6 +439,9 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
 std::vector<Access> Required(const v1::PutMembersRequest& r) {
   return {{Permission::kWrite, r.collection(), Access::kCollection}};
 }
+std::vector<Access> Required(const PutMembersView& r) {
+  return {{Permission::kWrite, r.collection, Access::kCollection}};
+}
 std::vector<Access> Required(const v1::GetMembersRequest& r) {
   std::vector<Access> needs = {{Permission::kRead, r.collection(), Access::kCollection}};
   // Sliding deadlines writes.
@@ -641,7 +647,9 @@ LapseServiceImpl::StreamWrites(grpc::CallbackServerContext* context) {
         if (absl::Status allowed = Authorize(caller, Required(request)); !allowed.ok()) {
           return allowed;
         }
-        return HandlePutMembers(store, request, response, end);
+        PutMembersView view;
+        view.Read(request);
+        return HandlePutMembers(store, view, response, end);
       },
       &write_streams_);
 }

@@ -142,31 +142,40 @@ std::string SealToken(uint8_t kind, const std::string& body) {
   return absl::WebSafeBase64Escape(raw);
 }
 
+absl::StatusOr<absl::Time> TimeFromFields(int64_t seconds, int32_t nanos, absl::string_view field) {
+  if (seconds < kMinTimestampSeconds || seconds > kMaxTimestampSeconds) {
+    return FieldError(field, "seconds out of range");
+  }
+  if (nanos < 0 || nanos > kMaxNanos) {
+    return FieldError(field, "nanos out of range");
+  }
+  return absl::FromUnixSeconds(seconds) + absl::Nanoseconds(nanos);
+}
+
+absl::StatusOr<absl::Duration> DurationFromFields(int64_t seconds, int32_t nanos,
+                                                  absl::string_view field) {
+  if (seconds < -kMaxDurationSeconds || seconds > kMaxDurationSeconds) {
+    return FieldError(field, "seconds out of range");
+  }
+  if (nanos < -kMaxNanos || nanos > kMaxNanos) {
+    return FieldError(field, "nanos out of range");
+  }
+  if ((seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
+    return FieldError(field, "seconds and nanos must have the same sign");
+  }
+  return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+}
+
 }  // namespace
 
 absl::StatusOr<absl::Time> TimeFromProto(const google::protobuf::Timestamp& ts,
                                          absl::string_view field) {
-  if (ts.seconds() < kMinTimestampSeconds || ts.seconds() > kMaxTimestampSeconds) {
-    return FieldError(field, "seconds out of range");
-  }
-  if (ts.nanos() < 0 || ts.nanos() > kMaxNanos) {
-    return FieldError(field, "nanos out of range");
-  }
-  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
+  return TimeFromFields(ts.seconds(), ts.nanos(), field);
 }
 
 absl::StatusOr<absl::Duration> DurationFromProto(const google::protobuf::Duration& d,
                                                  absl::string_view field) {
-  if (d.seconds() < -kMaxDurationSeconds || d.seconds() > kMaxDurationSeconds) {
-    return FieldError(field, "seconds out of range");
-  }
-  if (d.nanos() < -kMaxNanos || d.nanos() > kMaxNanos) {
-    return FieldError(field, "nanos out of range");
-  }
-  if ((d.seconds() > 0 && d.nanos() < 0) || (d.seconds() < 0 && d.nanos() > 0)) {
-    return FieldError(field, "seconds and nanos must have the same sign");
-  }
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+  return DurationFromFields(d.seconds(), d.nanos(), field);
 }
 
 std::optional<google::protobuf::Timestamp> TimeToProto(absl::Time t) {
@@ -188,6 +197,18 @@ absl::StatusOr<Expiration> ExpirationAt(const google::protobuf::Timestamp& ts,
 absl::StatusOr<Expiration> ExpirationTtl(const google::protobuf::Duration& d,
                                          absl::string_view field) {
   absl::StatusOr<absl::Duration> ttl = DurationFromProto(d, field);
+  if (!ttl.ok()) return ttl.status();
+  return Expiration::Ttl(*ttl);
+}
+
+absl::StatusOr<Expiration> ExpirationAt(int64_t seconds, int32_t nanos, absl::string_view field) {
+  absl::StatusOr<absl::Time> t = TimeFromFields(seconds, nanos, field);
+  if (!t.ok()) return t.status();
+  return Expiration::At(*t);
+}
+
+absl::StatusOr<Expiration> ExpirationTtl(int64_t seconds, int32_t nanos, absl::string_view field) {
+  absl::StatusOr<absl::Duration> ttl = DurationFromFields(seconds, nanos, field);
   if (!ttl.ok()) return ttl.status();
   return Expiration::Ttl(*ttl);
 }

@@ -52,6 +52,11 @@ absl::StatusOr<Expiration> ExpirationAt(const google::protobuf::Timestamp& ts,
 absl::StatusOr<Expiration> ExpirationTtl(const google::protobuf::Duration& d,
                                          absl::string_view field);
 
+// The same from a Timestamp's or Duration's two fields, for a request read
+// without its generated message (request_parser.h, PutMembersView).
+absl::StatusOr<Expiration> ExpirationAt(int64_t seconds, int32_t nanos, absl::string_view field);
+absl::StatusOr<Expiration> ExpirationTtl(int64_t seconds, int32_t nanos, absl::string_view field);
+
 // ---- Enums -----------------------------------------------------------------
 
 // Unknown values (proto3 enums are open) are INVALID_ARGUMENT naming `field`.

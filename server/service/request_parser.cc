@@ -1,13 +1,18 @@
 #include "server/service/request_parser.h"
 
+#include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/stubs/common.h"
 #include "google/protobuf/stubs/logging.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "server/base/log.h"
+#include "server/base/utf8.h"
 
 namespace lapse {
 namespace {
@@ -53,6 +58,163 @@ std::string Explain(absl::string_view complaint) {
                       " is not valid UTF-8 (string fields must be UTF-8)");
 }
 
+// ---- PutMembersView's reader (https://protobuf.dev/programming-guides/encoding/) ----
+
+// The tags read, each one byte: (field number << 3) | wire type.
+constexpr uint64_t kVarintTag = 0;
+constexpr uint64_t kDelimitedTag = 2;
+constexpr uint64_t Tag(int field, uint64_t wire_type) {
+  return static_cast<uint64_t>(field) << 3 | wire_type;
+}
+
+// Reads varints and length-delimited fields off the front of `in`; each
+// returns false where protobuf might read otherwise than it does.
+class WireReader {
+ public:
+  explicit WireReader(absl::string_view in) : in_(in) {}
+
+  bool done() const { return in_.empty(); }
+
+  // Inlined: tags, sizes and most values here are one byte.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Varint(uint64_t* value) {
+    if (!in_.empty() && static_cast<unsigned char>(in_[0]) < 0x80) {
+      *value = static_cast<unsigned char>(in_[0]);
+      in_.remove_prefix(1);
+      return true;
+    }
+    return LongVarint(value);
+  }
+
+  // An int32 field (protobuf keeps the low 32 bits; only values that fit are
+  // read here).
+  bool Int32(int32_t* value) {
+    uint64_t v;
+    if (!Varint(&v)) return false;
+    const auto wide = static_cast<int64_t>(v);
+    if (wide < std::numeric_limits<int32_t>::min() || wide > std::numeric_limits<int32_t>::max()) {
+      return false;
+    }
+    *value = static_cast<int32_t>(wide);
+    return true;
+  }
+
+  // A bool field: any non-zero varint is true.
+  bool Bool(bool* value) {
+    uint64_t v;
+    if (!Varint(&v)) return false;
+    *value = v != 0;
+    return true;
+  }
+
+  bool Delimited(absl::string_view* body) {
+    uint64_t size;
+    if (!Varint(&size) || size > in_.size()) return false;
+    *body = in_.substr(0, size);
+    in_.remove_prefix(size);
+    return true;
+  }
+
+  // A proto3 `string`: valid UTF-8 by protobuf's own test.
+  bool Utf8(absl::string_view* s) {
+    return Delimited(s) && (PrintableAsciiPrefix(*s) == s->size() ||
+                            google::protobuf::internal::IsStructurallyValidUTF8(
+                                s->data(), static_cast<int>(s->size())));
+  }
+
+ private:
+  bool LongVarint(uint64_t* value) {
+    uint64_t result = 0;
+    for (size_t i = 0; i < 10 && i < in_.size(); ++i) {
+      const uint64_t byte = static_cast<unsigned char>(in_[i]);
+      // The tenth byte holds only the 64th bit.
+      if (i == 9 && byte > 1) return false;
+      result |= (byte & 0x7f) << (7 * i);
+      if ((byte & 0x80) == 0) {
+        in_.remove_prefix(i + 1);
+        *value = result;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  absl::string_view in_;
+};
+
+// A Timestamp's or Duration's fields (both: seconds = 1, nanos = 2).
+bool ReadExpiry(WireReader& field, PutMembersView::Expiry::Kind kind,
+                PutMembersView::Expiry* expiry) {
+  absl::string_view body;
+  if (!field.Delimited(&body)) return false;
+  WireReader in(body);
+  bool seconds = false;
+  bool nanos = false;
+  expiry->kind = kind;
+  while (!in.done()) {
+    uint64_t tag;
+    uint64_t value;
+    if (!in.Varint(&tag)) return false;
+    if (tag == Tag(1, kVarintTag) && !seconds) {
+      if (!in.Varint(&value)) return false;
+      expiry->seconds = static_cast<int64_t>(value);
+      seconds = true;
+    } else if (tag == Tag(2, kVarintTag) && !nanos) {
+      if (!in.Int32(&expiry->nanos)) return false;
+      nanos = true;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ReadMember(absl::string_view body, PutMembersView::Member* member) {
+  using Kind = PutMembersView::Expiry::Kind;
+  WireReader in(body);
+  uint32_t seen = 0;  // bit n: field n read
+  while (!in.done()) {
+    uint64_t tag;
+    if (!in.Varint(&tag)) return false;
+    const uint32_t field = static_cast<uint32_t>(tag >> 3);
+    if (field > 6) return false;
+    // Fields 3 and 4 are one oneof: either, once.
+    const uint32_t bit = field == 4 ? 1u << 3 : 1u << field;
+    if ((seen & bit) != 0) return false;
+    seen |= bit;
+    switch (tag) {
+      case Tag(1, kDelimitedTag):
+        if (!in.Utf8(&member->key)) return false;
+        break;
+      case Tag(2, kDelimitedTag):
+        if (!in.Delimited(&member->value)) return false;
+        break;
+      case Tag(3, kDelimitedTag):
+        if (!ReadExpiry(in, Kind::kTime, &member->expiration)) return false;
+        break;
+      case Tag(4, kDelimitedTag):
+        if (!ReadExpiry(in, Kind::kTtl, &member->expiration)) return false;
+        break;
+      case Tag(5, kVarintTag):
+        if (!in.Int32(&member->condition)) return false;
+        break;
+      case Tag(6, kVarintTag):
+        if (!in.Bool(&member->keep_expiration)) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+PutMembersView::Expiry ExpiryOf(const google::protobuf::Timestamp& t) {
+  return {PutMembersView::Expiry::Kind::kTime, t.seconds(), t.nanos()};
+}
+
+PutMembersView::Expiry ExpiryOf(const google::protobuf::Duration& d) {
+  return {PutMembersView::Expiry::Kind::kTtl, d.seconds(), d.nanos()};
+}
+
 }  // namespace
 
 void RouteProtobufLogs() {
@@ -81,6 +243,97 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Messa
   return absl::InvalidArgumentError(absl::StrCat("request: not a valid ",
                                                  request->GetDescriptor()->full_name(), ": ", why,
                                                  "; send the message generated from lapse.proto"));
+}
+
+bool ReadPutMembersInPlace(absl::string_view bytes, PutMembersView* request) {
+  using Kind = PutMembersView::Expiry::Kind;
+  WireReader in(bytes);
+  uint32_t seen = 0;  // bit n: field n read
+  while (!in.done()) {
+    uint64_t tag;
+    if (!in.Varint(&tag)) return false;
+    const uint32_t field = static_cast<uint32_t>(tag >> 3);
+    if (field > 6) return false;
+    // Fields 4 and 5 are one oneof: either, once; field 2 repeats.
+    const uint32_t bit = field == 5 ? 1u << 4 : field == 2 ? 0 : 1u << field;
+    if ((seen & bit) != 0) return false;
+    seen |= bit;
+    absl::string_view sub;
+    uint64_t value;
+    switch (tag) {
+      case Tag(1, kDelimitedTag):
+        if (!in.Utf8(&request->collection)) return false;
+        break;
+      case Tag(2, kDelimitedTag):
+        if (!in.Delimited(&sub) || !ReadMember(sub, &request->members.emplace_back())) return false;
+        break;
+      case Tag(3, kVarintTag):
+        if (!in.Varint(&value) || value > std::numeric_limits<uint32_t>::max()) return false;
+        request->max_members = static_cast<uint32_t>(value);
+        break;
+      case Tag(4, kDelimitedTag):
+        if (!ReadExpiry(in, Kind::kTime, &request->default_expiration)) return false;
+        break;
+      case Tag(5, kDelimitedTag):
+        if (!ReadExpiry(in, Kind::kTtl, &request->default_expiration)) return false;
+        break;
+      case Tag(6, kVarintTag):
+        if (!in.Bool(&request->omit_created_results)) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, PutMembersView* request) {
+  if (bytes.DumpToSingleSlice(&request->bytes).ok() &&
+      ReadPutMembersInPlace(absl::string_view(reinterpret_cast<const char*>(request->bytes.begin()),
+                                              request->bytes.size()),
+                            request)) {
+    return absl::OkStatus();
+  }
+  request->parsed = std::make_unique<v1::PutMembersRequest>();
+  if (absl::Status parsed = ParseRequest(bytes, request->parsed.get()); !parsed.ok()) return parsed;
+  request->Read(*request->parsed);
+  return absl::OkStatus();
+}
+
+void PutMembersView::Read(const v1::PutMembersRequest& request) {
+  collection = request.collection();
+  members.clear();
+  members.reserve(request.members_size());
+  for (const v1::MemberWrite& write : request.members()) {
+    Member& member = members.emplace_back();
+    member.key = write.key();
+    member.value = write.value();
+    switch (write.expiration_case()) {
+      case v1::MemberWrite::kExpireTime:
+        member.expiration = ExpiryOf(write.expire_time());
+        break;
+      case v1::MemberWrite::kTtl:
+        member.expiration = ExpiryOf(write.ttl());
+        break;
+      case v1::MemberWrite::EXPIRATION_NOT_SET:
+        break;
+    }
+    member.condition = write.condition();
+    member.keep_expiration = write.keep_expiration();
+  }
+  max_members = request.max_members();
+  default_expiration = Expiry();
+  switch (request.default_expiration_case()) {
+    case v1::PutMembersRequest::kDefaultExpireTime:
+      default_expiration = ExpiryOf(request.default_expire_time());
+      break;
+    case v1::PutMembersRequest::kDefaultTtl:
+      default_expiration = ExpiryOf(request.default_ttl());
+      break;
+    case v1::PutMembersRequest::DEFAULT_EXPIRATION_NOT_SET:
+      break;
+  }
+  omit_created_results = request.omit_created_results();
 }
 
 }  // namespace lapse

@@ -20,9 +20,16 @@
 #ifndef LAPSE_SERVER_SERVICE_REQUEST_PARSER_H_
 #define LAPSE_SERVER_SERVICE_REQUEST_PARSER_H_
 
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "lapse/v1/lapse.pb.h"
 
 namespace lapse {
 
@@ -35,6 +42,52 @@ void RouteProtobufLogs();
 
 // Parses `bytes` into `request` (cleared first).
 absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Message* request);
+
+// A PutMembersRequest read in place: its strings are views into the request's
+// bytes, which it holds. Parsed into the generated message, 1000 members cost
+// two string allocations, two copies and their arena cleanups each, a third
+// of lapsed's instructions per batched put (docs/benchmarks.md, perfbatch2).
+// A request outside the shape read here (an unknown field, a singular field
+// twice, a string that is not UTF-8, a truncated or malformed one...) is
+// parsed by protobuf instead and read from its message, so every request
+// means, and every error says, what the generated message would.
+struct PutMembersView {
+  // An `oneof expiration`: a Timestamp's or a Duration's two fields.
+  struct Expiry {
+    enum class Kind { kNone, kTime, kTtl };
+    Kind kind = Kind::kNone;
+    int64_t seconds = 0;
+    int32_t nanos = 0;
+  };
+  struct Member {
+    absl::string_view key;
+    absl::string_view value;
+    Expiry expiration;
+    int32_t condition = 0;  // a v1::PutCondition, maybe unknown
+    bool keep_expiration = false;
+  };
+
+  // Views into `request`, which must outlive them.
+  void Read(const v1::PutMembersRequest& request);
+
+  absl::string_view collection;
+  std::vector<Member> members;
+  uint32_t max_members = 0;
+  Expiry default_expiration;
+  bool omit_created_results = false;
+
+  // What the views point into.
+  grpc::Slice bytes;
+  std::unique_ptr<v1::PutMembersRequest> parsed;
+};
+
+// Reads `bytes` into `request` (empty before), as ParseRequest would parse a
+// v1::PutMembersRequest, errors included.
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, PutMembersView* request);
+
+// The in-place reader alone: false, with `request` partly filled, when
+// `bytes` is outside its shape. For tests.
+bool ReadPutMembersInPlace(absl::string_view bytes, PutMembersView* request);
 
 }  // namespace lapse
 
