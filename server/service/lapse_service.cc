@@ -15,6 +15,7 @@
 #include "google/protobuf/repeated_ptr_field.h"
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "grpcpp/support/message_allocator.h"
+#include "server/base/deadline.h"
 #include "server/base/log.h"
 #include "server/service/authorizer.h"
 #include "server/service/consume_reactor.h"
@@ -209,8 +210,8 @@ absl::Status HandlePutMembers(Store& store, const v1::PutMembersRequest& request
           const v1::MemberWrite& member = request.members(static_cast<int>(i));
           if (has_default && !response->has_default_expire_time() &&
               result.outcome != PutOutcome::kSkipped && TakesDefault(member)) {
-            if (auto ts = TimeToProto(result.expire_time)) {
-              *response->mutable_default_expire_time() = *std::move(ts);
+            if (result.expire_time != NoDeadline()) {
+              TimeToProto(result.expire_time, response->mutable_default_expire_time());
             }
           }
           if (result.outcome == PutOutcome::kCreated) {
@@ -220,8 +221,8 @@ absl::Status HandlePutMembers(Store& store, const v1::PutMembersRequest& request
           v1::PutMemberResult* out = response->add_results();
           out->set_key(member.key());
           out->set_outcome(PutOutcomeToProto(result.outcome));
-          if (auto ts = TimeToProto(result.expire_time)) {
-            *out->mutable_expire_time() = *std::move(ts);
+          if (result.expire_time != NoDeadline()) {
+            TimeToProto(result.expire_time, out->mutable_expire_time());
           }
         }
         response->set_created_count(created);
