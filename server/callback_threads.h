@@ -9,7 +9,7 @@
 // requests costs a futex wake and two context switches per request on top of
 // the work itself. Parking one of the two leaves a single thread that polls,
 // runs the reactors and writes the answers, with no hand-off: lapsed's CPU per
-// 100k single puts fell from ~0.45 to ~0.26 s (docs/benchmarks.md,
+// 100k single puts fell from 0.46-0.60 to 0.26-0.37 s (docs/benchmarks.md,
 // "perfsingle6"). The price is parallelism: every callback of the process
 // then runs on the threads left (one, on up to five cores), so large batched
 // requests are parsed one at a time (slower there, same page). Hence opt in
