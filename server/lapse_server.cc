@@ -214,6 +214,10 @@ absl::StatusOr<int> LapseServer::Start() {
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams);
   builder.RegisterService(service_.get());
+  if (options_.park_callback_thread) {
+    parking_ = std::make_unique<CallbackThreadParking>();
+    builder.RegisterCallbackGenericService(parking_.get());
+  }
   if (metrics_ != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(metrics_->InterceptorFactory());
@@ -227,6 +231,7 @@ absl::StatusOr<int> LapseServer::Start() {
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address));
   }
+  if (parking_ != nullptr) parking_->Park(server_.get());
   if (!options_.health_listen.empty()) {
     grpc::ServerBuilder health_builder;
     health_builder.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
@@ -300,6 +305,8 @@ void LapseServer::Shutdown(absl::Duration grace) {
       while (!stopped && absl::Now() < stuck) cv.WaitWithTimeout(&mu, stuck - absl::Now());
       if (!stopped) ShutDownConnectionsOn(port_);
     });
+    // The parked call would hold Shutdown up; the thread serves the drain.
+    if (parking_ != nullptr) parking_->Release();
     server_->Shutdown(absl::ToChronoTime(deadline));
     {
       MutexLock lock(&mu);

@@ -57,6 +57,7 @@
 #include "server/base/block_pool.h"
 #include "server/base/mutex.h"
 #include "server/base/thread_priority.h"
+#include "server/callback_threads.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/group_hub.h"
 #include "server/service/lapse_service.h"
@@ -111,6 +112,10 @@ struct ServerOptions {
   // Concurrent HTTP/2 streams (RPCs) one client connection may open, sent to
   // clients as SETTINGS_MAX_CONCURRENT_STREAMS: more wait in the client.
   int max_concurrent_streams = 1000;
+  // Hold one of gRPC's callback threads out of the server's work
+  // (server/callback_threads.h): small requests are served without handing
+  // the poller role between threads, large batched ones without parallelism.
+  bool park_callback_thread = false;
   // TLS (mTLS with tls.client_ca_file) on listen_address, Unix socket too;
   // plaintext when tls.cert_file is empty (server/tls_credentials.h).
   TlsOptions tls;
@@ -216,6 +221,8 @@ class LapseServer {
   redis::RedisClusterStore* redis_ = nullptr;
   std::unique_ptr<AuthFile> auth_;
   std::unique_ptr<LapseServiceImpl> service_;
+  // Set with options_.park_callback_thread; outlives server_, which calls it.
+  std::unique_ptr<CallbackThreadParking> parking_;
   std::unique_ptr<grpc::Server> server_;
   // Serves health_listen; null without it.
   std::unique_ptr<grpc::Server> health_server_;

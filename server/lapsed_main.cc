@@ -153,6 +153,10 @@ ABSL_FLAG(absl::Duration, watch_stall_timeout, Defaults().watch_stall_timeout,
 ABSL_FLAG(int64_t, max_concurrent_streams, Defaults().max_concurrent_streams,
           "RPCs one client connection may have open at once (HTTP/2 "
           "SETTINGS_MAX_CONCURRENT_STREAMS); more wait in the client");
+ABSL_FLAG(bool, park_callback_thread, Defaults().park_callback_thread,
+          "Hold one of gRPC's callback threads out of the server's work: small requests "
+          "(single puts) cost less CPU, without the poller's hand-off between two threads, "
+          "large batched requests are parsed one at a time (docs/benchmarks.md, perfsingle6)");
 ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest gRPC message received or sent");
 ABSL_FLAG(int64_t, reserved_fds, Defaults().reserved_fds,
@@ -285,6 +289,7 @@ absl::Status WatchBoundsFromFlags(lapse::ServerOptions* options) {
   options->watch_pinned_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_watch_pinned_bytes));
   options->watch_stall_timeout = absl::GetFlag(FLAGS_watch_stall_timeout);
   options->max_concurrent_streams = static_cast<int>(absl::GetFlag(FLAGS_max_concurrent_streams));
+  options->park_callback_thread = absl::GetFlag(FLAGS_park_callback_thread);
   return absl::OkStatus();
 }
 

@@ -17,6 +17,7 @@
 #include "google/protobuf/repeated_ptr_field.h"
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "grpcpp/support/message_allocator.h"
+#include "server/base/deadline.h"
 #include "server/base/log.h"
 #include "server/service/authorizer.h"
 #include "server/service/consume_reactor.h"
@@ -212,8 +213,8 @@ absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
           const MemberWrite& write = (*writes)[i];
           if (has_default && !response->has_default_expire_time() &&
               result.outcome != PutOutcome::kSkipped && TakesDefault(write)) {
-            if (auto ts = TimeToProto(result.expire_time)) {
-              *response->mutable_default_expire_time() = *std::move(ts);
+            if (result.expire_time != NoDeadline()) {
+              TimeToProto(result.expire_time, response->mutable_default_expire_time());
             }
           }
           if (result.outcome == PutOutcome::kCreated) {
@@ -223,8 +224,8 @@ absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
           v1::PutMemberResult* out = response->add_results();
           out->set_key(write.key.data(), write.key.size());
           out->set_outcome(PutOutcomeToProto(result.outcome));
-          if (auto ts = TimeToProto(result.expire_time)) {
-            *out->mutable_expire_time() = *std::move(ts);
+          if (result.expire_time != NoDeadline()) {
+            TimeToProto(result.expire_time, out->mutable_expire_time());
           }
         }
         response->set_created_count(created);

@@ -179,12 +179,16 @@ absl::StatusOr<absl::Duration> DurationFromProto(const google::protobuf::Duratio
 }
 
 std::optional<google::protobuf::Timestamp> TimeToProto(absl::Time t) {
-  const std::optional<UnixTime> unix = TimestampOf(t);
-  if (!unix.has_value()) return std::nullopt;
+  if (t == NoDeadline()) return std::nullopt;
   google::protobuf::Timestamp ts;
-  ts.set_seconds(unix->seconds);
-  ts.set_nanos(unix->nanos);
+  TimeToProto(t, &ts);
   return ts;
+}
+
+void TimeToProto(absl::Time t, google::protobuf::Timestamp* out) {
+  const std::optional<UnixTime> unix = TimestampOf(t);
+  out->set_seconds(unix->seconds);
+  out->set_nanos(unix->nanos);
 }
 
 absl::StatusOr<Expiration> ExpirationAt(const google::protobuf::Timestamp& ts,

@@ -45,6 +45,9 @@ absl::StatusOr<absl::Duration> DurationFromProto(const google::protobuf::Duratio
                                                  absl::string_view field);
 // std::nullopt for NoDeadline(): output leaves the field unset.
 std::optional<google::protobuf::Timestamp> TimeToProto(absl::Time t);
+// Fills `*out` in place (no temporary message to copy, as the form above
+// needs: a put's answer does this per member). `t` is not NoDeadline().
+void TimeToProto(absl::Time t, google::protobuf::Timestamp* out);
 
 // The two arms of an AIP-214 `oneof expiration`.
 absl::StatusOr<Expiration> ExpirationAt(const google::protobuf::Timestamp& ts,

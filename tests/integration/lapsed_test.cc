@@ -66,6 +66,26 @@ TEST(LapsedTest, ServesOnAFreePortAndExitsCleanlyOnSigterm) {
   EXPECT_EQ(lapsed.Wait().exit_code, 0);
 }
 
+// With one of gRPC's callback threads parked (server/callback_threads.h),
+// the one left serves a write stream and the server still drains and exits 0
+// on SIGTERM: the parked call does not hold the shutdown up.
+TEST(LapsedTest, WithACallbackThreadParkedServesAndExitsCleanlyOnSigterm) {
+  LapsedProcess lapsed(LAPSED_PATH, {"--park_callback_thread", "--shutdown_grace=5s"});
+  ASSERT_TRUE(lapsed.spawned());
+  ASSERT_GT(lapsed.port(), 0) << lapsed.Wait().err;
+  std::unique_ptr<v1::LapseService::Stub> stub = lapsed.NewStub();
+  for (int i = 0; i < 20; ++i) {
+    v1::PutMembersResponse response;
+    const grpc::Status status =
+        Call(*stub, &v1::LapseService::Stub::PutMembers,
+             PutTtlRequest("parked", {absl::StrCat("k", i)}, absl::Seconds(60)), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.results(0).outcome(), v1::PUT_OUTCOME_CREATED);
+  }
+  lapsed.Signal(SIGTERM);
+  EXPECT_EQ(lapsed.Wait().exit_code, 0);
+}
+
 // lapsed asks for realtime expiry threads unless told otherwise, and says
 // what each got: what it asked for where it may, else what it fell back to
 // and why.
