@@ -1,6 +1,8 @@
 #include "server/engine/validate.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "server/base/deadline.h"
@@ -52,6 +54,30 @@ absl::StatusOr<int64_t> DeadlineOfImpl(const Expiration& e, const Prefix& prefix
   return InvalidField(absl::StrCat(prefix(), "expiration"), "unknown kind");
 }
 
+// The length of the longest prefix of `s` whose bytes are all in
+// [`lowest`, 0x7e] (`lowest` in [1, 0x7f]): eight bytes a step while they
+// are, then one by one. Names and keys are mostly such text, and a byte at a
+// time took some 8 instructions a byte (a tenth of a put).
+size_t PrintableAsciiPrefix(absl::string_view s, unsigned char lowest) {
+  constexpr uint64_t kOnes = 0x0101010101010101;
+  constexpr uint64_t kHighBits = 0x8080808080808080;
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, s.data() + i, sizeof(word));
+    // Flags a byte of 0x80 or more (its own high bit); below `lowest` (the
+    // subtraction borrows into its high bit; a borrow passed on can flag
+    // only bytes after one already flagged); or 0x7f (adding one carries
+    // into its high bit, and no byte below 0x80 carries further).
+    if (((word | (word - kOnes * lowest) | (word + kOnes)) & kHighBits) != 0) break;
+  }
+  for (; i < s.size(); ++i) {
+    const unsigned char c = s[i];
+    if (c < lowest || c > 0x7e) break;
+  }
+  return i;
+}
+
 }  // namespace
 
 absl::Status InvalidField(absl::string_view field, absl::string_view problem) {
@@ -64,19 +90,16 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name, const
     return InvalidField(field, absl::StrFormat("%d bytes exceeds the limit of %d", name.size(),
                                                limits.max_collection_name_bytes));
   }
-  for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char c = name[i];
-    if (c < 0x21 || c > 0x7e) {
-      return InvalidField(field, absl::StrFormat("invalid byte 0x%02x at offset %d; names are "
-                                                 "printable ASCII without spaces",
-                                                 c, i));
-    }
+  if (const size_t i = PrintableAsciiPrefix(name, 0x21); i < name.size()) {
+    return InvalidField(field, absl::StrFormat("invalid byte 0x%02x at offset %d; names are "
+                                               "printable ASCII without spaces",
+                                               static_cast<unsigned char>(name[i]), i));
   }
   return absl::OkStatus();
 }
 
 size_t FindInvalidKeyByte(absl::string_view s) {
-  for (size_t i = 0; i < s.size();) {
+  for (size_t i = PrintableAsciiPrefix(s, 0x20); i < s.size();) {
     uint32_t cp;
     const size_t length = DecodeUtf8(s.substr(i), &cp);
     // C0 and C1 control characters and DEL are not key text.
