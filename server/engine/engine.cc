@@ -209,6 +209,11 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   const StoredMember* Find(absl::string_view key) const {
     return c_ == nullptr ? nullptr : c_->Find(key);
   }
+  // Find's member with where the collection keeps `key` (Collection::Locate);
+  // an empty place when there is no collection.
+  Collection::Place Locate(absl::string_view key) const {
+    return c_ == nullptr ? Collection::Place() : c_->Locate(key);
+  }
   // A deadline d has passed iff d <= now_ms() (deadlines are whole ms).
   int64_t now_ms() const { return now_ms_; }
   // OK while the journal records changes (always without one); otherwise why
@@ -247,19 +252,22 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // changed (Collection::Find).
 
   // Writes the member `key`, creating the collection when there is none.
-  void PutMember(absl::string_view key, absl::string_view value, int64_t deadline_ms)
+  // `place`, when not null, is what Locate(key) returned since the collection
+  // last changed: the write then need not search for the key again.
+  void PutMember(absl::string_view key, absl::string_view value, int64_t deadline_ms,
+                 const Collection::Place* place = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
     if (c_ == nullptr) {
       assert(!name_.empty() && "a put in a whole-shard operation");
       c_ = Create(name_);
+      place = nullptr;
     }
-    const bool created =
-        c_->Put(key, value, deadline_ms,
-                [&](const StoredMember& existing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
-                  if (journaling_) {
-                    undo_->Put(c_->name(), key, existing.value(), c_->DeadlineOf(existing));
-                  }
-                });
+    const bool created = c_->Put(
+        key, value, deadline_ms,
+        [&](const StoredMember& existing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) {
+          if (journaling_) undo_->Put(c_->name(), key, existing.value(), c_->DeadlineOf(existing));
+        },
+        place);
     if (created) {
       ++member_delta_;
       if (journaling_) undo_->Remove(c_->name(), key);
@@ -618,8 +626,12 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   // unique, so what it read of each member still holds when that member is
   // written.
   size_t creates = 0;
+  // A lone write keeps where its key is: nothing changes the collection
+  // before it is written, so the write need not search again.
+  Collection::Place place;
   for (size_t i = 0; i < writes.size(); ++i) {
-    const StoredMember* m = op.Find(writes[i].key);
+    place = op.Locate(writes[i].key);
+    const StoredMember* m = place.member;
     const int64_t current = m == nullptr ? kNoDeadlineMs : op.collection()->DeadlineOf(*m);
     if (writes[i].keep_expiration) deadlines[i] = current;
     const PutCondition cond = writes[i].condition;
@@ -645,7 +657,7 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
   for (size_t i = 0; i < writes.size(); ++i) {
     if (results[i].outcome == PutOutcome::kSkipped) continue;
     const MemberWrite& w = writes[i];
-    op.PutMember(w.key, w.value, deadlines[i]);
+    op.PutMember(w.key, w.value, deadlines[i], writes.size() == 1 ? &place : nullptr);
     results[i].expire_time = TimeOfDeadline(deadlines[i]);
   }
   return results;
