@@ -65,21 +65,27 @@ inline bool IsValidUtf8(absl::string_view text) {
   return true;
 }
 
-// How many bytes at the start of `text` are printable ASCII (0x20-0x7e):
-// valid one-byte UTF-8 and no control character, as nearly every key is.
-// Eight bytes at a time.
-inline size_t PrintableAsciiPrefix(absl::string_view text) {
+// How many bytes at the start of `text` are in [`lowest`, 0x7e] (`lowest`
+// in [1, 0x7f]; by default printable ASCII: valid one-byte UTF-8 and no
+// control character, as nearly every name and key is). Eight bytes a step
+// while they are, then one by one.
+inline size_t PrintableAsciiPrefix(absl::string_view text, unsigned char lowest = 0x20) {
   constexpr uint64_t kOnes = 0x0101010101010101;
-  constexpr uint64_t kHighs = 0x8080808080808080;
+  constexpr uint64_t kHighBits = 0x8080808080808080;
   size_t i = 0;
   for (; i + 8 <= text.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, text.data() + i, 8);
-    // A byte below 0x20 borrows into its high bit; one above 0x7e has it set,
-    // or sets it when incremented.
-    if ((((w - 0x20 * kOnes) & ~w) | (w + kOnes) | w) & kHighs) break;
+    uint64_t word;
+    std::memcpy(&word, text.data() + i, sizeof(word));
+    // Flags a byte of 0x80 or more (its own high bit); below `lowest` (the
+    // subtraction borrows into its high bit; a borrow passed on can flag
+    // only bytes after one already flagged); or 0x7f (adding one carries
+    // into its high bit, and no byte below 0x80 carries further).
+    if (((word | (word - kOnes * lowest) | (word + kOnes)) & kHighBits) != 0) break;
   }
-  while (i < text.size() && static_cast<unsigned char>(text[i]) - 0x20u < 0x5fu) ++i;
+  for (; i < text.size(); ++i) {
+    const unsigned char c = text[i];
+    if (c < lowest || c > 0x7e) break;
+  }
   return i;
 }
 

@@ -9,6 +9,14 @@
 #include <string>
 
 namespace lapse {
+namespace {
+
+constexpr size_t kCacheLine = 64;
+// How much of a small collection's buffer Find asks for ahead: a collection of
+// 10 members of 16-byte keys and values takes 380 bytes.
+constexpr size_t kPrefetchedBytes = 512;
+
+}  // namespace
 
 void StoredMember::Deleter::operator()(StoredMember* m) const {
   m->~StoredMember();
@@ -243,18 +251,22 @@ void Collection::IndexedSetDeadline(KeyIndex::iterator it, int64_t deadline_ms) 
   indexed()->Link(it);
 }
 
-const StoredMember* Collection::Find(absl::string_view key) const {
+Collection::Place Collection::Locate(absl::string_view key) const {
   if (indexed_) {
     auto it = indexed()->by_key.find(key);
-    return it == indexed()->by_key.end() ? nullptr : it->get();
+    return {it == indexed()->by_key.end() ? nullptr : it->get()};
   }
-  const StoredMember* found = nullptr;
-  ForEachSmall([&](const StoredMember* m) {
-    const int order = m->key().compare(key);
-    if (order == 0) found = m;
-    return order >= 0;
-  });
-  return found;
+  // The scan learns where each member starts only from the one before it, so
+  // the buffer's lines, when not cached, would come one miss after another
+  // (2.7 misses a put filling 1M members into 100k collections, under
+  // cachegrind): ask for the first few at once.
+  for (size_t at = kCacheLine; at < std::min<size_t>(small_bytes_, kPrefetchedBytes);
+       at += kCacheLine) {
+    __builtin_prefetch(small() + at);
+  }
+  const size_t offset = SmallLowerBound(key);
+  const bool found = offset < small_bytes_ && SmallAt(offset)->key() == key;
+  return {found ? SmallAt(offset) : nullptr, offset};
 }
 
 const StoredMember* Collection::EarliestExpiring() const {
@@ -276,7 +288,7 @@ const StoredMember* Collection::EarliestExpiring() const {
 }
 
 bool Collection::Put(absl::string_view key, absl::string_view value, int64_t deadline_ms,
-                     absl::FunctionRef<void(const StoredMember&)> replacing) {
+                     absl::FunctionRef<void(const StoredMember&)> replacing, const Place* place) {
   if (indexed_) {
     auto& by_key = indexed()->by_key;
     auto it = by_key.lower_bound(key);
@@ -299,8 +311,12 @@ bool Collection::Put(absl::string_view key, absl::string_view value, int64_t dea
     indexed()->Link(by_key.insert(by_key.erase(it), std::move(replacement)));
     return false;
   }
-  const size_t offset = SmallLowerBound(key);
-  if (offset < small_bytes_ && SmallAt(offset)->key() == key) {
+  assert((place == nullptr || place->small_offset == SmallLowerBound(key)) &&
+         "a place Locate did not return since the collection last changed");
+  const size_t offset = place != nullptr ? place->small_offset : SmallLowerBound(key);
+  const bool found = place != nullptr ? place->member != nullptr
+                                      : offset < small_bytes_ && SmallAt(offset)->key() == key;
+  if (found) {
     replacing(*SmallAt(offset));
     SmallReplace(offset, value, deadline_ms);
     return false;

@@ -209,14 +209,24 @@ class Collection {
     return member.deadline_ms(small_earliest_ms_);
   }
 
+  // What a search for a key found: the member (nullptr when absent) and, in
+  // the small form, the offset of the first member whose key is not below it,
+  // where Put writes it without searching again. Valid until the collection
+  // next changes (above).
+  struct Place {
+    const StoredMember* member = nullptr;
+    size_t small_offset = 0;
+  };
+  Place Locate(absl::string_view key) const;
   // nullptr when absent. The pointer is valid until the collection next
   // changes (above).
-  const StoredMember* Find(absl::string_view key) const;
+  const StoredMember* Find(absl::string_view key) const { return Locate(key).member; }
   // Writes the member `key`: inserts it, or overwrites the value and deadline
   // of the member there, which `replacing` sees first. Returns whether it
-  // inserted. One search either way.
+  // inserted. One search either way, none in the small form when `place` is
+  // what Locate(key) returned since the collection last changed.
   bool Put(absl::string_view key, absl::string_view value, int64_t deadline_ms,
-           absl::FunctionRef<void(const StoredMember&)> replacing);
+           absl::FunctionRef<void(const StoredMember&)> replacing, const Place* place = nullptr);
   // The methods below take a member of this collection, as Find returned it
   // since the collection last changed.
   // Returns where the member is now: the small form moves every member when

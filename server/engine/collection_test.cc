@@ -571,9 +571,18 @@ void AgreesWithAPlainMap(const std::function<Collection::Ptr()>& make, const Mod
     if (op < 5) {
       const std::string value(value_sizes[pick(value_sizes.size())], 'v');
       std::string replaced = "none";
-      const bool inserted = c.Put(key, value, deadline, [&](const StoredMember& m) {
-        replaced = Member(m.key(), m.value(), collection->DeadlineOf(m));
-      });
+      // Half the puts write where Locate found the key, as a lone write does.
+      const Collection::Place place = c.Locate(key);
+      EXPECT_EQ(place.member == nullptr ? "none"
+                                        : Member(place.member->key(), place.member->value(),
+                                                 c.DeadlineOf(*place.member)),
+                it == model.end() ? "none" : Member(key, it->second.value, it->second.deadline_ms));
+      const bool inserted = c.Put(
+          key, value, deadline,
+          [&](const StoredMember& m) {
+            replaced = Member(m.key(), m.value(), collection->DeadlineOf(m));
+          },
+          pick(2) == 0 ? &place : nullptr);
       EXPECT_EQ(inserted, it == model.end());
       if (it != model.end()) {
         EXPECT_EQ(replaced, Member(key, it->second.value, it->second.deadline_ms));

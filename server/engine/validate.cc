@@ -1,6 +1,7 @@
 #include "server/engine/validate.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_format.h"
 #include "server/base/deadline.h"
@@ -64,13 +65,10 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name, const
     return InvalidField(field, absl::StrFormat("%d bytes exceeds the limit of %d", name.size(),
                                                limits.max_collection_name_bytes));
   }
-  for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char c = name[i];
-    if (c < 0x21 || c > 0x7e) {
-      return InvalidField(field, absl::StrFormat("invalid byte 0x%02x at offset %d; names are "
-                                                 "printable ASCII without spaces",
-                                                 c, i));
-    }
+  if (const size_t i = PrintableAsciiPrefix(name, 0x21); i < name.size()) {
+    return InvalidField(field, absl::StrFormat("invalid byte 0x%02x at offset %d; names are "
+                                               "printable ASCII without spaces",
+                                               static_cast<unsigned char>(name[i]), i));
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/base/deadline.h"
@@ -121,6 +122,54 @@ TEST_P(FindInvalidKeyByteTest, FindsTheFirstInvalidByte) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Utf8, FindInvalidKeyByteTest, ::testing::ValuesIn(kKeyByteCases));
+
+// Names and keys are read eight bytes at a time while they are printable
+// ASCII: every byte value at every place of a 24-byte string, and a second
+// bad byte after the first, must give what a byte-by-byte reading gives.
+TEST(ValidateNameTest, FindsEveryBadByteAtEveryOffsetOfALongName) {
+  Limits limits;
+  limits.max_collection_name_bytes = 64;
+  for (int b = 0; b < 256; ++b) {
+    for (size_t at = 0; at < 24; ++at) {
+      std::string name(24, 'a');
+      name[at] = static_cast<char>(b);
+      const absl::Status s = ValidateName("name", name, limits);
+      if (b >= 0x21 && b <= 0x7e) {
+        EXPECT_TRUE(s.ok()) << b << " at " << at;
+        continue;
+      }
+      EXPECT_THAT(s, IsInvalid(absl::StrFormat("name: invalid byte 0x%02x at offset %d; names "
+                                               "are printable ASCII without spaces",
+                                               b, at)))
+          << b << " at " << at;
+      for (size_t later = at + 1; later < 24; ++later) {
+        name[later] = '\x01';
+        EXPECT_FALSE(ValidateName("name", name, limits).ok());
+        EXPECT_THAT(ValidateName("name", name, limits).message(),
+                    ::testing::HasSubstr(absl::StrFormat("at offset %d;", at)));
+        name[later] = 'a';
+      }
+    }
+  }
+}
+
+TEST(FindInvalidKeyByteTest, FindsEveryBadByteAtEveryOffsetOfALongKey) {
+  for (int b = 0; b < 256; ++b) {
+    for (size_t at = 0; at < 24; ++at) {
+      std::string key(24, 'a');
+      key[at] = static_cast<char>(b);
+      // A byte of 0x80 or more alone is never UTF-8.
+      const size_t expected = b >= 0x20 && b <= 0x7e ? absl::string_view::npos : at;
+      EXPECT_EQ(FindInvalidKeyByte(key), expected) << b << " at " << at;
+      for (size_t later = at + 1; later < 24; ++later) {
+        key[later] = '\x7f';
+        EXPECT_EQ(FindInvalidKeyByte(key), expected == absl::string_view::npos ? later : at)
+            << b << " at " << at << ", 0x7f at " << later;
+        key[later] = 'a';
+      }
+    }
+  }
+}
 
 // ---- Keys ----
 
