@@ -1,7 +1,6 @@
 #include "server/storage/wal.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -162,7 +161,6 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
     if (first_together) {
       together_appended_ = true;
       ++togethers_open_;
-      together_cpu_ = sched_getcpu();
     }
     call_flusher =
         pending_.size() >= options_.max_write_bytes ||
@@ -386,9 +384,12 @@ absl::Duration Wal::SpinWhileTogetherOpen(absl::Duration most) {
   const uint64_t ended = togethers_ended_.load(std::memory_order_relaxed);
   flusher_spinning_ = true;
   mu_.Unlock();
+  if (options_.on_awake_wait_for_testing) options_.on_awake_wait_for_testing();
   const absl::Time start = absl::Now();
   absl::Time now = start;
+  // Yields rather than spins hard: a writer on the same CPU goes on at once.
   while (togethers_ended_.load(std::memory_order_acquire) == ended && now - start < most) {
+    std::this_thread::yield();
     now = absl::Now();
   }
   mu_.Lock();
@@ -408,7 +409,6 @@ bool Wal::NextRound(Round* round) {
   bool woke = false;
   // How long it has waited awake for batches started together.
   absl::Duration spun = absl::ZeroDuration();
-  bool heard_together = false;
   while (true) {
     if (writing_) {
       // A writer holds the turn (kEverySecond, kNever): it gives it up after
@@ -449,14 +449,7 @@ bool Wal::NextRound(Round* round) {
           pending_.size() >= options_.max_write_bytes) {
         break;
       }
-      if (togethers_open_ > 0 && flusher_called_ && !heard_together) {
-        heard_together = true;
-        if (options_.on_called_for_together_for_testing) {
-          options_.on_called_for_together_for_testing();
-        }
-      }
-      // Never on the CPU of the writer it waits for, which would stand still.
-      if (togethers_open_ > 0 && spun < kTogetherSpin && sched_getcpu() != together_cpu_) {
+      if (togethers_open_ > 0 && spun < kTogetherSpin) {
         spun += SpinWhileTogetherOpen(kTogetherSpin - spun);
         continue;
       }

@@ -41,11 +41,10 @@
 // fdatasync) that covers it, which now comes after `start`. Another writer or
 // the flusher may still write some of them sooner. Under kAlways the first
 // batch calls the flusher, so that its wake-up overlaps the rest being
-// appended instead of following them: when it runs on another CPU than the
-// writer, it waits for them awake (spinning) for up to 100 microseconds and
-// takes them as soon as `start` returns, with no wake-up in between;
-// otherwise, and past that, it waits asleep, as it did before, until the end
-// of StartTogether wakes it.
+// appended instead of following them: it waits for them awake (yielding its
+// CPU) for up to 100 microseconds and takes them as soon as `start` returns,
+// with no wake-up in between; past that it waits asleep, as it did before,
+// until the end of StartTogether wakes it.
 //
 // Group wait under kAlways, off unless Options::max_group_wait is set: a
 // writer answered after an fdatasync often comes back with its next batch a
@@ -196,10 +195,9 @@ class Wal {
     // fails the operation as if the system call had. An injected kWrite
     // failure first writes half of the data, as a disk that fills up does.
     std::function<int(DiskOp op)> disk_fault_for_testing = nullptr;
-    // Test only: called on the flusher when it is called for batches started
-    // together while their StartTogether still runs (kAlways), holding the
-    // log's lock: it must not call the log.
-    std::function<void()> on_called_for_together_for_testing = nullptr;
+    // Test only: called on the flusher, without the log's lock, each time
+    // it starts to wait awake for batches started together (kAlways).
+    std::function<void()> on_awake_wait_for_testing = nullptr;
   };
 
   // Starts a new segment whose first batch will get `next_lsn`, and the
@@ -395,8 +393,6 @@ class Wal {
   // one ended by togethers_ended_, which moves under mu_ and is read without
   // it while flusher_spinning_.
   size_t togethers_open_ ABSL_GUARDED_BY(mu_) = 0;
-  // The CPU the latest of them started on.
-  int together_cpu_ ABSL_GUARDED_BY(mu_) = -1;
   std::atomic<uint64_t> togethers_ended_{0};
   bool flusher_spinning_ ABSL_GUARDED_BY(mu_) = false;
   CommitTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1230,8 +1230,9 @@ TEST_F(WalTest, UnderAlwaysBatchesStartedTogetherShareOneFdatasync) {
 }
 
 // The flusher is called at the first batch started together, so that it
-// wakes up while the rest are appended; it still writes them together.
-TEST_F(WalTest, UnderAlwaysTheFirstBatchStartedTogetherCallsTheFlusher) {
+// wakes up while the rest are appended, and waits for them awake; it still
+// writes them together.
+TEST_F(WalTest, UnderAlwaysTheFirstBatchStartedTogetherWakesTheFlusherForTheRest) {
   Mutex mu;
   CondVar cv;
   bool awake = false;
@@ -1239,7 +1240,7 @@ TEST_F(WalTest, UnderAlwaysTheFirstBatchStartedTogetherCallsTheFlusher) {
       Wal::Open({.dir = dir_,
                  .fsync = FsyncPolicy::kAlways,
                  .max_group_wait = ::lapse::testing::kPatience,
-                 .on_called_for_together_for_testing =
+                 .on_awake_wait_for_testing =
                      [&] {
                        MutexLock lock(&mu);
                        awake = true;
@@ -1255,7 +1256,7 @@ TEST_F(WalTest, UnderAlwaysTheFirstBatchStartedTogetherCallsTheFlusher) {
     {
       MutexLock lock(&mu);
       EXPECT_TRUE(WaitWithPatience(mu, cv, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return awake; }))
-          << "the flusher was not called at the first batch";
+          << "the flusher slept through the first batch";
     }
     answers.Await(*wal, wal->Append(Batch(2), "", 0), "second");
   });
