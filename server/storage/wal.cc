@@ -42,11 +42,6 @@ namespace {
 constexpr size_t kFailuresKept = 1024;
 // What a refusing log tries to reserve when it reserves nothing ahead.
 constexpr size_t kRetryBytes = size_t{64} << 10;
-// kAlways: how long the flusher, called at the first batch started together,
-// waits awake for the rest before it sleeps (see NextRound). About what
-// applying one StreamWrites request of 16 takes; beyond that it sleeps, and
-// the end of StartTogether wakes it as it would have.
-constexpr absl::Duration kTogetherSpin = absl::Microseconds(100);
 
 // Why the log refuses writes after `error`, and what happens next.
 absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration retry) {
@@ -70,7 +65,6 @@ absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration
 }  // namespace
 
 thread_local Wal* Wal::together_ = nullptr;
-thread_local bool Wal::together_appended_ = false;
 
 Wal::Wal(const Options& options, uint64_t next_lsn)
     : options_(options), next_lsn_(next_lsn), durable_lsn_(next_lsn - 1) {}
@@ -131,48 +125,35 @@ absl::Status Wal::OpenSegment(uint64_t first_lsn) {
 }
 
 CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_event_sequence) {
-  bool call_flusher = false;
-  CommitTicket ticket;
-  {
-    MutexLock lock(&mu_);
-    ticket = ++last_ticket_;
-    if (!refusal_.ok()) {
-      // Fails with the spell of refusing it falls in, once that spell's
-      // rollback is over.
-      failures_.back().last = ticket;
-      if (!rolling_back_) resolved_ = ticket;
-      return ticket;
-    }
-    const uint64_t lsn = next_lsn_++;
-    const size_t before = pending_.size();
-    AppendFrame(&pending_, lsn, batch);
-    // Batches started together count as one writer once they all are.
-    if (together_ != this) ++pending_writers_;
-    queued_.push_back(
-        {ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
-    // Under kAlways the flusher writes every batch: it waits for the first
-    // writer, then for a whole group; batches started together call it at
-    // the first, so that it wakes while the rest are appended, and it waits
-    // for them awake (see NextRound). Otherwise the writer that waits for the
-    // batch writes it (WhenDurable); the flusher is called for a batch with
-    // events, which watchers wait for, and for a backlog.
-    const bool first_together =
-        options_.fsync == FsyncPolicy::kAlways && together_ == this && !together_appended_;
-    if (first_together) {
-      together_appended_ = true;
-      ++togethers_open_;
-    }
-    call_flusher =
-        pending_.size() >= options_.max_write_bytes ||
-        (options_.fsync == FsyncPolicy::kAlways
-             ? first_together || (together_ != this &&
-                                  (pending_writers_ == 1 || pending_writers_ >= group_writers_))
-             : last_event_sequence != 0);
-    if (call_flusher) flusher_called_ = true;
+  MutexLock lock(&mu_);
+  const CommitTicket ticket = ++last_ticket_;
+  if (!refusal_.ok()) {
+    // Fails with the spell of refusing it falls in, once that spell's
+    // rollback is over.
+    failures_.back().last = ticket;
+    if (!rolling_back_) resolved_ = ticket;
+    return ticket;
   }
-  // With the lock given back, so that the flusher does not wake only to wait
-  // for it.
-  if (call_flusher) work_cv_.Signal();
+  const uint64_t lsn = next_lsn_++;
+  const size_t before = pending_.size();
+  AppendFrame(&pending_, lsn, batch);
+  // Batches started together count as one writer once they all are.
+  if (together_ != this) ++pending_writers_;
+  queued_.push_back({ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
+  // Under kAlways the flusher writes every batch: it waits for the first
+  // writer, then for a whole group, or, for batches started together, until
+  // they all are. Otherwise the writer that waits for the batch writes it
+  // (WhenDurable); the flusher is called for a batch with events, which
+  // watchers wait for, and for a backlog.
+  const bool call_flusher =
+      pending_.size() >= options_.max_write_bytes ||
+      (options_.fsync == FsyncPolicy::kAlways
+           ? together_ != this && (pending_writers_ == 1 || pending_writers_ >= group_writers_)
+           : last_event_sequence != 0);
+  if (call_flusher) {
+    flusher_called_ = true;
+    work_cv_.Signal();
+  }
   return ticket;
 }
 
@@ -218,13 +199,9 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
     return;
   }
   Wal* const outer = together_;
-  const bool outer_appended = together_appended_;
   together_ = this;
-  together_appended_ = false;
   start();
-  const bool appended = together_appended_;
   together_ = outer;
-  together_appended_ = outer_appended;
   if (options_.fsync == FsyncPolicy::kAlways) {
     bool call_flusher;
     {
@@ -233,12 +210,6 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
       // appended none, or the flusher took them already: a smaller group).
       call_flusher = !pending_.empty();
       if (call_flusher) ++pending_writers_;
-      if (appended) {
-        --togethers_open_;
-        togethers_ended_.fetch_add(1, std::memory_order_release);
-      }
-      // A flusher that waits awake sees togethers_ended_ move.
-      if (flusher_spinning_) call_flusher = false;
     }
     // With the lock given back, so that the flusher does not wake only to
     // wait for it.
@@ -380,23 +351,6 @@ absl::Status Wal::Sync(absl::Time unsynced_since) {
   return absl::OkStatus();
 }
 
-absl::Duration Wal::SpinWhileTogetherOpen(absl::Duration most) {
-  const uint64_t ended = togethers_ended_.load(std::memory_order_relaxed);
-  flusher_spinning_ = true;
-  mu_.Unlock();
-  if (options_.on_awake_wait_for_testing) options_.on_awake_wait_for_testing();
-  const absl::Time start = absl::Now();
-  absl::Time now = start;
-  // Yields rather than spins hard: a writer on the same CPU goes on at once.
-  while (togethers_ended_.load(std::memory_order_acquire) == ended && now - start < most) {
-    std::this_thread::yield();
-    now = absl::Now();
-  }
-  mu_.Lock();
-  flusher_spinning_ = false;
-  return std::max(now - start, absl::Nanoseconds(1));
-}
-
 bool Wal::NextRound(Round* round) {
   const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
   // Set once a batch is pending.
@@ -407,8 +361,6 @@ bool Wal::NextRound(Round* round) {
   // The flusher has slept since it last looked at the log: what it owns
   // (the fsync due) may need the turn.
   bool woke = false;
-  // How long it has waited awake for batches started together.
-  absl::Duration spun = absl::ZeroDuration();
   while (true) {
     if (writing_) {
       // A writer holds the turn (kEverySecond, kNever): it gives it up after
@@ -448,10 +400,6 @@ bool Wal::NextRound(Round* round) {
       if (options_.fsync != FsyncPolicy::kAlways || pending_writers_ >= group_writers_ ||
           pending_.size() >= options_.max_write_bytes) {
         break;
-      }
-      if (togethers_open_ > 0 && spun < kTogetherSpin) {
-        spun += SpinWhileTogetherOpen(kTogetherSpin - spun);
-        continue;
       }
       const absl::Time now = absl::Now();
       if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;

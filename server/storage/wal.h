@@ -39,12 +39,7 @@
 // appended before the flusher woke (kAlways). Nothing is answered earlier
 // than it would be otherwise: each batch still waits for the write (and
 // fdatasync) that covers it, which now comes after `start`. Another writer or
-// the flusher may still write some of them sooner. Under kAlways the first
-// batch calls the flusher, so that its wake-up overlaps the rest being
-// appended instead of following them: it waits for them awake (yielding its
-// CPU) for up to 100 microseconds and takes them as soon as `start` returns,
-// with no wake-up in between; past that it waits asleep, as it did before,
-// until the end of StartTogether wakes it.
+// the flusher may still write some of them sooner.
 //
 // Group wait under kAlways, off unless Options::max_group_wait is set: a
 // writer answered after an fdatasync often comes back with its next batch a
@@ -92,7 +87,6 @@
 #ifndef LAPSE_SERVER_STORAGE_WAL_H_
 #define LAPSE_SERVER_STORAGE_WAL_H_
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -195,9 +189,6 @@ class Wal {
     // fails the operation as if the system call had. An injected kWrite
     // failure first writes half of the data, as a disk that fills up does.
     std::function<int(DiskOp op)> disk_fault_for_testing = nullptr;
-    // Test only: called on the flusher, without the log's lock, each time
-    // it starts to wait awake for batches started together (kAlways).
-    std::function<void()> on_awake_wait_for_testing = nullptr;
   };
 
   // Starts a new segment whose first batch will get `next_lsn`, and the
@@ -290,9 +281,6 @@ class Wal {
   // The flusher: waits for something to do and the write turn; false when
   // the log refuses writes.
   bool NextRound(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The flusher, without the lock: waits awake until a StartTogether ends, or
-  // `most`. Returns how long it waited.
-  absl::Duration SpinWhileTogetherOpen(absl::Duration most) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the write turn and what is pending into `round`.
   void TakeRound(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A waiting writer (kEverySecond, kNever): takes the turn and a round when
@@ -341,10 +329,8 @@ class Wal {
   // Fsyncs the segment, unsynced since `unsynced_since`, and counts it.
   absl::Status Sync(absl::Time unsynced_since);
 
-  // The log whose StartTogether runs on this thread, if any, and whether it
-  // has appended a batch (counted in togethers_open_).
+  // The log whose StartTogether runs on this thread, if any.
   static thread_local Wal* together_;
-  static thread_local bool together_appended_;
 
   // Constant after construction.
   const Options options_;
@@ -388,13 +374,6 @@ class Wal {
   // kAlways: the writers of the last write, as many as the next one waits
   // for (max_group_wait at most).
   size_t group_writers_ ABSL_GUARDED_BY(mu_) = 1;
-  // kAlways: StartTogethers in progress that have appended a batch; the
-  // flusher waits for them awake (see the top of this file). It is told that
-  // one ended by togethers_ended_, which moves under mu_ and is read without
-  // it while flusher_spinning_.
-  size_t togethers_open_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<uint64_t> togethers_ended_{0};
-  bool flusher_spinning_ ABSL_GUARDED_BY(mu_) = false;
   CommitTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   // Every batch up to this ticket is durable or has failed.
   CommitTicket resolved_ ABSL_GUARDED_BY(mu_) = 0;
