@@ -1,6 +1,9 @@
 #include "server/storage/wal.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,6 +69,26 @@ absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration
 
 thread_local Wal* Wal::together_ = nullptr;
 
+void Wal::Bell::Wait(Mutex* mu, absl::Duration timeout) {
+  // Counted and read under `mu`: a Ring after the waiter's look at its
+  // condition either moves rings_ before the futex sleeps, or sees the
+  // sleeper and wakes it.
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t seen = rings_.load(std::memory_order_seq_cst);
+  mu->Unlock();
+  const timespec relative = absl::ToTimespec(std::min(timeout, absl::Hours(24)));
+  syscall(SYS_futex, &rings_, FUTEX_WAIT_PRIVATE, seen, &relative, nullptr, 0);
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  mu->Lock();
+}
+
+void Wal::Bell::Ring() {
+  rings_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    syscall(SYS_futex, &rings_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
+}
+
 Wal::Wal(const Options& options, uint64_t next_lsn)
     : options_(options), next_lsn_(next_lsn), durable_lsn_(next_lsn - 1) {}
 
@@ -80,7 +103,7 @@ Wal::~Wal() {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
-    work_cv_.SignalAll();
+    work_bell_.Ring();
   }
   // Not running when Open failed.
   if (flusher_.joinable()) flusher_.join();
@@ -152,7 +175,7 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
            : last_event_sequence != 0);
   if (call_flusher) {
     flusher_called_ = true;
-    work_cv_.Signal();
+    work_bell_.Ring();
   }
   return ticket;
 }
@@ -213,7 +236,7 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
     }
     // With the lock given back, so that the flusher does not wake only to
     // wait for it.
-    if (call_flusher) work_cv_.Signal();
+    if (call_flusher) work_bell_.Ring();
     return;
   }
   WriteWhileWaitedFor();
@@ -262,7 +285,7 @@ absl::StatusOr<uint64_t> Wal::Rotate() {
   rotate_offset_ = pending_.size();
   rotate_lsn_ = next_lsn_;
   const uint64_t first_lsn = next_lsn_;
-  work_cv_.Signal();
+  work_bell_.Ring();
   // A failure cancels the rotation.
   while (rotations_done_ < target && stats_.write_failures == failures_before) {
     rotated_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
@@ -370,7 +393,7 @@ bool Wal::NextRound(Round* round) {
         flusher_waiting_ = true;
         waited_for_turn = true;
       }
-      work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+      work_bell_.Wait(&mu_, absl::Seconds(1));
       woke = true;
       continue;
     }
@@ -381,13 +404,13 @@ bool Wal::NextRound(Round* round) {
     if (stopping_) break;
     if (!refusal_.ok()) {
       if (refusing_for_good_) {
-        work_cv_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+        work_bell_.Wait(&mu_, absl::InfiniteDuration());
         woke = true;
         continue;
       }
       const absl::Duration left = retry_at_ - absl::Now();
       if (left <= absl::ZeroDuration()) return false;
-      work_cv_.WaitWithTimeout(&mu_, left);
+      work_bell_.Wait(&mu_, left);
       woke = true;
       continue;
     }
@@ -404,16 +427,16 @@ bool Wal::NextRound(Round* round) {
       const absl::Time now = absl::Now();
       if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;
       if (now >= group_deadline) break;
-      work_cv_.WaitWithTimeout(&mu_, group_deadline - now);
+      work_bell_.Wait(&mu_, group_deadline - now);
       woke = true;
       continue;
     }
     if (sync_each_second && unsynced_since_ != absl::InfiniteFuture()) {
       const absl::Duration left = unsynced_since_ + absl::Seconds(1) - absl::Now();
       if (left <= absl::ZeroDuration()) break;
-      work_cv_.WaitWithTimeout(&mu_, left);
+      work_bell_.Wait(&mu_, left);
     } else {
-      work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+      work_bell_.Wait(&mu_, absl::Seconds(1));
     }
     woke = true;
   }
@@ -476,7 +499,7 @@ bool Wal::TakeWritersRound(Round* round) {
   const uint64_t end = segment_size_ + pending_.size();
   if (end >= options_.segment_bytes || (options_.reserve_bytes > 0 && end > reserved_end_)) {
     flusher_called_ = true;
-    work_cv_.Signal();
+    work_bell_.Ring();
     return false;
   }
   TakeRound(round);
@@ -497,7 +520,7 @@ void Wal::WriteWhileWaitedFor() {
 void Wal::ReleaseTurn() {
   writing_ = false;
   flusher_writing_ = false;
-  if (flusher_waiting_) work_cv_.Signal();
+  if (flusher_waiting_) work_bell_.Ring();
 }
 
 bool Wal::WriteRound(const Round& round, bool may_sync, absl::Status* error, bool* durable,
@@ -679,7 +702,7 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
       rotated_cv_.SignalAll();
     }
     if (ok) ReleaseTurn();
-    if (sync_due_later) work_cv_.Signal();
+    if (sync_due_later) work_bell_.Ring();
   }
   Waiters failed;
   absl::Status refusal;
@@ -694,7 +717,7 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
       {
         MutexLock lock(&mu_);
         flusher_waiting_ = true;
-        while (writing_) work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+        while (writing_) work_bell_.Wait(&mu_, absl::Seconds(1));
         flusher_waiting_ = false;
         writing_ = true;
         flusher_writing_ = true;
@@ -729,7 +752,7 @@ absl::Status Wal::Fail(const Round& round, const absl::Status& error, bool for_g
     retry_at_ = absl::Now() + options_.retry_interval;
     ReleaseTurn();
     // The flusher retries.
-    work_cv_.Signal();
+    work_bell_.Ring();
   }
   if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
   return refusal;

@@ -87,6 +87,7 @@
 #ifndef LAPSE_SERVER_STORAGE_WAL_H_
 #define LAPSE_SERVER_STORAGE_WAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -329,6 +330,23 @@ class Wal {
   // Fsyncs the segment, unsynced since `unsynced_since`, and counts it.
   absl::Status Sync(absl::Time unsynced_since);
 
+  // Wakes the flusher, its one sleeper: a futex word that each Ring moves.
+  // Not a CondVar: a condition_variable_any notifies holding a mutex of its
+  // own, and a flusher woken on the notifier's CPU ran first and blocked on
+  // it, a second wake-up before it could write (perfalways4, docs/benchmarks.md).
+  class Bell {
+   public:
+    // Releases `mu`, sleeps until a Ring after the call or `timeout`, locks
+    // `mu` again. May return early: callers loop on their condition.
+    void Wait(Mutex* mu, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    // Wakes the sleeper, if any. With or without the lock its waiter gave.
+    void Ring();
+
+   private:
+    std::atomic<uint32_t> rings_{0};
+    std::atomic<int> sleepers_{0};
+  };
+
   // The log whose StartTogether runs on this thread, if any.
   static thread_local Wal* together_;
 
@@ -347,7 +365,7 @@ class Wal {
 
   // State below is protected by mu_.
   mutable Mutex mu_;
-  CondVar work_cv_;
+  Bell work_bell_;
   CondVar rotated_cv_;
   // The write turn: a write (and under kAlways its fsync) is in progress.
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
