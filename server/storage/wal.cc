@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +46,11 @@ namespace {
 constexpr size_t kFailuresKept = 1024;
 // What a refusing log tries to reserve when it reserves nothing ahead.
 constexpr size_t kRetryBytes = size_t{64} << 10;
+// kAlways: how long the flusher, called at the first batch started together,
+// waits awake for the rest before it sleeps (see NextRound). About what
+// applying one StreamWrites request of 16 takes; beyond that it sleeps, and
+// the end of StartTogether wakes it as it would have.
+constexpr absl::Duration kTogetherSpin = absl::Microseconds(100);
 
 // Why the log refuses writes after `error`, and what happens next.
 absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration retry) {
@@ -68,6 +74,7 @@ absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration
 }  // namespace
 
 thread_local Wal* Wal::together_ = nullptr;
+thread_local bool Wal::together_appended_ = false;
 
 void Wal::Bell::Wait(Mutex* mu, absl::Duration timeout) {
   // Counted and read under `mu`: a Ring after the waiter's look at its
@@ -148,35 +155,49 @@ absl::Status Wal::OpenSegment(uint64_t first_lsn) {
 }
 
 CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_event_sequence) {
-  MutexLock lock(&mu_);
-  const CommitTicket ticket = ++last_ticket_;
-  if (!refusal_.ok()) {
-    // Fails with the spell of refusing it falls in, once that spell's
-    // rollback is over.
-    failures_.back().last = ticket;
-    if (!rolling_back_) resolved_ = ticket;
-    return ticket;
+  bool call_flusher = false;
+  CommitTicket ticket;
+  {
+    MutexLock lock(&mu_);
+    ticket = ++last_ticket_;
+    if (!refusal_.ok()) {
+      // Fails with the spell of refusing it falls in, once that spell's
+      // rollback is over.
+      failures_.back().last = ticket;
+      if (!rolling_back_) resolved_ = ticket;
+      return ticket;
+    }
+    const uint64_t lsn = next_lsn_++;
+    const size_t before = pending_.size();
+    AppendFrame(&pending_, lsn, batch);
+    // Batches started together count as one writer once they all are.
+    if (together_ != this) ++pending_writers_;
+    queued_.push_back(
+        {ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
+    // Under kAlways the flusher writes every batch: it waits for the first
+    // writer, then for a whole group; batches started together call it at
+    // the first, so that it wakes while the rest are appended, and it waits
+    // for them awake (see NextRound). Otherwise the writer that waits for the
+    // batch writes it (WhenDurable); the flusher is called for a batch with
+    // events, which watchers wait for, and for a backlog.
+    const bool first_together =
+        options_.fsync == FsyncPolicy::kAlways && together_ == this && !together_appended_;
+    if (first_together) {
+      together_appended_ = true;
+      ++togethers_open_;
+      together_cpu_ = sched_getcpu();
+    }
+    call_flusher =
+        pending_.size() >= options_.max_write_bytes ||
+        (options_.fsync == FsyncPolicy::kAlways
+             ? first_together || (together_ != this &&
+                                  (pending_writers_ == 1 || pending_writers_ >= group_writers_))
+             : last_event_sequence != 0);
+    if (call_flusher) flusher_called_ = true;
   }
-  const uint64_t lsn = next_lsn_++;
-  const size_t before = pending_.size();
-  AppendFrame(&pending_, lsn, batch);
-  // Batches started together count as one writer once they all are.
-  if (together_ != this) ++pending_writers_;
-  queued_.push_back({ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
-  // Under kAlways the flusher writes every batch: it waits for the first
-  // writer, then for a whole group, or, for batches started together, until
-  // they all are. Otherwise the writer that waits for the batch writes it
-  // (WhenDurable); the flusher is called for a batch with events, which
-  // watchers wait for, and for a backlog.
-  const bool call_flusher =
-      pending_.size() >= options_.max_write_bytes ||
-      (options_.fsync == FsyncPolicy::kAlways
-           ? together_ != this && (pending_writers_ == 1 || pending_writers_ >= group_writers_)
-           : last_event_sequence != 0);
-  if (call_flusher) {
-    flusher_called_ = true;
-    work_bell_.Ring();
-  }
+  // With the lock given back, so that the flusher does not wake only to wait
+  // for it.
+  if (call_flusher) work_bell_.Ring();
   return ticket;
 }
 
@@ -222,9 +243,13 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
     return;
   }
   Wal* const outer = together_;
+  const bool outer_appended = together_appended_;
   together_ = this;
+  together_appended_ = false;
   start();
+  const bool appended = together_appended_;
   together_ = outer;
+  together_appended_ = outer_appended;
   if (options_.fsync == FsyncPolicy::kAlways) {
     bool call_flusher;
     {
@@ -233,6 +258,12 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
       // appended none, or the flusher took them already: a smaller group).
       call_flusher = !pending_.empty();
       if (call_flusher) ++pending_writers_;
+      if (appended) {
+        --togethers_open_;
+        togethers_ended_.fetch_add(1, std::memory_order_release);
+      }
+      // A flusher that waits awake sees togethers_ended_ move.
+      if (flusher_spinning_) call_flusher = false;
     }
     // With the lock given back, so that the flusher does not wake only to
     // wait for it.
@@ -374,6 +405,20 @@ absl::Status Wal::Sync(absl::Time unsynced_since) {
   return absl::OkStatus();
 }
 
+absl::Duration Wal::SpinWhileTogetherOpen(absl::Duration most) {
+  const uint64_t ended = togethers_ended_.load(std::memory_order_relaxed);
+  flusher_spinning_ = true;
+  mu_.Unlock();
+  const absl::Time start = absl::Now();
+  absl::Time now = start;
+  while (togethers_ended_.load(std::memory_order_acquire) == ended && now - start < most) {
+    now = absl::Now();
+  }
+  mu_.Lock();
+  flusher_spinning_ = false;
+  return std::max(now - start, absl::Nanoseconds(1));
+}
+
 bool Wal::NextRound(Round* round) {
   const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
   // Set once a batch is pending.
@@ -384,6 +429,9 @@ bool Wal::NextRound(Round* round) {
   // The flusher has slept since it last looked at the log: what it owns
   // (the fsync due) may need the turn.
   bool woke = false;
+  // How long it has waited awake for batches started together.
+  absl::Duration spun = absl::ZeroDuration();
+  bool heard_together = false;
   while (true) {
     if (writing_) {
       // A writer holds the turn (kEverySecond, kNever): it gives it up after
@@ -423,6 +471,17 @@ bool Wal::NextRound(Round* round) {
       if (options_.fsync != FsyncPolicy::kAlways || pending_writers_ >= group_writers_ ||
           pending_.size() >= options_.max_write_bytes) {
         break;
+      }
+      if (togethers_open_ > 0 && flusher_called_ && !heard_together) {
+        heard_together = true;
+        if (options_.on_called_for_together_for_testing) {
+          options_.on_called_for_together_for_testing();
+        }
+      }
+      // Never on the CPU of the writer it waits for, which would stand still.
+      if (togethers_open_ > 0 && spun < kTogetherSpin && sched_getcpu() != together_cpu_) {
+        spun += SpinWhileTogetherOpen(kTogetherSpin - spun);
+        continue;
       }
       const absl::Time now = absl::Now();
       if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;
