@@ -1,6 +1,10 @@
 #include "server/storage/wal.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +46,11 @@ namespace {
 constexpr size_t kFailuresKept = 1024;
 // What a refusing log tries to reserve when it reserves nothing ahead.
 constexpr size_t kRetryBytes = size_t{64} << 10;
+// kAlways: how long the flusher, called at the first batch started together,
+// waits awake for the rest before it sleeps (see NextRound). About what
+// applying one StreamWrites request of 16 takes; beyond that it sleeps, and
+// the end of StartTogether wakes it as it would have.
+constexpr absl::Duration kTogetherSpin = absl::Microseconds(100);
 
 // Why the log refuses writes after `error`, and what happens next.
 absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration retry) {
@@ -65,6 +74,27 @@ absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration
 }  // namespace
 
 thread_local Wal* Wal::together_ = nullptr;
+thread_local bool Wal::together_appended_ = false;
+
+void Wal::Bell::Wait(Mutex* mu, absl::Duration timeout) {
+  // Counted and read under `mu`: a Ring after the waiter's look at its
+  // condition either moves rings_ before the futex sleeps, or sees the
+  // sleeper and wakes it.
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t seen = rings_.load(std::memory_order_seq_cst);
+  mu->Unlock();
+  const timespec relative = absl::ToTimespec(std::min(timeout, absl::Hours(24)));
+  syscall(SYS_futex, &rings_, FUTEX_WAIT_PRIVATE, seen, &relative, nullptr, 0);
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  mu->Lock();
+}
+
+void Wal::Bell::Ring() {
+  rings_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    syscall(SYS_futex, &rings_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
+}
 
 Wal::Wal(const Options& options, uint64_t next_lsn)
     : options_(options), next_lsn_(next_lsn), durable_lsn_(next_lsn - 1) {}
@@ -80,7 +110,7 @@ Wal::~Wal() {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
-    work_cv_.SignalAll();
+    work_bell_.Ring();
   }
   // Not running when Open failed.
   if (flusher_.joinable()) flusher_.join();
@@ -125,35 +155,49 @@ absl::Status Wal::OpenSegment(uint64_t first_lsn) {
 }
 
 CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_event_sequence) {
-  MutexLock lock(&mu_);
-  const CommitTicket ticket = ++last_ticket_;
-  if (!refusal_.ok()) {
-    // Fails with the spell of refusing it falls in, once that spell's
-    // rollback is over.
-    failures_.back().last = ticket;
-    if (!rolling_back_) resolved_ = ticket;
-    return ticket;
+  bool call_flusher = false;
+  CommitTicket ticket;
+  {
+    MutexLock lock(&mu_);
+    ticket = ++last_ticket_;
+    if (!refusal_.ok()) {
+      // Fails with the spell of refusing it falls in, once that spell's
+      // rollback is over.
+      failures_.back().last = ticket;
+      if (!rolling_back_) resolved_ = ticket;
+      return ticket;
+    }
+    const uint64_t lsn = next_lsn_++;
+    const size_t before = pending_.size();
+    AppendFrame(&pending_, lsn, batch);
+    // Batches started together count as one writer once they all are.
+    if (together_ != this) ++pending_writers_;
+    queued_.push_back(
+        {ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
+    // Under kAlways the flusher writes every batch: it waits for the first
+    // writer, then for a whole group; batches started together call it at
+    // the first, so that it wakes while the rest are appended, and it waits
+    // for them awake (see NextRound). Otherwise the writer that waits for the
+    // batch writes it (WhenDurable); the flusher is called for a batch with
+    // events, which watchers wait for, and for a backlog.
+    const bool first_together =
+        options_.fsync == FsyncPolicy::kAlways && together_ == this && !together_appended_;
+    if (first_together) {
+      together_appended_ = true;
+      ++togethers_open_;
+      together_cpu_ = sched_getcpu();
+    }
+    call_flusher =
+        pending_.size() >= options_.max_write_bytes ||
+        (options_.fsync == FsyncPolicy::kAlways
+             ? first_together || (together_ != this &&
+                                  (pending_writers_ == 1 || pending_writers_ >= group_writers_))
+             : last_event_sequence != 0);
+    if (call_flusher) flusher_called_ = true;
   }
-  const uint64_t lsn = next_lsn_++;
-  const size_t before = pending_.size();
-  AppendFrame(&pending_, lsn, batch);
-  // Batches started together count as one writer once they all are.
-  if (together_ != this) ++pending_writers_;
-  queued_.push_back({ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
-  // Under kAlways the flusher writes every batch: it waits for the first
-  // writer, then for a whole group, or, for batches started together, until
-  // they all are. Otherwise the writer that waits for the batch writes it
-  // (WhenDurable); the flusher is called for a batch with events, which
-  // watchers wait for, and for a backlog.
-  const bool call_flusher =
-      pending_.size() >= options_.max_write_bytes ||
-      (options_.fsync == FsyncPolicy::kAlways
-           ? together_ != this && (pending_writers_ == 1 || pending_writers_ >= group_writers_)
-           : last_event_sequence != 0);
-  if (call_flusher) {
-    flusher_called_ = true;
-    work_cv_.Signal();
-  }
+  // With the lock given back, so that the flusher does not wake only to wait
+  // for it.
+  if (call_flusher) work_bell_.Ring();
   return ticket;
 }
 
@@ -199,9 +243,13 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
     return;
   }
   Wal* const outer = together_;
+  const bool outer_appended = together_appended_;
   together_ = this;
+  together_appended_ = false;
   start();
+  const bool appended = together_appended_;
   together_ = outer;
+  together_appended_ = outer_appended;
   if (options_.fsync == FsyncPolicy::kAlways) {
     bool call_flusher;
     {
@@ -210,10 +258,16 @@ void Wal::StartTogether(absl::FunctionRef<void()> start) {
       // appended none, or the flusher took them already: a smaller group).
       call_flusher = !pending_.empty();
       if (call_flusher) ++pending_writers_;
+      if (appended) {
+        --togethers_open_;
+        togethers_ended_.fetch_add(1, std::memory_order_release);
+      }
+      // A flusher that waits awake sees togethers_ended_ move.
+      if (flusher_spinning_) call_flusher = false;
     }
     // With the lock given back, so that the flusher does not wake only to
     // wait for it.
-    if (call_flusher) work_cv_.Signal();
+    if (call_flusher) work_bell_.Ring();
     return;
   }
   WriteWhileWaitedFor();
@@ -262,7 +316,7 @@ absl::StatusOr<uint64_t> Wal::Rotate() {
   rotate_offset_ = pending_.size();
   rotate_lsn_ = next_lsn_;
   const uint64_t first_lsn = next_lsn_;
-  work_cv_.Signal();
+  work_bell_.Ring();
   // A failure cancels the rotation.
   while (rotations_done_ < target && stats_.write_failures == failures_before) {
     rotated_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
@@ -351,6 +405,20 @@ absl::Status Wal::Sync(absl::Time unsynced_since) {
   return absl::OkStatus();
 }
 
+absl::Duration Wal::SpinWhileTogetherOpen(absl::Duration most) {
+  const uint64_t ended = togethers_ended_.load(std::memory_order_relaxed);
+  flusher_spinning_ = true;
+  mu_.Unlock();
+  const absl::Time start = absl::Now();
+  absl::Time now = start;
+  while (togethers_ended_.load(std::memory_order_acquire) == ended && now - start < most) {
+    now = absl::Now();
+  }
+  mu_.Lock();
+  flusher_spinning_ = false;
+  return std::max(now - start, absl::Nanoseconds(1));
+}
+
 bool Wal::NextRound(Round* round) {
   const bool sync_each_second = options_.fsync == FsyncPolicy::kEverySecond;
   // Set once a batch is pending.
@@ -361,6 +429,9 @@ bool Wal::NextRound(Round* round) {
   // The flusher has slept since it last looked at the log: what it owns
   // (the fsync due) may need the turn.
   bool woke = false;
+  // How long it has waited awake for batches started together.
+  absl::Duration spun = absl::ZeroDuration();
+  bool heard_together = false;
   while (true) {
     if (writing_) {
       // A writer holds the turn (kEverySecond, kNever): it gives it up after
@@ -370,7 +441,7 @@ bool Wal::NextRound(Round* round) {
         flusher_waiting_ = true;
         waited_for_turn = true;
       }
-      work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+      work_bell_.Wait(&mu_, absl::Seconds(1));
       woke = true;
       continue;
     }
@@ -381,13 +452,13 @@ bool Wal::NextRound(Round* round) {
     if (stopping_) break;
     if (!refusal_.ok()) {
       if (refusing_for_good_) {
-        work_cv_.WaitWithTimeout(&mu_, absl::InfiniteDuration());
+        work_bell_.Wait(&mu_, absl::InfiniteDuration());
         woke = true;
         continue;
       }
       const absl::Duration left = retry_at_ - absl::Now();
       if (left <= absl::ZeroDuration()) return false;
-      work_cv_.WaitWithTimeout(&mu_, left);
+      work_bell_.Wait(&mu_, left);
       woke = true;
       continue;
     }
@@ -401,19 +472,30 @@ bool Wal::NextRound(Round* round) {
           pending_.size() >= options_.max_write_bytes) {
         break;
       }
+      if (togethers_open_ > 0 && flusher_called_ && !heard_together) {
+        heard_together = true;
+        if (options_.on_called_for_together_for_testing) {
+          options_.on_called_for_together_for_testing();
+        }
+      }
+      // Never on the CPU of the writer it waits for, which would stand still.
+      if (togethers_open_ > 0 && spun < kTogetherSpin && sched_getcpu() != together_cpu_) {
+        spun += SpinWhileTogetherOpen(kTogetherSpin - spun);
+        continue;
+      }
       const absl::Time now = absl::Now();
       if (group_deadline == absl::InfiniteFuture()) group_deadline = now + options_.max_group_wait;
       if (now >= group_deadline) break;
-      work_cv_.WaitWithTimeout(&mu_, group_deadline - now);
+      work_bell_.Wait(&mu_, group_deadline - now);
       woke = true;
       continue;
     }
     if (sync_each_second && unsynced_since_ != absl::InfiniteFuture()) {
       const absl::Duration left = unsynced_since_ + absl::Seconds(1) - absl::Now();
       if (left <= absl::ZeroDuration()) break;
-      work_cv_.WaitWithTimeout(&mu_, left);
+      work_bell_.Wait(&mu_, left);
     } else {
-      work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+      work_bell_.Wait(&mu_, absl::Seconds(1));
     }
     woke = true;
   }
@@ -476,7 +558,7 @@ bool Wal::TakeWritersRound(Round* round) {
   const uint64_t end = segment_size_ + pending_.size();
   if (end >= options_.segment_bytes || (options_.reserve_bytes > 0 && end > reserved_end_)) {
     flusher_called_ = true;
-    work_cv_.Signal();
+    work_bell_.Ring();
     return false;
   }
   TakeRound(round);
@@ -497,7 +579,7 @@ void Wal::WriteWhileWaitedFor() {
 void Wal::ReleaseTurn() {
   writing_ = false;
   flusher_writing_ = false;
-  if (flusher_waiting_) work_cv_.Signal();
+  if (flusher_waiting_) work_bell_.Ring();
 }
 
 bool Wal::WriteRound(const Round& round, bool may_sync, absl::Status* error, bool* durable,
@@ -679,7 +761,7 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
       rotated_cv_.SignalAll();
     }
     if (ok) ReleaseTurn();
-    if (sync_due_later) work_cv_.Signal();
+    if (sync_due_later) work_bell_.Ring();
   }
   Waiters failed;
   absl::Status refusal;
@@ -694,7 +776,7 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
       {
         MutexLock lock(&mu_);
         flusher_waiting_ = true;
-        while (writing_) work_cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
+        while (writing_) work_bell_.Wait(&mu_, absl::Seconds(1));
         flusher_waiting_ = false;
         writing_ = true;
         flusher_writing_ = true;
@@ -729,7 +811,7 @@ absl::Status Wal::Fail(const Round& round, const absl::Status& error, bool for_g
     retry_at_ = absl::Now() + options_.retry_interval;
     ReleaseTurn();
     // The flusher retries.
-    work_cv_.Signal();
+    work_bell_.Ring();
   }
   if (options_.on_writable_changed && !round.stopping) options_.on_writable_changed(refusal);
   return refusal;

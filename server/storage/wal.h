@@ -39,7 +39,13 @@
 // appended before the flusher woke (kAlways). Nothing is answered earlier
 // than it would be otherwise: each batch still waits for the write (and
 // fdatasync) that covers it, which now comes after `start`. Another writer or
-// the flusher may still write some of them sooner.
+// the flusher may still write some of them sooner. Under kAlways the first
+// batch calls the flusher, so that its wake-up overlaps the rest being
+// appended instead of following them: when it runs on another CPU than the
+// writer, it waits for them awake (spinning) for up to 100 microseconds and
+// takes them as soon as `start` returns, with no wake-up in between;
+// otherwise, and past that, it waits asleep, as it did before, until the end
+// of StartTogether wakes it.
 //
 // Group wait under kAlways, off unless Options::max_group_wait is set: a
 // writer answered after an fdatasync often comes back with its next batch a
@@ -87,6 +93,7 @@
 #ifndef LAPSE_SERVER_STORAGE_WAL_H_
 #define LAPSE_SERVER_STORAGE_WAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -189,6 +196,10 @@ class Wal {
     // fails the operation as if the system call had. An injected kWrite
     // failure first writes half of the data, as a disk that fills up does.
     std::function<int(DiskOp op)> disk_fault_for_testing = nullptr;
+    // Test only: called on the flusher when it is called for batches started
+    // together while their StartTogether still runs (kAlways), holding the
+    // log's lock: it must not call the log.
+    std::function<void()> on_called_for_together_for_testing = nullptr;
   };
 
   // Starts a new segment whose first batch will get `next_lsn`, and the
@@ -281,6 +292,9 @@ class Wal {
   // The flusher: waits for something to do and the write turn; false when
   // the log refuses writes.
   bool NextRound(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The flusher, without the lock: waits awake until a StartTogether ends, or
+  // `most`. Returns how long it waited.
+  absl::Duration SpinWhileTogetherOpen(absl::Duration most) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the write turn and what is pending into `round`.
   void TakeRound(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A waiting writer (kEverySecond, kNever): takes the turn and a round when
@@ -329,8 +343,27 @@ class Wal {
   // Fsyncs the segment, unsynced since `unsynced_since`, and counts it.
   absl::Status Sync(absl::Time unsynced_since);
 
-  // The log whose StartTogether runs on this thread, if any.
+  // Wakes the flusher, its one sleeper: a futex word that each Ring moves.
+  // Not a CondVar: a condition_variable_any notifies holding a mutex of its
+  // own, and a flusher woken on the notifier's CPU ran first and blocked on
+  // it, a second wake-up before it could write (perfalways4, docs/benchmarks.md).
+  class Bell {
+   public:
+    // Releases `mu`, sleeps until a Ring after the call or `timeout`, locks
+    // `mu` again. May return early: callers loop on their condition.
+    void Wait(Mutex* mu, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    // Wakes the sleeper, if any. With or without the lock its waiter gave.
+    void Ring();
+
+   private:
+    std::atomic<uint32_t> rings_{0};
+    std::atomic<int> sleepers_{0};
+  };
+
+  // The log whose StartTogether runs on this thread, if any, and whether it
+  // has appended a batch (counted in togethers_open_).
   static thread_local Wal* together_;
+  static thread_local bool together_appended_;
 
   // Constant after construction.
   const Options options_;
@@ -347,7 +380,7 @@ class Wal {
 
   // State below is protected by mu_.
   mutable Mutex mu_;
-  CondVar work_cv_;
+  Bell work_bell_;
   CondVar rotated_cv_;
   // The write turn: a write (and under kAlways its fsync) is in progress.
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -374,6 +407,15 @@ class Wal {
   // kAlways: the writers of the last write, as many as the next one waits
   // for (max_group_wait at most).
   size_t group_writers_ ABSL_GUARDED_BY(mu_) = 1;
+  // kAlways: StartTogethers in progress that have appended a batch; the
+  // flusher waits for them awake (see the top of this file). It is told that
+  // one ended by togethers_ended_, which moves under mu_ and is read without
+  // it while flusher_spinning_.
+  size_t togethers_open_ ABSL_GUARDED_BY(mu_) = 0;
+  // The CPU the latest of them started on.
+  int together_cpu_ ABSL_GUARDED_BY(mu_) = -1;
+  std::atomic<uint64_t> togethers_ended_{0};
+  bool flusher_spinning_ ABSL_GUARDED_BY(mu_) = false;
   CommitTicket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   // Every batch up to this ticket is durable or has failed.
   CommitTicket resolved_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1211,7 +1211,8 @@ TEST_F(WalTest, UnderAlwaysBatchesStartedTogetherShareOneFdatasync) {
   std::unique_ptr<Wal> wal = *std::move(opened);
   constexpr int kBatches = 16;
   // Large enough that appending them takes longer than the flusher needs to
-  // wake up: called at the first, it would write it alone.
+  // wake up, and waits awake: called at the first, it waits for the rest
+  // through the group wait.
   auto batch = [](int i) { return absl::StrCat(i, std::string(size_t{128} << 10, 'x')); };
   ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(0), "", 0)).ok());
   Answers answers;
@@ -1226,6 +1227,41 @@ TEST_F(WalTest, UnderAlwaysBatchesStartedTogetherShareOneFdatasync) {
   EXPECT_EQ(answers.names(), names);
   EXPECT_EQ(wal->stats().writes, 2u);
   EXPECT_EQ(wal->stats().fsyncs, 2u);
+}
+
+// The flusher is called at the first batch started together, so that it
+// wakes up while the rest are appended; it still writes them together.
+TEST_F(WalTest, UnderAlwaysTheFirstBatchStartedTogetherCallsTheFlusher) {
+  Mutex mu;
+  CondVar cv;
+  bool awake = false;
+  absl::StatusOr<std::unique_ptr<Wal>> opened =
+      Wal::Open({.dir = dir_,
+                 .fsync = FsyncPolicy::kAlways,
+                 .max_group_wait = ::lapse::testing::kPatience,
+                 .on_called_for_together_for_testing =
+                     [&] {
+                       MutexLock lock(&mu);
+                       awake = true;
+                       cv.SignalAll();
+                     }},
+                1);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<Wal> wal = *std::move(opened);
+  ASSERT_TRUE(wal->AwaitDurable(wal->Append(Batch(0), "", 0)).ok());
+  Answers answers;
+  wal->StartTogether([&] {
+    answers.Await(*wal, wal->Append(Batch(1), "", 0), "first");
+    {
+      MutexLock lock(&mu);
+      EXPECT_TRUE(WaitWithPatience(mu, cv, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return awake; }))
+          << "the flusher was not called at the first batch";
+    }
+    answers.Await(*wal, wal->Append(Batch(2), "", 0), "second");
+  });
+  for (const auto& [name, status] : answers.WaitFor(2)) EXPECT_TRUE(status.ok()) << status;
+  EXPECT_THAT(answers.names(), ElementsAre("first", "second"));
+  EXPECT_EQ(wal->stats().writes, 2u);
 }
 
 TEST_F(WalTest, AWriteThatNeedsSpaceReservedIsLeftToTheFlusher) {
