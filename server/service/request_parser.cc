@@ -168,19 +168,29 @@ bool ReadExpiry(WireReader& field, PutMembersView::Expiry::Kind kind,
   return true;
 }
 
+// Reads the next tag of a message of fields 1 to 6 read at most once each,
+// but for `repeated` (0: none); `oneof_first` and `oneof_second` are one
+// oneof, read once between them. `seen` has bit n set once field n is read.
+// False where protobuf might read otherwise.
+bool NextTag(WireReader& in, uint32_t repeated, uint32_t oneof_first, uint32_t oneof_second,
+             uint32_t* seen, uint64_t* tag) {
+  if (!in.Varint(tag)) return false;
+  const uint32_t field = static_cast<uint32_t>(*tag >> 3);
+  if (field == 0 || field > 6) return false;
+  const uint32_t bit = field == repeated ? 0 : 1u << (field == oneof_second ? oneof_first : field);
+  if ((*seen & bit) != 0) return false;
+  *seen |= bit;
+  return true;
+}
+
 bool ReadMember(absl::string_view body, PutMembersView::Member* member) {
   using Kind = PutMembersView::Expiry::Kind;
   WireReader in(body);
-  uint32_t seen = 0;  // bit n: field n read
+  uint32_t seen = 0;
+  uint64_t tag;
   while (!in.done()) {
-    uint64_t tag;
-    if (!in.Varint(&tag)) return false;
-    const uint32_t field = static_cast<uint32_t>(tag >> 3);
-    if (field > 6) return false;
-    // Fields 3 and 4 are one oneof: either, once.
-    const uint32_t bit = field == 4 ? 1u << 3 : 1u << field;
-    if ((seen & bit) != 0) return false;
-    seen |= bit;
+    // expire_time (3) and ttl (4) are the oneof expiration.
+    if (!NextTag(in, /*repeated=*/0, 3, 4, &seen, &tag)) return false;
     switch (tag) {
       case Tag(1, kDelimitedTag):
         if (!in.Utf8(&member->key)) return false;
@@ -248,16 +258,12 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Messa
 bool ReadPutMembersInPlace(absl::string_view bytes, PutMembersView* request) {
   using Kind = PutMembersView::Expiry::Kind;
   WireReader in(bytes);
-  uint32_t seen = 0;  // bit n: field n read
+  uint32_t seen = 0;
+  uint64_t tag;
   while (!in.done()) {
-    uint64_t tag;
-    if (!in.Varint(&tag)) return false;
-    const uint32_t field = static_cast<uint32_t>(tag >> 3);
-    if (field > 6) return false;
-    // Fields 4 and 5 are one oneof: either, once; field 2 repeats.
-    const uint32_t bit = field == 5 ? 1u << 4 : field == 2 ? 0 : 1u << field;
-    if ((seen & bit) != 0) return false;
-    seen |= bit;
+    // members (2) repeats; default_expire_time (4) and default_ttl (5) are
+    // the oneof default_expiration.
+    if (!NextTag(in, /*repeated=*/2, 4, 5, &seen, &tag)) return false;
     absl::string_view sub;
     uint64_t value;
     switch (tag) {
