@@ -152,18 +152,12 @@ class Reader {
   bool done() const { return p_ == end_; }
 
   bool Varint(uint64_t* value) {
-    uint64_t v = 0;
-    for (int i = 0; i < kMaxVarintBytes; ++i) {
-      if (p_ == end_) return false;
-      const uint8_t byte = *p_++;
-      if (i == kMaxVarintBytes - 1 && byte > 1) return false;
-      v |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
-      if (byte < 0x80) {
-        *value = v;
-        return true;
-      }
+    // Most of an answer's varints (tags aside) are lengths under 128.
+    if (p_ != end_ && *p_ < 0x80) {
+      *value = *p_++;
+      return true;
     }
-    return false;
+    return LongVarint(value);
   }
 
   // A tag of one byte (every field read here is below 16).
@@ -188,6 +182,21 @@ class Reader {
   }
 
  private:
+  bool LongVarint(uint64_t* value) {
+    uint64_t v = 0;
+    for (int i = 0; i < kMaxVarintBytes; ++i) {
+      if (p_ == end_) return false;
+      const uint8_t byte = *p_++;
+      if (i == kMaxVarintBytes - 1 && byte > 1) return false;
+      v |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
+      if (byte < 0x80) {
+        *value = v;
+        return true;
+      }
+    }
+    return false;
+  }
+
   const uint8_t* p_;
   const uint8_t* end_;
 };
@@ -227,6 +236,7 @@ bool ReadDelimitedField(WireFormatLite::WireType wire_type, Reader& in, absl::st
   return wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED && in.Delimited(body);
 }
 
+// `time` may be null: the Timestamp is only checked.
 bool ReadTimestamp(absl::string_view body, absl::Time* time) {
   int64_t seconds = 0;
   int32_t nanos = 0;
@@ -243,7 +253,7 @@ bool ReadTimestamp(absl::string_view body, absl::Time* time) {
     }
     return false;
   });
-  if (read) *time = TimeFromFields(seconds, nanos);
+  if (read && time != nullptr) *time = TimeFromFields(seconds, nanos);
   return read;
 }
 
@@ -294,7 +304,6 @@ bool ReadPutMembersResponse(absl::string_view body, std::vector<PutResult>* resu
       [&](int number, auto wire_type, Reader& in) {
         absl::string_view bytes;
         uint64_t value;
-        absl::Time time;
         switch (number) {
           case v1::PutMembersResponse::kResultsFieldNumber:
             return ReadDelimitedField(wire_type, in, &bytes) &&
@@ -302,7 +311,7 @@ bool ReadPutMembersResponse(absl::string_view body, std::vector<PutResult>* resu
           case v1::PutMembersResponse::kCreatedCountFieldNumber:
             return ReadVarintField(wire_type, in, &value);
           case v1::PutMembersResponse::kDefaultExpireTimeFieldNumber:
-            return ReadDelimitedField(wire_type, in, &bytes) && ReadTimestamp(bytes, &time);
+            return ReadDelimitedField(wire_type, in, &bytes) && ReadTimestamp(bytes, nullptr);
         }
         return false;
       });
