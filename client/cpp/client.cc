@@ -6,6 +6,7 @@
 #include "client/cpp/convert.h"
 #include "client/cpp/event_queue.h"
 #include "client/cpp/watch_loop.h"
+#include "client/cpp/write_coding.h"
 #include "grpcpp/security/credentials.h"
 
 namespace lapse::client {
@@ -80,11 +81,11 @@ absl::StatusOr<std::vector<PutResult>> Client::PutMembers(const std::string& col
 
 void Client::PutMembersAsync(const std::string& collection, const std::vector<MemberWrite>& members,
                              PutCallback done, const PutOptions& options, const CallOptions& call) {
-  // Built straight into the write stream's next request: no request of its
-  // own to allocate and copy.
+  // Encoded straight into the write stream's next request: no message of its
+  // own to build and serialize.
   connection_->PutMembersAsync(
-      [&](v1::PutMembersRequest* request) {
-        internal::PutMembersRequestToProto(collection, members, options, request);
+      [&](std::string* request) {
+        internal::AppendPutMembers(collection, members, options, request);
       },
       call, std::move(done));
 }

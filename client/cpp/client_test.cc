@@ -11,6 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "testing/auth_grants.h"
 #include "testing/fake_lapse_service.h"
@@ -805,6 +810,73 @@ TEST(ClientWriteStreamTest, APutMadeInsideAnAsyncPutsCallbackIsAUnaryCall) {
   EXPECT_THAT(server->service().stream_write_sizes(), ElementsAre(1));
   server.reset();  // Ends the held call.
   held.join();
+}
+
+// A StreamWrites server that answers each request with bytes that are no
+// StreamWritesResponse: a result whose 5 bytes are missing.
+class UnreadableStreamWrites final : public grpc::CallbackGenericService {
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    class Reactor final : public grpc::ServerGenericBidiReactor {
+     public:
+      Reactor() { StartRead(&request_); }
+      void OnReadDone(bool ok) override {
+        if (!ok) {
+          Finish(grpc::Status::OK);
+          return;
+        }
+        const grpc::Slice slice("\x0a\x05", 2);
+        response_ = grpc::ByteBuffer(&slice, 1);
+        StartWrite(&response_);
+      }
+      void OnWriteDone(bool ok) override {
+        if (!ok) {
+          Finish(grpc::Status::OK);
+          return;
+        }
+        StartRead(&request_);
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      grpc::ByteBuffer request_;
+      grpc::ByteBuffer response_;
+    };
+    return new Reactor;
+  }
+};
+
+TEST(ClientWriteStreamTest, AnAnswerThatIsNoStreamWritesResponseFailsItsWritesInternal) {
+  UnreadableStreamWrites service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterCallbackGenericService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+  Mutex mu;
+  CondVar cv;
+  std::optional<absl::Status> answer;
+  {
+    Client client(absl::StrCat("127.0.0.1:", port));
+    // Each answer fails the write it answers; the stream stays open for the next.
+    for (const char* key : {"a", "b"}) {
+      {
+        MutexLock lock(&mu);
+        answer.reset();
+      }
+      client.PutMembersAsync("c", {Write(key, "v")},
+                             [&](absl::StatusOr<std::vector<PutResult>> put) {
+                               MutexLock lock(&mu);
+                               answer = put.status();
+                               cv.SignalAll();
+                             });
+      MutexLock lock(&mu);
+      ASSERT_TRUE(testing::WaitWithPatience(mu, cv, [&] { return answer.has_value(); }));
+      EXPECT_EQ(answer->code(), absl::StatusCode::kInternal) << *answer;
+      EXPECT_THAT(std::string(answer->message()), ::testing::HasSubstr("could not be read"));
+    }
+  }  // The client ends its stream, which the server's shutdown would wait for.
+  server->Shutdown();
 }
 
 TEST(ClientDeadlineTest, ACallEndsAtItsDeadline) {

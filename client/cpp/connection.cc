@@ -7,11 +7,13 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "client/cpp/write_coding.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -98,8 +100,9 @@ Connection::Connection(absl::StatusOr<std::shared_ptr<grpc::Channel>> channel,
     : options_(options),
       channel_status_(channel.status()),
       stub_(channel.ok() ? v1::LapseService::NewStub(*channel) : nullptr),
+      generic_stub_(channel.ok() ? std::make_unique<grpc::GenericStub>(*channel) : nullptr),
       token_(options),
-      writes_(stub_.get(), &token_, std::max<size_t>(1, options.max_writes_in_flight)) {}
+      writes_(generic_stub_.get(), &token_, std::max<size_t>(1, options.max_writes_in_flight)) {}
 
 absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembersRequest& request,
                                                               const CallOptions& call) {
@@ -111,7 +114,8 @@ absl::StatusOr<std::vector<PutResult>> Connection::PutMembers(const v1::PutMembe
   absl::StatusOr<std::vector<PutResult>> result;
   if (shared) {
     const absl::Time deadline = absl::Now() + call.timeout.value_or(options_.default_timeout);
-    result = writes_.Put([&request](v1::PutMembersRequest* put) { *put = request; }, deadline);
+    result =
+        writes_.Put([&request](std::string* bytes) { AppendPutMembers(request, bytes); }, deadline);
   } else {
     result = Call<std::vector<PutResult>>(&v1::LapseService::Stub::PutMembers, request,
                                           Idempotency::kNotIdempotent, call);

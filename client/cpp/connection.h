@@ -28,6 +28,7 @@
 #include "client/cpp/convert.h"
 #include "client/cpp/write_stream.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/status.h"
 #include "lapse/client.h"
@@ -83,7 +84,7 @@ class Connection final {
   // write stream. Never retried.
   absl::StatusOr<std::vector<PutResult>> PutMembers(const v1::PutMembersRequest& request,
                                                     const CallOptions& call);
-  // An operation of the write stream, its request filled in place by `build`
+  // An operation of the write stream, encoded in place by `build`
   // (WriteStream::Build); `done` gets its outcome. Never retried.
   void PutMembersAsync(WriteStream::Build build, const CallOptions& call, PutCallback done);
 
@@ -93,11 +94,13 @@ class Connection final {
   const absl::Status channel_status_;
   // Null without a channel.
   const std::unique_ptr<v1::LapseService::Stub> stub_;
+  // The write stream's, on the same channel; null without a channel.
+  const std::unique_ptr<grpc::GenericStub> generic_stub_;
   BearerToken token_;
 
   // PutMembers calls in progress.
   std::atomic<int> puts_in_flight_{0};
-  // Declared after stub_ and token_, which it uses: destroyed (its stream
+  // Declared after generic_stub_ and token_, which it uses: destroyed (its stream
   // ended) first.
   WriteStream writes_;
 };

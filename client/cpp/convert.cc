@@ -65,18 +65,6 @@ void SetExpiration(const Expiration& expiration, TimeSetter set_time, TtlSetter 
   }
 }
 
-v1::PutCondition PutConditionToProto(PutCondition condition) {
-  switch (condition) {
-    case PutCondition::kAlways:
-      break;
-    case PutCondition::kIfAbsent:
-      return v1::PUT_CONDITION_IF_ABSENT;
-    case PutCondition::kIfPresent:
-      return v1::PUT_CONDITION_IF_PRESENT;
-  }
-  return v1::PUT_CONDITION_UNSPECIFIED;
-}
-
 v1::ExpireCondition ExpireConditionToProto(ExpireCondition condition) {
   switch (condition) {
     case ExpireCondition::kAlways:
@@ -162,24 +150,48 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 
 // ---- Time -------------------------------------------------------------------
 
+SecondsAndNanos TimeFields(absl::Time time) {
+  const int64_t seconds = absl::ToUnixSeconds(time);
+  return {seconds,
+          static_cast<int32_t>(absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds)))};
+}
+
+SecondsAndNanos DurationFields(absl::Duration duration) {
+  absl::Duration remainder;
+  const int64_t seconds = absl::IDivDuration(duration, absl::Seconds(1), &remainder);
+  return {seconds, static_cast<int32_t>(absl::ToInt64Nanoseconds(remainder))};
+}
+
+absl::Time TimeFromFields(int64_t seconds, int32_t nanos) {
+  return absl::FromUnixSeconds(seconds) + absl::Nanoseconds(nanos);
+}
+
 absl::Time TimeFromProto(const google::protobuf::Timestamp& timestamp) {
-  return absl::FromUnixSeconds(timestamp.seconds()) + absl::Nanoseconds(timestamp.nanos());
+  return TimeFromFields(timestamp.seconds(), timestamp.nanos());
 }
 
 void TimeToProto(absl::Time time, google::protobuf::Timestamp* out) {
-  const int64_t seconds = absl::ToUnixSeconds(time);
-  out->set_seconds(seconds);
-  out->set_nanos(
-      static_cast<int32_t>(absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds))));
+  const SecondsAndNanos fields = TimeFields(time);
+  out->set_seconds(fields.seconds);
+  out->set_nanos(fields.nanos);
 }
 
 void DurationToProto(absl::Duration duration, google::protobuf::Duration* out) {
-  // Truncation toward zero keeps seconds and nanos of the same sign, as the
-  // Duration message requires.
-  absl::Duration remainder;
-  const int64_t seconds = absl::IDivDuration(duration, absl::Seconds(1), &remainder);
-  out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(remainder)));
+  const SecondsAndNanos fields = DurationFields(duration);
+  out->set_seconds(fields.seconds);
+  out->set_nanos(fields.nanos);
+}
+
+v1::PutCondition PutConditionToProto(PutCondition condition) {
+  switch (condition) {
+    case PutCondition::kAlways:
+      break;
+    case PutCondition::kIfAbsent:
+      return v1::PUT_CONDITION_IF_ABSENT;
+    case PutCondition::kIfPresent:
+      return v1::PUT_CONDITION_IF_PRESENT;
+  }
+  return v1::PUT_CONDITION_UNSPECIFIED;
 }
 
 // ---- Requests ---------------------------------------------------------------
@@ -188,22 +200,15 @@ v1::PutMembersRequest PutMembersRequestToProto(const std::string& collection,
                                                const std::vector<MemberWrite>& members,
                                                const PutOptions& options) {
   v1::PutMembersRequest request;
-  PutMembersRequestToProto(collection, members, options, &request);
-  return request;
-}
-
-void PutMembersRequestToProto(const std::string& collection,
-                              const std::vector<MemberWrite>& members, const PutOptions& options,
-                              v1::PutMembersRequest* request) {
-  request->set_collection(collection);
-  request->set_max_members(options.max_members);
+  request.set_collection(collection);
+  request.set_max_members(options.max_members);
   SetExpiration(
-      options.default_expiration, [request] { return request->mutable_default_expire_time(); },
-      [request] { return request->mutable_default_ttl(); });
-  request->set_omit_created_results(options.omit_created_results);
-  request->mutable_members()->Reserve(static_cast<int>(members.size()));
+      options.default_expiration, [&request] { return request.mutable_default_expire_time(); },
+      [&request] { return request.mutable_default_ttl(); });
+  request.set_omit_created_results(options.omit_created_results);
+  request.mutable_members()->Reserve(static_cast<int>(members.size()));
   for (const MemberWrite& member : members) {
-    v1::MemberWrite* write = request->add_members();
+    v1::MemberWrite* write = request.add_members();
     write->set_key(member.key);
     write->set_value(member.value);
     SetExpiration(
@@ -212,6 +217,7 @@ void PutMembersRequestToProto(const std::string& collection,
     write->set_condition(PutConditionToProto(member.condition));
     write->set_keep_expiration(member.keep_expiration);
   }
+  return request;
 }
 
 v1::GetMembersRequest GetMembersRequestToProto(const std::string& collection,

@@ -33,6 +33,17 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // ---- Time -------------------------------------------------------------------
 
+// A Timestamp's or a Duration's two fields.
+struct SecondsAndNanos {
+  int64_t seconds;
+  int32_t nanos;
+};
+SecondsAndNanos TimeFields(absl::Time time);
+// Truncated toward zero: seconds and nanos of the same sign, as the Duration
+// message requires.
+SecondsAndNanos DurationFields(absl::Duration duration);
+absl::Time TimeFromFields(int64_t seconds, int32_t nanos);
+
 absl::Time TimeFromProto(const google::protobuf::Timestamp& timestamp);
 void TimeToProto(absl::Time time, google::protobuf::Timestamp* out);
 void DurationToProto(absl::Duration duration, google::protobuf::Duration* out);
@@ -49,10 +60,7 @@ std::optional<absl::Time> ExpireTimeFromProto(const Message& message) {
 v1::PutMembersRequest PutMembersRequestToProto(const std::string& collection,
                                                const std::vector<MemberWrite>& members,
                                                const PutOptions& options);
-// The same, written into `request` (empty), e.g. one on an arena.
-void PutMembersRequestToProto(const std::string& collection,
-                              const std::vector<MemberWrite>& members, const PutOptions& options,
-                              v1::PutMembersRequest* request);
+v1::PutCondition PutConditionToProto(PutCondition condition);
 v1::GetMembersRequest GetMembersRequestToProto(const std::string& collection,
                                                const std::vector<std::string>& keys,
                                                const GetOptions& options);

@@ -1,18 +1,22 @@
 #include "client/cpp/write_stream.h"
 
 #include <cassert>
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "client/cpp/convert.h"
-#include "google/protobuf/arena.h"
+#include "client/cpp/write_coding.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/support/async_stream.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
 
 namespace lapse::client::internal {
 namespace {
@@ -29,21 +33,12 @@ constexpr size_t kMaxRequestBytes = 1 << 20;
 // write as soon as the previous one is sent): see docs/benchmarks.md.
 constexpr size_t kMaxUnansweredRequests = 1;
 
-// The first block of the arena an answer is read into: an answer of some
-// dozens of results (a full window of single puts) fits, and larger ones
-// take more blocks until the answer is handed out.
-constexpr size_t kResponseArenaBytes = 4096;
+// A request's buffer is kept for the next one up to this size (requests of
+// many single puts fit), freed when a larger request was built.
+constexpr size_t kKeptRequestBytes = 64 << 10;
 
-// The first block of the arena a request is built on: a request of some
-// dozens of single-member operations fits.
-constexpr size_t kRequestArenaBytes = 16384;
-
-google::protobuf::ArenaOptions ArenaOptionsWith(char* block, size_t bytes) {
-  google::protobuf::ArenaOptions options;
-  options.initial_block = block;
-  options.initial_block_size = bytes;
-  return options;
-}
+// The generic call's method: lapse.proto's LapseService.StreamWrites.
+constexpr char kStreamWritesMethod[] = "/lapse.v1.LapseService/StreamWrites";
 
 // Whether this thread is running a Done: such a thread never waits for room,
 // since the answers that would make room may have to wait for it.
@@ -82,24 +77,22 @@ class WriteStream::Call final {
 
   // Opens the stream. REQUIRES: owner_->mu_ (see Send).
   void Start() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    stream_ = owner_->stub_->PrepareAsyncStreamWrites(&context_, &owner_->completions_);
+    stream_ = owner_->stub_->PrepareCall(&context_, kStreamWritesMethod, &owner_->completions_);
     outstanding_ = 2;
     // Sending the headers is the stream's first write: the next waits for it.
     writing_ = true;
     stream_->StartCall(&started_);
-    stream_->Read(response_, &read_);
+    stream_->Read(&response_, &read_);
   }
 
-  // Sends `op`, its request built by `build` in the request being built,
+  // Sends `op`, its request encoded by `build` in the request being built,
   // after the operations before it. REQUIRES: owner_->mu_, which WriteStream
   // holds as its own mu_, a name the analysis cannot match.
   void Send(Op op, Build build, std::vector<Answer>* answers) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (building_.back().bytes >= kMaxRequestBytes) building_.emplace_back();
+    if (building_.back().bytes.size() >= kMaxRequestBytes) building_.emplace_back();
     Building& next = building_.back();
-    v1::PutMembersRequest* put = next.request->add_operations()->mutable_put_members();
-    build(put);
-    next.bytes += put->ByteSizeLong();
-    ++next.ops;
+    build(&next.bytes);
+    next.ends.push_back(next.bytes.size());
     unsent_.push_back(std::move(op));
     if (CanWrite()) WriteNext(answers);
   }
@@ -149,6 +142,8 @@ class WriteStream::Call final {
       stream_->Finish(&status_, &finished_);
       return;
     }
+    read_answers_.clear();
+    const bool readable = ReadResponse();
     std::vector<Answer> answers;
     {
       MutexLock lock(&owner_->mu_);
@@ -158,18 +153,15 @@ class WriteStream::Call final {
         answers.reserve(ops);
         for (size_t i = 0; i < ops; ++i) {
           Op& op = sent_.front();
-          if (i >= static_cast<size_t>(response_->results_size())) {
+          if (!readable) {
+            owner_->Finish(op, absl::InternalError("the server's response could not be read"),
+                           &answers);
+          } else if (i >= read_answers_.size()) {
             owner_->Finish(
                 op, absl::InternalError("the server's response has no result for this write"),
                 &answers);
-          } else if (const v1::WriteOperationResult& result = response_->results(i);
-                     result.code() == 0) {
-            owner_->Finish(op, FromProto(result.put_members()), &answers);
           } else {
-            owner_->Finish(op,
-                           FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(result.code()),
-                                                       result.message())),
-                           &answers);
+            owner_->Finish(op, std::move(read_answers_[i]), &answers);
           }
           sent_.pop_front();
         }
@@ -181,16 +173,27 @@ class WriteStream::Call final {
     }
     Deliver(std::move(answers));
     answers.clear();
-    arena_.Reset();
-    response_ = google::protobuf::Arena::CreateMessage<v1::StreamWritesResponse>(&arena_);
+    response_.Clear();
     {
       MutexLock lock(&owner_->mu_);
       holding_ = false;
       if (CanWrite()) WriteNext(&answers);
       ++outstanding_;
-      stream_->Read(response_, &read_);
+      stream_->Read(&response_, &read_);
     }
     Deliver(std::move(answers));
+  }
+
+  // Reads response_'s answers into read_answers_; false if it is not a
+  // StreamWritesResponse.
+  bool ReadResponse() {
+    grpc::Slice slice;
+    if (!response_.TrySingleSlice(&slice).ok() && !response_.DumpToSingleSlice(&slice).ok()) {
+      return false;
+    }
+    return ReadStreamWritesResponse(
+        absl::string_view(reinterpret_cast<const char*>(slice.begin()), slice.size()),
+        &read_answers_);
   }
 
   void OnFinished(bool) {}
@@ -233,28 +236,32 @@ class WriteStream::Call final {
     const absl::Time now = absl::Now();
     while (!unsent_.empty()) {
       Building& next = building_.front();
-      google::protobuf::RepeatedPtrField<v1::WriteOperation>* operations =
-          next.request->mutable_operations();
-      int kept = 0;
-      for (int i = 0; i < next.ops; ++i) {
+      size_t kept = 0;
+      // The bytes of the operations kept, moved up over those left out.
+      size_t kept_bytes = 0;
+      size_t start = 0;
+      for (const size_t end : next.ends) {
         Op op = std::move(unsent_.front());
         unsent_.pop_front();
         if (op.deadline <= now) {
           owner_->Finish(op, DeadlinePassed(), answers);
-          continue;
+        } else {
+          if (kept_bytes != start) {
+            std::memmove(&next.bytes[kept_bytes], &next.bytes[start], end - start);
+          }
+          kept_bytes += end - start;
+          ++kept;
+          sent_.push_back(std::move(op));
         }
-        // Keeps the operations written in order, those left out after them.
-        if (kept != i) operations->SwapElements(kept, i);
-        ++kept;
-        sent_.push_back(std::move(op));
+        start = end;
       }
-      operations->DeleteSubrange(kept, next.ops - kept);
       if (kept > 0) {
         writing_ = true;
         ++outstanding_;
-        // Serialized before Write returns: the request can be reused at once.
-        stream_->Write(*next.request, &written_);
-        sent_sizes_.push_back(static_cast<size_t>(kept));
+        // Copied before Write returns: the request can be reused at once.
+        grpc::Slice slice(next.bytes.data(), kept_bytes);
+        stream_->Write(grpc::ByteBuffer(&slice, 1), &written_);
+        sent_sizes_.push_back(kept);
       }
       if (building_.size() > 1) {
         building_.pop_front();
@@ -265,24 +272,20 @@ class WriteStream::Call final {
     }
   }
 
-  // A request being built: operations are added to it until it is written,
-  // on an arena emptied then. While a request fits arena_block, building it
-  // allocates nothing but its strings' buffers (keys and values longer than
-  // std::string keeps inline).
+  // A request being built, as bytes: operations are appended to it until it
+  // is written, emptied then, its buffer kept for the next.
   struct Building {
-    Building() { Reset(); }
     void Reset() {
-      arena.Reset();
-      request = google::protobuf::Arena::CreateMessage<v1::StreamWritesRequest>(&arena);
-      ops = 0;
-      bytes = 0;
+      if (bytes.capacity() > kKeptRequestBytes) {
+        std::string().swap(bytes);
+      } else {
+        bytes.clear();
+      }
+      ends.clear();
     }
-    alignas(8) char arena_block[kRequestArenaBytes];
-    google::protobuf::Arena arena{ArenaOptionsWith(arena_block, kRequestArenaBytes)};
-    v1::StreamWritesRequest* request = nullptr;
-    // Operations in request, and their encoded size.
-    int ops = 0;
-    size_t bytes = 0;
+    std::string bytes;
+    // Where each operation's bytes end.
+    std::vector<size_t> ends;
   };
 
   WriteStream* const owner_;
@@ -293,21 +296,16 @@ class WriteStream::Call final {
   Event written_;
   Event finished_;
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::StreamWritesRequest, v1::StreamWritesResponse>>
-      stream_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream_;
   // The stream's status, set when finished_ completes.
   grpc::Status status_;
-  // Each answer is read into response_ on arena_, emptied once the answer
-  // is handed out: while an answer fits arena_block_, reading it allocates
-  // nothing.
-  alignas(8) char arena_block_[kResponseArenaBytes];
-  google::protobuf::Arena arena_{ArenaOptionsWith(arena_block_, kResponseArenaBytes)};
-  v1::StreamWritesResponse* response_ =
-      google::protobuf::Arena::CreateMessage<v1::StreamWritesResponse>(&arena_);
+  // Each answer, as bytes, and its operations' answers as read from it.
+  grpc::ByteBuffer response_;
+  std::vector<PutAnswer> read_answers_;
   // Guarded by owner_->mu_: completions asked for and not yet run.
   int outstanding_ = 0;
   // Guarded by owner_->mu_: operations waiting to be written, oldest first,
-  // their requests built in building_ (the first building_[0].ops of them in
+  // their requests built in building_ (the first building_[0].ends.size() of them in
   // building_[0], and so on; the last is the one added to); operations
   // written and not yet answered, and how many each request written carried.
   std::deque<Op> unsent_;
@@ -320,7 +318,7 @@ class WriteStream::Call final {
   bool holding_ = false;
 };
 
-WriteStream::WriteStream(v1::LapseService::Stub* stub, BearerToken* token, size_t max_in_flight)
+WriteStream::WriteStream(grpc::GenericStub* stub, BearerToken* token, size_t max_in_flight)
     : stub_(stub), token_(token), max_in_flight_(max_in_flight) {}
 
 WriteStream::~WriteStream() {

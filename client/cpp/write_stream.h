@@ -31,14 +31,16 @@
 // a Put made from inside one would wait for itself: Connection sends those
 // as unary calls (InCallback).
 //
-// Each operation is built by the caller straight into the request it will
-// go in (Build), on that request's arena: a call allocates no message of its
-// own.
+// Each operation is encoded by the caller straight into the bytes of the
+// request it will go in (Build, write_coding.h), and each answer is read in
+// place from the response's bytes: the stream is a generic call
+// (grpc::GenericStub) of StreamWrites, and a call builds, serializes and
+// parses no protobuf message of its own.
 //
-//   internal::WriteStream writes(&stub, &token, 1024);
+//   internal::WriteStream writes(&generic_stub, &token, 1024);
 //   absl::StatusOr<std::vector<PutResult>> r = writes.Put(
-//       [&](v1::PutMembersRequest* put) { *put = request; }, deadline);
-//   writes.PutAsync([&](v1::PutMembersRequest* put) { ... }, deadline,
+//       [&](std::string* bytes) { AppendPutMembers(request, bytes); }, deadline);
+//   writes.PutAsync([&](std::string* bytes) { ... }, deadline,
 //                   [](auto response) { ... });
 //
 // Thread-safe. Destroying it cancels the open stream, waits for it to end and
@@ -51,6 +53,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -60,8 +63,8 @@
 #include "absl/time/time.h"
 #include "client/cpp/bearer_token.h"
 #include "grpcpp/completion_queue.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "lapse/client.h"
-#include "lapse/v1/lapse.grpc.pb.h"
 #include "server/base/mutex.h"
 
 namespace lapse::client::internal {
@@ -71,13 +74,15 @@ class WriteStream final {
   // Called once with an operation's answer: the response as the client reads
   // it (FromProto, convert.h), or its error.
   using Done = PutCallback;
-  // Fills an operation's request in place; called once, before Put or
-  // PutAsync returns, unless the operation fails before it is queued.
-  using Build = absl::FunctionRef<void(v1::PutMembersRequest*)>;
+  // Appends an operation, one WriteOperation of a StreamWritesRequest as
+  // bytes (AppendPutMembers), to the request being built; called once,
+  // before Put or PutAsync returns, unless the operation fails before it is
+  // queued.
+  using Build = absl::FunctionRef<void(std::string*)>;
 
-  // `stub` and `token` (sent when a stream is opened) must outlive the
-  // WriteStream. `max_in_flight` >= 1.
-  WriteStream(v1::LapseService::Stub* stub, BearerToken* token, size_t max_in_flight);
+  // `stub` (a channel's) and `token` (sent when a stream is opened) must
+  // outlive the WriteStream. `max_in_flight` >= 1.
+  WriteStream(grpc::GenericStub* stub, BearerToken* token, size_t max_in_flight);
   ~WriteStream();
   WriteStream(const WriteStream&) = delete;
   WriteStream& operator=(const WriteStream&) = delete;
@@ -122,7 +127,7 @@ class WriteStream final {
   void Poll();
 
   // Constant after construction.
-  v1::LapseService::Stub* const stub_;
+  grpc::GenericStub* const stub_;
   BearerToken* const token_;
   const size_t max_in_flight_;
   // Every stream's completions; shut down by the destructor.
