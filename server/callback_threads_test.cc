@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/create_channel.h"
@@ -12,6 +13,8 @@
 #include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/lapse_server.h"
+#include "server/metrics/rpc_interceptor.h"
+#include "testing/http_get.h"
 #include "testing/test_util.h"
 
 namespace lapse {
@@ -46,6 +49,11 @@ grpc::Status CallOverTcp(int port, const std::string& method) {
   });
   done.WaitForNotification();
   return status;
+}
+
+TEST(CallbackThreadParkingTest, TheParkingMethodIsOneMetricsLeaveOut) {
+  EXPECT_TRUE(
+      absl::StartsWith(CallbackThreadParking::kMethod, RpcMetricsFactory::kUnobservedPrefix));
 }
 
 TEST(CallbackThreadParkingTest, ParksOneThreadPerProcessAgainOnceReleased) {
@@ -103,6 +111,7 @@ TEST(CallbackThreadParkingTest, CallsFromOutsideAreUnimplementedAndServedWhilePa
 TEST(CallbackThreadParkingTest, AServerWithAParkedThreadAnswersPutsAndShutsDown) {
   ServerOptions options;
   options.listen_address = "127.0.0.1:0";
+  options.metrics_listen = "127.0.0.1:0";
   options.park_callback_thread = true;
   LapseServer server(options);
   absl::StatusOr<int> port = server.Start();
@@ -124,6 +133,15 @@ TEST(CallbackThreadParkingTest, AServerWithAParkedThreadAnswersPutsAndShutsDown)
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(response.created_count(), 1u);
   }
+  // The parked call is the server's own, not in its metrics.
+  absl::StatusOr<testing::MetricSamples> metrics = testing::ScrapeMetrics(server.metrics_port());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  bool puts_observed = false;
+  for (const auto& [sample, value] : *metrics) {
+    EXPECT_FALSE(absl::StrContains(sample, "lapse.internal")) << sample;
+    if (absl::StrContains(sample, "PutMembers")) puts_observed = true;
+  }
+  EXPECT_TRUE(puts_observed);
   server.Shutdown(absl::Seconds(5));
 }
 
