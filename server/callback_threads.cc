@@ -8,6 +8,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/slice.h"
 #include "grpcpp/support/status.h"
+#include "server/base/log.h"
 
 namespace lapse {
 namespace {
@@ -156,9 +157,11 @@ void ParkingGovernor::Run() {
     switch (policy_.Next(absl::Now(), absl::DurationFromTimespec(cpu), parking_->parked())) {
       case ParkingPolicy::Action::kRelease:
         parking_->Release();
+        Log(LogLevel::kInfo, "callback thread let go: the process used %.0f%% of a core or more",
+            100 * policy_.options().busy_share);
         break;
       case ParkingPolicy::Action::kPark:
-        parking_->Park(server_);
+        if (parking_->Park(server_)) Log(LogLevel::kInfo, "callback thread parked again");
         break;
       case ParkingPolicy::Action::kNone:
         break;
