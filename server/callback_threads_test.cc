@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/create_channel.h"
@@ -12,6 +13,8 @@
 #include "gtest/gtest.h"
 #include "lapse/v1/lapse.grpc.pb.h"
 #include "server/lapse_server.h"
+#include "server/metrics/rpc_interceptor.h"
+#include "testing/http_get.h"
 #include "testing/test_util.h"
 
 namespace lapse {
@@ -48,6 +51,11 @@ grpc::Status CallOverTcp(int port, const std::string& method) {
   return status;
 }
 
+TEST(CallbackThreadParkingTest, TheParkingMethodIsOneMetricsLeaveOut) {
+  EXPECT_TRUE(
+      absl::StartsWith(CallbackThreadParking::kMethod, RpcMetricsFactory::kUnobservedPrefix));
+}
+
 TEST(CallbackThreadParkingTest, ParksOneThreadPerProcessAgainOnceReleased) {
   CallbackThreadParking first;
   CallbackThreadParking second;
@@ -65,6 +73,22 @@ TEST(CallbackThreadParkingTest, ParksOneThreadPerProcessAgainOnceReleased) {
   a.server->Shutdown();
   b.server->Shutdown();
   c.server->Shutdown();
+}
+
+TEST(CallbackThreadParkingTest, ParksAgainAfterReleaseAndServesBetween) {
+  CallbackThreadParking parking;
+  ParkingServer s(&parking);
+  ASSERT_NE(s.server, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(parking.Park(s.server.get()));
+    EXPECT_TRUE(parking.parked());
+    EXPECT_FALSE(parking.Park(s.server.get()));
+    EXPECT_EQ(CallOverTcp(s.port, "/lapse.v1.Nothing/Here").error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+    parking.Release();
+    EXPECT_FALSE(parking.parked());
+  }
+  s.server->Shutdown();
 }
 
 // With a thread parked, the one left serves the calls; neither the parking
@@ -87,6 +111,7 @@ TEST(CallbackThreadParkingTest, CallsFromOutsideAreUnimplementedAndServedWhilePa
 TEST(CallbackThreadParkingTest, AServerWithAParkedThreadAnswersPutsAndShutsDown) {
   ServerOptions options;
   options.listen_address = "127.0.0.1:0";
+  options.metrics_listen = "127.0.0.1:0";
   options.park_callback_thread = true;
   LapseServer server(options);
   absl::StatusOr<int> port = server.Start();
@@ -108,7 +133,106 @@ TEST(CallbackThreadParkingTest, AServerWithAParkedThreadAnswersPutsAndShutsDown)
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(response.created_count(), 1u);
   }
+  // The parked call is the server's own, not in its metrics.
+  absl::StatusOr<testing::MetricSamples> metrics = testing::ScrapeMetrics(server.metrics_port());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  bool puts_observed = false;
+  for (const auto& [sample, value] : *metrics) {
+    EXPECT_FALSE(absl::StrContains(sample, "lapse.internal")) << sample;
+    if (absl::StrContains(sample, "PutMembers")) puts_observed = true;
+  }
+  EXPECT_TRUE(puts_observed);
   server.Shutdown(absl::Seconds(5));
+}
+
+// ParkingPolicy, sampled every 100 ms from a start at `t0` with the default
+// options but for those the tests name.
+class ParkingPolicyTest : public ::testing::Test {
+ protected:
+  // The action for a sample `ms` after t0, with `cpu_ms` of CPU used since
+  // the process started.
+  ParkingPolicy::Action At(int ms, int cpu_ms, bool parked) {
+    return policy_.Next(t0_ + absl::Milliseconds(ms), absl::Milliseconds(cpu_ms), parked);
+  }
+  const absl::Time t0_ = absl::FromUnixSeconds(1000);
+  ParkingPolicy policy_{ParkingPolicy::Options()};
+};
+
+using Action = ParkingPolicy::Action;
+
+TEST_F(ParkingPolicyTest, ReleasesAfterTwoIntervalsBusyAndParksAgainFiveSecondsLater) {
+  EXPECT_EQ(At(0, 0, true), Action::kNone);
+  EXPECT_EQ(At(100, 95, true), Action::kNone);  // 0.95 of a core: one busy interval
+  EXPECT_EQ(At(200, 185, true), Action::kRelease);
+  EXPECT_EQ(At(300, 285, false), Action::kNone);
+  EXPECT_EQ(At(5100, 2000, false), Action::kNone);
+  EXPECT_EQ(At(5200, 2100, false), Action::kPark);
+  // Parked again, the samples start anew: one busy interval is not enough.
+  EXPECT_EQ(At(5300, 2200, true), Action::kNone);
+  EXPECT_EQ(At(5400, 2300, true), Action::kRelease);
+}
+
+TEST_F(ParkingPolicyTest, KeepsTheThreadParkedWhileAnyIntervalIsBelowTheBusyShare) {
+  EXPECT_EQ(At(0, 0, true), Action::kNone);
+  int cpu = 0;
+  for (int ms = 100; ms <= 2000; ms += 100) {
+    // Busy and not, in turn: 0.95 and 0.5 of a core.
+    cpu += (ms / 100) % 2 == 0 ? 95 : 50;
+    EXPECT_EQ(At(ms, cpu, true), Action::kNone) << ms;
+  }
+}
+
+TEST_F(ParkingPolicyTest, NeverParksAThreadItDidNotRelease) {
+  // Never parked (refused, or released by someone else): not the policy's.
+  for (int ms = 0; ms <= 10000; ms += 100) EXPECT_EQ(At(ms, ms, false), Action::kNone) << ms;
+}
+
+TEST_F(ParkingPolicyTest, ABusyIntervalOnlyCountsOnceSampledBefore) {
+  // The first sample has nothing to compare with, however much CPU the
+  // process used before it.
+  EXPECT_EQ(At(0, 5000, true), Action::kNone);
+  EXPECT_EQ(At(100, 5010, true), Action::kNone);
+  EXPECT_EQ(At(200, 5020, true), Action::kNone);
+}
+
+// A governor whose policy finds every interval busy lets the server's thread
+// go; the server goes on answering, and shuts down.
+TEST(ParkingGovernorTest, ReleasesTheParkedThreadWhenThePolicySaysBusy) {
+  CallbackThreadParking parking;
+  ParkingServer s(&parking);
+  ASSERT_NE(s.server, nullptr);
+  ASSERT_TRUE(parking.Park(s.server.get()));
+  ParkingPolicy::Options options;
+  options.interval = absl::Milliseconds(1);
+  options.busy_share = 0;
+  options.busy_samples = 1;
+  options.released_for = absl::InfiniteDuration();
+  ParkingGovernor governor(&parking, s.server.get(), options);
+  EXPECT_TRUE(parking.AwaitParked(false, 1, absl::Now() + testing::kPatience));
+  EXPECT_EQ(CallOverTcp(s.port, "/lapse.v1.Nothing/Here").error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  governor.Stop();
+  EXPECT_FALSE(parking.parked());
+  s.server->Shutdown();
+}
+
+// Released for no time, the thread is parked again by the governor.
+TEST(ParkingGovernorTest, ParksTheThreadAgainOnceReleasedForLongEnough) {
+  CallbackThreadParking parking;
+  ParkingServer s(&parking);
+  ASSERT_NE(s.server, nullptr);
+  ASSERT_TRUE(parking.Park(s.server.get()));
+  ParkingPolicy::Options options;
+  options.interval = absl::Milliseconds(1);
+  options.busy_share = 0;
+  options.busy_samples = 1;
+  options.released_for = absl::ZeroDuration();
+  ParkingGovernor governor(&parking, s.server.get(), options);
+  // Parked by the test, then by the governor, then released again.
+  EXPECT_TRUE(parking.AwaitParked(false, 2, absl::Now() + testing::kPatience));
+  governor.Stop();
+  parking.Release();
+  s.server->Shutdown();
 }
 
 }  // namespace

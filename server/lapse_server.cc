@@ -231,7 +231,11 @@ absl::StatusOr<int> LapseServer::Start() {
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address));
   }
-  if (parking_ != nullptr) parking_->Park(server_.get());
+  if (parking_ != nullptr) {
+    parking_->Park(server_.get());
+    parking_governor_ =
+        std::make_unique<ParkingGovernor>(parking_.get(), server_.get(), ParkingPolicy::Options());
+  }
   if (!options_.health_listen.empty()) {
     grpc::ServerBuilder health_builder;
     health_builder.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
@@ -306,6 +310,8 @@ void LapseServer::Shutdown(absl::Duration grace) {
       if (!stopped) ShutDownConnectionsOn(port_);
     });
     // The parked call would hold Shutdown up; the thread serves the drain.
+    // The governor goes first: it would park it again.
+    if (parking_governor_ != nullptr) parking_governor_->Stop();
     if (parking_ != nullptr) parking_->Release();
     server_->Shutdown(absl::ToChronoTime(deadline));
     {

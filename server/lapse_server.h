@@ -112,9 +112,10 @@ struct ServerOptions {
   // Concurrent HTTP/2 streams (RPCs) one client connection may open, sent to
   // clients as SETTINGS_MAX_CONCURRENT_STREAMS: more wait in the client.
   int max_concurrent_streams = 1000;
-  // Hold one of gRPC's callback threads out of the server's work
-  // (server/callback_threads.h): small requests are served without handing
-  // the poller role between threads, large batched ones without parallelism.
+  // Hold one of gRPC's callback threads out of the server's work while the
+  // process uses less than a core (server/callback_threads.h): small requests
+  // are served without handing the poller role between threads; a busier
+  // server gets the thread back. lapsed turns it on unless told otherwise.
   bool park_callback_thread = false;
   // TLS (mTLS with tls.client_ca_file) on listen_address, Unix socket too;
   // plaintext when tls.cert_file is empty (server/tls_credentials.h).
@@ -223,6 +224,8 @@ class LapseServer {
   std::unique_ptr<LapseServiceImpl> service_;
   // Set with options_.park_callback_thread; outlives server_, which calls it.
   std::unique_ptr<CallbackThreadParking> parking_;
+  // Lets parking_'s thread go while the process is busy; stopped in Shutdown.
+  std::unique_ptr<ParkingGovernor> parking_governor_;
   std::unique_ptr<grpc::Server> server_;
   // Serves health_listen; null without it.
   std::unique_ptr<grpc::Server> health_server_;

@@ -153,10 +153,11 @@ ABSL_FLAG(absl::Duration, watch_stall_timeout, Defaults().watch_stall_timeout,
 ABSL_FLAG(int64_t, max_concurrent_streams, Defaults().max_concurrent_streams,
           "RPCs one client connection may have open at once (HTTP/2 "
           "SETTINGS_MAX_CONCURRENT_STREAMS); more wait in the client");
-ABSL_FLAG(bool, park_callback_thread, Defaults().park_callback_thread,
-          "Hold one of gRPC's callback threads out of the server's work: small requests "
-          "(single puts) cost less CPU, without the poller's hand-off between two threads, "
-          "large batched requests are parsed one at a time (docs/benchmarks.md, perfsingle6)");
+ABSL_FLAG(bool, park_callback_thread, true,
+          "Hold one of gRPC's callback threads out of the server's work while lapsed uses "
+          "less than a core: small requests (single puts) cost less CPU, without the "
+          "poller's hand-off between two threads; while lapsed is busier the thread is let "
+          "go, and held again 5 s later (server/callback_threads.h)");
 ABSL_FLAG(int64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest gRPC message received or sent");
 ABSL_FLAG(int64_t, reserved_fds, Defaults().reserved_fds,

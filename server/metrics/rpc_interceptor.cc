@@ -1,6 +1,7 @@
 #include "server/metrics/rpc_interceptor.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -69,6 +70,7 @@ void RpcMetricsFactory::CountIfDenied(grpc::StatusCode code) {
 
 grpc::experimental::Interceptor* RpcMetricsFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
+  if (absl::StartsWith(info->method(), kUnobservedPrefix)) return nullptr;
   return new RpcMetricsInterceptor(this, &MethodNamed(info->method()));
 }
 

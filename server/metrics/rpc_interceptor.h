@@ -9,6 +9,10 @@
 //       {std::make_unique<RpcMetricsFactory>(duration_family, in_flight_family,
 //                                            denied_family)});
 //
+// Calls to methods under kUnobservedPrefix are the server's own (the call
+// that parks a callback thread, server/callback_threads.h), not clients':
+// they are not observed.
+//
 // Method labels are bounded: after kMaxMethods distinct names (a server has
 // a few dozen), further ones are labelled "other", so a client sending
 // made-up method names cannot grow the metrics without bound.
@@ -37,6 +41,7 @@ namespace lapse {
 class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   static constexpr size_t kMaxMethods = 64;
+  static constexpr char kUnobservedPrefix[] = "/lapse.internal.";
 
   RpcMetricsFactory(prometheus::Family<prometheus::Histogram>& duration,
                     prometheus::Family<prometheus::Gauge>& in_flight,
