@@ -195,6 +195,16 @@ TEST_F(ParkingPolicyTest, ABusyIntervalOnlyCountsOnceSampledBefore) {
   EXPECT_EQ(At(200, 5020, true), Action::kNone);
 }
 
+// A policy sampling every millisecond that finds every interval busy.
+ParkingPolicy::Options EveryIntervalBusy(absl::Duration released_for) {
+  ParkingPolicy::Options options;
+  options.interval = absl::Milliseconds(1);
+  options.busy_share = 0;
+  options.busy_samples = 1;
+  options.released_for = released_for;
+  return options;
+}
+
 // A governor whose policy finds every interval busy lets the server's thread
 // go; the server goes on answering, and shuts down.
 TEST(ParkingGovernorTest, ReleasesTheParkedThreadWhenThePolicySaysBusy) {
@@ -202,12 +212,7 @@ TEST(ParkingGovernorTest, ReleasesTheParkedThreadWhenThePolicySaysBusy) {
   ParkingServer s(&parking);
   ASSERT_NE(s.server, nullptr);
   ASSERT_TRUE(parking.Park(s.server.get()));
-  ParkingPolicy::Options options;
-  options.interval = absl::Milliseconds(1);
-  options.busy_share = 0;
-  options.busy_samples = 1;
-  options.released_for = absl::InfiniteDuration();
-  ParkingGovernor governor(&parking, s.server.get(), options);
+  ParkingGovernor governor(&parking, s.server.get(), EveryIntervalBusy(absl::InfiniteDuration()));
   EXPECT_TRUE(parking.AwaitParked(false, 1, absl::Now() + testing::kPatience));
   EXPECT_EQ(CallOverTcp(s.port, "/lapse.v1.Nothing/Here").error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
@@ -222,12 +227,7 @@ TEST(ParkingGovernorTest, ParksTheThreadAgainOnceReleasedForLongEnough) {
   ParkingServer s(&parking);
   ASSERT_NE(s.server, nullptr);
   ASSERT_TRUE(parking.Park(s.server.get()));
-  ParkingPolicy::Options options;
-  options.interval = absl::Milliseconds(1);
-  options.busy_share = 0;
-  options.busy_samples = 1;
-  options.released_for = absl::ZeroDuration();
-  ParkingGovernor governor(&parking, s.server.get(), options);
+  ParkingGovernor governor(&parking, s.server.get(), EveryIntervalBusy(absl::ZeroDuration()));
   // Parked by the test, then by the governor, then released again.
   EXPECT_TRUE(parking.AwaitParked(false, 2, absl::Now() + testing::kPatience));
   governor.Stop();
