@@ -437,9 +437,6 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
 // What each RPC needs of an auth file (README.md, "Security", has the table).
 // Answer calls Required for every request type: an RPC without an overload
 // here does not compile.
-std::vector<Access> Required(const v1::PutMembersRequest& r) {
-  return {{Permission::kWrite, r.collection(), Access::kCollection}};
-}
 std::vector<Access> Required(const PutMembersView& r) {
   return {{Permission::kWrite, r.collection, Access::kCollection}};
 }
@@ -549,6 +546,7 @@ LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub, GroupHub* group_
   ServeUnary("ListCollections", &HandleListCollections);
   ServeUnary("DeleteCollection", &HandleDeleteCollection);
   ServeWatch();
+  ServeWriteStreams();
   ServeUnary("CreateConsumerGroup", &HandleCreateConsumerGroup);
   ServeUnary("GetConsumerGroup", &HandleGetConsumerGroup);
   ServeUnary("ListConsumerGroups", &HandleListConsumerGroups);
@@ -636,21 +634,26 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* LapseServiceImpl::StartWatch(
   return new WatchReactor(hub_, context, &store_->events(), *std::move(filter), *after);
 }
 
-grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>*
-LapseServiceImpl::StreamWrites(grpc::CallbackServerContext* context) {
+void LapseServiceImpl::ServeWriteStreams() {
+  MarkMethodRawCallback(
+      MethodIndex("StreamWrites"),
+      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](grpc::CallbackServerContext* context) { return StartWriteStream(context); }));
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* LapseServiceImpl::StartWriteStream(
+    grpc::CallbackServerContext* context) {
   absl::StatusOr<Caller> caller = authorizer_.Authenticate(*context);
   if (!caller.ok())
     return new WriteStreamReactor(store_, nullptr, &write_streams_, caller.status());
   return new WriteStreamReactor(
       store_,
-      [caller = *std::move(caller)](Store& store, const v1::PutMembersRequest& request,
+      [caller = *std::move(caller)](Store& store, const PutMembersView& request,
                                     v1::PutMembersResponse* response, OperationEnd* end) {
         if (absl::Status allowed = Authorize(caller, Required(request)); !allowed.ok()) {
           return allowed;
         }
-        PutMembersView view;
-        view.Read(request);
-        return HandlePutMembers(store, view, response, end);
+        return HandlePutMembers(store, request, response, end);
       },
       &write_streams_);
 }

@@ -6,9 +6,12 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "grpc/slice.h"
+#include "grpcpp/support/slice.h"
 #include "server/base/coding.h"
 
 namespace lapse {
@@ -45,8 +48,8 @@ std::optional<UnixTime> TimestampOf(absl::Time t) {
 }
 
 // ---- Wire format (https://protobuf.dev/programming-guides/encoding/) ----
-// Only what AppendWatchEvent writes: every field number is below 16, so each
-// tag is one byte.
+// Only what AppendWatchEvent and EncodeStreamWritesResponse write: every
+// field number is below 16, so each tag is one byte.
 
 using google::protobuf::io::CodedOutputStream;
 
@@ -348,6 +351,36 @@ void AppendWatchEvent(uint64_t sequence, const ExpiryEventView& event, std::stri
   p = WriteTimestampField(Event::kExpireTimeFieldNumber, expire_time, p);
   p = WriteTimestampField(Event::kExpiredAtFieldNumber, expired_at, p);
   assert(reinterpret_cast<char*>(p) == out->data() + out->size());
+}
+
+grpc::ByteBuffer EncodeStreamWritesResponse(absl::Span<const WriteResultView> results) {
+  using Result = v1::WriteOperationResult;
+  // Each result's body, then its bytes within the response.
+  absl::InlinedVector<size_t, 16> bodies(results.size());
+  size_t total = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const WriteResultView& result = results[i];
+    size_t body = VarintFieldSize(Signed(result.code)) + StringFieldSize(result.message);
+    if (result.put_members != nullptr) body += DelimitedSize(result.put_members->ByteSizeLong());
+    bodies[i] = body;
+    total += DelimitedSize(body);
+  }
+  grpc::Slice slice(grpc_slice_malloc(total), grpc::Slice::STEAL_REF);
+  uint8_t* p = const_cast<uint8_t*>(slice.begin());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const WriteResultView& result = results[i];
+    p = WriteDelimitedHeader(v1::StreamWritesResponse::kResultsFieldNumber, bodies[i], p);
+    p = WriteVarintField(Result::kCodeFieldNumber, Signed(result.code), p);
+    p = WriteStringField(Result::kMessageFieldNumber, result.message, p);
+    if (result.put_members != nullptr) {
+      // ByteSizeLong above cached the sizes.
+      p = WriteDelimitedHeader(Result::kPutMembersFieldNumber,
+                               static_cast<size_t>(result.put_members->GetCachedSize()), p);
+      p = result.put_members->SerializeWithCachedSizesToArray(p);
+    }
+  }
+  assert(p == slice.end());
+  return grpc::ByteBuffer(&slice, 1);
 }
 
 std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder order,

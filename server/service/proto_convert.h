@@ -24,8 +24,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 #include "lapse/v1/lapse.pb.h"
 #include "server/base/deadline.h"
@@ -85,6 +87,18 @@ void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::Expiry
 // holding the other fields (a message's fields may follow one another
 // in any order; these come in field order, as protobuf writes them).
 void AppendWatchEvent(uint64_t sequence, const ExpiryEventView& event, std::string* out);
+
+// One operation's answer on a StreamWrites stream: `put_members` when `code`
+// is 0 (OK), otherwise the code and its message.
+struct WriteResultView {
+  int32_t code = 0;
+  absl::string_view message;
+  const v1::PutMembersResponse* put_members = nullptr;
+};
+// The bytes protobuf serializes for a StreamWritesResponse of `results`, in
+// one slice, made without building the response or its results (each
+// put_members is serialized by protobuf).
+grpc::ByteBuffer EncodeStreamWritesResponse(absl::Span<const WriteResultView> results);
 
 // ---- Page tokens -----------------------------------------------------------
 //

@@ -208,6 +208,33 @@ TEST(Messages, AResponseIsItsEventsThenItsOtherFields) {
   EXPECT_EQ(encoded, expected.SerializeAsString());
 }
 
+// Results of each kind: a put's response, an empty one, an error.
+TEST(Messages, AStreamWritesResponseIsTheBytesProtobufWrites) {
+  v1::PutMembersResponse put;
+  put.set_created_count(1);
+  v1::PutMemberResult* result = put.add_results();
+  result->set_key("k\xc3\xa9");
+  result->set_outcome(v1::PUT_OUTCOME_CREATED);
+  result->mutable_expire_time()->set_seconds(1'800'000'000);
+  const v1::PutMembersResponse empty;
+  std::string long_message(200, 'm');
+  const WriteResultView results[] = {
+      {0, "", &put}, {0, "", &empty}, {3, long_message, nullptr}, {14, "", nullptr}};
+
+  v1::StreamWritesResponse expected;
+  *expected.add_results()->mutable_put_members() = put;
+  expected.add_results()->mutable_put_members();
+  expected.add_results()->set_code(3);
+  expected.mutable_results(2)->set_message(long_message);
+  expected.add_results()->set_code(14);
+  grpc::Slice slice;
+  ASSERT_TRUE(EncodeStreamWritesResponse(results).DumpToSingleSlice(&slice).ok());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(slice.begin()), slice.size()),
+            expected.SerializeAsString());
+  ASSERT_TRUE(EncodeStreamWritesResponse({}).DumpToSingleSlice(&slice).ok());
+  EXPECT_EQ(slice.size(), 0u);
+}
+
 TEST(Messages, PersistentMembersHaveNoExpireTime) {
   v1::Member member;
   MemberToProto({"k", "v", NoDeadline()}, &member);

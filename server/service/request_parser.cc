@@ -306,6 +306,47 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, PutMembersView* request
   return absl::OkStatus();
 }
 
+bool ReadStreamWritesInPlace(absl::string_view bytes, StreamWritesView* request) {
+  WireReader in(bytes);
+  uint64_t tag;
+  absl::string_view operation;
+  absl::string_view put_members;
+  while (!in.done()) {
+    // operations (1) repeats; a WriteOperation's only field is put_members (1).
+    if (!in.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !in.Delimited(&operation)) return false;
+    StreamWritesView::Operation& read = request->operations.emplace_back();
+    WireReader fields(operation);
+    if (fields.done()) continue;
+    if (!fields.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !fields.Delimited(&put_members) ||
+        !fields.done() || !ReadPutMembersInPlace(put_members, &read.put_members)) {
+      return false;
+    }
+    read.has_put_members = true;
+  }
+  return true;
+}
+
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, StreamWritesView* request) {
+  if (bytes.DumpToSingleSlice(&request->bytes).ok() &&
+      ReadStreamWritesInPlace(
+          absl::string_view(reinterpret_cast<const char*>(request->bytes.begin()),
+                            request->bytes.size()),
+          request)) {
+    return absl::OkStatus();
+  }
+  request->operations.clear();
+  request->parsed = std::make_unique<v1::StreamWritesRequest>();
+  if (absl::Status parsed = ParseRequest(bytes, request->parsed.get()); !parsed.ok()) return parsed;
+  request->operations.resize(static_cast<size_t>(request->parsed->operations_size()));
+  for (int i = 0; i < request->parsed->operations_size(); ++i) {
+    const v1::WriteOperation& operation = request->parsed->operations(i);
+    StreamWritesView::Operation& read = request->operations[static_cast<size_t>(i)];
+    read.has_put_members = operation.has_put_members();
+    if (read.has_put_members) read.put_members.Read(operation.put_members());
+  }
+  return absl::OkStatus();
+}
+
 void PutMembersView::Read(const v1::PutMembersRequest& request) {
   collection = request.collection();
   members.clear();
