@@ -1,5 +1,6 @@
 #include "server/service/lapse_service.h"
 
+#include <array>
 #include <cassert>
 #include <cstdint>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -176,8 +178,9 @@ absl::StatusOr<Expiration> NewExpiration(const v1::ExpireMembersRequest& request
 absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
                               v1::PutMembersResponse* response, OperationEnd* reactor) {
   // The response names the members by the writes' keys: the writes stay
-  // with it until the store answers.
-  auto writes = std::make_unique<std::vector<MemberWrite>>();
+  // with it until the store answers. One inline: a single put allocates
+  // them with the unique_ptr.
+  auto writes = std::make_unique<absl::InlinedVector<MemberWrite, 1>>();
   writes->reserve(request.members.size());
   for (size_t i = 0; i < request.members.size(); ++i) {
     const PutMembersView::Member& member = request.members[i];
@@ -437,8 +440,9 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
 // What each RPC needs of an auth file (README.md, "Security", has the table).
 // Answer calls Required for every request type: an RPC without an overload
 // here does not compile.
-std::vector<Access> Required(const PutMembersView& r) {
-  return {{Permission::kWrite, r.collection, Access::kCollection}};
+// PutMembers: an array, not a vector (a write stream checks it per put).
+std::array<Access, 1> Required(const PutMembersView& r) {
+  return {{{Permission::kWrite, r.collection, Access::kCollection}}};
 }
 std::vector<Access> Required(const v1::GetMembersRequest& r) {
   std::vector<Access> needs = {{Permission::kRead, r.collection(), Access::kCollection}};

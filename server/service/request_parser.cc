@@ -307,10 +307,18 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, PutMembersView* request
 }
 
 bool ReadStreamWritesInPlace(absl::string_view bytes, StreamWritesView* request) {
-  WireReader in(bytes);
   uint64_t tag;
   absl::string_view operation;
   absl::string_view put_members;
+  // Counted first, so the operations are not moved as they are read.
+  size_t count = 0;
+  for (WireReader scan(bytes); !scan.done(); ++count) {
+    if (!scan.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !scan.Delimited(&operation)) {
+      return false;
+    }
+  }
+  request->operations.reserve(count);
+  WireReader in(bytes);
   while (!in.done()) {
     // operations (1) repeats; a WriteOperation's only field is put_members (1).
     if (!in.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !in.Delimited(&operation)) return false;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
@@ -71,7 +72,8 @@ struct PutMembersView {
   void Read(const v1::PutMembersRequest& request);
 
   absl::string_view collection;
-  std::vector<Member> members;
+  // One inline: a single put (most of a write stream's) allocates nothing.
+  absl::InlinedVector<Member, 1> members;
   uint32_t max_members = 0;
   Expiry default_expiration;
   bool omit_created_results = false;
