@@ -75,7 +75,8 @@ class WireReader {
 
   bool done() const { return in_.empty(); }
 
-  // Inlined: tags, sizes and most values here are one byte.
+  // Varint and Delimited are inlined: tags, sizes and most values here are
+  // one byte, and every field goes through them.
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool Varint(uint64_t* value) {
     if (!in_.empty() && static_cast<unsigned char>(in_[0]) < 0x80) {
       *value = static_cast<unsigned char>(in_[0]);
@@ -106,7 +107,7 @@ class WireReader {
     return true;
   }
 
-  bool Delimited(absl::string_view* body) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Delimited(absl::string_view* body) {
     uint64_t size;
     if (!Varint(&size) || size > in_.size()) return false;
     *body = in_.substr(0, size);
@@ -172,8 +173,9 @@ bool ReadExpiry(WireReader& field, PutMembersView::Expiry::Kind kind,
 // but for `repeated` (0: none); `oneof_first` and `oneof_second` are one
 // oneof, read once between them. `seen` has bit n set once field n is read.
 // False where protobuf might read otherwise.
-bool NextTag(WireReader& in, uint32_t repeated, uint32_t oneof_first, uint32_t oneof_second,
-             uint32_t* seen, uint64_t* tag) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NextTag(WireReader& in, uint32_t repeated,
+                                                 uint32_t oneof_first, uint32_t oneof_second,
+                                                 uint32_t* seen, uint64_t* tag) {
   if (!in.Varint(tag)) return false;
   const uint32_t field = static_cast<uint32_t>(*tag >> 3);
   if (field == 0 || field > 6) return false;
