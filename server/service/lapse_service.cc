@@ -175,8 +175,36 @@ absl::StatusOr<Expiration> NewExpiration(const v1::ExpireMembersRequest& request
   return Expiration::None();
 }
 
-absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
-                              v1::PutMembersResponse* response, OperationEnd* reactor) {
+// A PutMembersResponse message filled through PutMembersBytes' interface
+// (proto_convert.h), so that one Put serves both.
+class PutMembersMessage {
+ public:
+  explicit PutMembersMessage(v1::PutMembersResponse* out) : out_(out) {}
+
+  void Reserve(int results) { out_->mutable_results()->Reserve(results); }
+
+  void AddResult(absl::string_view key, v1::PutOutcome outcome, absl::Time expire_time) {
+    v1::PutMemberResult* result = out_->add_results();
+    result->set_key(key.data(), key.size());
+    result->set_outcome(outcome);
+    if (expire_time != NoDeadline()) TimeToProto(expire_time, result->mutable_expire_time());
+  }
+  void set_created_count(uint32_t count) { out_->set_created_count(count); }
+  bool has_default_expire_time() const { return out_->has_default_expire_time(); }
+  void set_default_expire_time(absl::Time t) {
+    TimeToProto(t, out_->mutable_default_expire_time());
+  }
+  void Finish() {}
+
+ private:
+  v1::PutMembersResponse* const out_;
+};
+
+// PutMembers' work, its answer written into `answer` (PutMembersMessage or
+// PutMembersBytes) when the store has applied it.
+template <typename Answer>
+absl::Status Put(Store& store, const PutMembersView& request, Answer answer,
+                 OperationEnd* reactor) {
   // The response names the members by the writes' keys: the writes stay
   // with it until the store answers. One inline: a single put allocates
   // them with the unique_ptr.
@@ -208,32 +236,32 @@ absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
   store.PutMembers(
       request.collection, written, options,
       Reply<std::vector<PutResult>>(reactor, [writes = std::move(writes), has_default, omit_created,
-                                              response](std::vector<PutResult> results) {
-        if (!omit_created) response->mutable_results()->Reserve(static_cast<int>(results.size()));
+                                              answer](std::vector<PutResult> results) mutable {
+        if (!omit_created) answer.Reserve(static_cast<int>(results.size()));
         uint32_t created = 0;
         for (size_t i = 0; i < results.size(); ++i) {
           const PutResult& result = results[i];
           const MemberWrite& write = (*writes)[i];
-          if (has_default && !response->has_default_expire_time() &&
-              result.outcome != PutOutcome::kSkipped && TakesDefault(write)) {
-            if (result.expire_time != NoDeadline()) {
-              TimeToProto(result.expire_time, response->mutable_default_expire_time());
-            }
+          if (has_default && !answer.has_default_expire_time() &&
+              result.outcome != PutOutcome::kSkipped && TakesDefault(write) &&
+              result.expire_time != NoDeadline()) {
+            answer.set_default_expire_time(result.expire_time);
           }
           if (result.outcome == PutOutcome::kCreated) {
             ++created;
             if (omit_created) continue;
           }
-          v1::PutMemberResult* out = response->add_results();
-          out->set_key(write.key.data(), write.key.size());
-          out->set_outcome(PutOutcomeToProto(result.outcome));
-          if (result.expire_time != NoDeadline()) {
-            TimeToProto(result.expire_time, out->mutable_expire_time());
-          }
+          answer.AddResult(write.key, PutOutcomeToProto(result.outcome), result.expire_time);
         }
-        response->set_created_count(created);
+        answer.set_created_count(created);
+        answer.Finish();
       }));
   return absl::OkStatus();
+}
+
+absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
+                              v1::PutMembersResponse* response, OperationEnd* reactor) {
+  return Put(store, request, PutMembersMessage(response), reactor);
 }
 
 absl::Status HandleGetMembers(Store& store, const v1::GetMembersRequest& request,
@@ -653,11 +681,11 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* LapseServiceImpl::S
   return new WriteStreamReactor(
       store_,
       [caller = *std::move(caller)](Store& store, const PutMembersView& request,
-                                    v1::PutMembersResponse* response, OperationEnd* end) {
+                                    std::string* answer, OperationEnd* end) {
         if (absl::Status allowed = Authorize(caller, Required(request)); !allowed.ok()) {
           return allowed;
         }
-        return HandlePutMembers(store, request, response, end);
+        return Put(store, request, PutMembersBytes(answer), end);
       },
       &write_streams_);
 }

@@ -88,16 +88,41 @@ void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::Expiry
 // in any order; these come in field order, as protobuf writes them).
 void AppendWatchEvent(uint64_t sequence, const ExpiryEventView& event, std::string* out);
 
-// One operation's answer on a StreamWrites stream: `put_members` when `code`
-// is 0 (OK), otherwise the code and its message.
+// A PutMembersResponse written as it is filled, into the bytes protobuf
+// serializes for it (no message built): a write stream's answer to a put.
+// Results come in order; the other fields may be set at any time.
+class PutMembersBytes {
+ public:
+  explicit PutMembersBytes(std::string* out) : out_(out) {}
+
+  // Room for `results` results of short keys.
+  void Reserve(int results) { out_->reserve(out_->size() + 40 * static_cast<size_t>(results)); }
+
+  // Appends one element of `results`; `expire_time` NoDeadline() leaves it unset.
+  void AddResult(absl::string_view key, v1::PutOutcome outcome, absl::Time expire_time);
+  void set_created_count(uint32_t count) { created_count_ = count; }
+  bool has_default_expire_time() const { return default_expire_time_ != NoDeadline(); }
+  // `t` is not NoDeadline().
+  void set_default_expire_time(absl::Time t) { default_expire_time_ = t; }
+  // Appends the fields after `results`; call once, last.
+  void Finish();
+
+ private:
+  std::string* const out_;
+  uint32_t created_count_ = 0;
+  absl::Time default_expire_time_ = NoDeadline();
+};
+
+// One operation's answer on a StreamWrites stream: `put_members` (a
+// serialized PutMembersResponse) when `code` is 0 (OK), otherwise the code
+// and its message.
 struct WriteResultView {
   int32_t code = 0;
   absl::string_view message;
-  const v1::PutMembersResponse* put_members = nullptr;
+  absl::string_view put_members;
 };
 // The bytes protobuf serializes for a StreamWritesResponse of `results`, in
-// one slice, made without building the response or its results (each
-// put_members is serialized by protobuf).
+// one slice, made without building the response or its results.
 grpc::ByteBuffer EncodeStreamWritesResponse(absl::Span<const WriteResultView> results);
 
 // ---- Page tokens -----------------------------------------------------------

@@ -9,7 +9,7 @@
 
 namespace lapse {
 
-// One request of the stream, its operations' results and their arena.
+// One request of the stream and its operations' answers.
 class WriteStreamReactor::Op final {
  public:
   // Where operation `index` of the request ends.
@@ -23,14 +23,15 @@ class WriteStreamReactor::Op final {
     const int index_;
   };
 
-  explicit Op(WriteStreamReactor* stream) : stream_(stream), arena_(MessageArenaOptions()) {}
+  explicit Op(WriteStreamReactor* stream) : stream_(stream) {}
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
 
   // Where the read puts the request's bytes.
   grpc::ByteBuffer* bytes() { return &bytes_; }
 
-  // Reads the request from its bytes: one Part and one result per operation.
+  // Reads the request from its bytes: one Part, one result and one answer
+  // per operation.
   absl::Status Prepare() {
     absl::Status parsed = ParseRequest(bytes_, &request_);
     bytes_.Clear();  // The request holds what it needs of them.
@@ -39,28 +40,27 @@ class WriteStreamReactor::Op final {
     parts_.reserve(n);
     for (size_t i = 0; i < n; ++i) parts_.emplace_back(this, static_cast<int>(i));
     results_.resize(n);
+    answers_.resize(n);
     return absl::OkStatus();
   }
 
   const StreamWritesView& request() const { return request_; }
   Part* part(int index) { return &parts_[static_cast<size_t>(index)]; }
 
-  // Operation `index` answers with a PutMembersResponse, filled before it ends.
-  v1::PutMembersResponse* StartPut(int index) {
-    auto* response = google::protobuf::Arena::CreateMessage<v1::PutMembersResponse>(&arena_);
-    results_[static_cast<size_t>(index)].put_members = response;
-    return response;
-  }
+  // Where operation `index` writes its serialized PutMembersResponse, before
+  // it ends.
+  std::string* answer(int index) { return &answers_[static_cast<size_t>(index)]; }
   // Operation `index` answers with `status` instead.
   void Fail(int index, const grpc::Status& status) {
-    WriteResultView& result = results_[static_cast<size_t>(index)];
-    result.code = static_cast<int32_t>(status.error_code());
-    result.message = *google::protobuf::Arena::Create<std::string>(&arena_, status.error_message());
-    result.put_members = nullptr;
+    results_[static_cast<size_t>(index)].code = static_cast<int32_t>(status.error_code());
+    answers_[static_cast<size_t>(index)] = status.error_message();
   }
 
   // The response, once every operation has ended.
   grpc::ByteBuffer* Encode() {
+    for (size_t i = 0; i < results_.size(); ++i) {
+      (results_[i].code == 0 ? results_[i].put_members : results_[i].message) = answers_[i];
+    }
     response_ = EncodeStreamWritesResponse(results_);
     return &response_;
   }
@@ -71,11 +71,12 @@ class WriteStreamReactor::Op final {
 
  private:
   WriteStreamReactor* const stream_;
-  google::protobuf::Arena arena_;
   grpc::ByteBuffer bytes_;
   StreamWritesView request_;
   std::vector<Part> parts_;
   std::vector<WriteResultView> results_;
+  // Each operation's serialized PutMembersResponse, or its error's message.
+  std::vector<std::string> answers_;
   grpc::ByteBuffer response_;
 };
 
@@ -181,7 +182,7 @@ void WriteStreamReactor::Run(Op* op) {
       const StreamWritesView::Operation& operation = request.operations[static_cast<size_t>(i)];
       absl::Status status;
       if (operation.has_put_members) {
-        status = put_(*store_, operation.put_members, op->StartPut(i), op->part(i));
+        status = put_(*store_, operation.put_members, op->answer(i), op->part(i));
       } else {
         status = absl::InvalidArgumentError(
             absl::StrCat("operations[", i, "]: one of put_members must be set"));

@@ -14,9 +14,8 @@
 // StreamWritesView); a request that is not a valid StreamWritesRequest ends
 // the stream INVALID_ARGUMENT saying what is wrong, once the requests read
 // before it are answered. Responses are written as bytes, encoded by hand
-// (proto_convert.h, EncodeStreamWritesResponse); each request's operations'
-// PutMembersResponses live on its own protobuf arena, freed with the
-// request when its response has been written.
+// (proto_convert.h: each put's answer by PutMembersBytes, the response by
+// EncodeStreamWritesResponse), and freed with their request once written.
 //
 // The stream ends OK once the client has closed its side and every response
 // is written. Draining (WriteStreams::StartDraining) stops reading: requests
@@ -37,6 +36,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -78,8 +78,9 @@ class WriteStreamReactor final
   // Starts a PutMembers operation: the unary RPC's work (lapse_service.cc),
   // after the caller's authorization for it. Called on gRPC's threads, one
   // operation at a time per stream.
-  using PutHandler = std::function<absl::Status(Store&, const PutMembersView&,
-                                                v1::PutMembersResponse*, OperationEnd*)>;
+  // The answer is a serialized PutMembersResponse.
+  using PutHandler =
+      std::function<absl::Status(Store&, const PutMembersView&, std::string*, OperationEnd*)>;
 
   static constexpr size_t kMaxRequestsInFlight = 64;
 
