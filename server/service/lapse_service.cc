@@ -1,5 +1,6 @@
 #include "server/service/lapse_service.h"
 
+#include <array>
 #include <cassert>
 #include <cstdint>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -173,11 +175,40 @@ absl::StatusOr<Expiration> NewExpiration(const v1::ExpireMembersRequest& request
   return Expiration::None();
 }
 
-absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
-                              v1::PutMembersResponse* response, OperationEnd* reactor) {
+// A PutMembersResponse message filled through PutMembersBytes' interface
+// (proto_convert.h), so that one Put serves both.
+class PutMembersMessage {
+ public:
+  explicit PutMembersMessage(v1::PutMembersResponse* out) : out_(out) {}
+
+  void Reserve(int results) { out_->mutable_results()->Reserve(results); }
+
+  void AddResult(absl::string_view key, v1::PutOutcome outcome, absl::Time expire_time) {
+    v1::PutMemberResult* result = out_->add_results();
+    result->set_key(key.data(), key.size());
+    result->set_outcome(outcome);
+    if (expire_time != NoDeadline()) TimeToProto(expire_time, result->mutable_expire_time());
+  }
+  void set_created_count(uint32_t count) { out_->set_created_count(count); }
+  bool has_default_expire_time() const { return out_->has_default_expire_time(); }
+  void set_default_expire_time(absl::Time t) {
+    TimeToProto(t, out_->mutable_default_expire_time());
+  }
+  void Finish() {}
+
+ private:
+  v1::PutMembersResponse* const out_;
+};
+
+// PutMembers' work, its answer written into `answer` (PutMembersMessage or
+// PutMembersBytes) when the store has applied it.
+template <typename Answer>
+absl::Status Put(Store& store, const PutMembersView& request, Answer answer,
+                 OperationEnd* reactor) {
   // The response names the members by the writes' keys: the writes stay
-  // with it until the store answers.
-  auto writes = std::make_unique<std::vector<MemberWrite>>();
+  // with it until the store answers. One inline: a single put allocates
+  // them with the unique_ptr.
+  auto writes = std::make_unique<absl::InlinedVector<MemberWrite, 1>>();
   writes->reserve(request.members.size());
   for (size_t i = 0; i < request.members.size(); ++i) {
     const PutMembersView::Member& member = request.members[i];
@@ -205,32 +236,32 @@ absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
   store.PutMembers(
       request.collection, written, options,
       Reply<std::vector<PutResult>>(reactor, [writes = std::move(writes), has_default, omit_created,
-                                              response](std::vector<PutResult> results) {
-        if (!omit_created) response->mutable_results()->Reserve(static_cast<int>(results.size()));
+                                              answer](std::vector<PutResult> results) mutable {
+        if (!omit_created) answer.Reserve(static_cast<int>(results.size()));
         uint32_t created = 0;
         for (size_t i = 0; i < results.size(); ++i) {
           const PutResult& result = results[i];
           const MemberWrite& write = (*writes)[i];
-          if (has_default && !response->has_default_expire_time() &&
-              result.outcome != PutOutcome::kSkipped && TakesDefault(write)) {
-            if (result.expire_time != NoDeadline()) {
-              TimeToProto(result.expire_time, response->mutable_default_expire_time());
-            }
+          if (has_default && !answer.has_default_expire_time() &&
+              result.outcome != PutOutcome::kSkipped && TakesDefault(write) &&
+              result.expire_time != NoDeadline()) {
+            answer.set_default_expire_time(result.expire_time);
           }
           if (result.outcome == PutOutcome::kCreated) {
             ++created;
             if (omit_created) continue;
           }
-          v1::PutMemberResult* out = response->add_results();
-          out->set_key(write.key.data(), write.key.size());
-          out->set_outcome(PutOutcomeToProto(result.outcome));
-          if (result.expire_time != NoDeadline()) {
-            TimeToProto(result.expire_time, out->mutable_expire_time());
-          }
+          answer.AddResult(write.key, PutOutcomeToProto(result.outcome), result.expire_time);
         }
-        response->set_created_count(created);
+        answer.set_created_count(created);
+        answer.Finish();
       }));
   return absl::OkStatus();
+}
+
+absl::Status HandlePutMembers(Store& store, const PutMembersView& request,
+                              v1::PutMembersResponse* response, OperationEnd* reactor) {
+  return Put(store, request, PutMembersMessage(response), reactor);
 }
 
 absl::Status HandleGetMembers(Store& store, const v1::GetMembersRequest& request,
@@ -437,11 +468,9 @@ absl::StatusOr<uint64_t> WatchStart(const v1::WatchExpirationsRequest& request,
 // What each RPC needs of an auth file (README.md, "Security", has the table).
 // Answer calls Required for every request type: an RPC without an overload
 // here does not compile.
-std::vector<Access> Required(const v1::PutMembersRequest& r) {
-  return {{Permission::kWrite, r.collection(), Access::kCollection}};
-}
-std::vector<Access> Required(const PutMembersView& r) {
-  return {{Permission::kWrite, r.collection, Access::kCollection}};
+// PutMembers: an array, not a vector (a write stream checks it per put).
+std::array<Access, 1> Required(const PutMembersView& r) {
+  return {{{Permission::kWrite, r.collection, Access::kCollection}}};
 }
 std::vector<Access> Required(const v1::GetMembersRequest& r) {
   std::vector<Access> needs = {{Permission::kRead, r.collection(), Access::kCollection}};
@@ -549,6 +578,7 @@ LapseServiceImpl::LapseServiceImpl(Store* store, WatchHub* hub, GroupHub* group_
   ServeUnary("ListCollections", &HandleListCollections);
   ServeUnary("DeleteCollection", &HandleDeleteCollection);
   ServeWatch();
+  ServeWriteStreams();
   ServeUnary("CreateConsumerGroup", &HandleCreateConsumerGroup);
   ServeUnary("GetConsumerGroup", &HandleGetConsumerGroup);
   ServeUnary("ListConsumerGroups", &HandleListConsumerGroups);
@@ -636,21 +666,26 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* LapseServiceImpl::StartWatch(
   return new WatchReactor(hub_, context, &store_->events(), *std::move(filter), *after);
 }
 
-grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>*
-LapseServiceImpl::StreamWrites(grpc::CallbackServerContext* context) {
+void LapseServiceImpl::ServeWriteStreams() {
+  MarkMethodRawCallback(
+      MethodIndex("StreamWrites"),
+      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](grpc::CallbackServerContext* context) { return StartWriteStream(context); }));
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* LapseServiceImpl::StartWriteStream(
+    grpc::CallbackServerContext* context) {
   absl::StatusOr<Caller> caller = authorizer_.Authenticate(*context);
   if (!caller.ok())
     return new WriteStreamReactor(store_, nullptr, &write_streams_, caller.status());
   return new WriteStreamReactor(
       store_,
-      [caller = *std::move(caller)](Store& store, const v1::PutMembersRequest& request,
-                                    v1::PutMembersResponse* response, OperationEnd* end) {
+      [caller = *std::move(caller)](Store& store, const PutMembersView& request,
+                                    std::string* answer, OperationEnd* end) {
         if (absl::Status allowed = Authorize(caller, Required(request)); !allowed.ok()) {
           return allowed;
         }
-        PutMembersView view;
-        view.Read(request);
-        return HandlePutMembers(store, view, response, end);
+        return Put(store, request, PutMembersBytes(answer), end);
       },
       &write_streams_);
 }

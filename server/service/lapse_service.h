@@ -6,8 +6,9 @@
 // UNIMPLEMENTED with no message. To get the bytes, the constructor replaces
 // each method's generated handler by gRPC's callback handler template for a
 // ByteBuffer request and the typed response (what the generated
-// WithRawCallbackMethod_ classes do, but for the request only), so responses
-// stay typed; watch streams write bytes (WatchReactor). A unary call's request bytes, parsed
+// WithRawCallbackMethod_ classes do, but for the request only), so unary
+// responses stay typed; watch streams write bytes (WatchReactor), and write
+// streams read and write bytes (WriteStreamReactor). A unary call's request bytes, parsed
 // request and response live on one protobuf arena, freed at once when the call ends.
 //
 // Each unary RPC converts its request to engine types, calls the Store
@@ -69,10 +70,6 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   // From now on every new RPC fails with UNAVAILABLE. Cannot be undone.
   void StartDraining();
 
-  // Serves a StreamWrites stream (write_stream_reactor.h).
-  grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse>* StreamWrites(
-      grpc::CallbackServerContext* context) override;
-
   // Serves a Consume stream (consume_reactor.h).
   grpc::ServerBidiReactor<v1::ConsumeRequest, v1::ConsumeResponse>* Consume(
       grpc::CallbackServerContext* context) override;
@@ -94,6 +91,11 @@ class LapseServiceImpl final : public v1::LapseService::CallbackService {
   // caller authorized).
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StartWatch(
       grpc::CallbackServerContext* context, const v1::WatchExpirationsRequest& request);
+  // Serves StreamWrites as bytes both ways, through StartWriteStream.
+  void ServeWriteStreams();
+  // Serves a StreamWrites stream (write_stream_reactor.h).
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartWriteStream(
+      grpc::CallbackServerContext* context);
 
   // Answers UNAVAILABLE if draining, UNAUTHENTICATED for an unknown caller,
   // INVALID_ARGUMENT if `bytes` are not a Request, PERMISSION_DENIED if the

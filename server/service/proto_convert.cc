@@ -6,9 +6,12 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "grpc/slice.h"
+#include "grpcpp/support/slice.h"
 #include "server/base/coding.h"
 
 namespace lapse {
@@ -45,8 +48,8 @@ std::optional<UnixTime> TimestampOf(absl::Time t) {
 }
 
 // ---- Wire format (https://protobuf.dev/programming-guides/encoding/) ----
-// Only what AppendWatchEvent writes: every field number is below 16, so each
-// tag is one byte.
+// Only what AppendWatchEvent and EncodeStreamWritesResponse write: every
+// field number is below 16, so each tag is one byte.
 
 using google::protobuf::io::CodedOutputStream;
 
@@ -348,6 +351,65 @@ void AppendWatchEvent(uint64_t sequence, const ExpiryEventView& event, std::stri
   p = WriteTimestampField(Event::kExpireTimeFieldNumber, expire_time, p);
   p = WriteTimestampField(Event::kExpiredAtFieldNumber, expired_at, p);
   assert(reinterpret_cast<char*>(p) == out->data() + out->size());
+}
+
+void PutMembersBytes::AddResult(absl::string_view key, v1::PutOutcome outcome,
+                                absl::Time expire_time) {
+  using Result = v1::PutMemberResult;
+  const std::optional<UnixTime> t = TimestampOf(expire_time);
+  const size_t body =
+      StringFieldSize(key) + VarintFieldSize(Signed(outcome)) + TimestampFieldSize(t);
+  const size_t start = out_->size();
+  out_->resize(start + DelimitedSize(body));
+  uint8_t* p = reinterpret_cast<uint8_t*>(out_->data() + start);
+  p = WriteDelimitedHeader(v1::PutMembersResponse::kResultsFieldNumber, body, p);
+  p = WriteStringField(Result::kKeyFieldNumber, key, p);
+  p = WriteVarintField(Result::kOutcomeFieldNumber, Signed(outcome), p);
+  p = WriteTimestampField(Result::kExpireTimeFieldNumber, t, p);
+  assert(reinterpret_cast<char*>(p) == out_->data() + out_->size());
+}
+
+void PutMembersBytes::Finish() {
+  using Response = v1::PutMembersResponse;
+  const std::optional<UnixTime> t = TimestampOf(default_expire_time_);
+  const size_t start = out_->size();
+  out_->resize(start + VarintFieldSize(created_count_) + TimestampFieldSize(t));
+  uint8_t* p = reinterpret_cast<uint8_t*>(out_->data() + start);
+  p = WriteVarintField(Response::kCreatedCountFieldNumber, created_count_, p);
+  p = WriteTimestampField(Response::kDefaultExpireTimeFieldNumber, t, p);
+  assert(reinterpret_cast<char*>(p) == out_->data() + out_->size());
+}
+
+grpc::ByteBuffer EncodeStreamWritesResponse(absl::Span<const WriteResultView> results) {
+  using Result = v1::WriteOperationResult;
+  // Each result's body, then its bytes within the response.
+  absl::InlinedVector<size_t, 16> bodies(results.size());
+  size_t total = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const WriteResultView& result = results[i];
+    size_t body = VarintFieldSize(Signed(result.code)) + StringFieldSize(result.message);
+    // An OK result's put_members is set, even when empty.
+    if (result.code == 0) body += DelimitedSize(result.put_members.size());
+    bodies[i] = body;
+    total += DelimitedSize(body);
+  }
+  grpc::Slice slice(grpc_slice_malloc(total), grpc::Slice::STEAL_REF);
+  uint8_t* p = const_cast<uint8_t*>(slice.begin());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const WriteResultView& result = results[i];
+    p = WriteDelimitedHeader(v1::StreamWritesResponse::kResultsFieldNumber, bodies[i], p);
+    p = WriteVarintField(Result::kCodeFieldNumber, Signed(result.code), p);
+    p = WriteStringField(Result::kMessageFieldNumber, result.message, p);
+    if (result.code == 0) {
+      p = WriteDelimitedHeader(Result::kPutMembersFieldNumber, result.put_members.size(), p);
+      if (!result.put_members.empty()) {
+        std::memcpy(p, result.put_members.data(), result.put_members.size());
+        p += result.put_members.size();
+      }
+    }
+  }
+  assert(p == slice.end());
+  return grpc::ByteBuffer(&slice, 1);
 }
 
 std::string EncodeMemberPageToken(absl::string_view collection, MemberOrder order,

@@ -24,8 +24,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 #include "lapse/v1/lapse.pb.h"
 #include "server/base/deadline.h"
@@ -85,6 +87,43 @@ void ExpiryEventToProto(const ExpiryEvent& event, bool include_value, v1::Expiry
 // holding the other fields (a message's fields may follow one another
 // in any order; these come in field order, as protobuf writes them).
 void AppendWatchEvent(uint64_t sequence, const ExpiryEventView& event, std::string* out);
+
+// A PutMembersResponse written as it is filled, into the bytes protobuf
+// serializes for it (no message built): a write stream's answer to a put.
+// Results come in order; the other fields may be set at any time.
+class PutMembersBytes {
+ public:
+  explicit PutMembersBytes(std::string* out) : out_(out) {}
+
+  // Room for `results` results of short keys.
+  void Reserve(int results) { out_->reserve(out_->size() + 40 * static_cast<size_t>(results)); }
+
+  // Appends one element of `results`; `expire_time` NoDeadline() leaves it unset.
+  void AddResult(absl::string_view key, v1::PutOutcome outcome, absl::Time expire_time);
+  void set_created_count(uint32_t count) { created_count_ = count; }
+  bool has_default_expire_time() const { return default_expire_time_ != NoDeadline(); }
+  // `t` is not NoDeadline().
+  void set_default_expire_time(absl::Time t) { default_expire_time_ = t; }
+  // Appends the fields after `results`; call once, last.
+  void Finish();
+
+ private:
+  std::string* const out_;
+  uint32_t created_count_ = 0;
+  absl::Time default_expire_time_ = NoDeadline();
+};
+
+// One operation's answer on a StreamWrites stream: `put_members` (a
+// serialized PutMembersResponse) when `code` is 0 (OK), otherwise the code
+// and its message.
+struct WriteResultView {
+  int32_t code = 0;
+  absl::string_view message;
+  absl::string_view put_members;
+};
+// The bytes protobuf serializes for a StreamWritesResponse of `results`, in
+// one slice, made without building the response or its results.
+grpc::ByteBuffer EncodeStreamWritesResponse(absl::Span<const WriteResultView> results);
 
 // ---- Page tokens -----------------------------------------------------------
 //

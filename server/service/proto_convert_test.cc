@@ -208,6 +208,79 @@ TEST(Messages, AResponseIsItsEventsThenItsOtherFields) {
   EXPECT_EQ(encoded, expected.SerializeAsString());
 }
 
+// Results with and without a deadline (the epoch too), an empty key, every
+// outcome; with and without the other fields.
+TEST(Messages, APutsAnswerWrittenAsBytesIsWhatProtobufWrites) {
+  struct Result {
+    std::string key;
+    v1::PutOutcome outcome;
+    absl::Time expire_time;
+  };
+  const std::vector<Result> results = {
+      {"k\xc3\xa9", v1::PUT_OUTCOME_CREATED, absl::FromUnixNanos(1'800'000'000'123'456'789)},
+      {"", v1::PUT_OUTCOME_REPLACED, NoDeadline()},
+      {std::string(200, 'k'), v1::PUT_OUTCOME_SKIPPED, absl::UnixEpoch()},
+      {"z", v1::PUT_OUTCOME_UNSPECIFIED, absl::FromUnixSeconds(-5)},
+  };
+  for (uint32_t created : {0u, 1u, 300u}) {
+    for (bool with_default : {false, true}) {
+      for (size_t n = 0; n <= results.size(); ++n) {
+        std::string bytes;
+        PutMembersBytes answer(&bytes);
+        v1::PutMembersResponse expected;
+        for (size_t i = 0; i < n; ++i) {
+          answer.AddResult(results[i].key, results[i].outcome, results[i].expire_time);
+          v1::PutMemberResult* result = expected.add_results();
+          result->set_key(results[i].key);
+          result->set_outcome(results[i].outcome);
+          if (results[i].expire_time != NoDeadline()) {
+            TimeToProto(results[i].expire_time, result->mutable_expire_time());
+          }
+        }
+        EXPECT_FALSE(answer.has_default_expire_time());
+        if (with_default) {
+          answer.set_default_expire_time(absl::FromUnixMillis(1'900'000'000'001));
+          TimeToProto(absl::FromUnixMillis(1'900'000'000'001),
+                      expected.mutable_default_expire_time());
+          EXPECT_TRUE(answer.has_default_expire_time());
+        }
+        answer.set_created_count(created);
+        expected.set_created_count(created);
+        answer.Finish();
+        EXPECT_EQ(bytes, expected.SerializeAsString())
+            << created << " " << with_default << " " << n;
+      }
+    }
+  }
+}
+
+// Results of each kind: a put's response, an empty one, an error.
+TEST(Messages, AStreamWritesResponseIsTheBytesProtobufWrites) {
+  v1::PutMembersResponse put;
+  put.set_created_count(1);
+  v1::PutMemberResult* result = put.add_results();
+  result->set_key("k\xc3\xa9");
+  result->set_outcome(v1::PUT_OUTCOME_CREATED);
+  result->mutable_expire_time()->set_seconds(1'800'000'000);
+  const std::string put_bytes = put.SerializeAsString();
+  const std::string long_message(200, 'm');
+  const WriteResultView results[] = {
+      {0, "", put_bytes}, {0, "", ""}, {3, long_message, ""}, {14, "", ""}};
+
+  v1::StreamWritesResponse expected;
+  *expected.add_results()->mutable_put_members() = put;
+  expected.add_results()->mutable_put_members();
+  expected.add_results()->set_code(3);
+  expected.mutable_results(2)->set_message(long_message);
+  expected.add_results()->set_code(14);
+  grpc::Slice slice;
+  ASSERT_TRUE(EncodeStreamWritesResponse(results).DumpToSingleSlice(&slice).ok());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(slice.begin()), slice.size()),
+            expected.SerializeAsString());
+  ASSERT_TRUE(EncodeStreamWritesResponse({}).DumpToSingleSlice(&slice).ok());
+  EXPECT_EQ(slice.size(), 0u);
+}
+
 TEST(Messages, PersistentMembersHaveNoExpireTime) {
   v1::Member member;
   MemberToProto({"k", "v", NoDeadline()}, &member);

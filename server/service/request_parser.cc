@@ -75,7 +75,8 @@ class WireReader {
 
   bool done() const { return in_.empty(); }
 
-  // Inlined: tags, sizes and most values here are one byte.
+  // Varint and Delimited are inlined: tags, sizes and most values here are
+  // one byte, and every field goes through them.
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool Varint(uint64_t* value) {
     if (!in_.empty() && static_cast<unsigned char>(in_[0]) < 0x80) {
       *value = static_cast<unsigned char>(in_[0]);
@@ -106,7 +107,7 @@ class WireReader {
     return true;
   }
 
-  bool Delimited(absl::string_view* body) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Delimited(absl::string_view* body) {
     uint64_t size;
     if (!Varint(&size) || size > in_.size()) return false;
     *body = in_.substr(0, size);
@@ -172,8 +173,9 @@ bool ReadExpiry(WireReader& field, PutMembersView::Expiry::Kind kind,
 // but for `repeated` (0: none); `oneof_first` and `oneof_second` are one
 // oneof, read once between them. `seen` has bit n set once field n is read.
 // False where protobuf might read otherwise.
-bool NextTag(WireReader& in, uint32_t repeated, uint32_t oneof_first, uint32_t oneof_second,
-             uint32_t* seen, uint64_t* tag) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NextTag(WireReader& in, uint32_t repeated,
+                                                 uint32_t oneof_first, uint32_t oneof_second,
+                                                 uint32_t* seen, uint64_t* tag) {
   if (!in.Varint(tag)) return false;
   const uint32_t field = static_cast<uint32_t>(*tag >> 3);
   if (field == 0 || field > 6) return false;
@@ -303,6 +305,55 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, PutMembersView* request
   request->parsed = std::make_unique<v1::PutMembersRequest>();
   if (absl::Status parsed = ParseRequest(bytes, request->parsed.get()); !parsed.ok()) return parsed;
   request->Read(*request->parsed);
+  return absl::OkStatus();
+}
+
+bool ReadStreamWritesInPlace(absl::string_view bytes, StreamWritesView* request) {
+  uint64_t tag;
+  absl::string_view operation;
+  absl::string_view put_members;
+  // Counted first, so the operations are not moved as they are read.
+  size_t count = 0;
+  for (WireReader scan(bytes); !scan.done(); ++count) {
+    if (!scan.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !scan.Delimited(&operation)) {
+      return false;
+    }
+  }
+  request->operations.reserve(count);
+  WireReader in(bytes);
+  while (!in.done()) {
+    // operations (1) repeats; a WriteOperation's only field is put_members (1).
+    if (!in.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !in.Delimited(&operation)) return false;
+    StreamWritesView::Operation& read = request->operations.emplace_back();
+    WireReader fields(operation);
+    if (fields.done()) continue;
+    if (!fields.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !fields.Delimited(&put_members) ||
+        !fields.done() || !ReadPutMembersInPlace(put_members, &read.put_members)) {
+      return false;
+    }
+    read.has_put_members = true;
+  }
+  return true;
+}
+
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, StreamWritesView* request) {
+  if (bytes.DumpToSingleSlice(&request->bytes).ok() &&
+      ReadStreamWritesInPlace(
+          absl::string_view(reinterpret_cast<const char*>(request->bytes.begin()),
+                            request->bytes.size()),
+          request)) {
+    return absl::OkStatus();
+  }
+  request->operations.clear();
+  request->parsed = std::make_unique<v1::StreamWritesRequest>();
+  if (absl::Status parsed = ParseRequest(bytes, request->parsed.get()); !parsed.ok()) return parsed;
+  request->operations.resize(static_cast<size_t>(request->parsed->operations_size()));
+  for (int i = 0; i < request->parsed->operations_size(); ++i) {
+    const v1::WriteOperation& operation = request->parsed->operations(i);
+    StreamWritesView::Operation& read = request->operations[static_cast<size_t>(i)];
+    read.has_put_members = operation.has_put_members();
+    if (read.has_put_members) read.put_members.Read(operation.put_members());
+  }
   return absl::OkStatus();
 }
 

@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
@@ -71,7 +72,8 @@ struct PutMembersView {
   void Read(const v1::PutMembersRequest& request);
 
   absl::string_view collection;
-  std::vector<Member> members;
+  // One inline: a single put (most of a write stream's) allocates nothing.
+  absl::InlinedVector<Member, 1> members;
   uint32_t max_members = 0;
   Expiry default_expiration;
   bool omit_created_results = false;
@@ -88,6 +90,31 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, PutMembersView* request
 // The in-place reader alone: false, with `request` partly filled, when
 // `bytes` is outside its shape. For tests.
 bool ReadPutMembersInPlace(absl::string_view bytes, PutMembersView* request);
+
+// A StreamWritesRequest read the same way: each operation's put_members is a
+// PutMembersView into the request's bytes, which it holds; a request outside
+// the shape read here (PutMembersView's, and each operation at most one
+// put_members) is parsed by protobuf and read from its message.
+struct StreamWritesView {
+  struct Operation {
+    // False when the operation's oneof is not set.
+    bool has_put_members = false;
+    PutMembersView put_members;
+  };
+
+  std::vector<Operation> operations;
+
+  // What the views point into.
+  grpc::Slice bytes;
+  std::unique_ptr<v1::StreamWritesRequest> parsed;
+};
+
+// Reads `bytes` into `request` (empty before), as ParseRequest would parse a
+// v1::StreamWritesRequest, errors included.
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, StreamWritesView* request);
+
+// The in-place reader alone, as ReadPutMembersInPlace. For tests.
+bool ReadStreamWritesInPlace(absl::string_view bytes, StreamWritesView* request);
 
 }  // namespace lapse
 

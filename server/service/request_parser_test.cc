@@ -107,16 +107,20 @@ TEST(PutMembersView, LeavesOtherShapesToProtobuf) {
   }
 }
 
-// Every truncation and every one-byte change of a valid request: whatever
-// the in-place reader accepts, protobuf parses to the same request.
-TEST(PutMembersView, AcceptsOnlyWhatProtobufReadsTheSame) {
-  const std::string valid = EveryField().SerializeAsString();
+std::string Describe(const StreamWritesView& v);
+
+// Every truncation and every one-byte change of `valid`: whatever the
+// in-place reader `read` accepts, protobuf (`protobuf_reads`) must read the
+// same. Returns how many were accepted.
+template <typename View>
+int AcceptedOfEveryChange(const std::string& valid, bool (*read)(absl::string_view, View*),
+                          std::string (*protobuf_reads)(const std::string&)) {
   int accepted = 0;
   auto check = [&](const std::string& bytes) {
-    PutMembersView view;
-    if (!ReadPutMembersInPlace(bytes, &view)) return;
+    View view;
+    if (!read(bytes, &view)) return;
     ++accepted;
-    EXPECT_EQ(Describe(view), ProtobufReads(bytes)) << absl::CEscape(bytes);
+    EXPECT_EQ(Describe(view), protobuf_reads(bytes)) << absl::CEscape(bytes);
   };
   for (size_t n = 0; n <= valid.size(); ++n) check(valid.substr(0, n));
   for (size_t i = 0; i < valid.size(); ++i) {
@@ -126,8 +130,14 @@ TEST(PutMembersView, AcceptsOnlyWhatProtobufReadsTheSame) {
       check(changed);
     }
   }
+  return accepted;
+}
+
+TEST(PutMembersView, AcceptsOnlyWhatProtobufReadsTheSame) {
   // The mutations must have exercised the reader, not only its refusals.
-  EXPECT_GT(accepted, 1000);
+  EXPECT_GT(AcceptedOfEveryChange(EveryField().SerializeAsString(), &ReadPutMembersInPlace,
+                                  &ProtobufReads),
+            1000);
 }
 
 TEST(PutMembersView, ParseRequestReadsInPlaceOrAsProtobufWould) {
@@ -151,6 +161,98 @@ TEST(PutMembersView, ParseRequestReadsInPlaceOrAsProtobufWould) {
       ParseRequest(Buffer(std::string("\x12\x04\x0a\x02\xc3\x28", 6)), &bad);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("lapse.v1.PutMembersRequest"), absl::string_view::npos);
+  EXPECT_NE(status.message().find("lapse.v1.MemberWrite.key is not valid UTF-8"),
+            absl::string_view::npos)
+      << status.message();
+}
+
+// Everything a StreamWritesView says, as text to compare.
+std::string Describe(const StreamWritesView& v) {
+  std::string out;
+  for (const StreamWritesView::Operation& operation : v.operations) {
+    absl::StrAppend(&out, "{",
+                    operation.has_put_members ? Describe(operation.put_members) : "unset", "}");
+  }
+  return out;
+}
+
+std::string ProtobufReadsStream(const std::string& bytes) {
+  v1::StreamWritesRequest request;
+  if (!request.ParseFromString(bytes)) return "error";
+  StreamWritesView view;
+  for (const v1::WriteOperation& operation : request.operations()) {
+    StreamWritesView::Operation& read = view.operations.emplace_back();
+    read.has_put_members = operation.has_put_members();
+    if (read.has_put_members) read.put_members.Read(operation.put_members());
+  }
+  return Describe(view);
+}
+
+// Three operations: every field of a put, an unset one, an empty put.
+v1::StreamWritesRequest EveryOperation() {
+  v1::StreamWritesRequest request;
+  *request.add_operations()->mutable_put_members() = EveryField();
+  request.add_operations();
+  request.add_operations()->mutable_put_members();
+  return request;
+}
+
+TEST(StreamWritesView, ReadsInPlaceWhatProtobufParses) {
+  const std::string bytes = EveryOperation().SerializeAsString();
+  StreamWritesView view;
+  ASSERT_TRUE(ReadStreamWritesInPlace(bytes, &view));
+  EXPECT_EQ(Describe(view), ProtobufReadsStream(bytes));
+  ASSERT_EQ(view.operations.size(), 3u);
+  EXPECT_TRUE(view.operations[0].has_put_members);
+  EXPECT_FALSE(view.operations[1].has_put_members);
+  EXPECT_TRUE(view.operations[2].has_put_members);
+  StreamWritesView empty;
+  ASSERT_TRUE(ReadStreamWritesInPlace("", &empty));
+  EXPECT_TRUE(empty.operations.empty());
+}
+
+TEST(StreamWritesView, LeavesOtherShapesToProtobuf) {
+  const std::string valid = EveryOperation().SerializeAsString();
+  const std::string cases[] = {
+      valid + std::string("\x10\x01", 2),          // unknown field 2
+      std::string("\x0a\x04\x0a\x00\x0a\x00", 6),  // put_members twice: merged
+      std::string("\x0a\x02\x10\x01", 4),          // unknown field 2 of an operation
+      std::string("\x0a\x04\x0a\x02\x38\x01", 6),  // unknown field 7 of a put
+      std::string("\x0a\x03\x0a\x02", 4),          // truncated operation
+  };
+  for (const std::string& bytes : cases) {
+    StreamWritesView view;
+    EXPECT_FALSE(ReadStreamWritesInPlace(bytes, &view)) << absl::CEscape(bytes);
+  }
+}
+
+TEST(StreamWritesView, AcceptsOnlyWhatProtobufReadsTheSame) {
+  EXPECT_GT(AcceptedOfEveryChange(EveryOperation().SerializeAsString(), &ReadStreamWritesInPlace,
+                                  &ProtobufReadsStream),
+            1000);
+}
+
+TEST(StreamWritesView, ParseRequestReadsInPlaceOrAsProtobufWould) {
+  RouteProtobufLogs();
+  StreamWritesView fast;
+  ASSERT_TRUE(ParseRequest(Buffer(EveryOperation().SerializeAsString()), &fast).ok());
+  EXPECT_EQ(fast.parsed, nullptr);
+  EXPECT_EQ(Describe(fast), ProtobufReadsStream(EveryOperation().SerializeAsString()));
+
+  // Outside the shape but valid: protobuf's reading, the two put_members merged.
+  const std::string twice("\x0a\x0a\x0a\x03\x0a\x01x\x0a\x03\x0a\x01y", 12);
+  StreamWritesView slow;
+  ASSERT_TRUE(ParseRequest(Buffer(twice), &slow).ok());
+  EXPECT_NE(slow.parsed, nullptr);
+  ASSERT_EQ(slow.operations.size(), 1u);
+  EXPECT_EQ(slow.operations[0].put_members.collection, "y");
+  EXPECT_EQ(Describe(slow), ProtobufReadsStream(twice));
+
+  StreamWritesView bad;
+  const absl::Status status =
+      ParseRequest(Buffer(std::string("\x0a\x08\x0a\x06\x12\x04\x0a\x02\xc3\x28", 10)), &bad);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("lapse.v1.StreamWritesRequest"), absl::string_view::npos);
   EXPECT_NE(status.message().find("lapse.v1.MemberWrite.key is not valid UTF-8"),
             absl::string_view::npos)
       << status.message();

@@ -9,7 +9,7 @@
 
 namespace lapse {
 
-// One request of the stream and its response, on their own arena.
+// One request of the stream and its operations' answers.
 class WriteStreamReactor::Op final {
  public:
   // Where operation `index` of the request ends.
@@ -23,28 +23,47 @@ class WriteStreamReactor::Op final {
     const int index_;
   };
 
-  explicit Op(WriteStreamReactor* stream)
-      : stream_(stream),
-        arena_(MessageArenaOptions()),
-        request_(google::protobuf::Arena::CreateMessage<v1::StreamWritesRequest>(&arena_)),
-        response_(google::protobuf::Arena::CreateMessage<v1::StreamWritesResponse>(&arena_)) {}
+  explicit Op(WriteStreamReactor* stream) : stream_(stream) {}
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
 
-  v1::StreamWritesRequest* request() { return request_; }
-  v1::StreamWritesResponse* response() { return response_; }
+  // Where the read puts the request's bytes.
+  grpc::ByteBuffer* bytes() { return &bytes_; }
 
-  // One Part per operation, and a result for each in the response.
-  void Prepare() {
-    const int n = request_->operations_size();
-    parts_.reserve(static_cast<size_t>(n));
-    response_->mutable_results()->Reserve(n);
-    for (int i = 0; i < n; ++i) {
-      parts_.emplace_back(this, i);
-      response_->add_results();
-    }
+  // Reads the request from its bytes: one Part, one result and one answer
+  // per operation.
+  absl::Status Prepare() {
+    absl::Status parsed = ParseRequest(bytes_, &request_);
+    bytes_.Clear();  // The request holds what it needs of them.
+    if (!parsed.ok()) return parsed;
+    const size_t n = request_.operations.size();
+    parts_.reserve(n);
+    for (size_t i = 0; i < n; ++i) parts_.emplace_back(this, static_cast<int>(i));
+    results_.resize(n);
+    answers_.resize(n);
+    return absl::OkStatus();
   }
+
+  const StreamWritesView& request() const { return request_; }
   Part* part(int index) { return &parts_[static_cast<size_t>(index)]; }
+
+  // Where operation `index` writes its serialized PutMembersResponse, before
+  // it ends.
+  std::string* answer(int index) { return &answers_[static_cast<size_t>(index)]; }
+  // Operation `index` answers with `status` instead.
+  void Fail(int index, const grpc::Status& status) {
+    results_[static_cast<size_t>(index)].code = static_cast<int32_t>(status.error_code());
+    answers_[static_cast<size_t>(index)] = status.error_message();
+  }
+
+  // The response, once every operation has ended.
+  grpc::ByteBuffer* Encode() {
+    for (size_t i = 0; i < results_.size(); ++i) {
+      (results_[i].code == 0 ? results_[i].put_members : results_[i].message) = answers_[i];
+    }
+    response_ = EncodeStreamWritesResponse(results_);
+    return &response_;
+  }
 
   // Guarded by the stream's mu_, set before the request joins ops_:
   // operations whose End has not come.
@@ -52,10 +71,13 @@ class WriteStreamReactor::Op final {
 
  private:
   WriteStreamReactor* const stream_;
-  google::protobuf::Arena arena_;
-  v1::StreamWritesRequest* const request_;
-  v1::StreamWritesResponse* const response_;
+  grpc::ByteBuffer bytes_;
+  StreamWritesView request_;
   std::vector<Part> parts_;
+  std::vector<WriteResultView> results_;
+  // Each operation's serialized PutMembersResponse, or its error's message.
+  std::vector<std::string> answers_;
+  grpc::ByteBuffer response_;
 };
 
 bool WriteStreams::Add(WriteStreamReactor* stream) {
@@ -104,25 +126,35 @@ WriteStreamReactor::~WriteStreamReactor() = default;
 
 void WriteStreamReactor::ReadNext() {
   reading_ = std::make_unique<Op>(this);
-  StartRead(reading_->request());
+  StartRead(reading_->bytes());
 }
 
 void WriteStreamReactor::OnReadDone(bool ok) {
-  Op* op = nullptr;
+  std::unique_ptr<Op> read;
   {
     MutexLock lock(&mu_);
+    read = std::move(reading_);
     // After the end, or on a broken call, an operation read is not applied:
     // it would never be answered.
     if (!ok || finished_ || broken_) {
-      reading_.reset();
       reads_done_ = true;
       MaybeFinish();
       return;
     }
-    op = reading_.get();
-    op->Prepare();
-    op->pending = static_cast<size_t>(op->request()->operations_size());
-    ops_.push_back(std::move(reading_));
+  }
+  // Not under mu_: reading is the request's work, not the stream's.
+  const absl::Status parsed = read->Prepare();
+  Op* const op = read.get();
+  {
+    MutexLock lock(&mu_);
+    if (!parsed.ok() || finished_ || broken_) {
+      if (!parsed.ok()) malformed_ = parsed;
+      reads_done_ = true;
+      MaybeFinish();
+      return;
+    }
+    op->pending = op->request().operations.size();
+    ops_.push_back(std::move(read));
     if (op->pending > 0) ++running_;
   }
   // Not under mu_: the store may answer at once, calling Ended.
@@ -138,27 +170,22 @@ void WriteStreamReactor::OnReadDone(bool ok) {
 }
 
 void WriteStreamReactor::Run(Op* op) {
-  const v1::StreamWritesRequest& request = *op->request();
+  const StreamWritesView& request = op->request();
   // Once the last operation has ended, `op` may be written and freed on
   // another thread: nothing of it is read after that.
-  const int n = request.operations_size();
+  const int n = static_cast<int>(request.operations.size());
   // In order: the store applies each operation when it is called, and makes
   // the request's changes durable together once all are applied (one log
   // write, one fdatasync), not one by one.
   store_->StartTogether([&] {
     for (int i = 0; i < n; ++i) {
-      const v1::WriteOperation& operation = request.operations(i);
-      v1::WriteOperationResult* result = op->response()->mutable_results(i);
+      const StreamWritesView::Operation& operation = request.operations[static_cast<size_t>(i)];
       absl::Status status;
-      switch (operation.operation_case()) {
-        case v1::WriteOperation::kPutMembers:
-          status =
-              put_(*store_, operation.put_members(), result->mutable_put_members(), op->part(i));
-          break;
-        case v1::WriteOperation::OPERATION_NOT_SET:
-          status = absl::InvalidArgumentError(
-              absl::StrCat("operations[", i, "]: one of put_members must be set"));
-          break;
+      if (operation.has_put_members) {
+        status = put_(*store_, operation.put_members, op->answer(i), op->part(i));
+      } else {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("operations[", i, "]: one of put_members must be set"));
       }
       if (!status.ok()) op->part(i)->End(status);
     }
@@ -167,13 +194,7 @@ void WriteStreamReactor::Run(Op* op) {
 
 void WriteStreamReactor::Ended(Op* op, int index, const absl::Status& status) {
   MutexLock lock(&mu_);
-  if (!status.ok()) {
-    const grpc::Status answer = ToGrpcStatus(status);
-    v1::WriteOperationResult* result = op->response()->mutable_results(index);
-    result->clear_result();
-    result->set_code(static_cast<int32_t>(answer.error_code()));
-    result->set_message(answer.error_message());
-  }
+  if (!status.ok()) op->Fail(index, ToGrpcStatus(status));
   if (--op->pending > 0) return;
   --running_;
   MaybeWrite();
@@ -183,7 +204,7 @@ void WriteStreamReactor::Ended(Op* op, int index, const absl::Status& status) {
 void WriteStreamReactor::MaybeWrite() {
   if (writing_ || broken_ || finished_ || ops_.empty() || ops_.front()->pending > 0) return;
   writing_ = true;
-  StartWrite(ops_.front()->response());
+  StartWrite(ops_.front()->Encode());
 }
 
 void WriteStreamReactor::OnWriteDone(bool ok) {
@@ -224,6 +245,8 @@ void WriteStreamReactor::MaybeFinish() {
     status = grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke");
   } else if (!ops_.empty()) {
     return;
+  } else if (!malformed_.ok()) {
+    status = ToGrpcStatus(malformed_);
   } else if (draining_) {
     status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           "server shutting down; operations not answered were not applied");

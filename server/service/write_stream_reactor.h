@@ -10,8 +10,12 @@
 // and HTTP/2 flow control holds the client back. An operation that fails is
 // answered with its status and the stream goes on.
 //
-// Each request and its response live on their own protobuf arena, freed when
-// the response has been written.
+// Requests arrive as bytes and are read in place (request_parser.h,
+// StreamWritesView); a request that is not a valid StreamWritesRequest ends
+// the stream INVALID_ARGUMENT saying what is wrong, once the requests read
+// before it are answered. Responses are written as bytes, encoded by hand
+// (proto_convert.h: each put's answer by PutMembersBytes, the response by
+// EncodeStreamWritesResponse), and freed with their request once written.
 //
 // The stream ends OK once the client has closed its side and every response
 // is written. Draining (WriteStreams::StartDraining) stops reading: requests
@@ -32,14 +36,17 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "lapse/v1/lapse.pb.h"
 #include "server/base/mutex.h"
 #include "server/service/operation.h"
+#include "server/service/request_parser.h"
 #include "server/storage/store.h"
 
 namespace lapse {
@@ -66,13 +73,14 @@ class WriteStreams {
 };
 
 class WriteStreamReactor final
-    : public grpc::ServerBidiReactor<v1::StreamWritesRequest, v1::StreamWritesResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Starts a PutMembers operation: the unary RPC's work (lapse_service.cc),
   // after the caller's authorization for it. Called on gRPC's threads, one
   // operation at a time per stream.
-  using PutHandler = std::function<absl::Status(Store&, const v1::PutMembersRequest&,
-                                                v1::PutMembersResponse*, OperationEnd*)>;
+  // The answer is a serialized PutMembersResponse.
+  using PutHandler =
+      std::function<absl::Status(Store&, const PutMembersView&, std::string*, OperationEnd*)>;
 
   static constexpr size_t kMaxRequestsInFlight = 64;
 
@@ -131,6 +139,8 @@ class WriteStreamReactor final
   // A write failed or the call was cancelled: answers are dropped.
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Not OK once a request could not be read: the stream ends with it.
+  absl::Status malformed_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -9,6 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/support/sync_stream.h"
 #include "gtest/gtest.h"
 #include "testing/disk_fault.h"
 #include "testing/temp_dir.h"
@@ -17,6 +20,7 @@
 namespace lapse::testing {
 namespace {
 
+using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using Stream = grpc::ClientReaderWriter<v1::StreamWritesRequest, v1::StreamWritesResponse>;
 
@@ -139,6 +143,48 @@ TEST_F(WriteStreamTest, ManyMoreOperationsThanTheServerReadsAheadAreAllAnsweredI
     ASSERT_EQ(response.put_members().results(0).key(), absl::StrCat("k", i));
   }
   EXPECT_TRUE(stream_->Finish().ok());
+}
+
+// A request that is not a StreamWritesRequest (here a key that is not UTF-8)
+// ends the stream INVALID_ARGUMENT saying what is wrong, after the requests
+// read before it are answered; nothing after it is applied.
+TEST_F(WriteStreamTest, AMalformedRequestEndsTheStreamInvalidArgumentNamingTheField) {
+  std::shared_ptr<grpc::Channel> channel = server_.NewChannel();
+  grpc::ClientContext context;
+  GuardDeadline(&context);
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> raw(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel.get(),
+          grpc::internal::RpcMethod("/lapse.v1.LapseService/StreamWrites",
+                                    grpc::internal::RpcMethod::BIDI_STREAMING),
+          &context));
+  auto write = [&](const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer buffer(&slice, 1);
+    return raw->Write(buffer);
+  };
+  ASSERT_TRUE(write(Put("orders", "a", 10).SerializeAsString()));
+  // operations[0].put_members.members[0].key = "\xc3\x28"
+  ASSERT_TRUE(write(std::string("\x0a\x08\x0a\x06\x12\x04\x0a\x02\xc3\x28", 10)));
+  // Fails when the server has already ended the stream; never applied either way.
+  write(Put("orders", "after", 10).SerializeAsString());
+  raw->WritesDone();
+
+  grpc::ByteBuffer answer;
+  ASSERT_TRUE(raw->Read(&answer));
+  v1::StreamWritesResponse response;
+  ASSERT_TRUE(
+      grpc::SerializationTraits<v1::StreamWritesResponse>::Deserialize(&answer, &response).ok());
+  EXPECT_EQ(Only(response).code(), 0);
+  EXPECT_FALSE(raw->Read(&answer));
+  const grpc::Status status = raw->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(),
+              StartsWith("request: not a valid lapse.v1.StreamWritesRequest: "));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("field lapse.v1.MemberWrite.key is not valid UTF-8"));
+  EXPECT_TRUE(Found("orders", "a"));
+  EXPECT_FALSE(Found("orders", "after"));
 }
 
 TEST_F(WriteStreamTest, ShutdownEndsAnOpenStreamUnavailable) {
