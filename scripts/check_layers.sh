@@ -11,8 +11,9 @@
 # are products of their own and do not reach into the server or each other
 # (bench/load/client_puts.cc measures the client library through lapse/client.h;
 # client/ may use server/base/mutex.h, the header-only lock family that
-# ThreadSanitizer can see, and server/base/utf8.h, the header-only UTF-8
-# decoder); test support (testing/, tests/) is included only by tests.
+# ThreadSanitizer can see, server/base/utf8.h, the header-only UTF-8
+# decoder, and server/base/wire_format.h, protobuf's wire format by hand);
+# test support (testing/, tests/) is included only by tests.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -51,8 +52,8 @@ rule "only the wiring (server/metrics, server/) includes prometheus-cpp or serve
   '^server/(base|engine|auth|storage|service)/' 'prometheus/|server/metrics/'
 rule "only tests include test support (testing/, tests/)" \
   '^(server|client|bench|proto)/' 'testing/|tests/' '' '_test\.cc$'
-rule "client/ must not include the server (but server/base/{mutex,utf8}.h) or bench/" \
-  '^client/' 'server/|bench/' 'server/base/(mutex|utf8)\.h'
+rule "client/ must not include the server (but server/base/{mutex,utf8,wire_format}.h) or bench/" \
+  '^client/' 'server/|bench/' 'server/base/(mutex|utf8|wire_format)\.h'
 rule "bench/ must not include the client library (but bench/load/client_puts.cc, which measures it)" \
   '^bench/' 'client/|lapse/client\.h' '' '^bench/load/client_puts\.cc$'
 

@@ -7,56 +7,28 @@
 #include <utility>
 
 #include "client/cpp/convert.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/status.h"
+#include "server/base/wire_format.h"
 
 namespace lapse::client::internal {
 namespace {
-
-using google::protobuf::internal::WireFormatLite;
-using google::protobuf::io::CodedOutputStream;
 
 // ---- Encoding ---------------------------------------------------------------
 // Fields in field-number order, proto3 defaults (0, false, "") left out, a
 // message field written when set even if empty: as protobuf serializes.
 // Every field number here is below 16, so each tag is one byte.
 
-constexpr size_t kTagBytes = 1;
-
-size_t VarintFieldSize(uint64_t value) {
-  return value == 0 ? 0 : kTagBytes + CodedOutputStream::VarintSize64(value);
-}
-
-// A length-delimited field of `size` bytes, written even when empty.
-size_t DelimitedSize(size_t size) { return kTagBytes + WireFormatLite::LengthDelimitedSize(size); }
-
-size_t StringFieldSize(const std::string& s) { return s.empty() ? 0 : DelimitedSize(s.size()); }
-
-// int32, int64 and enum fields are varints of the value sign-extended to 64
-// bits.
-uint64_t Signed(int64_t value) { return static_cast<uint64_t>(value); }
+using wire::DelimitedSize;
+using wire::Signed;
+using wire::StringFieldSize;
+using wire::VarintFieldSize;
+using wire::WireType;
+using wire::WriteDelimitedHeader;
+using wire::WriteStringField;
+using wire::WriteVarintField;
 
 size_t SecondsAndNanosSize(SecondsAndNanos fields) {
   return VarintFieldSize(Signed(fields.seconds)) + VarintFieldSize(Signed(fields.nanos));
-}
-
-uint8_t* WriteVarintField(int field, uint64_t value, uint8_t* p) {
-  if (value == 0) return p;
-  p = WireFormatLite::WriteTagToArray(field, WireFormatLite::WIRETYPE_VARINT, p);
-  return CodedOutputStream::WriteVarint64ToArray(value, p);
-}
-
-uint8_t* WriteDelimitedHeader(int field, size_t size, uint8_t* p) {
-  p = WireFormatLite::WriteTagToArray(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
-  return CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(size), p);
-}
-
-uint8_t* WriteStringField(int field, const std::string& s, uint8_t* p) {
-  if (s.empty()) return p;
-  p = WriteDelimitedHeader(field, s.size(), p);
-  std::memcpy(p, s.data(), s.size());
-  return p + s.size();
 }
 
 // An Expiration as the oneof's fields: a Timestamp (kAt) at `time_field`,
@@ -139,67 +111,7 @@ void AppendOperation(size_t put_bytes, std::string* request, WritePut write_put)
 // strings (protobuf checks proto3 strings for UTF-8); known outcomes. Anything
 // else is left to protobuf.
 
-constexpr int kMaxVarintBytes = 10;
-// Protobuf reads a length in at most 5 bytes, up to INT_MAX less some: four
-// (256 MiB) are within that.
-constexpr int kMaxLengthBytes = 4;
-
-class Reader {
- public:
-  explicit Reader(absl::string_view in)
-      : p_(reinterpret_cast<const uint8_t*>(in.data())), end_(p_ + in.size()) {}
-
-  bool done() const { return p_ == end_; }
-
-  bool Varint(uint64_t* value) {
-    // Most of an answer's varints (tags aside) are lengths under 128.
-    if (p_ != end_ && *p_ < 0x80) {
-      *value = *p_++;
-      return true;
-    }
-    return LongVarint(value);
-  }
-
-  // A tag of one byte (every field read here is below 16).
-  bool Tag(int* field, WireFormatLite::WireType* wire_type) {
-    if (p_ == end_ || *p_ >= 0x80) return false;
-    const uint8_t tag = *p_++;
-    *field = tag >> 3;
-    *wire_type = static_cast<WireFormatLite::WireType>(tag & 7);
-    return *field > 0;
-  }
-
-  // A length of at most kMaxLengthBytes bytes, and what it covers.
-  bool Delimited(absl::string_view* body) {
-    const uint8_t* start = p_;
-    uint64_t size;
-    if (!Varint(&size) || p_ - start > kMaxLengthBytes || size > static_cast<uint64_t>(end_ - p_)) {
-      return false;
-    }
-    *body = absl::string_view(reinterpret_cast<const char*>(p_), size);
-    p_ += size;
-    return true;
-  }
-
- private:
-  bool LongVarint(uint64_t* value) {
-    uint64_t v = 0;
-    for (int i = 0; i < kMaxVarintBytes; ++i) {
-      if (p_ == end_) return false;
-      const uint8_t byte = *p_++;
-      if (i == kMaxVarintBytes - 1 && byte > 1) return false;
-      v |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
-      if (byte < 0x80) {
-        *value = v;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  const uint8_t* p_;
-  const uint8_t* end_;
-};
+using wire::Reader;
 
 bool Ascii(absl::string_view s) {
   for (char c : s) {
@@ -217,8 +129,8 @@ bool ReadFields(absl::string_view body, Repeated repeated, Field field) {
   int last = 0;
   while (!in.done()) {
     int number;
-    WireFormatLite::WireType wire_type;
-    if (!in.Tag(&number, &wire_type)) return false;
+    WireType wire_type;
+    if (!in.OneByteTag(&number, &wire_type)) return false;
     if (number < last || (number == last && !repeated(number))) return false;
     last = number;
     if (!field(number, wire_type, in)) return false;
@@ -228,12 +140,12 @@ bool ReadFields(absl::string_view body, Repeated repeated, Field field) {
 
 bool NotRepeated(int) { return false; }
 
-bool ReadVarintField(WireFormatLite::WireType wire_type, Reader& in, uint64_t* value) {
-  return wire_type == WireFormatLite::WIRETYPE_VARINT && in.Varint(value);
+bool ReadVarintField(WireType wire_type, Reader& in, uint64_t* value) {
+  return wire_type == WireType::kVarint && in.Varint(value);
 }
 
-bool ReadDelimitedField(WireFormatLite::WireType wire_type, Reader& in, absl::string_view* body) {
-  return wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED && in.Delimited(body);
+bool ReadDelimitedField(WireType wire_type, Reader& in, absl::string_view* body) {
+  return wire_type == WireType::kLengthDelimited && in.Delimited(body);
 }
 
 // `time` may be null: the Timestamp is only checked.

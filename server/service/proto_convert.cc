@@ -9,10 +9,10 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/io/coded_stream.h"
 #include "grpc/slice.h"
 #include "grpcpp/support/slice.h"
 #include "server/base/coding.h"
+#include "server/base/wire_format.h"
 
 namespace lapse {
 namespace {
@@ -47,54 +47,20 @@ std::optional<UnixTime> TimestampOf(absl::Time t) {
       seconds, static_cast<int32_t>(absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds)))};
 }
 
-// ---- Wire format (https://protobuf.dev/programming-guides/encoding/) ----
-// Only what AppendWatchEvent and EncodeStreamWritesResponse write: every
-// field number is below 16, so each tag is one byte.
+// ---- Wire format (server/base/wire_format.h) ----
+// What AppendWatchEvent, PutMembersBytes and EncodeStreamWritesResponse write.
 
-using google::protobuf::io::CodedOutputStream;
-
-constexpr uint8_t kVarint = 0;
-constexpr uint8_t kLengthDelimited = 2;
-
-constexpr uint8_t Tag(int field, uint8_t wire_type) {
-  return static_cast<uint8_t>(field << 3 | wire_type);
-}
-
-// Bytes of a varint field; proto3 leaves out a zero.
-size_t VarintFieldSize(uint64_t value) {
-  return value == 0 ? 0 : 1 + CodedOutputStream::VarintSize64(value);
-}
-
-// Bytes of a length-delimited field holding `size` bytes.
-size_t DelimitedSize(size_t size) { return 1 + CodedOutputStream::VarintSize64(size) + size; }
-
-// Bytes of a string field; proto3 leaves out an empty one.
-size_t StringFieldSize(absl::string_view s) { return s.empty() ? 0 : DelimitedSize(s.size()); }
-
-// int32 and int64 fields are varints of the value sign-extended to 64 bits.
-uint64_t Signed(int64_t value) { return static_cast<uint64_t>(value); }
+using wire::DelimitedSize;
+using wire::Signed;
+using wire::StringFieldSize;
+using wire::VarintFieldSize;
+using wire::WriteDelimitedHeader;
+using wire::WriteStringField;
+using wire::WriteVarintField;
 
 // The bytes of a Timestamp message's fields.
 size_t TimestampBodySize(UnixTime t) {
   return VarintFieldSize(Signed(t.seconds)) + VarintFieldSize(Signed(t.nanos));
-}
-
-uint8_t* WriteVarintField(int field, uint64_t value, uint8_t* p) {
-  if (value == 0) return p;
-  *p++ = Tag(field, kVarint);
-  return CodedOutputStream::WriteVarint64ToArray(value, p);
-}
-
-uint8_t* WriteDelimitedHeader(int field, size_t size, uint8_t* p) {
-  *p++ = Tag(field, kLengthDelimited);
-  return CodedOutputStream::WriteVarint64ToArray(size, p);
-}
-
-uint8_t* WriteStringField(int field, absl::string_view s, uint8_t* p) {
-  if (s.empty()) return p;
-  p = WriteDelimitedHeader(field, s.size(), p);
-  std::memcpy(p, s.data(), s.size());
-  return p + s.size();
 }
 
 size_t TimestampFieldSize(const std::optional<UnixTime>& t) {

@@ -13,6 +13,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "server/base/log.h"
 #include "server/base/utf8.h"
+#include "server/base/wire_format.h"
 
 namespace lapse {
 namespace {
@@ -60,31 +61,13 @@ std::string Explain(absl::string_view complaint) {
 
 // ---- PutMembersView's reader (https://protobuf.dev/programming-guides/encoding/) ----
 
-// The tags read, each one byte: (field number << 3) | wire type.
-constexpr uint64_t kVarintTag = 0;
-constexpr uint64_t kDelimitedTag = 2;
-constexpr uint64_t Tag(int field, uint64_t wire_type) {
-  return static_cast<uint64_t>(field) << 3 | wire_type;
-}
+constexpr wire::WireType kVarint = wire::WireType::kVarint;
+constexpr wire::WireType kDelimited = wire::WireType::kLengthDelimited;
 
-// Reads varints and length-delimited fields off the front of `in`; each
-// returns false where protobuf might read otherwise than it does.
-class WireReader {
+// wire::Reader, with the field types a PutMembersView holds.
+class WireReader : public wire::Reader {
  public:
-  explicit WireReader(absl::string_view in) : in_(in) {}
-
-  bool done() const { return in_.empty(); }
-
-  // Varint and Delimited are inlined: tags, sizes and most values here are
-  // one byte, and every field goes through them.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Varint(uint64_t* value) {
-    if (!in_.empty() && static_cast<unsigned char>(in_[0]) < 0x80) {
-      *value = static_cast<unsigned char>(in_[0]);
-      in_.remove_prefix(1);
-      return true;
-    }
-    return LongVarint(value);
-  }
+  using wire::Reader::Reader;
 
   // An int32 field (protobuf keeps the low 32 bits; only values that fit are
   // read here).
@@ -107,39 +90,12 @@ class WireReader {
     return true;
   }
 
-  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Delimited(absl::string_view* body) {
-    uint64_t size;
-    if (!Varint(&size) || size > in_.size()) return false;
-    *body = in_.substr(0, size);
-    in_.remove_prefix(size);
-    return true;
-  }
-
   // A proto3 `string`: valid UTF-8 by protobuf's own test.
   bool Utf8(absl::string_view* s) {
     return Delimited(s) && (PrintableAsciiPrefix(*s) == s->size() ||
                             google::protobuf::internal::IsStructurallyValidUTF8(
                                 s->data(), static_cast<int>(s->size())));
   }
-
- private:
-  bool LongVarint(uint64_t* value) {
-    uint64_t result = 0;
-    for (size_t i = 0; i < 10 && i < in_.size(); ++i) {
-      const uint64_t byte = static_cast<unsigned char>(in_[i]);
-      // The tenth byte holds only the 64th bit.
-      if (i == 9 && byte > 1) return false;
-      result |= (byte & 0x7f) << (7 * i);
-      if ((byte & 0x80) == 0) {
-        in_.remove_prefix(i + 1);
-        *value = result;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  absl::string_view in_;
 };
 
 // A Timestamp's or Duration's fields (both: seconds = 1, nanos = 2).
@@ -155,11 +111,11 @@ bool ReadExpiry(WireReader& field, PutMembersView::Expiry::Kind kind,
     uint64_t tag;
     uint64_t value;
     if (!in.Varint(&tag)) return false;
-    if (tag == Tag(1, kVarintTag) && !seconds) {
+    if (tag == wire::Tag(1, kVarint) && !seconds) {
       if (!in.Varint(&value)) return false;
       expiry->seconds = static_cast<int64_t>(value);
       seconds = true;
-    } else if (tag == Tag(2, kVarintTag) && !nanos) {
+    } else if (tag == wire::Tag(2, kVarint) && !nanos) {
       if (!in.Int32(&expiry->nanos)) return false;
       nanos = true;
     } else {
@@ -194,22 +150,22 @@ bool ReadMember(absl::string_view body, PutMembersView::Member* member) {
     // expire_time (3) and ttl (4) are the oneof expiration.
     if (!NextTag(in, /*repeated=*/0, 3, 4, &seen, &tag)) return false;
     switch (tag) {
-      case Tag(1, kDelimitedTag):
+      case wire::Tag(1, kDelimited):
         if (!in.Utf8(&member->key)) return false;
         break;
-      case Tag(2, kDelimitedTag):
+      case wire::Tag(2, kDelimited):
         if (!in.Delimited(&member->value)) return false;
         break;
-      case Tag(3, kDelimitedTag):
+      case wire::Tag(3, kDelimited):
         if (!ReadExpiry(in, Kind::kTime, &member->expiration)) return false;
         break;
-      case Tag(4, kDelimitedTag):
+      case wire::Tag(4, kDelimited):
         if (!ReadExpiry(in, Kind::kTtl, &member->expiration)) return false;
         break;
-      case Tag(5, kVarintTag):
+      case wire::Tag(5, kVarint):
         if (!in.Int32(&member->condition)) return false;
         break;
-      case Tag(6, kVarintTag):
+      case wire::Tag(6, kVarint):
         if (!in.Bool(&member->keep_expiration)) return false;
         break;
       default:
@@ -269,23 +225,23 @@ bool ReadPutMembersInPlace(absl::string_view bytes, PutMembersView* request) {
     absl::string_view sub;
     uint64_t value;
     switch (tag) {
-      case Tag(1, kDelimitedTag):
+      case wire::Tag(1, kDelimited):
         if (!in.Utf8(&request->collection)) return false;
         break;
-      case Tag(2, kDelimitedTag):
+      case wire::Tag(2, kDelimited):
         if (!in.Delimited(&sub) || !ReadMember(sub, &request->members.emplace_back())) return false;
         break;
-      case Tag(3, kVarintTag):
+      case wire::Tag(3, kVarint):
         if (!in.Varint(&value) || value > std::numeric_limits<uint32_t>::max()) return false;
         request->max_members = static_cast<uint32_t>(value);
         break;
-      case Tag(4, kDelimitedTag):
+      case wire::Tag(4, kDelimited):
         if (!ReadExpiry(in, Kind::kTime, &request->default_expiration)) return false;
         break;
-      case Tag(5, kDelimitedTag):
+      case wire::Tag(5, kDelimited):
         if (!ReadExpiry(in, Kind::kTtl, &request->default_expiration)) return false;
         break;
-      case Tag(6, kVarintTag):
+      case wire::Tag(6, kVarint):
         if (!in.Bool(&request->omit_created_results)) return false;
         break;
       default:
@@ -315,7 +271,7 @@ bool ReadStreamWritesInPlace(absl::string_view bytes, StreamWritesView* request)
   // Counted first, so the operations are not moved as they are read.
   size_t count = 0;
   for (WireReader scan(bytes); !scan.done(); ++count) {
-    if (!scan.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !scan.Delimited(&operation)) {
+    if (!scan.Varint(&tag) || tag != wire::Tag(1, kDelimited) || !scan.Delimited(&operation)) {
       return false;
     }
   }
@@ -323,12 +279,14 @@ bool ReadStreamWritesInPlace(absl::string_view bytes, StreamWritesView* request)
   WireReader in(bytes);
   while (!in.done()) {
     // operations (1) repeats; a WriteOperation's only field is put_members (1).
-    if (!in.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !in.Delimited(&operation)) return false;
+    if (!in.Varint(&tag) || tag != wire::Tag(1, kDelimited) || !in.Delimited(&operation))
+      return false;
     StreamWritesView::Operation& read = request->operations.emplace_back();
     WireReader fields(operation);
     if (fields.done()) continue;
-    if (!fields.Varint(&tag) || tag != Tag(1, kDelimitedTag) || !fields.Delimited(&put_members) ||
-        !fields.done() || !ReadPutMembersInPlace(put_members, &read.put_members)) {
+    if (!fields.Varint(&tag) || tag != wire::Tag(1, kDelimited) ||
+        !fields.Delimited(&put_members) || !fields.done() ||
+        !ReadPutMembersInPlace(put_members, &read.put_members)) {
       return false;
     }
     read.has_put_members = true;
