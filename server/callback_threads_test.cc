@@ -32,6 +32,17 @@ struct ParkingServer {
   std::unique_ptr<grpc::Server> server;
 };
 
+// A ParkingServer whose thread is parked.
+class ParkedServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(s.server, nullptr);
+    ASSERT_TRUE(parking.Park(s.server.get()));
+  }
+  CallbackThreadParking parking;
+  ParkingServer s{&parking};
+};
+
 // The status of a unary call to `method` at 127.0.0.1:`port`, over TCP.
 grpc::Status CallOverTcp(int port, const std::string& method) {
   grpc::GenericStub stub(
@@ -93,11 +104,7 @@ TEST(CallbackThreadParkingTest, ParksAgainAfterReleaseAndServesBetween) {
 
 // With a thread parked, the one left serves the calls; neither the parking
 // method called from outside nor any other unregistered method parks one.
-TEST(CallbackThreadParkingTest, CallsFromOutsideAreUnimplementedAndServedWhileParked) {
-  CallbackThreadParking parking;
-  ParkingServer s(&parking);
-  ASSERT_NE(s.server, nullptr);
-  ASSERT_TRUE(parking.Park(s.server.get()));
+TEST_F(ParkedServerTest, CallsFromOutsideAreUnimplementedAndServedWhileParked) {
   EXPECT_EQ(CallOverTcp(s.port, CallbackThreadParking::kMethod).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_EQ(CallOverTcp(s.port, "/lapse.v1.Nothing/Here").error_code(),
@@ -207,11 +214,7 @@ ParkingPolicy::Options EveryIntervalBusy(absl::Duration released_for) {
 
 // A governor whose policy finds every interval busy lets the server's thread
 // go; the server goes on answering, and shuts down.
-TEST(ParkingGovernorTest, ReleasesTheParkedThreadWhenThePolicySaysBusy) {
-  CallbackThreadParking parking;
-  ParkingServer s(&parking);
-  ASSERT_NE(s.server, nullptr);
-  ASSERT_TRUE(parking.Park(s.server.get()));
+TEST_F(ParkedServerTest, AGovernorReleasesTheThreadWhenThePolicySaysBusy) {
   ParkingGovernor governor(&parking, s.server.get(), EveryIntervalBusy(absl::InfiniteDuration()));
   EXPECT_TRUE(parking.AwaitParked(false, 1, absl::Now() + testing::kPatience));
   EXPECT_EQ(CallOverTcp(s.port, "/lapse.v1.Nothing/Here").error_code(),
@@ -222,11 +225,7 @@ TEST(ParkingGovernorTest, ReleasesTheParkedThreadWhenThePolicySaysBusy) {
 }
 
 // Released for no time, the thread is parked again by the governor.
-TEST(ParkingGovernorTest, ParksTheThreadAgainOnceReleasedForLongEnough) {
-  CallbackThreadParking parking;
-  ParkingServer s(&parking);
-  ASSERT_NE(s.server, nullptr);
-  ASSERT_TRUE(parking.Park(s.server.get()));
+TEST_F(ParkedServerTest, AGovernorParksTheThreadAgainOnceReleasedForLongEnough) {
   ParkingGovernor governor(&parking, s.server.get(), EveryIntervalBusy(absl::ZeroDuration()));
   // Parked by the test, then by the governor, then released again.
   EXPECT_TRUE(parking.AwaitParked(false, 2, absl::Now() + testing::kPatience));
