@@ -148,6 +148,13 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
+absl::Status FromResultCode(int32_t code, absl::string_view message) {
+  const bool canonical = code >= static_cast<int32_t>(absl::StatusCode::kCancelled) &&
+                         code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
+  return absl::Status(canonical ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown,
+                      message);
+}
+
 // ---- Time -------------------------------------------------------------------
 
 SecondsAndNanos TimeFields(absl::Time time) {

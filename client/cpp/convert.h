@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
@@ -30,6 +31,10 @@ namespace lapse::client::internal {
 
 // gRPC and Abseil share the canonical codes.
 absl::Status FromGrpcStatus(const grpc::Status& status);
+// An error sent as a code and a message (a write operation's result): a code
+// outside the canonical ones (1-16) is UNKNOWN, as gRPC reads a call's status
+// code it does not know.
+absl::Status FromResultCode(int32_t code, absl::string_view message);
 
 // ---- Time -------------------------------------------------------------------
 

@@ -39,6 +39,17 @@ TEST(ConvertStatus, KeepsCodeAndMessage) {
   EXPECT_EQ(status.message(), "gone");
 }
 
+// A write operation's result carries its code as a plain int: one outside
+// the canonical codes (a newer or a broken server) is UNKNOWN, never an
+// out-of-range enum.
+TEST(ConvertStatus, AResultCodeOutsideTheCanonicalOnesIsUnknown) {
+  EXPECT_EQ(FromResultCode(5, "no such member"), absl::NotFoundError("no such member"));
+  EXPECT_EQ(FromResultCode(16, "who"), absl::UnauthenticatedError("who"));
+  EXPECT_EQ(FromResultCode(17, "new"), absl::UnknownError("new"));
+  EXPECT_EQ(FromResultCode(201, "x"), absl::UnknownError("x"));
+  EXPECT_EQ(FromResultCode(-1, "x"), absl::UnknownError("x"));
+}
+
 TEST(ConvertRequests, PutCarriesEachWriteWithItsExpirationArm) {
   MemberWrite ttl;
   ttl.key = "a";

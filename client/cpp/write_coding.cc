@@ -252,8 +252,7 @@ bool ReadOperationResult(absl::string_view body, std::vector<PutAnswer>* answers
   if (code == 0) {
     answers->emplace_back(std::move(results));
   } else {
-    answers->emplace_back(
-        FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(code), std::string(message))));
+    answers->emplace_back(FromResultCode(code, message));
   }
   return true;
 }
@@ -313,8 +312,7 @@ bool ReadStreamWritesResponse(absl::string_view response, std::vector<PutAnswer>
     if (result.code() == 0) {
       answers->push_back(FromProto(result.put_members()));
     } else {
-      answers->push_back(FromGrpcStatus(
-          grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message())));
+      answers->push_back(FromResultCode(result.code(), result.message()));
     }
   }
   return true;

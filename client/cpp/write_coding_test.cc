@@ -134,8 +134,7 @@ std::string Expected(const std::string& bytes) {
     if (result.code() == 0) {
       answers.push_back(FromProto(result.put_members()));
     } else {
-      answers.push_back(FromGrpcStatus(
-          grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message())));
+      answers.push_back(FromResultCode(result.code(), result.message()));
     }
   }
   return Describe(answers);
