@@ -116,7 +116,7 @@ class CallbackThreadParking final : public grpc::CallbackGenericService {
 class ParkingPolicy {
  public:
   struct Options {
-    absl::Duration interval = absl::Milliseconds(100);
+    absl::Duration interval = absl::Milliseconds(50);
     // Fraction of one core's time.
     double busy_share = 0.9;
     int busy_samples = 2;

@@ -152,8 +152,8 @@ TEST(CallbackThreadParkingTest, AServerWithAParkedThreadAnswersPutsAndShutsDown)
   server.Shutdown(absl::Seconds(5));
 }
 
-// ParkingPolicy, sampled every 100 ms from a start at `t0` with the default
-// options but for those the tests name.
+// ParkingPolicy with its default options, sampled every 100 ms from a start
+// at `t0` (the policy reads the times it is given, whatever the interval).
 class ParkingPolicyTest : public ::testing::Test {
  protected:
   // The action for a sample `ms` after t0, with `cpu_ms` of CPU used since
