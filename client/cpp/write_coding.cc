@@ -64,10 +64,10 @@ struct ExpirationField {
   size_t body = 0;
 };
 
-static_assert(google::protobuf::Timestamp::kSecondsFieldNumber ==
-                      google::protobuf::Duration::kSecondsFieldNumber &&
-                  google::protobuf::Timestamp::kNanosFieldNumber ==
-                      google::protobuf::Duration::kNanosFieldNumber,
+static_assert(int{google::protobuf::Timestamp::kSecondsFieldNumber} ==
+                      int{google::protobuf::Duration::kSecondsFieldNumber} &&
+                  int{google::protobuf::Timestamp::kNanosFieldNumber} ==
+                      int{google::protobuf::Duration::kNanosFieldNumber},
               "Timestamp and Duration share their fields' numbers");
 
 ExpirationField MemberExpiration(const MemberWrite& member) {
