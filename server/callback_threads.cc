@@ -52,9 +52,12 @@ bool CallbackThreadParking::Park(grpc::Server* server) {
   changed_.WaitUntil(&mu_, absl::InfiniteFuture(),
                      [hold]() { return hold->parked || hold->call_ended; });
   if (hold->parked) return true;
-  // Refused: nothing is held.
-  last_ = std::move(hold_);
-  process_holds_one.store(false);
+  // Refused (or released meanwhile, which then let the hold go itself):
+  // nothing is held.
+  if (hold_.get() == hold) {
+    last_ = std::move(hold_);
+    process_holds_one.store(false);
+  }
   return false;
 }
 
