@@ -39,11 +39,8 @@ void PutFixed64(std::string* dst, uint64_t value) {
 void PutVarint32(std::string* dst, uint32_t value) { PutVarint64(dst, value); }
 
 void PutVarint64(std::string* dst, uint64_t value) {
-  while (value >= 0x80) {
-    dst->push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  dst->push_back(static_cast<char>(value));
+  char buf[kMaxVarint64Bytes];
+  dst->append(buf, static_cast<size_t>(EncodeVarint64(buf, value) - buf));
 }
 
 void PutLengthPrefixed(std::string* dst, absl::string_view value) {

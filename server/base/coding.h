@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -52,6 +53,29 @@ bool GetVarint32(absl::string_view* input, uint32_t* value);
 bool GetVarint64(absl::string_view* input, uint64_t* value);
 // `value` points into the input.
 bool GetLengthPrefixed(absl::string_view* input, absl::string_view* value);
+
+// Varints and length-prefixed strings written straight into a buffer that
+// has room for them, for records sized before they are written.
+inline size_t VarintLength(uint64_t value) {
+  size_t length = 1;
+  for (; value >= 0x80; value >>= 7) ++length;
+  return length;
+}
+inline size_t LengthPrefixedLength(absl::string_view value) {
+  return VarintLength(value.size()) + value.size();
+}
+// Each returns the byte past what it wrote.
+inline char* EncodeVarint64(char* dst, uint64_t value) {
+  for (; value >= 0x80; value >>= 7) *dst++ = static_cast<char>((value & 0x7f) | 0x80);
+  *dst++ = static_cast<char>(value);
+  return dst;
+}
+// REQUIRES: value.size() < 2^32.
+inline char* EncodeLengthPrefixed(char* dst, absl::string_view value) {
+  dst = EncodeVarint64(dst, value.size());
+  std::memcpy(dst, value.data(), value.size());
+  return dst + value.size();
+}
 
 // Fixed-width integers at a known place in a buffer, for headers written
 // before their fields are known, or read once their size has been checked:

@@ -119,6 +119,24 @@ TEST(CodingTest, Varint32AndVarint64AgreeOn32BitValues) {
   }
 }
 
+TEST(CodingTest, EncodeInPlaceWritesWhatPutAppendsInTheLengthItSays) {
+  for (uint64_t v : Boundaries64()) {
+    std::string put;
+    PutVarint64(&put, v);
+    char buf[kMaxVarint64Bytes];
+    EXPECT_EQ(VarintLength(v), put.size()) << v;
+    EXPECT_EQ(std::string(buf, EncodeVarint64(buf, v)), put) << v;
+  }
+  for (const std::string& value : {std::string(), std::string("a"), std::string(127, 'x'),
+                                   std::string(128, 'y'), std::string(20000, 'z')}) {
+    std::string put;
+    PutLengthPrefixed(&put, value);
+    std::string buf(LengthPrefixedLength(value), '\0');
+    EXPECT_EQ(EncodeLengthPrefixed(buf.data(), value), buf.data() + buf.size()) << value.size();
+    EXPECT_EQ(buf, put) << value.size();
+  }
+}
+
 TEST(CodingTest, LengthPrefixedRoundTrips) {
   const std::string big(300, 'x');
   const std::vector<absl::string_view> values = {"", "a", absl::string_view("\0\xff", 2), big};

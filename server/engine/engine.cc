@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "server/base/coding.h"
 #include "server/base/deadline.h"
 #include "server/base/mutex.h"
 #include "server/engine/collection.h"
@@ -230,6 +231,14 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   // OK unless the operation met members past their deadline that it could
   // not expire because the journal refuses changes; it must then fail.
   const absl::Status& status() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard_.mu) { return refused_; }
+
+  // Makes room in the batch and its undo for `batch_bytes` and `undo_bytes`
+  // of records.
+  void ReserveJournal(size_t batch_bytes, size_t undo_bytes) {
+    if (!journaling_) return;
+    journal_->Reserve(batch_bytes);
+    undo_->Reserve(undo_bytes);
+  }
 
   // Counts `n` members this operation is about to create in the engine's
   // total at once, so that writers on other shards see them before they are
@@ -654,6 +663,20 @@ absl::StatusOr<std::vector<PutResult>> Engine::Put(absl::string_view collection,
         absl::StrFormat("the server holds its maximum of %d members", limits.max_total_members));
   }
   if (options_.put_checked_hook_for_testing) options_.put_checked_hook_for_testing();
+  if (writes.size() > 1) {
+    // A kPut record per write, and a kRemove (created) or kPut (replaced,
+    // the value it had) undoing it; the replaced values are not counted.
+    const size_t name_bytes = 1 + LengthPrefixedLength(collection);
+    size_t batch_bytes = 0;
+    size_t undo_bytes = 0;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      if (results[i].outcome == PutOutcome::kSkipped) continue;
+      const size_t key_bytes = name_bytes + LengthPrefixedLength(writes[i].key);
+      batch_bytes += key_bytes + LengthPrefixedLength(writes[i].value) + 8;
+      undo_bytes += key_bytes;
+    }
+    op.ReserveJournal(batch_bytes, undo_bytes);
+  }
   for (size_t i = 0; i < writes.size(); ++i) {
     if (results[i].outcome == PutOutcome::kSkipped) continue;
     const MemberWrite& w = writes[i];

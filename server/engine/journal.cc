@@ -39,58 +39,67 @@ void SetEvent(const ExpiryEvent& e, JournalRecord* r) {
 
 BatchEncoder::BatchEncoder() : buffer_(kHeaderSize, '\0') {}
 
+char* BatchEncoder::Extend(RecordType type, size_t size) {
+  const size_t at = buffer_.size();
+  buffer_.resize(at + 1 + size);
+  buffer_[at] = static_cast<char>(type);
+  ++count_;
+  return &buffer_[at + 1];
+}
+
 void BatchEncoder::Put(absl::string_view collection, absl::string_view key, absl::string_view value,
                        int64_t deadline_ms) {
-  buffer_.push_back(static_cast<char>(RecordType::kPut));
-  PutLengthPrefixed(&buffer_, collection);
-  PutLengthPrefixed(&buffer_, key);
-  PutLengthPrefixed(&buffer_, value);
-  PutFixed64(&buffer_, static_cast<uint64_t>(deadline_ms));
-  ++count_;
+  char* p = Extend(RecordType::kPut, LengthPrefixedLength(collection) + LengthPrefixedLength(key) +
+                                         LengthPrefixedLength(value) + 8);
+  p = EncodeLengthPrefixed(p, collection);
+  p = EncodeLengthPrefixed(p, key);
+  p = EncodeLengthPrefixed(p, value);
+  EncodeFixed64(p, static_cast<uint64_t>(deadline_ms));
 }
 
 void BatchEncoder::Remove(absl::string_view collection, absl::string_view key) {
-  buffer_.push_back(static_cast<char>(RecordType::kRemove));
-  PutLengthPrefixed(&buffer_, collection);
-  PutLengthPrefixed(&buffer_, key);
-  ++count_;
+  char* p =
+      Extend(RecordType::kRemove, LengthPrefixedLength(collection) + LengthPrefixedLength(key));
+  p = EncodeLengthPrefixed(p, collection);
+  EncodeLengthPrefixed(p, key);
 }
 
 void BatchEncoder::SetDeadline(absl::string_view collection, absl::string_view key,
                                int64_t deadline_ms) {
-  buffer_.push_back(static_cast<char>(RecordType::kSetDeadline));
-  PutLengthPrefixed(&buffer_, collection);
-  PutLengthPrefixed(&buffer_, key);
-  PutFixed64(&buffer_, static_cast<uint64_t>(deadline_ms));
-  ++count_;
+  char* p = Extend(RecordType::kSetDeadline,
+                   LengthPrefixedLength(collection) + LengthPrefixedLength(key) + 8);
+  p = EncodeLengthPrefixed(p, collection);
+  p = EncodeLengthPrefixed(p, key);
+  EncodeFixed64(p, static_cast<uint64_t>(deadline_ms));
 }
 
 void BatchEncoder::DeleteCollection(absl::string_view collection) {
-  buffer_.push_back(static_cast<char>(RecordType::kDeleteCollection));
-  PutLengthPrefixed(&buffer_, collection);
-  ++count_;
+  EncodeLengthPrefixed(Extend(RecordType::kDeleteCollection, LengthPrefixedLength(collection)),
+                       collection);
 }
 
 void BatchEncoder::Expiry(absl::string_view collection, absl::string_view key,
                           absl::string_view value, int64_t deadline_ms, int64_t expired_at_ns) {
-  buffer_.push_back(static_cast<char>(RecordType::kExpiry));
-  PutLengthPrefixed(&buffer_, collection);
-  PutLengthPrefixed(&buffer_, key);
-  PutLengthPrefixed(&buffer_, value);
-  PutFixed64(&buffer_, static_cast<uint64_t>(deadline_ms));
-  PutFixed64(&buffer_, static_cast<uint64_t>(expired_at_ns));
-  ++count_;
+  char* p =
+      Extend(RecordType::kExpiry, LengthPrefixedLength(collection) + LengthPrefixedLength(key) +
+                                      LengthPrefixedLength(value) + 16);
+  p = EncodeLengthPrefixed(p, collection);
+  p = EncodeLengthPrefixed(p, key);
+  p = EncodeLengthPrefixed(p, value);
+  EncodeFixed64(p, static_cast<uint64_t>(deadline_ms));
+  EncodeFixed64(p + 8, static_cast<uint64_t>(expired_at_ns));
 }
 
 void BatchEncoder::Event(const ExpiryEvent& e) {
-  buffer_.push_back(static_cast<char>(RecordType::kEvent));
-  PutFixed64(&buffer_, e.sequence);
-  PutLengthPrefixed(&buffer_, e.collection);
-  PutLengthPrefixed(&buffer_, e.key);
-  PutLengthPrefixed(&buffer_, e.value);
-  PutFixed64(&buffer_, static_cast<uint64_t>(FloorMillis(e.expire_time)));
-  PutFixed64(&buffer_, static_cast<uint64_t>(absl::ToUnixNanos(e.expired_at)));
-  ++count_;
+  char* p = Extend(RecordType::kEvent, 8 + LengthPrefixedLength(e.collection) +
+                                           LengthPrefixedLength(e.key) +
+                                           LengthPrefixedLength(e.value) + 16);
+  EncodeFixed64(p, e.sequence);
+  p = EncodeLengthPrefixed(p + 8, e.collection);
+  p = EncodeLengthPrefixed(p, e.key);
+  p = EncodeLengthPrefixed(p, e.value);
+  EncodeFixed64(p, static_cast<uint64_t>(FloorMillis(e.expire_time)));
+  EncodeFixed64(p + 8, static_cast<uint64_t>(absl::ToUnixNanos(e.expired_at)));
 }
 
 void BatchEncoder::NextSequence(uint64_t sequence) {

@@ -106,6 +106,10 @@ class BatchEncoder {
   // its type lists.
   void GroupRecord(const JournalRecord& record);
 
+  // Makes room for `bytes` more of records, so that a batch of many records
+  // whose size is known is not grown record by record.
+  void Reserve(size_t bytes) { buffer_.reserve(buffer_.size() + bytes); }
+
   bool empty() const { return count_ == 0; }
   uint32_t count() const { return count_; }
   // Bytes encoded so far.
@@ -115,6 +119,12 @@ class BatchEncoder {
   std::string Finish(uint64_t first_event_sequence);
 
  private:
+  // Appends a record of `type` with `size` bytes of fields, counted, and
+  // returns where its fields go. Records are sized first and written in
+  // place: appending them field by field grew a batch of one small record
+  // several times, an allocation and a copy each.
+  char* Extend(RecordType type, size_t size);
+
   std::string buffer_;
   uint32_t count_ = 0;
 };
