@@ -215,7 +215,7 @@ CommitTicket DurableStore::Commit(std::string batch, std::string undo,
 
 absl::Status DurableStore::status() const { return wal_->status(); }
 
-void DurableStore::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done) {
+void DurableStore::WhenDurable(CommitTicket ticket, DurableCallback done) {
   wal_->WhenDurable(ticket, std::move(done));
 }
 

@@ -159,7 +159,7 @@ class DurableStore final : public Journal {
   // prevented it; in that case the change has been undone first. Under
   // everysec and never the caller may write the log itself (write() only,
   // see Wal::WhenDurable), so hold no engine or group lock.
-  void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
+  void WhenDurable(CommitTicket ticket, DurableCallback done);
 
   // Runs `start`, which commits changes and asks WhenDurable for them on this
   // thread, and makes them durable together once it returns: one log write

@@ -149,14 +149,11 @@ void EmbeddedStore::AnswerWhenDurable(absl::StatusOr<T> result, CommitTicket tic
     std::move(done)(std::move(result));
     return;
   }
-  // WhenDurable takes a copyable function; the answer is moved through it
-  // once.
-  auto pending = std::make_shared<std::pair<absl::StatusOr<T>, StoreDone<T>>>(std::move(result),
-                                                                              std::move(done));
-  durable_->WhenDurable(ticket, [pending](absl::Status durable) {
-    if (!durable.ok()) pending->first = std::move(durable);
-    std::move(pending->second)(std::move(pending->first));
-  });
+  durable_->WhenDurable(
+      ticket, [result = std::move(result), done = std::move(done)](absl::Status durable) mutable {
+        if (!durable.ok()) result = std::move(durable);
+        std::move(done)(std::move(result));
+      });
 }
 
 void EmbeddedStore::PutMembers(absl::string_view collection, absl::Span<const MemberWrite> writes,

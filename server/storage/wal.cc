@@ -51,6 +51,8 @@ constexpr size_t kRetryBytes = size_t{64} << 10;
 // applying one StreamWrites request of 16 takes; beyond that it sleeps, and
 // the end of StartTogether wakes it as it would have.
 constexpr absl::Duration kTogetherSpin = absl::Microseconds(100);
+// The largest written buffer kept for the next round to fill (Wal::spare_).
+constexpr size_t kSpareMostBytes = size_t{1} << 20;
 
 // Why the log refuses writes after `error`, and what happens next.
 absl::Status RefusalFor(const absl::Status& error, bool for_good, absl::Duration retry) {
@@ -214,7 +216,7 @@ absl::Status Wal::OutcomeOf(CommitTicket ticket) const {
   return absl::OkStatus();
 }
 
-void Wal::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done) {
+void Wal::WhenDurable(CommitTicket ticket, DurableCallback done) {
   bool waiting = false;
   absl::Status ready;
   {
@@ -224,7 +226,11 @@ void Wal::WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> don
     if (!waiting) {
       ready = OutcomeOf(ticket);
     } else {
-      waiters_[ticket].push_back(std::move(done));
+      // Kept in ticket order; a writer whose batch was appended earlier may
+      // come after one appended later.
+      auto at = waiters_.end();
+      while (at != waiters_.begin() && std::prev(at)->ticket > ticket) --at;
+      waiters_.insert(at, Waiter{ticket, std::move(done)});
       // Under kAlways the flusher writes: a gRPC thread never fsyncs.
       // Batches started together are written once they all are.
       if (options_.fsync == FsyncPolicy::kAlways || together_ == this) return;
@@ -290,6 +296,9 @@ absl::Status Wal::AwaitDurable(CommitTicket ticket) {
 }
 
 absl::Status Wal::status() const {
+  // Asked before every change (Journal::status), mostly while writes are
+  // taken: no lock then.
+  if (!refusing_.load(std::memory_order_acquire)) return absl::OkStatus();
   MutexLock lock(&mu_);
   return refusal_;
 }
@@ -528,6 +537,7 @@ void Wal::TakeRound(Round* round) {
     round->writers = pending_writers_;
     pending_writers_ = 0;
     round->data.swap(pending_);
+    pending_.swap(spare_);
     // A call for what was pending is answered.
     flusher_called_ = false;
   } else {
@@ -572,7 +582,7 @@ void Wal::WriteWhileWaitedFor() {
       MutexLock lock(&mu_);
       if (!TakeWritersRound(&round)) return;
     }
-    WriteAndSettle(round, /*may_sync=*/false);
+    WriteAndSettle(&round, /*may_sync=*/false);
   }
 }
 
@@ -644,15 +654,18 @@ void Wal::MarkDurable(const Round& round, Waiters* ready) {
     stats_.bytes_written += round.data.size();
     bytes_since_rotate_ += round.data.size();
   }
-  const auto end = waiters_.upper_bound(resolved_);
-  for (auto it = waiters_.begin(); it != end; ++it) {
-    for (auto& fn : it->second) ready->push_back(std::move(fn));
+  size_t settled = 0;
+  while (settled < waiters_.size() && waiters_[settled].ticket <= resolved_) ++settled;
+  ready->reserve(settled);
+  while (!waiters_.empty() && waiters_.front().ticket <= resolved_) {
+    ready->push_back(std::move(waiters_.front().done));
+    waiters_.pop_front();
   }
-  waiters_.erase(waiters_.begin(), end);
 }
 
 std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good) {
   refusal_ = RefusalFor(error, for_good, options_.retry_interval);
+  refusing_.store(true, std::memory_order_release);
   refusing_for_good_ = for_good;
   refusing_since_ = absl::Now();
   ++stats_.write_failures;
@@ -684,9 +697,7 @@ void Wal::EndRollBack(Waiters* failed) {
   assert(rolling_back_ && "Options::roll_back did not call refuse");
   rolling_back_ = false;
   resolved_ = failures_.back().last;
-  for (auto& [ticket, fns] : waiters_) {
-    for (auto& fn : fns) failed->push_back(std::move(fn));
-  }
+  for (Waiter& waiter : waiters_) failed->push_back(std::move(waiter.done));
   waiters_.clear();
 }
 
@@ -701,6 +712,7 @@ void Wal::Retry() {
     MutexLock lock(&mu_);
     stats_.time_refusing += absl::Now() - refusing_since_;
     refusal_ = absl::OkStatus();
+    refusing_.store(false, std::memory_order_release);
     Log(LogLevel::kInfo, "the write-ahead log can write again (%s): writes resume", segment_path_);
   }
   if (options_.on_writable_changed) options_.on_writable_changed(absl::OkStatus());
@@ -719,12 +731,13 @@ void Wal::Run() {
       Retry();
       continue;
     }
-    WriteAndSettle(round, /*may_sync=*/true);
+    WriteAndSettle(&round, /*may_sync=*/true);
     if (round.stopping) return;
   }
 }
 
-void Wal::WriteAndSettle(const Round& round, bool may_sync) {
+void Wal::WriteAndSettle(Round* taken, bool may_sync) {
+  const Round& round = *taken;
   absl::Status error;
   bool durable;
   bool for_good;
@@ -762,6 +775,10 @@ void Wal::WriteAndSettle(const Round& round, bool may_sync) {
     }
     if (ok) ReleaseTurn();
     if (sync_due_later) work_bell_.Ring();
+    if (taken->data.capacity() <= kSpareMostBytes && taken->data.capacity() > spare_.capacity()) {
+      taken->data.clear();
+      spare_.swap(taken->data);
+    }
   }
   Waiters failed;
   absl::Status refusal;

@@ -97,12 +97,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -132,6 +132,9 @@ enum class DiskOp { kCreate, kReserve, kWrite, kSync };
 // flusher, or under kEverySecond and kNever a writer: see the top of wal.h)
 // or on the flusher when writes resume; must not block.
 using WritableListener = std::function<void(const absl::Status& status)>;
+
+// Hears whether a batch is durable; see Wal::WhenDurable.
+using DurableCallback = absl::AnyInvocable<void(absl::Status)>;
 
 // Undoes batches that could not be made durable; see Wal::Options::roll_back.
 using RollBackFn = std::function<void(const std::function<std::vector<std::string>()>& refuse)>;
@@ -224,7 +227,7 @@ class Wal {
   // (write() only, never an fsync), and then any batches waited for meanwhile.
   // Right away when there is nothing to wait for. Never call it holding a
   // lock that Options::roll_back takes.
-  void WhenDurable(CommitTicket ticket, std::function<void(absl::Status)> done);
+  void WhenDurable(CommitTicket ticket, DurableCallback done);
 
   // Runs `start`, which appends batches and asks WhenDurable for them on
   // this thread, and then writes them together (see the top of this file):
@@ -264,7 +267,12 @@ class Wal {
     size_t frame_bytes;
     std::string undo;
   };
-  using Waiters = std::vector<std::function<void(absl::Status)>>;
+  // Who waits for which batch (WhenDurable).
+  struct Waiter {
+    CommitTicket ticket;
+    DurableCallback done;
+  };
+  using Waiters = std::vector<DurableCallback>;
   // Batches that failed together: tickets first..last.
   struct Failure {
     CommitTicket first;
@@ -308,7 +316,8 @@ class Wal {
   // the outcome, gives the turn back and runs the callbacks it settled.
   // Under kEverySecond the flusher (`may_sync`) then fsyncs if a second has
   // passed, without the turn.
-  void WriteAndSettle(const Round& round, bool may_sync);
+  // Its buffer goes to spare_ once written.
+  void WriteAndSettle(Round* round, bool may_sync);
   // Holding the turn: refuses writes after `error` in `round`, undoes the
   // failed batches, gives the turn back; their waiters go to `failed`.
   // Returns the refusal.
@@ -395,6 +404,9 @@ class Wal {
   absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Frames appended and not yet taken by the flusher.
   std::string pending_ ABSL_GUARDED_BY(mu_);
+  // A written round's buffer, emptied, for pending_ to take next: appending
+  // to a buffer that keeps its capacity allocates nothing.
+  std::string spare_ ABSL_GUARDED_BY(mu_);
   uint64_t next_lsn_ ABSL_GUARDED_BY(mu_);
   // The last LSN durable under the policy.
   uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_);
@@ -425,7 +437,9 @@ class Wal {
   CommitTicket forgotten_through_ ABSL_GUARDED_BY(mu_) = 0;
   // Between Refuse and EndRollBack.
   bool rolling_back_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<CommitTicket, Waiters> waiters_ ABSL_GUARDED_BY(mu_);
+  // In ticket order: WhenDurable mostly comes in that order and adds at
+  // the back; MarkDurable takes from the front.
+  std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   // A requested rotation: the offset in pending_ where the new segment
   // starts, and its first LSN.
   bool rotate_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -436,6 +450,8 @@ class Wal {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // OK, or why writes are refused.
   absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+  // Whether refusal_ is an error: moves with it, read without the lock.
+  std::atomic<bool> refusing_{false};
   bool refusing_for_good_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time refusing_since_ ABSL_GUARDED_BY(mu_);
   WalStats stats_ ABSL_GUARDED_BY(mu_);

@@ -976,6 +976,28 @@ TEST_F(WalTest, AwaitDurableOfATicketDoesNotWaitForLaterBatches) {
   EXPECT_TRUE(answers.WaitFor(1).front().second.ok());
 }
 
+TEST_F(WalTest, WaitersAskingOutOfTicketOrderAreEachAnsweredByTheWriteThatCoversTheirBatch) {
+  DiskGate syncs(DiskOp::kSync);
+  auto wal = Wal::Open(
+      {.dir = dir_, .fsync = FsyncPolicy::kAlways, .disk_fault_for_testing = syncs.Hook()}, 1);
+  ASSERT_TRUE(wal.ok());
+  const CommitTicket first = (*wal)->Append(Batch(1), "", 0);
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  const CommitTicket second = (*wal)->Append(Batch(2), "", 0);
+  const CommitTicket third = (*wal)->Append(Batch(3), "", 0);
+  Answers answers;
+  answers.Await(**wal, third, "third");
+  answers.Await(**wal, second, "second");
+  answers.Await(**wal, first, "first");
+  syncs.Allow(1);
+  answers.WaitFor(1);
+  ASSERT_TRUE(syncs.WaitForCall(2));
+  EXPECT_THAT(answers.names(), ElementsAre("first")) << "the others wait for their own fsync";
+  syncs.Allow(2);
+  answers.WaitFor(3);
+  EXPECT_THAT(answers.names(), ElementsAre("first", "second", "third"));
+}
+
 // Which threads did what to the disk, in order. Thread-safe.
 class DiskThreads {
  public:
