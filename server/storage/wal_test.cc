@@ -978,24 +978,20 @@ TEST_F(WalTest, AwaitDurableOfATicketDoesNotWaitForLaterBatches) {
 
 TEST_F(WalTest, WaitersAskingOutOfTicketOrderAreEachAnsweredByTheWriteThatCoversTheirBatch) {
   DiskGate syncs(DiskOp::kSync);
-  auto wal = Wal::Open(
-      {.dir = dir_, .fsync = FsyncPolicy::kAlways, .disk_fault_for_testing = syncs.Hook()}, 1);
-  ASSERT_TRUE(wal.ok());
-  const CommitTicket first = (*wal)->Append(Batch(1), "", 0);
+  std::unique_ptr<Wal> wal = OpenWatched(FsyncPolicy::kAlways, 0, syncs.Hook());
+  ASSERT_NE(wal, nullptr);
+  std::vector<CommitTicket> tickets = {wal->Append(Batch(1), "", 0)};
   ASSERT_TRUE(syncs.WaitForCall(1));
-  const CommitTicket second = (*wal)->Append(Batch(2), "", 0);
-  const CommitTicket third = (*wal)->Append(Batch(3), "", 0);
+  for (int i = 2; i <= 3; ++i) tickets.push_back(wal->Append(Batch(i), "", 0));
   Answers answers;
-  answers.Await(**wal, third, "third");
-  answers.Await(**wal, second, "second");
-  answers.Await(**wal, first, "first");
+  for (int i = 2; i >= 0; --i) answers.Await(*wal, tickets[i], absl::StrCat("batch ", i + 1));
   syncs.Allow(1);
   answers.WaitFor(1);
   ASSERT_TRUE(syncs.WaitForCall(2));
-  EXPECT_THAT(answers.names(), ElementsAre("first")) << "the others wait for their own fsync";
+  EXPECT_THAT(answers.names(), ElementsAre("batch 1")) << "the others wait for their own fsync";
   syncs.Allow(2);
   answers.WaitFor(3);
-  EXPECT_THAT(answers.names(), ElementsAre("first", "second", "third"));
+  EXPECT_THAT(answers.names(), ElementsAre("batch 1", "batch 2", "batch 3"));
 }
 
 // Which threads did what to the disk, in order. Thread-safe.
