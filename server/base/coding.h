@@ -73,7 +73,8 @@ inline char* EncodeVarint64(char* dst, uint64_t value) {
 // REQUIRES: value.size() < 2^32.
 inline char* EncodeLengthPrefixed(char* dst, absl::string_view value) {
   dst = EncodeVarint64(dst, value.size());
-  std::memcpy(dst, value.data(), value.size());
+  // An empty view may have no data at all, which memcpy must not be given.
+  if (!value.empty()) std::memcpy(dst, value.data(), value.size());
   return dst + value.size();
 }
 

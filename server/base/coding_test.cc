@@ -135,6 +135,10 @@ TEST(CodingTest, EncodeInPlaceWritesWhatPutAppendsInTheLengthItSays) {
     EXPECT_EQ(EncodeLengthPrefixed(buf.data(), value), buf.data() + buf.size()) << value.size();
     EXPECT_EQ(buf, put) << value.size();
   }
+  // A view with no data at all (UBSan refuses memcpy from null).
+  char buf[1];
+  EXPECT_EQ(EncodeLengthPrefixed(buf, absl::string_view()), buf + 1);
+  EXPECT_EQ(buf[0], '\0');
 }
 
 TEST(CodingTest, LengthPrefixedRoundTrips) {
