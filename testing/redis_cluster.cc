@@ -401,7 +401,8 @@ absl::Status RedisCluster::Restart(int port) {
 }
 
 absl::Status RedisCluster::MigrateSlot(int slot, int target_port,
-                                       absl::FunctionRef<void(int)> moved) {
+                                       absl::FunctionRef<void(int)> moved,
+                                       absl::Span<const std::string> first) {
   const int source_port = OwnerOf(slot);
   if (source_port == 0) return absl::UnavailableError(absl::StrCat("no node serves slot ", slot));
   if (source_port == target_port) {
@@ -424,16 +425,27 @@ absl::Status RedisCluster::MigrateSlot(int slot, int target_port,
   };
   absl::Status status = step(target_port, {"CLUSTER", "SETSLOT", s, "IMPORTING", *source_id});
   if (status.ok()) status = step(source_port, {"CLUSTER", "SETSLOT", s, "MIGRATING", *target_id});
+  size_t next_first = 0;
   for (int count = 0; status.ok();) {
-    absl::StatusOr<std::string> key = Command(source_port, {"CLUSTER", "GETKEYSINSLOT", s, "1"});
-    if (!key.ok()) return key.status();
-    if (key->empty()) break;
+    std::string key;
+    while (key.empty() && next_first < first.size()) {
+      const std::string& wanted = first[next_first++];
+      absl::StatusOr<std::string> exists = Command(source_port, {"EXISTS", wanted});
+      if (!exists.ok()) return exists.status();
+      if (*exists == "1") key = wanted;
+    }
+    if (key.empty()) {
+      absl::StatusOr<std::string> any = Command(source_port, {"CLUSTER", "GETKEYSINSLOT", s, "1"});
+      if (!any.ok()) return any.status();
+      if (any->empty()) break;
+      key = *std::move(any);
+    }
     absl::StatusOr<std::string> migrated =
         Command(source_port,
-                {"MIGRATE", "127.0.0.1", absl::StrCat(target_port), "", "0", "5000", "KEYS", *key});
+                {"MIGRATE", "127.0.0.1", absl::StrCat(target_port), "", "0", "5000", "KEYS", key});
     if (!migrated.ok()) return migrated.status();
     if (*migrated != "OK" && *migrated != "NOKEY") {
-      return absl::InternalError(absl::StrCat("MIGRATE of ", *key, " answered ", *migrated));
+      return absl::InternalError(absl::StrCat("MIGRATE of ", key, " answered ", *migrated));
     }
     moved(++count);
   }

@@ -40,6 +40,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "testing/child_process.h"
 #include "testing/temp_dir.h"
 
@@ -121,10 +122,12 @@ class RedisCluster final {
   // Moves `slot` from the master serving it to the master at `target_port`,
   // the way `redis-cli --cluster reshard` does while clients keep working:
   // CLUSTER SETSLOT IMPORTING on the target and MIGRATING on the source,
-  // MIGRATE of its keys one at a time (after each, `moved(keys moved so
+  // MIGRATE of its keys one at a time — `first` (those that exist) first, in
+  // that order, then the rest — after each of which `moved(keys moved so
   // far)` runs, so a test can act while the slot's keys are split between the
-  // two), then CLUSTER SETSLOT NODE on every master.
-  absl::Status MigrateSlot(int slot, int target_port, absl::FunctionRef<void(int)> moved);
+  // two; then CLUSTER SETSLOT NODE on every master.
+  absl::Status MigrateSlot(int slot, int target_port, absl::FunctionRef<void(int)> moved,
+                           absl::Span<const std::string> first = {});
   // How many error replies whose first word is `code` ("TRYAGAIN", "ASK")
   // the live nodes have given, added up (INFO errorstats).
   int64_t ErrorReplies(const std::string& code) const;
