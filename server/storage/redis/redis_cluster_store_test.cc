@@ -24,6 +24,7 @@ namespace lapse::redis {
 namespace {
 
 using ::lapse::testing::Await;
+using ::lapse::testing::PendingAnswer;
 using ::lapse::testing::RedisCluster;
 using ::lapse::testing::SharedRedisClusterTest;
 
@@ -757,6 +758,57 @@ TEST_F(RedisClusterStoreTest, ListCollectionsNeverListsACollectionWhoseMembersAr
     events += n;
   }
   EXPECT_EQ(events, 3);
+}
+
+TEST_F(RedisClusterStoreTest,
+       ListCollectionsWhileAReshardingSplitsItsKeysWaitsForTheSlotAndListsEveryCollection) {
+  UseScriptClock();
+  ASSERT_TRUE(Put("c", {{.key = "a", .value = "1"},
+                        {.key = "b", .value = "2", .expiration = Expiration::Ttl(absl::Hours(1))}})
+                  .ok());
+  // A member of c's partition expired, so that its stream and sequence exist.
+  std::string other;
+  for (int i = 0; other.empty(); ++i) {
+    const std::string name = absl::StrCat("e", i);
+    if (store_->PartitionOf(name) == store_->PartitionOf("c")) other = name;
+  }
+  ASSERT_TRUE(
+      Put(other, {{.key = "x", .value = "", .expiration = Expiration::Ttl(absl::Seconds(1))}})
+          .ok());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Get(other, {"x"}).ok());
+  // The partition's own keys move first; c's keys stay behind, so a script
+  // that touched them undeclared would run on the target and find c empty.
+  const CollectionKeys keys = KeysOf("c");
+  const std::vector<std::string> partition_keys = {keys.collections, keys.due, keys.events,
+                                                   keys.sequence};
+  for (const std::string& key : partition_keys) ASSERT_EQ(On(key, {"EXISTS", key}), "1") << key;
+  const int source = OwnerOf(keys.due);
+  int target = 0;
+  for (int port : cluster_->MasterPorts()) {
+    if (port != source) target = port;
+  }
+  ASSERT_NE(target, 0);
+
+  std::optional<PendingAnswer<CollectionPage>> listed;
+  const int64_t tryagain_before = cluster_->ErrorReplies("TRYAGAIN");
+  const absl::Status migrated = cluster_->MigrateSlot(
+      KeySlot(keys.due), target,
+      [&](int moved) {
+        if (moved != static_cast<int>(partition_keys.size())) return;
+        listed.emplace([&](auto done) { store_->ListCollections("", 10, "", std::move(done)); });
+        EXPECT_TRUE(cluster_->WaitForErrorReplies("TRYAGAIN", tryagain_before));
+      },
+      partition_keys);
+  ASSERT_TRUE(migrated.ok()) << migrated;
+  ASSERT_TRUE(listed.has_value());
+
+  absl::StatusOr<CollectionPage> page = listed->Wait();
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->collections.size(), 1u);
+  EXPECT_EQ(page->collections[0].name, "c");
+  EXPECT_EQ(page->collections[0].member_count, 2u);
+  EXPECT_EQ(page->collections[0].expiring_count, 1u);
 }
 
 TEST_F(RedisClusterStoreTest, ListCollectionsEndsAPageEarlyBeforeTheResponseBytesLimit) {
