@@ -364,6 +364,13 @@ int RedisCluster::MasterOf(const std::string& key) const {
   return 0;
 }
 
+int RedisCluster::AnotherMaster(int port) const {
+  for (int other : MasterPorts()) {
+    if (other != port) return other;
+  }
+  return 0;
+}
+
 int RedisCluster::ReplicaOf(int master_port) const {
   absl::StatusOr<std::string> info = Command(master_port, {"INFO", "replication"});
   if (!info.ok()) return 0;

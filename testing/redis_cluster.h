@@ -98,6 +98,8 @@ class RedisCluster final {
   // The port of the master that serves `key`'s slot (the one that does not
   // redirect it), 0 if none answers.
   int MasterOf(const std::string& key) const;
+  // The port of a master other than the one at `port`, 0 if there is none.
+  int AnotherMaster(int port) const;
   // The port of a replica of the master at `master_port`, 0 if it has none.
   int ReplicaOf(int master_port) const;
 

@@ -301,10 +301,7 @@ TEST_F(ReaperTest, APassWhileAReshardingSplitsItsKeysWaitsForTheSlotAndExpiresEa
                                                    keys.collections, keys.delivered, keys.wait};
   for (const std::string& key : partition_keys) ASSERT_EQ(On(key, {"EXISTS", key}), "1") << key;
   const int source = MasterOf(keys.due);
-  int target = 0;
-  for (int port : cluster_.MasterPorts()) {
-    if (port != source) target = port;
-  }
+  const int target = cluster_.AnotherMaster(source);
   ASSERT_NE(target, 0);
 
   clock_.Advance(absl::Seconds(1));

@@ -120,17 +120,9 @@ class RedisClusterStoreTest : public SharedRedisClusterTest {
     return Await<uint64_t>([&](auto done) { store_->DeleteCollection(name, std::move(done)); });
   }
 
-  // The master that serves `key`.
-  int OwnerOf(const std::string& key) const {
-    for (int port : cluster_->MasterPorts()) {
-      absl::StatusOr<std::string> reply = cluster_->Command(port, {"EXISTS", key});
-      if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return port;
-    }
-    return 0;
-  }
   // Runs a command on the master of `key`.
   std::string On(const std::string& key, std::vector<std::string> args) const {
-    absl::StatusOr<std::string> reply = cluster_->Command(OwnerOf(key), args);
+    absl::StatusOr<std::string> reply = cluster_->Command(cluster_->MasterOf(key), args);
     return reply.ok() ? *reply : reply.status().ToString();
   }
   CollectionKeys KeysOf(absl::string_view collection) const {
@@ -380,7 +372,7 @@ TEST_F(RedisClusterStoreTest, PartitionTagsSpreadOverTheSlotsAndTheMasters) {
     const int slot = KeySlot(store_->TagOf(p));
     EXPECT_GE(slot, p * kClusterSlots / store_->partitions());
     EXPECT_LT(slot, (p + 1) * kClusterSlots / store_->partitions());
-    owners.insert(OwnerOf(absl::StrCat("{", store_->TagOf(p), "}")));
+    owners.insert(cluster_->MasterOf(absl::StrCat("{", store_->TagOf(p), "}")));
   }
   EXPECT_EQ(owners.size(), RedisCluster::kMasters);
 }
@@ -783,11 +775,8 @@ TEST_F(RedisClusterStoreTest,
   const std::vector<std::string> partition_keys = {keys.collections, keys.due, keys.events,
                                                    keys.sequence};
   for (const std::string& key : partition_keys) ASSERT_EQ(On(key, {"EXISTS", key}), "1") << key;
-  const int source = OwnerOf(keys.due);
-  int target = 0;
-  for (int port : cluster_->MasterPorts()) {
-    if (port != source) target = port;
-  }
+  const int source = cluster_->MasterOf(keys.due);
+  const int target = cluster_->AnotherMaster(source);
   ASSERT_NE(target, 0);
 
   std::optional<PendingAnswer<CollectionPage>> listed;

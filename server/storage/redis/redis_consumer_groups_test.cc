@@ -292,10 +292,7 @@ TEST_F(RedisConsumerGroupsTest, APollWhileAReshardingSplitsTheGroupsKeysWaitsFor
   const std::string positions = keys.prefix + "pos";
   ASSERT_EQ(*cluster_->Command(cluster_->MasterOf(positions), {"EXISTS", positions}), "1");
   const int source = cluster_->MasterOf(keys.group);
-  int target = 0;
-  for (int port : cluster_->MasterPorts()) {
-    if (port != source) target = port;
-  }
+  const int target = cluster_->AnotherMaster(source);
   ASSERT_NE(target, 0);
 
   std::optional<PendingAnswer<PollResult>> polled;
