@@ -468,6 +468,45 @@ absl::Status RedisCluster::MigrateSlot(int slot, int target_port,
   return status;
 }
 
+absl::Status RedisCluster::MoveSlotSplitAfter(absl::Span<const std::string> first,
+                                              absl::FunctionRef<void()> during) {
+  if (first.empty()) return absl::InvalidArgumentError("no key to move first");
+  const int source = MasterOf(first[0]);
+  std::string slot;
+  for (const std::string& key : first) {
+    absl::StatusOr<std::string> key_slot = Command(source, {"CLUSTER", "KEYSLOT", key});
+    absl::StatusOr<std::string> exists = Command(source, {"EXISTS", key});
+    if (!key_slot.ok()) return key_slot.status();
+    if (!exists.ok()) return exists.status();
+    if (slot.empty()) slot = *key_slot;
+    if (*key_slot != slot) {
+      return absl::InvalidArgumentError(absl::StrCat(key, " is not in slot ", slot));
+    }
+    if (*exists != "1") return absl::FailedPreconditionError(absl::StrCat(key, " does not exist"));
+  }
+  int slot_number = 0;
+  if (!absl::SimpleAtoi(slot, &slot_number)) {
+    return absl::InternalError(absl::StrCat("CLUSTER KEYSLOT answered ", slot));
+  }
+  const int target = AnotherMaster(source);
+  if (target == 0) return absl::FailedPreconditionError("no other master");
+  const int64_t tryagain_before = ErrorReplies("TRYAGAIN");
+  bool tryagain = false;
+  absl::Status moved = MigrateSlot(
+      slot_number, target,
+      [&](int count) {
+        if (count != static_cast<int>(first.size())) return;
+        during();
+        tryagain = WaitForErrorReplies("TRYAGAIN", tryagain_before);
+      },
+      first);
+  if (moved.ok() && !tryagain) {
+    moved = absl::FailedPreconditionError(
+        absl::StrCat("no node answered TRYAGAIN while slot ", slot, " was split"));
+  }
+  return moved;
+}
+
 int64_t RedisCluster::ErrorReplies(const std::string& code) const {
   // A line per error code: "errorstat_TRYAGAIN:count=3".
   const std::string field = absl::StrCat("errorstat_", code, ":count=");

@@ -130,6 +130,14 @@ class RedisCluster final {
   // two; then CLUSTER SETSLOT NODE on every master.
   absl::Status MigrateSlot(int slot, int target_port, absl::FunctionRef<void(int)> moved,
                            absl::Span<const std::string> first = {});
+  // Splits a slot the way a test of a resharding needs: moves the slot of
+  // the keys `first` (one slot; each must exist) to another master with
+  // MigrateSlot, `first` first. Once they have moved, and not the rest, runs
+  // `during`, which starts a call on the slot, and waits until a node
+  // answers TRYAGAIN (the call finds its keys split). FAILED_PRECONDITION,
+  // after the move, when none did.
+  absl::Status MoveSlotSplitAfter(absl::Span<const std::string> first,
+                                  absl::FunctionRef<void()> during);
   // How many error replies whose first word is `code` ("TRYAGAIN", "ASK")
   // the live nodes have given, added up (INFO errorstats).
   int64_t ErrorReplies(const std::string& code) const;

@@ -772,24 +772,12 @@ TEST_F(RedisClusterStoreTest,
   // The partition's own keys move first; c's keys stay behind, so a script
   // that touched them undeclared would run on the target and find c empty.
   const CollectionKeys keys = KeysOf("c");
-  const std::vector<std::string> partition_keys = {keys.collections, keys.due, keys.events,
-                                                   keys.sequence};
-  for (const std::string& key : partition_keys) ASSERT_EQ(On(key, {"EXISTS", key}), "1") << key;
-  const int source = cluster_->MasterOf(keys.due);
-  const int target = cluster_->AnotherMaster(source);
-  ASSERT_NE(target, 0);
-
   std::optional<PendingAnswer<CollectionPage>> listed;
-  const int64_t tryagain_before = cluster_->ErrorReplies("TRYAGAIN");
-  const absl::Status migrated = cluster_->MigrateSlot(
-      KeySlot(keys.due), target,
-      [&](int moved) {
-        if (moved != static_cast<int>(partition_keys.size())) return;
+  const absl::Status moved =
+      cluster_->MoveSlotSplitAfter({keys.collections, keys.due, keys.events, keys.sequence}, [&] {
         listed.emplace([&](auto done) { store_->ListCollections("", 10, "", std::move(done)); });
-        EXPECT_TRUE(cluster_->WaitForErrorReplies("TRYAGAIN", tryagain_before));
-      },
-      partition_keys);
-  ASSERT_TRUE(migrated.ok()) << migrated;
+      });
+  ASSERT_TRUE(moved.ok()) << moved;
   ASSERT_TRUE(listed.has_value());
 
   absl::StatusOr<CollectionPage> page = listed->Wait();

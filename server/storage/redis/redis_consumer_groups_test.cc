@@ -21,7 +21,6 @@
 #include "gtest/gtest.h"
 #include "server/base/mutex.h"
 #include "server/storage/redis/group_scripts.h"
-#include "server/storage/redis/key_slot.h"
 #include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/redis_cluster_store.h"
 #include "testing/await.h"
@@ -291,21 +290,11 @@ TEST_F(RedisConsumerGroupsTest, APollWhileAReshardingSplitsTheGroupsKeysWaitsFor
   const GroupKeys keys("g");
   const std::string positions = keys.prefix + "pos";
   ASSERT_EQ(*cluster_->Command(cluster_->MasterOf(positions), {"EXISTS", positions}), "1");
-  const int source = cluster_->MasterOf(keys.group);
-  const int target = cluster_->AnotherMaster(source);
-  ASSERT_NE(target, 0);
-
   std::optional<PendingAnswer<PollResult>> polled;
-  const int64_t tryagain_before = cluster_->ErrorReplies("TRYAGAIN");
-  const absl::Status migrated = cluster_->MigrateSlot(
-      KeySlot(keys.group), target,
-      [&](int moved) {
-        if (moved != 1) return;
-        polled.emplace([&](auto done) { b_->store->Poll("g", "c", 100, std::move(done)); });
-        EXPECT_TRUE(cluster_->WaitForErrorReplies("TRYAGAIN", tryagain_before));
-      },
-      {keys.group});
-  ASSERT_TRUE(migrated.ok()) << migrated;
+  const absl::Status moved = cluster_->MoveSlotSplitAfter({keys.group}, [&] {
+    polled.emplace([&](auto done) { b_->store->Poll("g", "c", 100, std::move(done)); });
+  });
+  ASSERT_TRUE(moved.ok()) << moved;
   ASSERT_TRUE(polled.has_value());
 
   absl::StatusOr<PollResult> second = polled->Wait();
