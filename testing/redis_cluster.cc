@@ -364,6 +364,13 @@ int RedisCluster::MasterOf(const std::string& key) const {
   return 0;
 }
 
+int RedisCluster::AnotherMaster(int port) const {
+  for (int other : MasterPorts()) {
+    if (other != port) return other;
+  }
+  return 0;
+}
+
 int RedisCluster::ReplicaOf(int master_port) const {
   absl::StatusOr<std::string> info = Command(master_port, {"INFO", "replication"});
   if (!info.ok()) return 0;
@@ -401,7 +408,8 @@ absl::Status RedisCluster::Restart(int port) {
 }
 
 absl::Status RedisCluster::MigrateSlot(int slot, int target_port,
-                                       absl::FunctionRef<void(int)> moved) {
+                                       absl::FunctionRef<void(int)> moved,
+                                       absl::Span<const std::string> first) {
   const int source_port = OwnerOf(slot);
   if (source_port == 0) return absl::UnavailableError(absl::StrCat("no node serves slot ", slot));
   if (source_port == target_port) {
@@ -424,16 +432,27 @@ absl::Status RedisCluster::MigrateSlot(int slot, int target_port,
   };
   absl::Status status = step(target_port, {"CLUSTER", "SETSLOT", s, "IMPORTING", *source_id});
   if (status.ok()) status = step(source_port, {"CLUSTER", "SETSLOT", s, "MIGRATING", *target_id});
+  size_t next_first = 0;
   for (int count = 0; status.ok();) {
-    absl::StatusOr<std::string> key = Command(source_port, {"CLUSTER", "GETKEYSINSLOT", s, "1"});
-    if (!key.ok()) return key.status();
-    if (key->empty()) break;
+    std::string key;
+    while (key.empty() && next_first < first.size()) {
+      const std::string& wanted = first[next_first++];
+      absl::StatusOr<std::string> exists = Command(source_port, {"EXISTS", wanted});
+      if (!exists.ok()) return exists.status();
+      if (*exists == "1") key = wanted;
+    }
+    if (key.empty()) {
+      absl::StatusOr<std::string> any = Command(source_port, {"CLUSTER", "GETKEYSINSLOT", s, "1"});
+      if (!any.ok()) return any.status();
+      if (any->empty()) break;
+      key = *std::move(any);
+    }
     absl::StatusOr<std::string> migrated =
         Command(source_port,
-                {"MIGRATE", "127.0.0.1", absl::StrCat(target_port), "", "0", "5000", "KEYS", *key});
+                {"MIGRATE", "127.0.0.1", absl::StrCat(target_port), "", "0", "5000", "KEYS", key});
     if (!migrated.ok()) return migrated.status();
     if (*migrated != "OK" && *migrated != "NOKEY") {
-      return absl::InternalError(absl::StrCat("MIGRATE of ", *key, " answered ", *migrated));
+      return absl::InternalError(absl::StrCat("MIGRATE of ", key, " answered ", *migrated));
     }
     moved(++count);
   }
@@ -447,6 +466,45 @@ absl::Status RedisCluster::MigrateSlot(int slot, int target_port,
     }
   }
   return status;
+}
+
+absl::Status RedisCluster::MoveSlotSplitAfter(absl::Span<const std::string> first,
+                                              absl::FunctionRef<void()> during) {
+  if (first.empty()) return absl::InvalidArgumentError("no key to move first");
+  const int source = MasterOf(first[0]);
+  std::string slot;
+  for (const std::string& key : first) {
+    absl::StatusOr<std::string> key_slot = Command(source, {"CLUSTER", "KEYSLOT", key});
+    absl::StatusOr<std::string> exists = Command(source, {"EXISTS", key});
+    if (!key_slot.ok()) return key_slot.status();
+    if (!exists.ok()) return exists.status();
+    if (slot.empty()) slot = *key_slot;
+    if (*key_slot != slot) {
+      return absl::InvalidArgumentError(absl::StrCat(key, " is not in slot ", slot));
+    }
+    if (*exists != "1") return absl::FailedPreconditionError(absl::StrCat(key, " does not exist"));
+  }
+  int slot_number = 0;
+  if (!absl::SimpleAtoi(slot, &slot_number)) {
+    return absl::InternalError(absl::StrCat("CLUSTER KEYSLOT answered ", slot));
+  }
+  const int target = AnotherMaster(source);
+  if (target == 0) return absl::FailedPreconditionError("no other master");
+  const int64_t tryagain_before = ErrorReplies("TRYAGAIN");
+  bool tryagain = false;
+  absl::Status moved = MigrateSlot(
+      slot_number, target,
+      [&](int count) {
+        if (count != static_cast<int>(first.size())) return;
+        during();
+        tryagain = WaitForErrorReplies("TRYAGAIN", tryagain_before);
+      },
+      first);
+  if (moved.ok() && !tryagain) {
+    moved = absl::FailedPreconditionError(
+        absl::StrCat("no node answered TRYAGAIN while slot ", slot, " was split"));
+  }
+  return moved;
 }
 
 int64_t RedisCluster::ErrorReplies(const std::string& code) const {

@@ -40,6 +40,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "testing/child_process.h"
 #include "testing/temp_dir.h"
 
@@ -97,6 +98,8 @@ class RedisCluster final {
   // The port of the master that serves `key`'s slot (the one that does not
   // redirect it), 0 if none answers.
   int MasterOf(const std::string& key) const;
+  // The port of a master other than the one at `port`, 0 if there is none.
+  int AnotherMaster(int port) const;
   // The port of a replica of the master at `master_port`, 0 if it has none.
   int ReplicaOf(int master_port) const;
 
@@ -121,10 +124,20 @@ class RedisCluster final {
   // Moves `slot` from the master serving it to the master at `target_port`,
   // the way `redis-cli --cluster reshard` does while clients keep working:
   // CLUSTER SETSLOT IMPORTING on the target and MIGRATING on the source,
-  // MIGRATE of its keys one at a time (after each, `moved(keys moved so
+  // MIGRATE of its keys one at a time — `first` (those that exist) first, in
+  // that order, then the rest — after each of which `moved(keys moved so
   // far)` runs, so a test can act while the slot's keys are split between the
-  // two), then CLUSTER SETSLOT NODE on every master.
-  absl::Status MigrateSlot(int slot, int target_port, absl::FunctionRef<void(int)> moved);
+  // two; then CLUSTER SETSLOT NODE on every master.
+  absl::Status MigrateSlot(int slot, int target_port, absl::FunctionRef<void(int)> moved,
+                           absl::Span<const std::string> first = {});
+  // Splits a slot the way a test of a resharding needs: moves the slot of
+  // the keys `first` (one slot; each must exist) to another master with
+  // MigrateSlot, `first` first. Once they have moved, and not the rest, runs
+  // `during`, which starts a call on the slot, and waits until a node
+  // answers TRYAGAIN (the call finds its keys split). FAILED_PRECONDITION,
+  // after the move, when none did.
+  absl::Status MoveSlotSplitAfter(absl::Span<const std::string> first,
+                                  absl::FunctionRef<void()> during);
   // How many error replies whose first word is `code` ("TRYAGAIN", "ASK")
   // the live nodes have given, added up (INFO errorstats).
   int64_t ErrorReplies(const std::string& code) const;

@@ -498,10 +498,7 @@ TEST_F(FailoverTest, ASlotMovedUnderLoadLosesAndDuplicatesNothing) {
 
   const std::string busy_stream = PartitionKeys(a->TagOf(kBusy)).events;
   const int source = MasterOf(busy_stream);
-  int target = 0;
-  for (int port : cluster_.MasterPorts()) {
-    if (port != source) target = port;
-  }
+  const int target = cluster_.AnotherMaster(source);
   ASSERT_NE(source, 0);
   ASSERT_NE(target, 0);
   // A collection of the busy partition that has no keys yet: while the

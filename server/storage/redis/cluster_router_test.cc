@@ -141,10 +141,7 @@ TEST_P(ClusterRouterAddressTest, FollowsAskAndMovedWhileASlotMigrates) {
   const std::string key = "migrating";
   ASSERT_EQ(Text(Call(router, RedisCall::Command(key, {"SET", key, "v"}))), "OK");
   const int source = cluster_.MasterOf(key);
-  int target = 0;
-  for (int port : cluster_.MasterPorts()) {
-    if (port != source) target = port;
-  }
+  const int target = cluster_.AnotherMaster(source);
   const std::string slot = absl::StrCat(KeySlot(key));
   const std::string source_id = *cluster_.Command(source, {"CLUSTER", "MYID"});
   const std::string target_id = *cluster_.Command(target, {"CLUSTER", "MYID"});

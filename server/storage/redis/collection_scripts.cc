@@ -18,7 +18,8 @@ local wake = string.sub(due, 1, -4) .. 'wake'
 
 -- Events emitted: the reaper advances the partition's delivery watermark.
 local function reap()
-  if reap_members(values, deadlines, key_index, events, sequence, collection, retention, false) > 0 then
+  if reap_members(values, deadlines, key_index, events, sequence, members, collection, retention,
+                  false) > 0 then
     redis.call('SPUBLISH', wake, 'due ' .. now_floor)
   end
 end
@@ -331,23 +332,40 @@ return removed
 )lua";
 
 constexpr absl::string_view kListCollections = R"lua(
-local collections, due, events, sequence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local retention, prefix, name_prefix = ARGV[2], ARGV[3], ARGV[4]
+local collections, due, events, sequence, members = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local retention, wake, name_prefix = ARGV[2], ARGV[3], ARGV[4]
 local from, want = ARGV[5], tonumber(ARGV[6])
-local out, reaped, past_prefix = {}, 0, false
-while #out < want and not past_prefix do
+-- Candidate i (ARGV[first_candidate + i]) has its three keys from
+-- KEYS[first_key + 3i].
+local first_candidate, first_key = 7, 6
+local declared = {}
+for i = first_candidate, #ARGV do
+  declared[ARGV[i]] = first_key + (i - first_candidate) * 3
+end
+local out, need, reaped, past_prefix = {}, {}, 0, false
+while #out < want and #need == 0 and not past_prefix do
   local names = redis.call('ZRANGEBYLEX', collections, from, '+', 'LIMIT', 0, want - #out)
   if #names == 0 then break end
-  for _, name in ipairs(names) do
+  for i, name in ipairs(names) do
     if string.sub(name, 1, #name_prefix) ~= name_prefix then
       past_prefix = true
       break
     end
-    local values, deadlines = prefix .. 'v:' .. name, prefix .. 'd:' .. name
+    local k = declared[name]
+    if not k then
+      -- Its keys are not declared: the next call declares them, and the
+      -- rest of these names with the prefix.
+      for j = i, #names do
+        if string.sub(names[j], 1, #name_prefix) ~= name_prefix then break end
+        need[#need + 1] = names[j]
+      end
+      break
+    end
+    local values, deadlines, key_index = KEYS[k], KEYS[k + 1], KEYS[k + 2]
     local earliest = redis.call('ZSCORE', due, name)
     if earliest and tonumber(earliest) <= now_floor then
-      reaped = reaped + reap_members(values, deadlines, prefix .. 'k:' .. name, events, sequence,
-                                     name, retention, false)
+      reaped = reaped + reap_members(values, deadlines, key_index, events, sequence, members, name,
+                                     retention, false)
       index_collection(values, deadlines, due, collections, name)
     end
     local info = collection_info(values, deadlines)
@@ -356,8 +374,8 @@ while #out < want and not past_prefix do
   end
 end
 -- Events emitted: the reaper advances the partition's delivery watermark.
-if reaped > 0 then redis.call('SPUBLISH', prefix .. 'wake', 'due ' .. now_floor) end
-return out
+if reaped > 0 then redis.call('SPUBLISH', wake, 'due ' .. now_floor) end
+return {out, from, need}
 )lua";
 
 // A script on one collection: the time, the shared reap, the prelude, then
@@ -371,14 +389,17 @@ std::string CollectionScript(absl::string_view body) {
 }  // namespace
 
 CollectionKeys::CollectionKeys(absl::string_view tag, absl::string_view collection)
-    : values(absl::StrCat("lapse:{", tag, "}:v:", collection)),
-      deadlines(absl::StrCat("lapse:{", tag, "}:d:", collection)),
-      due(absl::StrCat("lapse:{", tag, "}:due")),
-      events(absl::StrCat("lapse:{", tag, "}:events")),
-      sequence(absl::StrCat("lapse:{", tag, "}:sequence")),
-      collections(absl::StrCat("lapse:{", tag, "}:collections")),
-      key_index(absl::StrCat("lapse:{", tag, "}:k:", collection)),
-      members(absl::StrCat("lapse:{", tag, "}:members")) {}
+    : CollectionKeys(PartitionKeys(tag), collection) {}
+
+CollectionKeys::CollectionKeys(const PartitionKeys& partition, absl::string_view collection)
+    : values(partition.ValuesOf(collection)),
+      deadlines(partition.DeadlinesOf(collection)),
+      due(partition.due),
+      events(partition.events),
+      sequence(partition.sequence),
+      collections(partition.collections),
+      key_index(partition.KeyIndexOf(collection)),
+      members(partition.members) {}
 
 std::vector<std::string> CollectionKeys::All() const {
   return {values, deadlines, due, events, sequence, collections, key_index, members};
@@ -432,8 +453,12 @@ const RedisScript& ListCollectionsScript() {
   return *script;
 }
 
-std::vector<std::string> ListCollectionsKeys(const PartitionKeys& partition) {
-  return {partition.collections, partition.due, partition.events, partition.sequence};
+std::vector<std::string> ListCollectionsKeys(const PartitionKeys& partition,
+                                             absl::Span<const std::string> candidates) {
+  std::vector<std::string> keys = {partition.collections, partition.due, partition.events,
+                                   partition.sequence, partition.members};
+  partition.AppendCollectionKeys(candidates, keys);
+  return keys;
 }
 
 }  // namespace lapse::redis

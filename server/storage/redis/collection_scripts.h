@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "server/storage/redis/partition_scripts.h"
 #include "server/storage/redis/redis_script.h"
 
@@ -42,6 +43,7 @@ namespace lapse::redis {
 struct CollectionKeys {
   // `tag` is the partition's hash tag, without braces.
   CollectionKeys(absl::string_view tag, absl::string_view collection);
+  CollectionKeys(const PartitionKeys& partition, absl::string_view collection);
 
   // Member key → value (a hash).
   std::string values;
@@ -116,15 +118,21 @@ const RedisScript& GetCollectionScript();
 const RedisScript& DeleteCollectionScript();
 
 // On one partition (KEYS = ListCollectionsKeys): ARGV[2] = the stream's
-// retention, ARGV[3] = PartitionKeys::prefix, ARGV[4] = the name prefix,
+// retention, ARGV[3] = PartitionKeys::wake, ARGV[4] = the name prefix,
 // ARGV[5] = where to start, as ZRANGEBYLEX's min ("-", "[<prefix>" or
-// "(<after>"), ARGV[6] = how many to answer at most. Answers the partition's
-// first collections from there whose names start with the prefix and that
-// have a live member, each [name, members, members with a deadline, the
-// earliest deadline (-1 for none)]: a collection with due members has them
-// expired first, with their events, as every collection script does.
+// "(<after>"), ARGV[6] = how many to answer at most, then the candidates:
+// the collections whose keys ListCollectionsKeys declares. Answers [entries,
+// from, need]: the entries are the partition's first collections from there
+// whose names start with the prefix and that have a live member, each [name,
+// members, members with a deadline, the earliest deadline (-1 for none)]; a
+// collection with due members has them expired first, with their events, as
+// every collection script does. It stops at the first collection that is no
+// candidate: `need` then names it and those after it in its batch, and a
+// call from `from`, for the entries still wanted, with them as the
+// candidates goes on (`need` is empty when the answer is complete).
 const RedisScript& ListCollectionsScript();
-std::vector<std::string> ListCollectionsKeys(const PartitionKeys& partition);
+std::vector<std::string> ListCollectionsKeys(const PartitionKeys& partition,
+                                             absl::Span<const std::string> candidates);
 
 }  // namespace lapse::redis
 

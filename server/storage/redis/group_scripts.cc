@@ -9,14 +9,10 @@ namespace {
 // After ScriptClockLua(): the group's keys, lease expiry, and the state
 // every script may answer with (info).
 constexpr absl::string_view kGroupPrelude = R"lua(
-local G = KEYS[1]
-local prefix = string.sub(G, 1, -6)
-local POS, EV, PEND, READY, LEASES, HOLDER, COUNT =
-  prefix .. 'pos', prefix .. 'ev', prefix .. 'pending', prefix .. 'ready', prefix .. 'leases',
-  prefix .. 'holder', prefix .. 'count'
-local DEAD, DEAD_BY, DEAD_AT, UNACKED, SEEN =
-  prefix .. 'dead', prefix .. 'dead_by', prefix .. 'dead_at', prefix .. 'unacked', prefix .. 'seen'
-local ALL = {G, POS, EV, PEND, READY, LEASES, HOLDER, COUNT, DEAD, DEAD_BY, DEAD_AT, UNACKED, SEEN}
+local ALL = KEYS
+local G, POS, EV, PEND, READY, LEASES, HOLDER, COUNT = unpack(KEYS, 1, 8)
+local DEAD, DEAD_BY, DEAD_AT, UNACKED, SEEN = unpack(KEYS, 9, 13)
+local WAKE = string.sub(G, 1, -6) .. 'wake'
 local name, max_dead = ARGV[2], tonumber(ARGV[3])
 
 if redis.call('EXISTS', G) == 0 and not creating then
@@ -26,7 +22,7 @@ end
 local function field(f) return redis.call('HGET', G, f) end
 
 -- Replicas waiting on the group poll it (something other than new events).
-local function wake() redis.call('SPUBLISH', prefix .. 'wake', 'readable') end
+local function wake() redis.call('SPUBLISH', WAKE, 'readable') end
 
 -- The lease on `id` ends: redelivery, or the dead letters after
 -- max_deliveries while they have room.
@@ -461,8 +457,18 @@ const RedisScript* GroupScript(absl::string_view body, bool creating = false) {
 }  // namespace
 
 GroupKeys::GroupKeys(absl::string_view name)
-    : group(absl::StrCat("lapse:{g:", name, "}:group")),
-      wake(absl::StrCat("lapse:{g:", name, "}:wake")) {}
+    : prefix(absl::StrCat("lapse:{g:", name, "}:")),
+      group(absl::StrCat(prefix, "group")),
+      wake(absl::StrCat(prefix, "wake")) {}
+
+std::vector<std::string> GroupKeys::All() const {
+  std::vector<std::string> keys = {group};
+  for (absl::string_view suffix : {"pos", "ev", "pending", "ready", "leases", "holder", "count",
+                                   "dead", "dead_by", "dead_at", "unacked", "seen"}) {
+    keys.push_back(absl::StrCat(prefix, suffix));
+  }
+  return keys;
+}
 
 const RedisScript& CreateGroupScript() {
   static const RedisScript* const script = GroupScript(kCreate, /*creating=*/true);

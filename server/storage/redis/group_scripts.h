@@ -9,14 +9,14 @@
 // dropped when acknowledged. A group's event id is partition_sequence * 16384
 // + partition (GroupEventId).
 //
-// The group scripts take KEYS = {GroupKeys::group} and start with ARGV[1] =
+// The group scripts take KEYS = GroupKeys::All() and start with ARGV[1] =
 // the time (script_clock.h), ARGV[2] = the group's name, ARGV[3] =
 // Limits::max_group_dead_letters; each first releases the leases due at that
 // time (to redelivery, or to the dead letters after max_deliveries while
 // they have room), then does its work. An unknown group is NOT_FOUND.
 // ReadPartitionScript runs on a partition's master and only reads.
 //
-//   router.Send(RedisCall::Eval(GroupInfoScript(), {keys.group}, {time, name, limit, "10"}), done);
+//   router.Send(RedisCall::Eval(GroupInfoScript(), keys.All(), {time, name, limit, "10"}), done);
 //
 // Constant scripts; thread-safe.
 #ifndef LAPSE_SERVER_STORAGE_REDIS_GROUP_SCRIPTS_H_
@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "server/storage/redis/redis_script.h"
@@ -40,9 +41,13 @@ inline uint64_t GroupEventId(uint64_t partition_sequence, int partition) {
 struct GroupKeys {
   explicit GroupKeys(absl::string_view group);
 
-  // The group's hash: incarnation, filter, options, counters. Every other key
-  // of the group is this one's prefix ("lapse:{g:<name>}:") plus a suffix.
+  // "lapse:{g:<name>}:", the start of every key of the group.
+  std::string prefix;
+  // The group's hash: incarnation, filter, options, counters.
   std::string group;
+  // Every key of the group, the hash first: what a group script declares
+  // (partition_scripts.h says why it declares every key it touches).
+  std::vector<std::string> All() const;
   // The group's sharded pub/sub channel: "readable" after an ack or nack of a
   // lease held, a re-drive, a reset or a delete.
   std::string wake;

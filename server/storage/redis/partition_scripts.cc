@@ -7,13 +7,8 @@ namespace lapse::redis {
 namespace {
 
 constexpr absl::string_view kReap = R"lua(
--- The partition's member count, beside its sequence counter.
-local function members_of(sequence)
-  return string.sub(sequence, 1, -#'sequence' - 1) .. 'members'
-end
-
-local function reap_members(values, deadlines, key_index, events, sequence, collection, retention,
-                            limit)
+local function reap_members(values, deadlines, key_index, events, sequence, members, collection,
+                            retention, limit)
   local due_members
   if limit then
     due_members = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_floor, 'WITHSCORES',
@@ -31,7 +26,7 @@ local function reap_members(values, deadlines, key_index, events, sequence, coll
     redis.call('ZREM', deadlines, key)
     redis.call('ZREM', key_index, key)
   end
-  if #due_members > 0 then redis.call('DECRBY', members_of(sequence), #due_members / 2) end
+  if #due_members > 0 then redis.call('DECRBY', members, #due_members / 2) end
   return #due_members / 2
 end
 
@@ -56,26 +51,31 @@ end
 )lua";
 
 constexpr absl::string_view kReapPartition = R"lua(
-local due, events, sequence, collections, delivered, wait =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local retention, budget, prefix = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local due, events, sequence, collections, delivered, wait, members =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local retention, budget, width = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Candidate i (ARGV[first_candidate + i]) has its three keys from
+-- KEYS[first_key + 3i].
+local first_candidate, first_key = 5, 8
 local reaped = 0
-while reaped < budget do
-  local first_due = redis.call('ZRANGEBYSCORE', due, '-inf', now_floor, 'LIMIT', 0, 1)
-  if #first_due == 0 then break end
-  local collection = first_due[1]
-  local values, deadlines, key_index =
-    prefix .. 'v:' .. collection, prefix .. 'd:' .. collection, prefix .. 'k:' .. collection
-  reaped = reaped + reap_members(values, deadlines, key_index, events, sequence, collection,
-                                 retention, budget - reaped)
-  index_collection(values, deadlines, due, collections, collection)
+for i = first_candidate, #ARGV do
+  if reaped >= budget then break end
+  local collection = ARGV[i]
+  local due_at = redis.call('ZSCORE', due, collection)
+  if due_at and tonumber(due_at) <= now_floor then
+    local k = first_key + (i - first_candidate) * 3
+    local values, deadlines, key_index = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+    reaped = reaped + reap_members(values, deadlines, key_index, events, sequence, members,
+                                   collection, retention, budget - reaped)
+    index_collection(values, deadlines, due, collections, collection)
+  end
 end
 local earliest = earliest_due(due)
 local more = (earliest and tonumber(earliest) <= now_floor) and 1 or 0
 local s = tonumber(redis.call('GET', sequence) or '0')
 local d = tonumber(redis.call('GET', delivered) or '0')
 if s > d then redis.call('SET', wait, s) end
-return {reaped, more, earliest or '-1', s, d}
+return {reaped, more, earliest or '-1', s, d, redis.call('ZRANGE', due, 0, width - 1)}
 )lua";
 
 constexpr absl::string_view kAdvance = R"lua(
@@ -99,10 +99,35 @@ PartitionKeys::PartitionKeys(absl::string_view tag)
       collections(absl::StrCat(prefix, "collections")),
       delivered(absl::StrCat(prefix, "delivered")),
       wait(absl::StrCat(prefix, "wait")),
+      members(absl::StrCat(prefix, "members")),
       wake(absl::StrCat(prefix, "wake")) {}
 
-std::vector<std::string> PartitionKeys::ReapKeys() const {
-  return {due, events, sequence, collections, delivered, wait};
+std::string PartitionKeys::ValuesOf(absl::string_view collection) const {
+  return absl::StrCat(prefix, "v:", collection);
+}
+
+std::string PartitionKeys::DeadlinesOf(absl::string_view collection) const {
+  return absl::StrCat(prefix, "d:", collection);
+}
+
+std::string PartitionKeys::KeyIndexOf(absl::string_view collection) const {
+  return absl::StrCat(prefix, "k:", collection);
+}
+
+void PartitionKeys::AppendCollectionKeys(absl::Span<const std::string> collections_of_call,
+                                         std::vector<std::string>& keys) const {
+  keys.reserve(keys.size() + 3 * collections_of_call.size());
+  for (const std::string& collection : collections_of_call) {
+    keys.push_back(ValuesOf(collection));
+    keys.push_back(DeadlinesOf(collection));
+    keys.push_back(KeyIndexOf(collection));
+  }
+}
+
+std::vector<std::string> PartitionKeys::ReapKeys(absl::Span<const std::string> candidates) const {
+  std::vector<std::string> keys = {due, events, sequence, collections, delivered, wait, members};
+  AppendCollectionKeys(candidates, keys);
+  return keys;
 }
 
 absl::string_view ReapLua() { return kReap; }

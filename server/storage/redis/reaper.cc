@@ -1,6 +1,7 @@
 #include "server/storage/redis/reaper.h"
 
 #include <algorithm>
+#include <cassert>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -37,7 +38,9 @@ Reaper::Reaper(ClusterRouter& router, std::vector<std::string> tags, ReaperOptio
       busy_(tags_.size(), false),
       next_(tags_.size(), absl::InfinitePast()),
       retry_(tags_.size(), absl::InfiniteFuture()),
-      failures_(tags_.size(), 0) {
+      failures_(tags_.size(), 0),
+      candidates_(tags_.size()) {
+  assert(options_.max_collections_per_pass > 0 && "a pass declares at least one collection");
   wakeups_ = std::make_unique<PartitionWakeups>(
       router_, tags_,
       PartitionWakeups::Handlers{
@@ -132,16 +135,52 @@ void Reaper::SendPass(int p) {
   next_[p] = absl::InfiniteFuture();
   retry_[p] = absl::InfiniteFuture();
   ++in_flight_;
+  if (candidates_[p].has_value()) {
+    SendReap(p);
+    return;
+  }
   const PartitionKeys keys(tags_[p]);
+  router_.Send(RedisCall::Command(keys.due, {"ZRANGE", keys.due, "0",
+                                             absl::StrCat(options_.max_collections_per_pass - 1)}),
+               [this, p](absl::StatusOr<RedisReply> reply) {
+                 MutexLock lock(&mu_);
+                 if (reply.ok() && reply->type != RedisReply::Type::kArray) {
+                   reply = absl::InternalError("Redis answered the due index's ZRANGE malformed");
+                 }
+                 if (!reply.ok()) {
+                   Failed(p, reply.status());
+                   return;
+                 }
+                 SetCandidates(p, reply->elements);
+                 if (stopping_) {
+                   busy_[p] = false;
+                   --in_flight_;
+                   changed_.SignalAll();
+                   return;
+                 }
+                 SendReap(p);
+               });
+}
+
+void Reaper::SendReap(int p) {
+  const PartitionKeys keys(tags_[p]);
+  const std::vector<std::string>& candidates = *candidates_[p];
+  std::vector<std::string> args = {
+      ScriptTimeArg(options_.script_clock), absl::StrCat(options_.event_retention),
+      absl::StrCat(options_.max_members_per_pass), absl::StrCat(options_.max_collections_per_pass)};
+  args.insert(args.end(), candidates.begin(), candidates.end());
   RedisCall call =
-      RedisCall::Eval(ReapPartitionScript(), keys.ReapKeys(),
-                      {ScriptTimeArg(options_.script_clock), absl::StrCat(options_.event_retention),
-                       absl::StrCat(options_.max_members_per_pass), keys.prefix});
+      RedisCall::Eval(ReapPartitionScript(), keys.ReapKeys(candidates), std::move(args));
   if (options_.wait_replicas > 0) {
     call = std::move(call).WaitForReplicas(options_.wait_replicas, options_.wait_timeout);
   }
   router_.Send(std::move(call),
                [this, p](absl::StatusOr<RedisReply> reply) { OnPass(p, std::move(reply)); });
+}
+
+void Reaper::SetCandidates(int p, const std::vector<RedisReply>& names) {
+  std::vector<std::string>& candidates = candidates_[p].emplace();
+  for (const RedisReply& name : names) candidates.push_back(name.str);
 }
 
 void Reaper::SendHeartbeat(absl::string_view action) {
@@ -160,7 +199,8 @@ void Reaper::OnPass(int p, absl::StatusOr<RedisReply> reply) {
     MutexLock lock(&mu_);
     if (reply.ok() && reply->type == RedisReply::Type::kError) {
       reply = absl::InternalError(absl::StrCat("Redis answered: ", reply->str));
-    } else if (reply.ok() && reply->elements.size() != 5) {
+    } else if (reply.ok() && (reply->elements.size() != 6 ||
+                              reply->elements[5].type != RedisReply::Type::kArray)) {
       reply = absl::InternalError("Redis answered the reap script malformed");
     }
     if (!reply.ok()) {
@@ -172,6 +212,7 @@ void Reaper::OnPass(int p, absl::StatusOr<RedisReply> reply) {
     const int64_t earliest = IntegerOf(e[2]);
     const int64_t sequence = IntegerOf(e[3]);
     const int64_t delivered = IntegerOf(e[4]);
+    SetCandidates(p, e[5].elements);
     failures_[p] = 0;
     ++stats_.passes;
     stats_.reaped += static_cast<uint64_t>(std::max<int64_t>(0, reaped));
@@ -223,6 +264,8 @@ void Reaper::OnAdvanced(int p, absl::StatusOr<RedisReply> reply) {
 }
 
 void Reaper::Failed(int p, const absl::Status& status) {
+  // The pass's answer is lost: the next one reads the due index first.
+  candidates_[p].reset();
   const bool wait_failed =
       absl::IsUnavailable(status) && absl::StrContains(status.message(), "WAIT");
   ++(wait_failed ? stats_.wait_failures : stats_.failures);

@@ -20,6 +20,12 @@
 //   partitions' next deadlines and the next heartbeat — never a coarse poll
 //   — then runs ReapPartitionScript on each partition due (at most
 //   max_members_per_pass members per call; again at once while more are due).
+//   Each call declares the keys of the collections it may reap: the first
+//   max_collections_per_pass of the partition's due index, as the call
+//   before answered them, or as a ZRANGE of the index reads them first when
+//   there was no answer (the first pass, or one after a failure); a
+//   collection that became due since is reaped by the call after, which is
+//   sent at once.
 //   A "due <ms>" wake-up (PartitionWakeups) moves a partition's next pass
 //   earlier; a (re)subscription passes it at once. A partition due by
 //   `clock` but not yet by its master's (the clocks differ) is passed again
@@ -44,6 +50,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +75,7 @@ struct ReaperOptions {
   // Events each partition's stream keeps (MAXLEN ~).
   size_t event_retention = 1'000'000;
   int max_members_per_pass = 1000;
+  int max_collections_per_pass = 64;
   absl::Duration heartbeat_interval = absl::Seconds(1);
   absl::Duration min_retry = absl::Milliseconds(10);
   absl::Duration max_retry = absl::Seconds(1);
@@ -122,7 +130,11 @@ class Reaper final {
 
  private:
   void Run();
+  // Starts a pass: SendReap, after reading the candidates if unknown.
   void SendPass(int partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendReap(int partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetCandidates(int partition, const std::vector<RedisReply>& names)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendHeartbeat(absl::string_view action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnPass(int partition, absl::StatusOr<RedisReply> reply);
   void OnAdvanced(int partition, absl::StatusOr<RedisReply> reply);
@@ -150,6 +162,9 @@ class Reaper final {
   std::vector<absl::Time> next_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Time> retry_ ABSL_GUARDED_BY(mu_);
   std::vector<int> failures_ ABSL_GUARDED_BY(mu_);
+  // Per partition: the collections the next pass declares, as the last pass
+  // answered them; none while unknown.
+  std::vector<std::optional<std::vector<std::string>>> candidates_ ABSL_GUARDED_BY(mu_);
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool heartbeat_busy_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);

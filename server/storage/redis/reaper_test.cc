@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "server/base/mutex.h"
@@ -186,32 +187,51 @@ TEST_F(ReaperTest, DueMembersExpireWithOneEventEachAndTheWatermarkFollows) {
   EXPECT_EQ(On(keys.prefix + "v:c", {"HKEYS", keys.prefix + "v:c"}), "later");
 }
 
-TEST_F(ReaperTest, TheReapScriptIsBoundedAndASecondRunFindsNothing) {
+TEST_F(ReaperTest, TheReapScriptIsBoundedReapsItsCandidatesAndASecondRunFindsNothing) {
   Put("c", {Expiring("a", absl::Seconds(1)), Expiring("b", absl::Seconds(1)),
             Expiring("z", absl::Seconds(1)), Expiring("later", absl::Hours(1))});
+  // A collection of c's partition that is not due.
+  std::string d;
+  for (int i = 0; d.empty(); ++i) {
+    const std::string name = absl::StrCat("d", i);
+    if (store_->PartitionOf(name) == store_->PartitionOf("c")) d = name;
+  }
+  Put(d, {Expiring("a", absl::Hours(2))});
   clock_.Advance(absl::Seconds(1));
   ClusterRouter router({.seeds = cluster_.seeds()});
   const PartitionKeys keys = KeysOf("c");
-  // [reaped, more, earliest deadline left, sequence, delivered]
-  auto reap = [&]() -> std::vector<std::string> {
+  // [reaped, more, earliest deadline left, sequence, delivered, candidates]
+  // of a call with `candidates`, at most 2 members and 1 candidate answered.
+  auto reap = [&](std::vector<std::string> candidates) -> std::vector<std::string> {
+    std::vector<std::string> args = {ScriptTimeArg(&clock_), "1000", "2", "1"};
+    args.insert(args.end(), candidates.begin(), candidates.end());
     absl::StatusOr<RedisReply> reply = Await<RedisReply>([&](auto done) {
-      router.Send(RedisCall::Eval(ReapPartitionScript(), keys.ReapKeys(),
-                                  {ScriptTimeArg(&clock_), "1000", "2", keys.prefix}),
+      router.Send(RedisCall::Eval(ReapPartitionScript(), keys.ReapKeys(candidates), args),
                   std::move(done));
     });
     std::vector<std::string> out;
     if (!reply.ok()) return {reply.status().ToString()};
     for (const RedisReply& e : reply->elements) {
-      out.push_back(e.type == RedisReply::Type::kInteger ? absl::StrCat(e.integer) : e.str);
+      if (e.type == RedisReply::Type::kArray) {
+        std::vector<std::string> names;
+        for (const RedisReply& name : e.elements) names.push_back(name.str);
+        out.push_back(absl::StrJoin(names, ","));
+      } else {
+        out.push_back(e.type == RedisReply::Type::kInteger ? absl::StrCat(e.integer) : e.str);
+      }
     }
     return out;
   };
   const std::string due_now = absl::StrCat(absl::ToUnixMillis(clock_.Now()));
   const std::string later = absl::StrCat(absl::ToUnixMillis(kStart + absl::Hours(1)));
-  EXPECT_EQ(reap(), (std::vector<std::string>{"2", "1", due_now, "2", "0"}));
-  EXPECT_EQ(reap(), (std::vector<std::string>{"1", "0", later, "3", "0"}));
-  EXPECT_EQ(reap(), (std::vector<std::string>{"0", "0", later, "3", "0"}));
+  // A due collection that is no candidate is answered as one.
+  EXPECT_EQ(reap({}), (std::vector<std::string>{"0", "1", due_now, "0", "0", "c"}));
+  EXPECT_EQ(reap({d}), (std::vector<std::string>{"0", "1", due_now, "0", "0", "c"}));
+  EXPECT_EQ(reap({"c"}), (std::vector<std::string>{"2", "1", due_now, "2", "0", "c"}));
+  EXPECT_EQ(reap({"c"}), (std::vector<std::string>{"1", "0", later, "3", "0", "c"}));
+  EXPECT_EQ(reap({"c", d}), (std::vector<std::string>{"0", "0", later, "3", "0", "c"}));
   EXPECT_EQ(AllEvents(), (std::multiset<std::string>{"c/a", "c/b", "c/z"}));
+  EXPECT_EQ(On(keys.members, {"GET", keys.members}), "2");
 }
 
 TEST_F(ReaperTest, TheStoreReapsFromOpenToItsDestructor) {
@@ -262,6 +282,31 @@ TEST_F(ReaperTest, TwoReapersAtOnceExpireEachMemberOnce) {
   ASSERT_TRUE(second_marks.WaitForTotal(expected.size()));
   EXPECT_EQ(AllEvents(), expected);
   EXPECT_EQ(first->stats().reaped + second->stats().reaped, expected.size());
+}
+
+TEST_F(ReaperTest, APassWhileAReshardingSplitsItsKeysWaitsForTheSlotAndExpiresEachMemberOnce) {
+  Watermarks marks;
+  std::unique_ptr<Reaper> reaper = StartReaper({}, marks);
+  ASSERT_TRUE(AwaitStats(*reaper, [](const Reaper::Stats& s) { return s.owned == kPartitions; }));
+  Put("c", {Expiring("first", absl::Seconds(1)), Expiring("a", absl::Seconds(2))});
+  clock_.Advance(absl::Seconds(1));
+  reaper->Wake();
+  ASSERT_TRUE(marks.WaitForTotal(1));
+  const PartitionKeys keys = KeysOf("c");
+  // The partition's own keys move first; the member count and c's keys stay
+  // behind, so a script that touched them undeclared would run on the target
+  // and find c empty there.
+  clock_.Advance(absl::Seconds(1));
+  const absl::Status moved = cluster_.MoveSlotSplitAfter(
+      {keys.due, keys.events, keys.sequence, keys.collections, keys.delivered, keys.wait},
+      [&] { reaper->Wake(); });
+  ASSERT_TRUE(moved.ok()) << moved;
+
+  ASSERT_TRUE(marks.WaitForTotal(2));
+  EXPECT_EQ(AllEvents(), (std::multiset<std::string>{"c/first", "c/a"}));
+  EXPECT_EQ(On(keys.members, {"GET", keys.members}), "0");
+  EXPECT_EQ(On(keys.due, {"ZCARD", keys.due}), "0");
+  EXPECT_EQ(reaper->stats().reaped, 2u);
 }
 
 TEST_F(ReaperTest, AWriteThatMovesTheEarliestDeadlineEarlierWakesTheReaper) {

@@ -96,52 +96,6 @@ absl::StatusOr<CollectionInfo> InfoIn(absl::Span<const RedisReply> counts) {
                         .next_expire_time = DeadlineIn(counts[2])};
 }
 
-// One ListCollections page being merged from the answers of every
-// partition; the last answer to come merges them and calls `done`.
-// Thread-safe.
-class CollectionMerge final {
- public:
-  CollectionMerge(int partitions, size_t limit, size_t max_bytes, StoreDone<CollectionPage> done)
-      : limit_(limit), max_bytes_(max_bytes), pending_(partitions), done_(std::move(done)) {}
-
-  void Add(absl::StatusOr<RedisReply> reply) {
-    absl::StatusOr<CollectionPage> page;
-    StoreDone<CollectionPage> done;
-    {
-      MutexLock lock(&mu_);
-      if (status_.ok()) status_ = Collect(reply);
-      if (--pending_ > 0) return;
-      page = status_.ok() ? absl::StatusOr<CollectionPage>(
-                                CollectionPageOf(std::move(candidates_), limit_, max_bytes_))
-                          : status_;
-      done = std::move(done_);
-    }
-    std::move(done)(std::move(page));
-  }
-
- private:
-  absl::Status Collect(const absl::StatusOr<RedisReply>& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (absl::Status s = ReplyStatus(reply); !s.ok()) return s;
-    for (const RedisReply& r : reply->elements) {
-      if (r.elements.size() != 4) return Malformed("list collections");
-      absl::StatusOr<CollectionInfo> info = InfoIn(absl::MakeConstSpan(r.elements).subspan(1));
-      if (!info.ok()) return info.status();
-      info->name = r.elements[0].str;
-      candidates_.push_back(*std::move(info));
-    }
-    return absl::OkStatus();
-  }
-
-  const size_t limit_;
-  const size_t max_bytes_;
-
-  Mutex mu_;
-  int pending_ ABSL_GUARDED_BY(mu_);
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::vector<CollectionInfo> candidates_ ABSL_GUARDED_BY(mu_);
-  StoreDone<CollectionPage> done_ ABSL_GUARDED_BY(mu_);
-};
-
 // Hash tags for `partitions` partitions, the i-th in the i-th of as many
 // equal slot ranges, so the partitions spread over the masters.
 std::vector<std::string> SpreadTags(int partitions) {
@@ -265,12 +219,87 @@ RedisClusterStore::RedisClusterStore(RedisClusterStoreOptions options,
   }
 }
 
-RedisClusterStore::~RedisClusterStore() {
-  // DeliverThen's calls reach events_, which goes before router_.
-  MutexLock lock(&deliveries_mu_);
-  while (deliveries_in_flight_ > 0) {
-    deliveries_done_.WaitWithTimeout(&deliveries_mu_, absl::InfiniteDuration());
+// One ListCollections page being merged from the answers of every
+// partition; the last partition to finish merges them and calls `done`.
+// Thread-safe.
+class RedisClusterStore::CollectionMerge final {
+ public:
+  CollectionMerge(int partitions, size_t limit, size_t max_bytes, StoreDone<CollectionPage> done)
+      : limit_(limit), max_bytes_(max_bytes), pending_(partitions), done_(std::move(done)) {}
+
+  // Adds `entries` of a partition's answer, each [name, members, members
+  // with a deadline, the earliest deadline]; false once the page failed.
+  bool Add(const RedisReply& entries) {
+    MutexLock lock(&mu_);
+    if (status_.ok()) status_ = Collect(entries);
+    return status_.ok();
   }
+
+  // A partition's part is complete, or failed with `status`.
+  void Finish(absl::Status status) {
+    absl::StatusOr<CollectionPage> page;
+    StoreDone<CollectionPage> done;
+    {
+      MutexLock lock(&mu_);
+      if (status_.ok()) status_ = std::move(status);
+      if (--pending_ > 0) return;
+      page = status_.ok() ? absl::StatusOr<CollectionPage>(
+                                CollectionPageOf(std::move(candidates_), limit_, max_bytes_))
+                          : status_;
+      done = std::move(done_);
+    }
+    std::move(done)(std::move(page));
+  }
+
+ private:
+  absl::Status Collect(const RedisReply& entries) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const RedisReply& r : entries.elements) {
+      if (r.elements.size() != 4) return Malformed("list collections");
+      absl::StatusOr<CollectionInfo> info = InfoIn(absl::MakeConstSpan(r.elements).subspan(1));
+      if (!info.ok()) return info.status();
+      info->name = r.elements[0].str;
+      candidates_.push_back(*std::move(info));
+    }
+    return absl::OkStatus();
+  }
+
+  const size_t limit_;
+  const size_t max_bytes_;
+
+  Mutex mu_;
+  int pending_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::vector<CollectionInfo> candidates_ ABSL_GUARDED_BY(mu_);
+  StoreDone<CollectionPage> done_ ABSL_GUARDED_BY(mu_);
+};
+
+struct RedisClusterStore::ListingRound {
+  int partition = 0;
+  std::string prefix;
+  // ZRANGEBYLEX's min, and how many entries are still wanted.
+  std::string from;
+  size_t want = 0;
+  std::vector<std::string> candidates;
+  // Rounds in a row that listed nothing.
+  int stalls = 0;
+};
+
+RedisClusterStore::~RedisClusterStore() {
+  // Chained calls reach events_, which goes before router_, or send again.
+  MutexLock lock(&chains_mu_);
+  while (chains_in_flight_ > 0) {
+    chains_done_.WaitWithTimeout(&chains_mu_, absl::InfiniteDuration());
+  }
+}
+
+void RedisClusterStore::ChainStarted() {
+  MutexLock lock(&chains_mu_);
+  ++chains_in_flight_;
+}
+
+void RedisClusterStore::ChainEnded() {
+  MutexLock lock(&chains_mu_);
+  if (--chains_in_flight_ == 0) chains_done_.SignalAll();
 }
 
 void RedisClusterStore::WakeReaperForTesting() {
@@ -342,10 +371,7 @@ void RedisClusterStore::SendKeyedWrite(const RedisScript& script, absl::string_v
 
 void RedisClusterStore::DeliverThen(int partition, uint64_t sequence,
                                     absl::AnyInvocable<void() &&> then) {
-  {
-    MutexLock lock(&deliveries_mu_);
-    ++deliveries_in_flight_;
-  }
+  ChainStarted();
   const PartitionKeys keys(TagOf(partition));
   router_->Send(
       RedisCall::Eval(AdvanceWatermarkScript(), {keys.delivered},
@@ -359,8 +385,7 @@ void RedisClusterStore::DeliverThen(int partition, uint64_t sequence,
           // The reaper delivers them on its next pass.
           std::move(then)();
         }
-        MutexLock lock(&deliveries_mu_);
-        if (--deliveries_in_flight_ == 0) deliveries_done_.SignalAll();
+        ChainEnded();
       });
 }
 
@@ -603,18 +628,62 @@ void RedisClusterStore::ListCollections(absl::string_view prefix, int page_size,
     from = absl::StrCat("[", prefix);
   }
   // Each partition answers its first limit + 1 live names; the page is the
-  // first `limit` of their union, merged by the last answer to come.
+  // first `limit` of their union, merged by the last partition to finish.
   auto merge = std::make_shared<CollectionMerge>(partitions(), limit, limits.max_response_bytes,
                                                  std::move(done));
   for (int p = 0; p < partitions(); ++p) {
-    const PartitionKeys keys(TagOf(p));
-    router_->Send(RedisCall::Eval(
-                      ListCollectionsScript(), ListCollectionsKeys(keys),
-                      {ScriptTimeArg(options_.script_clock), absl::StrCat(options_.event_retention),
-                       keys.prefix, std::string(prefix), from, absl::StrCat(limit + 1)})
-                      .Idempotent(),
-                  [merge](absl::StatusOr<RedisReply> reply) { merge->Add(std::move(reply)); });
+    ListPartition(merge,
+                  {.partition = p, .prefix = std::string(prefix), .from = from, .want = limit + 1});
   }
+}
+
+void RedisClusterStore::ListPartition(std::shared_ptr<CollectionMerge> merge, ListingRound round) {
+  const PartitionKeys keys(TagOf(round.partition));
+  std::vector<std::string> args = {ScriptTimeArg(options_.script_clock),
+                                   absl::StrCat(options_.event_retention),
+                                   keys.wake,
+                                   round.prefix,
+                                   round.from,
+                                   absl::StrCat(round.want)};
+  args.insert(args.end(), round.candidates.begin(), round.candidates.end());
+  RedisCall call = RedisCall::Eval(ListCollectionsScript(),
+                                   ListCollectionsKeys(keys, round.candidates), std::move(args))
+                       .Idempotent();
+  ChainStarted();
+  router_->Send(std::move(call), [this, merge = std::move(merge), round = std::move(round)](
+                                     absl::StatusOr<RedisReply> reply) mutable {
+    // [entries, from, need] (collection_scripts.h).
+    absl::Status status = ReplyStatus(reply);
+    if (status.ok() &&
+        (reply->elements.size() != 3 || reply->elements[0].type != RedisReply::Type::kArray ||
+         reply->elements[2].type != RedisReply::Type::kArray)) {
+      status = Malformed("list collections");
+    }
+    if (!status.ok()) {
+      merge->Finish(std::move(status));
+    } else if (merge->Add(reply->elements[0])) {
+      const size_t listed = reply->elements[0].elements.size();
+      std::string& from = reply->elements[1].str;
+      std::vector<RedisReply>& need = reply->elements[2].elements;
+      if (need.empty()) {
+        merge->Finish(absl::OkStatus());
+      } else if (listed == 0 && from == round.from && ++round.stalls == 2) {
+        merge->Finish(absl::AbortedError(
+            absl::StrCat("collections were created in partition ", round.partition,
+                         " faster than they could be listed; list again")));
+      } else {
+        if (listed > 0 || from != round.from) round.stalls = 0;
+        round.want -= listed;
+        round.from = std::move(from);
+        round.candidates.clear();
+        for (RedisReply& name : need) round.candidates.push_back(std::move(name.str));
+        ListPartition(std::move(merge), std::move(round));
+      }
+    } else {
+      merge->Finish(absl::OkStatus());
+    }
+    ChainEnded();
+  });
 }
 
 void RedisClusterStore::DeleteCollection(absl::string_view name, StoreDone<uint64_t> done) {

@@ -179,6 +179,11 @@ class RedisClusterStore final : public Store {
                           StoreDone<size_t> done) override;
 
  private:
+  // A ListCollections page being merged from the partitions' answers, and a
+  // call of one partition's part of it (redis_cluster_store.cc).
+  class CollectionMerge;
+  struct ListingRound;
+
   RedisClusterStore(RedisClusterStoreOptions options, std::unique_ptr<ClusterRouter> router,
                     std::vector<std::string> tags, std::unique_ptr<RedisEventSource> events);
   // A script call on `collection`'s keys: the time, the collection and the
@@ -216,6 +221,16 @@ class RedisClusterStore final : public Store {
   // far; if the watermark cannot be raised, calls `then` at once (the
   // reaper delivers the events).
   void DeliverThen(int partition, uint64_t sequence, absl::AnyInvocable<void() &&> then);
+  // Adds `round.partition`'s part of a ListCollections page to `merge`:
+  // ListCollectionsScript with `round.candidates` declared, and again from
+  // where it stopped, with the collections it named, until it answers in
+  // full. ABORTED when two rounds in a row list nothing because collections
+  // were created ahead of them meanwhile.
+  void ListPartition(std::shared_ptr<CollectionMerge> merge, ListingRound round);
+  // Counts a call whose answer does more (DeliverThen's, ListPartition's),
+  // and its end.
+  void ChainStarted();
+  void ChainEnded();
 
   // Constant after construction.
   const RedisClusterStoreOptions options_;
@@ -229,11 +244,11 @@ class RedisClusterStore final : public Store {
   // Per partition: the calls CollectionCall made.
   const std::unique_ptr<std::atomic<uint64_t>[]> partition_calls_;
 
-  // DeliverThen's watermark calls not yet answered; the destructor waits
-  // for them.
-  Mutex deliveries_mu_;
-  CondVar deliveries_done_;
-  int deliveries_in_flight_ ABSL_GUARDED_BY(deliveries_mu_) = 0;
+  // ChainStarted's calls not yet answered; the destructor waits for them,
+  // since their answers reach events_ or send again.
+  Mutex chains_mu_;
+  CondVar chains_done_;
+  int chains_in_flight_ ABSL_GUARDED_BY(chains_mu_) = 0;
 };
 
 }  // namespace lapse::redis

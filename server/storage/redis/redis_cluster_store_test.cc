@@ -24,6 +24,7 @@ namespace lapse::redis {
 namespace {
 
 using ::lapse::testing::Await;
+using ::lapse::testing::PendingAnswer;
 using ::lapse::testing::RedisCluster;
 using ::lapse::testing::SharedRedisClusterTest;
 
@@ -119,17 +120,9 @@ class RedisClusterStoreTest : public SharedRedisClusterTest {
     return Await<uint64_t>([&](auto done) { store_->DeleteCollection(name, std::move(done)); });
   }
 
-  // The master that serves `key`.
-  int OwnerOf(const std::string& key) const {
-    for (int port : cluster_->MasterPorts()) {
-      absl::StatusOr<std::string> reply = cluster_->Command(port, {"EXISTS", key});
-      if (reply.ok() && !absl::StartsWith(*reply, "MOVED")) return port;
-    }
-    return 0;
-  }
   // Runs a command on the master of `key`.
   std::string On(const std::string& key, std::vector<std::string> args) const {
-    absl::StatusOr<std::string> reply = cluster_->Command(OwnerOf(key), args);
+    absl::StatusOr<std::string> reply = cluster_->Command(cluster_->MasterOf(key), args);
     return reply.ok() ? *reply : reply.status().ToString();
   }
   CollectionKeys KeysOf(absl::string_view collection) const {
@@ -379,7 +372,7 @@ TEST_F(RedisClusterStoreTest, PartitionTagsSpreadOverTheSlotsAndTheMasters) {
     const int slot = KeySlot(store_->TagOf(p));
     EXPECT_GE(slot, p * kClusterSlots / store_->partitions());
     EXPECT_LT(slot, (p + 1) * kClusterSlots / store_->partitions());
-    owners.insert(OwnerOf(absl::StrCat("{", store_->TagOf(p), "}")));
+    owners.insert(cluster_->MasterOf(absl::StrCat("{", store_->TagOf(p), "}")));
   }
   EXPECT_EQ(owners.size(), RedisCluster::kMasters);
 }
@@ -757,6 +750,42 @@ TEST_F(RedisClusterStoreTest, ListCollectionsNeverListsACollectionWhoseMembersAr
     events += n;
   }
   EXPECT_EQ(events, 3);
+}
+
+TEST_F(RedisClusterStoreTest,
+       ListCollectionsWhileAReshardingSplitsItsKeysWaitsForTheSlotAndListsEveryCollection) {
+  UseScriptClock();
+  ASSERT_TRUE(Put("c", {{.key = "a", .value = "1"},
+                        {.key = "b", .value = "2", .expiration = Expiration::Ttl(absl::Hours(1))}})
+                  .ok());
+  // A member of c's partition expired, so that its stream and sequence exist.
+  std::string other;
+  for (int i = 0; other.empty(); ++i) {
+    const std::string name = absl::StrCat("e", i);
+    if (store_->PartitionOf(name) == store_->PartitionOf("c")) other = name;
+  }
+  ASSERT_TRUE(
+      Put(other, {{.key = "x", .value = "", .expiration = Expiration::Ttl(absl::Seconds(1))}})
+          .ok());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Get(other, {"x"}).ok());
+  // The partition's own keys move first; c's keys stay behind, so a script
+  // that touched them undeclared would run on the target and find c empty.
+  const CollectionKeys keys = KeysOf("c");
+  std::optional<PendingAnswer<CollectionPage>> listed;
+  const absl::Status moved =
+      cluster_->MoveSlotSplitAfter({keys.collections, keys.due, keys.events, keys.sequence}, [&] {
+        listed.emplace([&](auto done) { store_->ListCollections("", 10, "", std::move(done)); });
+      });
+  ASSERT_TRUE(moved.ok()) << moved;
+  ASSERT_TRUE(listed.has_value());
+
+  absl::StatusOr<CollectionPage> page = listed->Wait();
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->collections.size(), 1u);
+  EXPECT_EQ(page->collections[0].name, "c");
+  EXPECT_EQ(page->collections[0].member_count, 2u);
+  EXPECT_EQ(page->collections[0].expiring_count, 1u);
 }
 
 TEST_F(RedisClusterStoreTest, ListCollectionsEndsAPageEarlyBeforeTheResponseBytesLimit) {

@@ -259,7 +259,7 @@ RedisCall RedisConsumerGroups::GroupCall(const RedisScript& script, absl::string
                                          std::vector<std::string> args) const {
   args.insert(args.begin(), {ScriptTimeArg(options_.script_clock), std::string(group),
                              absl::StrCat(options_.limits.max_group_dead_letters)});
-  return RedisCall::Eval(script, {GroupKeys(group).group}, std::move(args));
+  return RedisCall::Eval(script, GroupKeys(group).All(), std::move(args));
 }
 
 RedisCall RedisConsumerGroups::Durable(RedisCall call) const {

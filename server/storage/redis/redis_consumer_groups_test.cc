@@ -33,6 +33,7 @@ namespace {
 
 using ::lapse::testing::Await;
 using ::lapse::testing::CollectionPerPartition;
+using ::lapse::testing::PendingAnswer;
 using ::lapse::testing::RedisPartitionsTest;
 using ::lapse::testing::WaitWithPatience;
 
@@ -273,6 +274,34 @@ TEST_F(RedisConsumerGroupsTest, ANewGroupStartsAfterTheEventsDeliveredBeforeIt) 
   absl::StatusOr<PollResult> all = Poll(*b_, "oldest", "c", 100);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->deliveries.size(), 5u);
+}
+
+TEST_F(RedisConsumerGroupsTest, APollWhileAReshardingSplitsTheGroupsKeysWaitsForTheSlot) {
+  ASSERT_TRUE(Create(*a_, "g").ok());
+  Expire(0, 3);
+  absl::StatusOr<PollResult> first = Poll(*a_, "g", "c", 100);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->deliveries.size(), 3u);
+  ASSERT_TRUE(Ack(*a_, "g", "c", LeasesOf(*first)).ok());
+  const std::vector<std::string> later = Expire(0, 2);
+  // The group's hash moves first; its positions stay behind, so a script
+  // that touched them undeclared would run on the target and read the
+  // group from its start.
+  const GroupKeys keys("g");
+  const std::string positions = keys.prefix + "pos";
+  ASSERT_EQ(*cluster_->Command(cluster_->MasterOf(positions), {"EXISTS", positions}), "1");
+  std::optional<PendingAnswer<PollResult>> polled;
+  const absl::Status moved = cluster_->MoveSlotSplitAfter({keys.group}, [&] {
+    polled.emplace([&](auto done) { b_->store->Poll("g", "c", 100, std::move(done)); });
+  });
+  ASSERT_TRUE(moved.ok()) << moved;
+  ASSERT_TRUE(polled.has_value());
+
+  absl::StatusOr<PollResult> second = polled->Wait();
+  ASSERT_TRUE(second.ok()) << second.status();
+  std::vector<std::string> keys_polled;
+  for (const Delivery& d : second->deliveries) keys_polled.push_back(d.event.key);
+  EXPECT_EQ(keys_polled, later);
 }
 
 TEST_F(RedisConsumerGroupsTest, AGroupStartsAfterASequenceOfTheReplicasWatchFeed) {
