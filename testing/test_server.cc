@@ -181,7 +181,7 @@ void TestServer::ExpireAfter(absl::Duration d) {
 void TestServer::ExpireLeasesAfter(absl::Duration d) {
   clock_.Advance(d);
   if (redis::RedisClusterStore* redis = server_.redis_store(); redis != nullptr) {
-    redis->consumer_groups().WakeAlarmsForTesting();
+    redis->consumer_groups().FireDueAlarmsForTesting();
   } else {
     server_.embedded_store().lease_expirer().Wake();
   }

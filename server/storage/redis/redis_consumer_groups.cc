@@ -253,7 +253,7 @@ void RedisConsumerGroups::Subscribe(absl::string_view group) {
       [state = subscriptions_, group = std::string(group)] { state->Announce(group); });
 }
 
-void RedisConsumerGroups::WakeAlarmsForTesting() { wakeup_.Wake(); }
+void RedisConsumerGroups::FireDueAlarmsForTesting() { FireDueAlarms(); }
 
 RedisCall RedisConsumerGroups::GroupCall(const RedisScript& script, absl::string_view group,
                                          std::vector<std::string> args) const {

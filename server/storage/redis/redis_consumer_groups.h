@@ -92,8 +92,9 @@ class RedisConsumerGroups final {
   RedisConsumerGroups(const RedisConsumerGroups&) = delete;
   RedisConsumerGroups& operator=(const RedisConsumerGroups&) = delete;
 
-  // Fires the lease alarms due by a FakeClock that was moved.
-  void WakeAlarmsForTesting();
+  // Fires the lease alarms due by a FakeClock that was moved, on the
+  // caller's thread: its announcements are made when it returns.
+  void FireDueAlarmsForTesting();
 
   // As the Store's methods of the same names.
   void Create(absl::string_view name, const ConsumerGroupOptions& options, const GroupStart& start,
