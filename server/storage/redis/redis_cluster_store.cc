@@ -280,7 +280,7 @@ struct RedisClusterStore::ListingRound {
   std::string from;
   size_t want = 0;
   std::vector<std::string> candidates;
-  // Rounds in a row that listed nothing.
+  // Calls in a row that had candidates and got nowhere.
   int stalls = 0;
 };
 
@@ -665,14 +665,17 @@ void RedisClusterStore::ListPartition(std::shared_ptr<CollectionMerge> merge, Li
       const size_t listed = reply->elements[0].elements.size();
       std::string& from = reply->elements[1].str;
       std::vector<RedisReply>& need = reply->elements[2].elements;
+      // A call with candidates that got nowhere met a name created since the
+      // call before named them.
+      const bool stalled = !round.candidates.empty() && listed == 0 && from == round.from;
+      round.stalls = stalled ? round.stalls + 1 : 0;
       if (need.empty()) {
         merge->Finish(absl::OkStatus());
-      } else if (listed == 0 && from == round.from && ++round.stalls == 2) {
+      } else if (round.stalls == 2) {
         merge->Finish(absl::AbortedError(
             absl::StrCat("collections were created in partition ", round.partition,
                          " faster than they could be listed; list again")));
       } else {
-        if (listed > 0 || from != round.from) round.stalls = 0;
         round.want -= listed;
         round.from = std::move(from);
         round.candidates.clear();
