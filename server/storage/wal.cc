@@ -156,7 +156,8 @@ absl::Status Wal::OpenSegment(uint64_t first_lsn) {
   return files::FsyncDir(options_.dir);
 }
 
-CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_event_sequence) {
+CommitTicket Wal::Append(absl::string_view batch, absl::string_view undo,
+                         uint64_t last_event_sequence) {
   bool call_flusher = false;
   CommitTicket ticket;
   {
@@ -175,7 +176,7 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
     // Batches started together count as one writer once they all are.
     if (together_ != this) ++pending_writers_;
     queued_.push_back(
-        {ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
+        {ticket, lsn, last_event_sequence, pending_.size() - before, std::string(undo)});
     // Under kAlways the flusher writes every batch: it waits for the first
     // writer, then for a whole group; batches started together call it at
     // the first, so that it wakes while the rest are appended, and it waits

@@ -3,8 +3,8 @@
 // segment file DIR/wal-<first LSN>.log.
 //
 //   auto wal = lapse::Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways}, next_lsn);
-//   lapse::CommitTicket t = (*wal)->Append(std::move(batch), std::move(undo),
-//                                          last_event_sequence);   // never blocks on I/O
+//   lapse::CommitTicket t = (*wal)->Append(batch, undo, last_event_sequence);  // never blocks on
+//   I/O
 //   (*wal)->WhenDurable(t, [](absl::Status s) { /* answer the RPC */ });
 //
 // A write takes whatever has been appended since the last one (up to
@@ -214,11 +214,12 @@ class Wal {
   Wal& operator=(const Wal&) = delete;
 
   // Queues a batch under the next LSN, with the `undo` that puts back what
-  // it changed (see Options::roll_back). `last_event_sequence` is the
+  // it changed (see Options::roll_back), both copied. `last_event_sequence` is the
   // sequence of the batch's last expiry event, 0 when it has none (see
   // on_durable). Never blocks on I/O. While the log refuses writes the batch
   // is dropped and its ticket reports the refusal.
-  CommitTicket Append(std::string batch, std::string undo, uint64_t last_event_sequence);
+  CommitTicket Append(absl::string_view batch, absl::string_view undo,
+                      uint64_t last_event_sequence);
 
   // Calls `done` once the batch of `ticket` (0: every batch appended before
   // this call) is durable, or with the error if it failed. Runs `done` on the
