@@ -264,9 +264,9 @@ class Wal {
     CommitTicket ticket;
     uint64_t lsn;
     uint64_t last_event_sequence;
-    // Its frame's bytes in pending_.
+    // Its frame's bytes in pending_, and its undo's in undos_.
     size_t frame_bytes;
-    std::string undo;
+    size_t undo_bytes;
   };
   // Who waits for which batch (WhenDurable).
   struct Waiter {
@@ -331,6 +331,8 @@ class Wal {
   void ReleaseTurn() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that `round`'s batches are durable; their waiters go to `ready`.
   void MarkDurable(const Round& round, Waiters* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Empties undos_ once no batch is queued, giving back a large buffer.
+  void ClearUndos() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts refusing writes after `error`: fails every batch not yet durable
   // and returns their undos, newest first. Until EndRollBack nobody learns
   // that they failed.
@@ -413,6 +415,10 @@ class Wal {
   uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_);
   // Batches appended and not yet durable, in LSN order.
   std::deque<Queued> queued_ ABSL_GUARDED_BY(mu_);
+  // Their undos, in the same order, from undos_front_ on: one buffer for all
+  // rather than an allocation each.
+  std::string undos_ ABSL_GUARDED_BY(mu_);
+  size_t undos_front_ ABSL_GUARDED_BY(mu_) = 0;
   // Writers with batches in pending_: each Append, but batches started
   // together count as one once StartTogether is over (kAlways only; the
   // other policies count their Appends alone and never read it).

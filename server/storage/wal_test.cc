@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,6 +35,7 @@ using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::Pair;
 
 std::string Batch(int i) { return absl::StrCat("batch-", i, std::string(i % 7, 'x')); }
 
@@ -852,6 +854,47 @@ TEST_F(WalTest, AFailedGroupFsyncFailsEachWriterOfTheGroupAfterTheRollBack) {
       << "every batch of the group undone, newest first, before its writer heard";
   wal->reset();
   EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(0)));
+}
+
+TEST_F(WalTest, BatchesFailingAfterRoundsThatTookPartOfWhatWasPendingAreUndoneWithTheirOwnUndos) {
+  DiskGate syncs(DiskOp::kSync);
+  DiskFault unused;
+  Heard heard;
+  // One frame per round: the later batches stay queued while the first ones
+  // are written.
+  Wal::Options options = heard.OnFaultyDisk(
+      unused, {.dir = dir_, .fsync = FsyncPolicy::kAlways, .max_write_bytes = 1});
+  options.disk_fault_for_testing = syncs.Hook();
+  auto wal = Wal::Open(options, 1);
+  ASSERT_TRUE(wal.ok());
+  // Large enough that, once two rounds are written, the log moves the undos
+  // still needed to the front of the buffer it keeps them in.
+  const auto undo = [](int i) {
+    return std::string(size_t{700} << 10, static_cast<char>('a' + i));
+  };
+  Answers answers;
+  answers.Await(**wal, (*wal)->Append(Batch(1), undo(1), 0), "1");
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  for (int i = 2; i <= 4; ++i) {
+    answers.Await(**wal, (*wal)->Append(Batch(i), undo(i), 0), absl::StrCat(i));
+  }
+  syncs.FailFrom(3, EIO);
+  syncs.Allow(1'000);
+  std::map<std::string, absl::StatusCode> codes;
+  for (const auto& [name, status] : answers.WaitFor(4)) codes[name] = status.code();
+  EXPECT_THAT(codes, ElementsAre(Pair("1", absl::StatusCode::kOk), Pair("2", absl::StatusCode::kOk),
+                                 Pair("3", absl::StatusCode::kUnavailable),
+                                 Pair("4", absl::StatusCode::kUnavailable)));
+  // Each undo as its size and letter: the undos themselves are 700 KiB.
+  std::vector<std::pair<size_t, char>> undone;
+  for (const std::string& u : heard.undos()) undone.emplace_back(u.size(), u.empty() ? 0 : u[0]);
+  EXPECT_THAT(undone, ElementsAre(Pair(undo(4).size(), 'e'), Pair(undo(3).size(), 'd')))
+      << "the failed batches' undos, newest first, whole";
+  for (const std::string& u : heard.undos()) {
+    EXPECT_EQ(u.find_first_not_of(u[0]), std::string::npos) << "an undo mixes two batches'";
+  }
+  wal->reset();
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(1), Batch(2)));
 }
 
 TEST_F(WalTest, UnderAlwaysTheNextFsyncWaitsForAsManyBatchesAsTheLastOneCovered) {
