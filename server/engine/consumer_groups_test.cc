@@ -635,8 +635,8 @@ class RecordingJournal final : public Journal {
     std::string undo;
   };
 
-  CommitTicket Commit(std::string batch, std::string undo, uint64_t) override {
-    committed_.push_back({std::move(batch), std::move(undo)});
+  CommitTicket Commit(absl::string_view batch, absl::string_view undo, uint64_t) override {
+    committed_.push_back({std::string(batch), std::string(undo)});
     return committed_.size();
   }
   absl::Status status() const override { return status_; }

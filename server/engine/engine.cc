@@ -51,6 +51,23 @@ class OneShardLockPerThread {
 #endif
 };
 
+// The buffers a thread's journaled operations encode their batch and its
+// undo into, one operation at a time (OneShardLockPerThread). Kept from one
+// operation to the next, so that journaling a put allocates nothing once they
+// have grown; the journal copies what it keeps (Journal::Commit).
+struct JournalBuffers {
+  std::string batch;
+  std::string undo;
+};
+thread_local JournalBuffers journal_buffers;
+// What an operation may leave a thread's journal buffers holding: a larger
+// one (many members put, expired or deleted at once) is given back.
+constexpr size_t kJournalBufferKeptBytes = size_t{64} << 10;
+
+void TrimJournalBuffer(std::string* buffer) {
+  if (buffer->capacity() > kJournalBufferKeptBytes) std::string().swap(*buffer);
+}
+
 CollectionInfo InfoOf(const Collection& c) {
   return {std::string(c.name()), c.size(), c.expiring_count(),
           TimeOfDeadline(c.next_deadline_ms())};
@@ -392,8 +409,8 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
         journaling_(live && engine.options_.journal != nullptr),
         name_(name) {
     if (journaling_) {
-      journal_.emplace();
-      undo_.emplace();
+      journal_.emplace(&journal_buffers.batch);
+      undo_.emplace(&journal_buffers.undo);
     }
     shard_.mu.Lock();
   }
@@ -523,6 +540,10 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
       // batch make every earlier event visible (EventFeed::Append).
       engine_.log_->Append(std::move(events_), commit, notify_);
     }
+    if (journaling_) {
+      TrimJournalBuffer(&journal_buffers.batch);
+      TrimJournalBuffer(&journal_buffers.undo);
+    }
   }
 
   // First: checks before the lock is taken, and is done after it is released.
@@ -546,9 +567,9 @@ class ABSL_SCOPED_LOCKABLE Engine::ShardOp {
   bool changed_ = false;
   // The expiries' events, in blocks of consecutive events.
   std::vector<EventBlock> events_;
-  // The batch and its undo exist only while journaling_: an encoder's
-  // construction and destruction were some 5 % of a put's instructions
-  // without a journal.
+  // The batch and its undo, in the thread's journal_buffers, exist only
+  // while journaling_: an encoder's construction and destruction were some
+  // 5 % of a put's instructions without a journal.
   std::optional<BatchEncoder> journal_;
   // What puts back the changes recorded in journal_, in the same order.
   std::optional<BatchEncoder> undo_;

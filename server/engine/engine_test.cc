@@ -1115,9 +1115,9 @@ TEST_F(EngineTest, ConcurrentWritersAndExpirerLoseNoEvent) {
 // is set.
 class RecordingJournal final : public Journal {
  public:
-  CommitTicket Commit(std::string batch, std::string undo, uint64_t) override {
-    batches.push_back(std::move(batch));
-    undos.push_back(std::move(undo));
+  CommitTicket Commit(absl::string_view batch, absl::string_view undo, uint64_t) override {
+    batches.emplace_back(batch);
+    undos.emplace_back(undo);
     return batches.size();
   }
   absl::Status status() const override { return refusal; }
@@ -1130,7 +1130,7 @@ class RecordingJournal final : public Journal {
 // Records the event sequences of committed batches in commit order.
 class SequenceOrderJournal final : public Journal {
  public:
-  CommitTicket Commit(std::string, std::string, uint64_t last_event_sequence) override {
+  CommitTicket Commit(absl::string_view, absl::string_view, uint64_t last_event_sequence) override {
     MutexLock lock(&mu_);
     if (last_event_sequence != 0) sequences_.push_back(last_event_sequence);
     return sequences_.size();

@@ -37,14 +37,34 @@ void SetEvent(const ExpiryEvent& e, JournalRecord* r) {
   r->expired_at_ns = absl::ToUnixNanos(e.expired_at);
 }
 
-BatchEncoder::BatchEncoder() : buffer_(kHeaderSize, '\0') {}
+BatchEncoder::BatchEncoder() : BatchEncoder(&own_) {}
+
+BatchEncoder::BatchEncoder(std::string* buffer) : buffer_(buffer) {
+  buffer_->assign(kHeaderSize, '\0');
+}
+
+std::string& BatchEncoder::Open() {
+  if (finished_) {
+    buffer_->resize(kHeaderSize);
+    finished_ = false;
+  }
+  return *buffer_;
+}
+
+void BatchEncoder::Reserve(size_t bytes) {
+  std::string& buffer = Open();
+  buffer.reserve(buffer.size() + bytes);
+}
+
+size_t BatchEncoder::size() const { return finished_ ? kHeaderSize : buffer_->size(); }
 
 char* BatchEncoder::Extend(RecordType type, size_t size) {
-  const size_t at = buffer_.size();
-  buffer_.resize(at + 1 + size);
-  buffer_[at] = static_cast<char>(type);
+  std::string& buffer = Open();
+  const size_t at = buffer.size();
+  buffer.resize(at + 1 + size);
+  buffer[at] = static_cast<char>(type);
   ++count_;
-  return &buffer_[at + 1];
+  return &buffer[at + 1];
 }
 
 void BatchEncoder::Put(absl::string_view collection, absl::string_view key, absl::string_view value,
@@ -103,43 +123,42 @@ void BatchEncoder::Event(const ExpiryEvent& e) {
 }
 
 void BatchEncoder::NextSequence(uint64_t sequence) {
-  buffer_.push_back(static_cast<char>(RecordType::kNextSequence));
-  PutFixed64(&buffer_, sequence);
-  ++count_;
+  EncodeFixed64(Extend(RecordType::kNextSequence, 8), sequence);
 }
 
 void BatchEncoder::GroupRecord(const JournalRecord& r) {
-  buffer_.push_back(static_cast<char>(r.type));
-  PutLengthPrefixed(&buffer_, r.group);
+  std::string* const buffer = &Open();
+  buffer->push_back(static_cast<char>(r.type));
+  PutLengthPrefixed(buffer, r.group);
   switch (r.type) {
     case RecordType::kGroupCreate:
-      PutLengthPrefixed(&buffer_, r.options);
-      PutFixed64(&buffer_, r.position);
+      PutLengthPrefixed(buffer, r.options);
+      PutFixed64(buffer, r.position);
       break;
     case RecordType::kGroupReset:
     case RecordType::kGroupPosition:
-      PutFixed64(&buffer_, r.position);
+      PutFixed64(buffer, r.position);
       break;
     case RecordType::kGroupEvent:
     case RecordType::kGroupDeadLetter:
-      PutFixed64(&buffer_, r.sequence);
-      PutLengthPrefixed(&buffer_, r.collection);
-      PutLengthPrefixed(&buffer_, r.key);
-      PutLengthPrefixed(&buffer_, r.value);
-      PutFixed64(&buffer_, static_cast<uint64_t>(r.deadline_ms));
-      PutFixed64(&buffer_, static_cast<uint64_t>(r.expired_at_ns));
-      PutFixed32(&buffer_, r.delivery_count);
-      PutLengthPrefixed(&buffer_, r.consumer);
-      PutFixed64(&buffer_, static_cast<uint64_t>(r.at_ms));
+      PutFixed64(buffer, r.sequence);
+      PutLengthPrefixed(buffer, r.collection);
+      PutLengthPrefixed(buffer, r.key);
+      PutLengthPrefixed(buffer, r.value);
+      PutFixed64(buffer, static_cast<uint64_t>(r.deadline_ms));
+      PutFixed64(buffer, static_cast<uint64_t>(r.expired_at_ns));
+      PutFixed32(buffer, r.delivery_count);
+      PutLengthPrefixed(buffer, r.consumer);
+      PutFixed64(buffer, static_cast<uint64_t>(r.at_ms));
       break;
     case RecordType::kGroupLease:
-      PutFixed64(&buffer_, r.sequence);
-      PutFixed32(&buffer_, r.delivery_count);
-      PutLengthPrefixed(&buffer_, r.consumer);
-      PutFixed64(&buffer_, static_cast<uint64_t>(r.at_ms));
+      PutFixed64(buffer, r.sequence);
+      PutFixed32(buffer, r.delivery_count);
+      PutLengthPrefixed(buffer, r.consumer);
+      PutFixed64(buffer, static_cast<uint64_t>(r.at_ms));
       break;
     case RecordType::kGroupAck:
-      PutFixed64(&buffer_, r.sequence);
+      PutFixed64(buffer, r.sequence);
       break;
     default:  // kGroupDelete: the name alone.
       break;
@@ -147,13 +166,13 @@ void BatchEncoder::GroupRecord(const JournalRecord& r) {
   ++count_;
 }
 
-std::string BatchEncoder::Finish(uint64_t first_event_sequence) {
-  EncodeFixed64(&buffer_[0], first_event_sequence);
-  EncodeFixed32(&buffer_[8], count_);
-  std::string out = std::move(buffer_);
-  buffer_.assign(kHeaderSize, '\0');
+absl::string_view BatchEncoder::Finish(uint64_t first_event_sequence) {
+  std::string& buffer = Open();
+  EncodeFixed64(&buffer[0], first_event_sequence);
+  EncodeFixed32(&buffer[8], count_);
   count_ = 0;
-  return out;
+  finished_ = true;
+  return buffer;
 }
 
 absl::Status DecodeBatch(absl::string_view batch,

@@ -87,7 +87,16 @@ void SetEvent(const ExpiryEvent& event, JournalRecord* record);
 
 class BatchEncoder {
  public:
+  // Encodes into a buffer of its own.
   BatchEncoder();
+  // Encodes into `*buffer`, which it empties first. A buffer kept from one
+  // encoder to the next keeps its capacity, so that encoding a batch no
+  // larger than the ones before allocates nothing. `buffer` must outlive the
+  // encoder and the views Finish returns, and have no other user meanwhile.
+  explicit BatchEncoder(std::string* buffer);
+  // Not copied or moved: it may point at its own buffer.
+  BatchEncoder(const BatchEncoder&) = delete;
+  BatchEncoder& operator=(const BatchEncoder&) = delete;
 
   void Put(absl::string_view collection, absl::string_view key, absl::string_view value,
            int64_t deadline_ms);
@@ -108,25 +117,33 @@ class BatchEncoder {
 
   // Makes room for `bytes` more of records, so that a batch of many records
   // whose size is known is not grown record by record.
-  void Reserve(size_t bytes) { buffer_.reserve(buffer_.size() + bytes); }
+  void Reserve(size_t bytes);
 
   bool empty() const { return count_ == 0; }
   uint32_t count() const { return count_; }
   // Bytes encoded so far.
-  size_t size() const { return buffer_.size(); }
+  size_t size() const;
 
-  // The finished batch. Leaves the encoder empty.
-  std::string Finish(uint64_t first_event_sequence);
+  // The finished batch: a view of the buffer, valid until the encoder's next
+  // record (or Reserve) or its destruction. Leaves the encoder empty: the
+  // next record starts a new batch in the same buffer.
+  absl::string_view Finish(uint64_t first_event_sequence);
 
  private:
+  // The buffer, emptied down to a new batch's header first if the last batch
+  // was finished.
+  std::string& Open();
   // Appends a record of `type` with `size` bytes of fields, counted, and
   // returns where its fields go. Records are sized first and written in
   // place: appending them field by field grew a batch of one small record
   // several times, an allocation and a copy each.
   char* Extend(RecordType type, size_t size);
 
-  std::string buffer_;
+  std::string own_;
+  std::string* const buffer_;
   uint32_t count_ = 0;
+  // Finish ended the batch in buffer_: the next record starts a new one.
+  bool finished_ = false;
 };
 
 // Calls `fn` for each record of `batch`, in order, stopping at the first
@@ -146,10 +163,11 @@ class Journal {
   // back what the batch changed, to be applied in reverse order (the engine's
   // RollBack does) if the batch cannot be made durable. `last_event_sequence`
   // is the sequence of the batch's last kExpiry record, 0 when it has none.
+  // Both are views valid for the call only: the journal copies what it keeps.
   // Called under a shard lock (ConsumerGroups: under the groups' lock), in
   // the order the operations happened on that shard, only while status() is
   // OK. Must not block on I/O.
-  virtual CommitTicket Commit(std::string batch, std::string undo,
+  virtual CommitTicket Commit(absl::string_view batch, absl::string_view undo,
                               uint64_t last_event_sequence) = 0;
 
   // OK while changes can be recorded; otherwise why not, e.g.

@@ -38,7 +38,7 @@ TEST(BatchEncoderTest, EachRecordDecodesToWhatWasEncoded) {
                     .expired_at = absl::FromUnixNanos(1000000123)};
   encoder.Event(event);
   EXPECT_EQ(encoder.count(), 6u);
-  const std::string batch = encoder.Finish(3);
+  const std::string batch(encoder.Finish(3));
   EXPECT_TRUE(encoder.empty());
 
   const std::vector<JournalRecord> r = Decode(batch);
@@ -80,7 +80,7 @@ TEST(BatchEncoderTest, ABatchOfManyRecordsDecodesInOrder) {
   for (int i = 0; i < 1000; ++i) {
     encoder.Put(absl::StrCat("c", i % 7), absl::StrCat("k", i), std::string(i % 300, 'v'), i);
   }
-  const std::string batch = encoder.Finish(0);
+  const std::string batch(encoder.Finish(0));
   const std::vector<JournalRecord> r = Decode(batch);
   ASSERT_EQ(r.size(), 1000u);
   for (int i = 0; i < 1000; ++i) {
@@ -91,10 +91,45 @@ TEST(BatchEncoderTest, ABatchOfManyRecordsDecodesInOrder) {
   }
 }
 
+TEST(BatchEncoderTest, AKeptBufferHoldsEachFinishedBatchAloneAndKeepsItsCapacity) {
+  std::string buffer = "left over";
+  std::string first;
+  const char* data = nullptr;
+  {
+    BatchEncoder encoder(&buffer);
+    encoder.Put("c", "a", kLong, 1);
+    encoder.Remove("c", "b");
+    const absl::string_view finished = encoder.Finish(0);
+    EXPECT_EQ(finished.data(), buffer.data()) << "the batch is the buffer itself";
+    first = std::string(finished);
+    EXPECT_TRUE(encoder.empty());
+    EXPECT_EQ(encoder.size(), BatchEncoder().size()) << "a finished encoder is empty";
+    data = buffer.data();
+
+    // The next record starts a new batch; the finished one is gone from it.
+    encoder.NextSequence(9);
+    const std::vector<JournalRecord> next = Decode(encoder.Finish(0));
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_EQ(next[0].type, RecordType::kNextSequence);
+    EXPECT_EQ(next[0].sequence, 9u);
+  }
+  ASSERT_EQ(Decode(first).size(), 2u);
+
+  // A later encoder over the same buffer starts from nothing, in the memory
+  // the first one grew.
+  BatchEncoder again(&buffer);
+  EXPECT_TRUE(again.empty());
+  again.Remove("c", "a");
+  const std::vector<JournalRecord> r = Decode(again.Finish(0));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].type, RecordType::kRemove);
+  EXPECT_EQ(buffer.data(), data) << "a batch no larger than the last allocated";
+}
+
 TEST(BatchEncoderTest, ABatchCutShortIsDataLoss) {
   BatchEncoder encoder;
   encoder.Put("c", "k", kLong, 1);
-  const std::string batch = encoder.Finish(0);
+  const std::string batch(encoder.Finish(0));
   for (size_t cut : {size_t{0}, size_t{11}, size_t{13}, batch.size() - 1}) {
     EXPECT_TRUE(absl::IsDataLoss(DecodeBatch(batch.substr(0, cut), [](const JournalRecord&) {
       return absl::OkStatus();

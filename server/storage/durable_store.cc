@@ -202,15 +202,15 @@ absl::StatusOr<RecoveryStats> DurableStore::Recover(Engine* engine, EventFeed* l
   wal_ = *std::move(wal);
   BatchEncoder counter;
   counter.NextSequence(next_event_sequence);
-  wal_->Append(counter.Finish(0), std::string(), 0);
+  wal_->Append(counter.Finish(0), {}, 0);
   if (options_.snapshot_after_bytes > 0) snapshotter_ = std::thread([this] { RunSnapshots(); });
   stats.took = absl::Now() - start;
   return stats;
 }
 
-CommitTicket DurableStore::Commit(std::string batch, std::string undo,
+CommitTicket DurableStore::Commit(absl::string_view batch, absl::string_view undo,
                                   uint64_t last_event_sequence) {
-  return wal_->Append(std::move(batch), std::move(undo), last_event_sequence);
+  return wal_->Append(batch, undo, last_event_sequence);
 }
 
 absl::Status DurableStore::status() const { return wal_->status(); }

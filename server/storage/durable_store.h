@@ -151,7 +151,8 @@ class DurableStore final : public Journal {
                                         ConsumerGroups* groups = nullptr);
 
   // Journal.
-  CommitTicket Commit(std::string batch, std::string undo, uint64_t last_event_sequence) override;
+  CommitTicket Commit(absl::string_view batch, absl::string_view undo,
+                      uint64_t last_event_sequence) override;
   absl::Status status() const override;
 
   // Calls `done` once the change of `ticket` (0: every change committed

@@ -100,11 +100,11 @@ absl::Status WriteContents(FrameWriter& out, uint64_t replay_from_lsn, Engine* e
     absl::Status copied = groups->ForEachStateRecord([&](const JournalRecord& r) {
       records.GroupRecord(r);
       ++stats->group_records;
-      if (records.size() >= kGroupRecordBatchBytes) group_batches.push_back(records.Finish(0));
+      if (records.size() >= kGroupRecordBatchBytes) group_batches.emplace_back(records.Finish(0));
       return absl::OkStatus();
     });
     if (!copied.ok()) return copied;
-    if (!records.empty()) group_batches.push_back(records.Finish(0));
+    if (!records.empty()) group_batches.emplace_back(records.Finish(0));
   }
   for (const std::string& batch : group_batches) {
     if (absl::Status s = out.Add(batch); !s.ok()) return s;

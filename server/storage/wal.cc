@@ -51,7 +51,8 @@ constexpr size_t kRetryBytes = size_t{64} << 10;
 // applying one StreamWrites request of 16 takes; beyond that it sleeps, and
 // the end of StartTogether wakes it as it would have.
 constexpr absl::Duration kTogetherSpin = absl::Microseconds(100);
-// The largest written buffer kept for the next round to fill (Wal::spare_).
+// The largest emptied buffer kept to fill again: a written round's
+// (Wal::spare_), and the undos' (Wal::undos_).
 constexpr size_t kSpareMostBytes = size_t{1} << 20;
 
 // Why the log refuses writes after `error`, and what happens next.
@@ -156,7 +157,8 @@ absl::Status Wal::OpenSegment(uint64_t first_lsn) {
   return files::FsyncDir(options_.dir);
 }
 
-CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_event_sequence) {
+CommitTicket Wal::Append(absl::string_view batch, absl::string_view undo,
+                         uint64_t last_event_sequence) {
   bool call_flusher = false;
   CommitTicket ticket;
   {
@@ -174,8 +176,8 @@ CommitTicket Wal::Append(std::string batch, std::string undo, uint64_t last_even
     AppendFrame(&pending_, lsn, batch);
     // Batches started together count as one writer once they all are.
     if (together_ != this) ++pending_writers_;
-    queued_.push_back(
-        {ticket, lsn, last_event_sequence, pending_.size() - before, std::move(undo)});
+    undos_.append(undo.data(), undo.size());
+    queued_.push_back({ticket, lsn, last_event_sequence, pending_.size() - before, undo.size()});
     // Under kAlways the flusher writes every batch: it waits for the first
     // writer, then for a whole group; batches started together call it at
     // the first, so that it wakes while the rest are appended, and it waits
@@ -646,8 +648,17 @@ void Wal::MarkDurable(const Round& round, Waiters* ready) {
   if (options_.fsync == FsyncPolicy::kAlways && round.writers > 0) group_writers_ = round.writers;
   resolved_ = std::max(resolved_, round.last_ticket);
   while (!queued_.empty() && queued_.front().lsn <= round.last_lsn) {
+    undos_front_ += queued_.front().undo_bytes;
     queued_.pop_front();
     ++stats_.batches_written;
+  }
+  if (queued_.empty()) {
+    ClearUndos();
+  } else if (undos_front_ >= kSpareMostBytes && undos_front_ >= undos_.size() / 2) {
+    // Not yet empty after a large round: the undos still needed move to
+    // the front, so that the buffer grows no further than they need.
+    undos_.erase(0, undos_front_);
+    undos_front_ = 0;
   }
   if (!round.data.empty()) {
     ++stats_.writes;
@@ -663,6 +674,15 @@ void Wal::MarkDurable(const Round& round, Waiters* ready) {
   }
 }
 
+void Wal::ClearUndos() {
+  if (undos_.capacity() > kSpareMostBytes) {
+    std::string().swap(undos_);
+  } else {
+    undos_.clear();
+  }
+  undos_front_ = 0;
+}
+
 std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good) {
   refusal_ = RefusalFor(error, for_good, options_.retry_interval);
   refusing_.store(true, std::memory_order_release);
@@ -671,11 +691,15 @@ std::vector<std::string> Wal::Refuse(const absl::Status& error, bool for_good) {
   ++stats_.write_failures;
   Log(LogLevel::kError, "%s", refusal_.message());
 
-  std::vector<std::string> undos;
-  undos.reserve(queued_.size());
-  for (auto it = queued_.rbegin(); it != queued_.rend(); ++it) undos.push_back(std::move(it->undo));
+  std::vector<std::string> undos(queued_.size());
+  size_t at = undos_front_;
+  for (size_t i = 0; i < queued_.size(); ++i) {
+    undos[queued_.size() - 1 - i].assign(undos_, at, queued_[i].undo_bytes);
+    at += queued_[i].undo_bytes;
+  }
   stats_.batches_rolled_back += queued_.size();
   queued_.clear();
+  ClearUndos();
   pending_.clear();
   pending_writers_ = 0;
   // The failed batches' frames are not in the log: their LSNs are given

@@ -3,8 +3,8 @@
 // segment file DIR/wal-<first LSN>.log.
 //
 //   auto wal = lapse::Wal::Open({.dir = dir, .fsync = FsyncPolicy::kAlways}, next_lsn);
-//   lapse::CommitTicket t = (*wal)->Append(std::move(batch), std::move(undo),
-//                                          last_event_sequence);   // never blocks on I/O
+//   lapse::CommitTicket t = (*wal)->Append(batch, undo, last_event_sequence);  // never blocks on
+//   I/O
 //   (*wal)->WhenDurable(t, [](absl::Status s) { /* answer the RPC */ });
 //
 // A write takes whatever has been appended since the last one (up to
@@ -214,11 +214,12 @@ class Wal {
   Wal& operator=(const Wal&) = delete;
 
   // Queues a batch under the next LSN, with the `undo` that puts back what
-  // it changed (see Options::roll_back). `last_event_sequence` is the
+  // it changed (see Options::roll_back), both copied. `last_event_sequence` is the
   // sequence of the batch's last expiry event, 0 when it has none (see
   // on_durable). Never blocks on I/O. While the log refuses writes the batch
   // is dropped and its ticket reports the refusal.
-  CommitTicket Append(std::string batch, std::string undo, uint64_t last_event_sequence);
+  CommitTicket Append(absl::string_view batch, absl::string_view undo,
+                      uint64_t last_event_sequence);
 
   // Calls `done` once the batch of `ticket` (0: every batch appended before
   // this call) is durable, or with the error if it failed. Runs `done` on the
@@ -263,9 +264,9 @@ class Wal {
     CommitTicket ticket;
     uint64_t lsn;
     uint64_t last_event_sequence;
-    // Its frame's bytes in pending_.
+    // Its frame's bytes in pending_, and its undo's in undos_.
     size_t frame_bytes;
-    std::string undo;
+    size_t undo_bytes;
   };
   // Who waits for which batch (WhenDurable).
   struct Waiter {
@@ -330,6 +331,8 @@ class Wal {
   void ReleaseTurn() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that `round`'s batches are durable; their waiters go to `ready`.
   void MarkDurable(const Round& round, Waiters* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Empties undos_ once no batch is queued, giving back a large buffer.
+  void ClearUndos() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts refusing writes after `error`: fails every batch not yet durable
   // and returns their undos, newest first. Until EndRollBack nobody learns
   // that they failed.
@@ -412,6 +415,10 @@ class Wal {
   uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_);
   // Batches appended and not yet durable, in LSN order.
   std::deque<Queued> queued_ ABSL_GUARDED_BY(mu_);
+  // Their undos, in the same order, from undos_front_ on: one buffer for all
+  // rather than an allocation each.
+  std::string undos_ ABSL_GUARDED_BY(mu_);
+  size_t undos_front_ ABSL_GUARDED_BY(mu_) = 0;
   // Writers with batches in pending_: each Append, but batches started
   // together count as one once StartTogether is over (kAlways only; the
   // other policies count their Appends alone and never read it).

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,6 +35,7 @@ using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::Pair;
 
 std::string Batch(int i) { return absl::StrCat("batch-", i, std::string(i % 7, 'x')); }
 
@@ -409,11 +411,12 @@ TEST_F(WalTest, ParsesFsyncPolicies) {
 // handed back. Thread-safe.
 class Heard {
  public:
-  // `options` on `disk`, retrying every millisecond while refusing, with the
+  // `options` on a disk that `disk` (a DiskFault's or a DiskGate's hook)
+  // fails or holds up, retrying every millisecond while refusing, with the
   // listeners wired to this object.
-  Wal::Options OnFaultyDisk(DiskFault& disk, Wal::Options options) {
+  Wal::Options OnFaultyDisk(std::function<int(DiskOp)> disk, Wal::Options options) {
     options.retry_interval = absl::Milliseconds(1);
-    options.disk_fault_for_testing = disk.Hook();
+    options.disk_fault_for_testing = std::move(disk);
     options.on_writable_changed = [this](const absl::Status& s) {
       MutexLock lock(&mu_);
       writable_.push_back(s);
@@ -476,8 +479,10 @@ TEST_F(WalTest, AFailedWriteLeavesNoFrameFailsEveryBatchNotDurableAndResumesOnce
   DiskFault disk;
   Heard heard;
   // No space reserved ahead, so that the write itself fails, half done.
-  auto wal = Wal::Open(
-      heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 0}), 1);
+  auto wal =
+      Wal::Open(heard.OnFaultyDisk(disk.Hook(),
+                                   {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 0}),
+                1);
   ASSERT_TRUE(wal.ok());
   Wal& log = **wal;
   ASSERT_TRUE(Outcome(log, log.Append(Batch(1), "undo 1", 0)).ok());
@@ -557,7 +562,8 @@ TEST_F(WalTest, AFailedReservationWritesNothing) {
   DiskFault disk;
   Heard heard;
   auto wal = Wal::Open(
-      heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 4096}),
+      heard.OnFaultyDisk(disk.Hook(),
+                         {.dir = dir_, .fsync = FsyncPolicy::kNever, .reserve_bytes = 4096}),
       1);
   ASSERT_TRUE(wal.ok());
   disk.Fail(EDQUOT, {DiskOp::kReserve});
@@ -570,7 +576,8 @@ TEST_F(WalTest, AFailedReservationWritesNothing) {
 TEST_F(WalTest, AFailedFsyncUnderAlwaysRollsBackAndResumes) {
   DiskFault disk;
   Heard heard;
-  auto wal = Wal::Open(heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kAlways}), 1);
+  auto wal =
+      Wal::Open(heard.OnFaultyDisk(disk.Hook(), {.dir = dir_, .fsync = FsyncPolicy::kAlways}), 1);
   ASSERT_TRUE(wal.ok());
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).ok());
   disk.Fail(EIO, {DiskOp::kSync});
@@ -588,8 +595,8 @@ TEST_F(WalTest, AFailedFsyncUnderAlwaysRollsBackAndResumes) {
 TEST_F(WalTest, AFailedFsyncOfAcknowledgedWritesRefusesWritesForGood) {
   DiskFault disk;
   Heard heard;
-  auto wal =
-      Wal::Open(heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kEverySecond}), 1);
+  auto wal = Wal::Open(
+      heard.OnFaultyDisk(disk.Hook(), {.dir = dir_, .fsync = FsyncPolicy::kEverySecond}), 1);
   ASSERT_TRUE(wal.ok());
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "undo 1", 0)).ok());
   disk.Fail(EIO, {DiskOp::kSync});
@@ -605,8 +612,8 @@ TEST_F(WalTest, AFailedFsyncOfAcknowledgedWritesRefusesWritesForGood) {
 TEST_F(WalTest, AFailedWriteLeavesTheFsyncOfEarlierWritesDue) {
   DiskFault disk;
   Heard heard;
-  auto wal =
-      Wal::Open(heard.OnFaultyDisk(disk, {.dir = dir_, .fsync = FsyncPolicy::kEverySecond}), 1);
+  auto wal = Wal::Open(
+      heard.OnFaultyDisk(disk.Hook(), {.dir = dir_, .fsync = FsyncPolicy::kEverySecond}), 1);
   ASSERT_TRUE(wal.ok());
   ASSERT_TRUE(Outcome(**wal, (*wal)->Append(Batch(1), "", 0)).ok());
   disk.Fail(ENOSPC, {DiskOp::kWrite});
@@ -653,7 +660,8 @@ void ExpectTheFileSizeLimitRefusesWritesUntilItIsLifted(const std::string& dir, 
   Heard heard;
   DiskFault disk;  // Fails nothing: counts the retries.
   auto wal = Wal::Open(
-      heard.OnFaultyDisk(disk, {.dir = dir, .fsync = fsync, .reserve_bytes = reserve_bytes}), 1);
+      heard.OnFaultyDisk(disk.Hook(), {.dir = dir, .fsync = fsync, .reserve_bytes = reserve_bytes}),
+      1);
   ASSERT_TRUE(wal.ok());
   const std::string big(16 << 10, 'x');
   std::vector<std::string> durable;
@@ -826,11 +834,9 @@ TEST_F(WalTest, OneFsyncCoversEveryWriterQueuedMeanwhileAndNoneIsAnsweredBeforeI
 
 TEST_F(WalTest, AFailedGroupFsyncFailsEachWriterOfTheGroupAfterTheRollBack) {
   DiskGate syncs(DiskOp::kSync);
-  DiskFault unused;
   Heard heard;
-  Wal::Options options = heard.OnFaultyDisk(unused, {.dir = dir_, .fsync = FsyncPolicy::kAlways});
-  options.disk_fault_for_testing = syncs.Hook();
-  auto wal = Wal::Open(options, 1);
+  auto wal =
+      Wal::Open(heard.OnFaultyDisk(syncs.Hook(), {.dir = dir_, .fsync = FsyncPolicy::kAlways}), 1);
   ASSERT_TRUE(wal.ok());
   Answers answers;
   answers.Await(**wal, (*wal)->Append(Batch(0), "undo 0", 0), "first");
@@ -852,6 +858,46 @@ TEST_F(WalTest, AFailedGroupFsyncFailsEachWriterOfTheGroupAfterTheRollBack) {
       << "every batch of the group undone, newest first, before its writer heard";
   wal->reset();
   EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(0)));
+}
+
+TEST_F(WalTest, BatchesFailingAfterRoundsThatTookPartOfWhatWasPendingAreUndoneWithTheirOwnUndos) {
+  DiskGate syncs(DiskOp::kSync);
+  Heard heard;
+  // One frame per round: the later batches stay queued while the first ones
+  // are written.
+  auto wal = Wal::Open(
+      heard.OnFaultyDisk(syncs.Hook(),
+                         {.dir = dir_, .fsync = FsyncPolicy::kAlways, .max_write_bytes = 1}),
+      1);
+  ASSERT_TRUE(wal.ok());
+  // Large enough that, once two rounds are written, the log moves the undos
+  // still needed to the front of the buffer it keeps them in.
+  const auto undo = [](int i) {
+    return std::string(size_t{700} << 10, static_cast<char>('a' + i));
+  };
+  Answers answers;
+  answers.Await(**wal, (*wal)->Append(Batch(1), undo(1), 0), "1");
+  ASSERT_TRUE(syncs.WaitForCall(1));
+  for (int i = 2; i <= 4; ++i) {
+    answers.Await(**wal, (*wal)->Append(Batch(i), undo(i), 0), absl::StrCat(i));
+  }
+  syncs.FailFrom(3, EIO);
+  syncs.Allow(1'000);
+  std::map<std::string, absl::StatusCode> codes;
+  for (const auto& [name, status] : answers.WaitFor(4)) codes[name] = status.code();
+  EXPECT_THAT(codes, ElementsAre(Pair("1", absl::StatusCode::kOk), Pair("2", absl::StatusCode::kOk),
+                                 Pair("3", absl::StatusCode::kUnavailable),
+                                 Pair("4", absl::StatusCode::kUnavailable)));
+  // Each undo as its size and letter: the undos themselves are 700 KiB.
+  std::vector<std::pair<size_t, char>> undone;
+  for (const std::string& u : heard.undos()) undone.emplace_back(u.size(), u.empty() ? 0 : u[0]);
+  EXPECT_THAT(undone, ElementsAre(Pair(undo(4).size(), 'e'), Pair(undo(3).size(), 'd')))
+      << "the failed batches' undos, newest first, whole";
+  for (const std::string& u : heard.undos()) {
+    EXPECT_EQ(u.find_first_not_of(u[0]), std::string::npos) << "an undo mixes two batches'";
+  }
+  wal->reset();
+  EXPECT_THAT(ReplayedBatches(dir_), ElementsAre(Batch(1), Batch(2)));
 }
 
 TEST_F(WalTest, UnderAlwaysTheNextFsyncWaitsForAsManyBatchesAsTheLastOneCovered) {
@@ -1078,12 +1124,11 @@ TEST_F(WalTest, AWriterWritesTheBatchesWaitedForDuringItsWriteInOrder) {
 
 TEST_F(WalTest, AWriterWhoseGroupWriteFailsUndoesTheWholeGroupBeforeAnyoneHears) {
   DiskGate writes(DiskOp::kWrite);
-  DiskFault unused;
   Heard heard;
-  Wal::Options options = heard.OnFaultyDisk(
-      unused, {.dir = dir_, .fsync = FsyncPolicy::kEverySecond, .reserve_bytes = 0});
-  options.disk_fault_for_testing = writes.Hook();
-  auto wal = Wal::Open(options, 1);
+  auto wal = Wal::Open(
+      heard.OnFaultyDisk(writes.Hook(),
+                         {.dir = dir_, .fsync = FsyncPolicy::kEverySecond, .reserve_bytes = 0}),
+      1);
   ASSERT_TRUE(wal.ok());
   Answers answers;
   std::thread::id leader;
