@@ -1,5 +1,7 @@
 #include "server/engine/journal.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "server/base/coding.h"
 
@@ -39,32 +41,33 @@ void SetEvent(const ExpiryEvent& e, JournalRecord* r) {
 
 BatchEncoder::BatchEncoder() : BatchEncoder(&own_) {}
 
-BatchEncoder::BatchEncoder(std::string* buffer) : buffer_(buffer) {
-  buffer_->assign(kHeaderSize, '\0');
+BatchEncoder::BatchEncoder(std::string* buffer) : buffer_(buffer), size_(kHeaderSize) {
+  if (buffer_->size() < kHeaderSize) buffer_->resize(kHeaderSize);
 }
 
-std::string& BatchEncoder::Open() {
+void BatchEncoder::Open() {
   if (finished_) {
-    buffer_->resize(kHeaderSize);
+    size_ = kHeaderSize;
     finished_ = false;
   }
-  return *buffer_;
 }
 
 void BatchEncoder::Reserve(size_t bytes) {
-  std::string& buffer = Open();
-  buffer.reserve(buffer.size() + bytes);
+  Open();
+  if (buffer_->size() < size_ + bytes) buffer_->reserve(size_ + bytes);
 }
 
-size_t BatchEncoder::size() const { return finished_ ? kHeaderSize : buffer_->size(); }
+size_t BatchEncoder::size() const { return finished_ ? kHeaderSize : size_; }
 
 char* BatchEncoder::Extend(RecordType type, size_t size) {
-  std::string& buffer = Open();
-  const size_t at = buffer.size();
-  buffer.resize(at + 1 + size);
-  buffer[at] = static_cast<char>(type);
+  Open();
+  const size_t at = size_;
+  size_ = at + 1 + size;
+  if (buffer_->size() < size_) buffer_->resize(std::max(size_, buffer_->capacity()));
+  char* const record = &(*buffer_)[at];
+  record[0] = static_cast<char>(type);
   ++count_;
-  return &buffer[at + 1];
+  return record + 1;
 }
 
 void BatchEncoder::Put(absl::string_view collection, absl::string_view key, absl::string_view value,
@@ -127,7 +130,10 @@ void BatchEncoder::NextSequence(uint64_t sequence) {
 }
 
 void BatchEncoder::GroupRecord(const JournalRecord& r) {
-  std::string* const buffer = &Open();
+  Open();
+  // Rare and of many shapes: appended field by field to the batch alone.
+  std::string* const buffer = buffer_;
+  buffer->resize(size_);
   buffer->push_back(static_cast<char>(r.type));
   PutLengthPrefixed(buffer, r.group);
   switch (r.type) {
@@ -163,16 +169,18 @@ void BatchEncoder::GroupRecord(const JournalRecord& r) {
     default:  // kGroupDelete: the name alone.
       break;
   }
+  size_ = buffer->size();
   ++count_;
 }
 
 absl::string_view BatchEncoder::Finish(uint64_t first_event_sequence) {
-  std::string& buffer = Open();
-  EncodeFixed64(&buffer[0], first_event_sequence);
-  EncodeFixed32(&buffer[8], count_);
+  Open();
+  char* const header = &(*buffer_)[0];
+  EncodeFixed64(header, first_event_sequence);
+  EncodeFixed32(header + 8, count_);
   count_ = 0;
   finished_ = true;
-  return buffer;
+  return absl::string_view(header, size_);
 }
 
 absl::Status DecodeBatch(absl::string_view batch,

@@ -89,10 +89,14 @@ class BatchEncoder {
  public:
   // Encodes into a buffer of its own.
   BatchEncoder();
-  // Encodes into `*buffer`, which it empties first. A buffer kept from one
-  // encoder to the next keeps its capacity, so that encoding a batch no
-  // larger than the ones before allocates nothing. `buffer` must outlive the
-  // encoder and the views Finish returns, and have no other user meanwhile.
+  // Encodes into `*buffer`, overwriting what it holds. A buffer kept from
+  // one encoder to the next keeps its memory, so that encoding a batch no
+  // larger than the ones before allocates nothing. The buffer's size is the
+  // room it offers, not the batch's: the encoder writes records in place and
+  // grows the buffer only when they go past its end, so that the bytes of a
+  // record are written once (growing a string zero-fills what it adds).
+  // `buffer` must outlive the encoder and the views Finish returns, and have
+  // no other user meanwhile.
   explicit BatchEncoder(std::string* buffer);
   // Not copied or moved: it may point at its own buffer.
   BatchEncoder(const BatchEncoder&) = delete;
@@ -130,9 +134,8 @@ class BatchEncoder {
   absl::string_view Finish(uint64_t first_event_sequence);
 
  private:
-  // The buffer, emptied down to a new batch's header first if the last batch
-  // was finished.
-  std::string& Open();
+  // Starts a new batch, down to its header, if the last one was finished.
+  void Open();
   // Appends a record of `type` with `size` bytes of fields, counted, and
   // returns where its fields go. Records are sized first and written in
   // place: appending them field by field grew a batch of one small record
@@ -141,6 +144,8 @@ class BatchEncoder {
 
   std::string own_;
   std::string* const buffer_;
+  // The batch is the first size_ bytes of *buffer_.
+  size_t size_;
   uint32_t count_ = 0;
   // Finish ended the batch in buffer_: the next record starts a new one.
   bool finished_ = false;

@@ -126,6 +126,30 @@ TEST(BatchEncoderTest, AKeptBufferHoldsEachFinishedBatchAloneAndKeepsItsCapacity
   EXPECT_EQ(buffer.data(), data) << "a batch no larger than the last allocated";
 }
 
+TEST(BatchEncoderTest, ABatchWrittenOverALongerOneIsExactlyItsOwnRecords) {
+  std::string buffer(4096, 'x');
+  BatchEncoder encoder(&buffer);
+  encoder.Put("c", "a", kLong, 1);
+  const std::string long_batch(encoder.Finish(0));
+  JournalRecord ack;
+  ack.type = RecordType::kGroupAck;
+  ack.group = "g";
+  ack.sequence = 5;
+  encoder.Remove("c", "b");
+  encoder.GroupRecord(ack);
+  encoder.NextSequence(6);
+  const absl::string_view short_batch = encoder.Finish(7);
+
+  BatchEncoder alone;
+  alone.Remove("c", "b");
+  alone.GroupRecord(ack);
+  alone.NextSequence(6);
+  EXPECT_EQ(short_batch, alone.Finish(7)) << "nothing of the longer batch or the old buffer";
+  EXPECT_EQ(short_batch.data(), buffer.data());
+  EXPECT_EQ(buffer.size(), 4096u) << "the buffer's room is kept, not cut to the batch";
+  ASSERT_EQ(Decode(long_batch).size(), 1u);
+}
+
 TEST(BatchEncoderTest, ABatchCutShortIsDataLoss) {
   BatchEncoder encoder;
   encoder.Put("c", "k", kLong, 1);
