@@ -6,7 +6,7 @@
 // back (for another worker) only if that worker's handler throws, so each
 // timed-out order is cancelled exactly once however many workers run.
 //
-//   java -cp "$(cat build/clang/client/java/classpath)" \
+//   java -cp "$(cat build/gcc/client/java/classpath)" \
 //     dev.lapse.examples.OrderTimeout 127.0.0.1:50051
 //
 // run() is also what OrderTimeoutTest runs against a real lapsed;
