@@ -147,10 +147,10 @@ run_tests() {
   stage format
   bash "$root/scripts/format.sh" --check
 
-  # g++, the compiler plain cmake and `dev.sh run` build with, runs the tests
-  # that need no sanitizer: the image, chart and other-language tests and
-  # the benchmarks' smoke tests. Line tables (-g1) are all the stack traces
-  # of a failure need, and compile faster than full debug information.
+  # g++, the compiler plain cmake and `dev.sh run` build with, runs every
+  # test, among them those that run in this build alone: the image, chart and
+  # other-language tests and the benchmarks' smoke tests. Line tables (-g1)
+  # are all the stack traces of a failure need.
   stage "g++ build"
   build "$root/build/gcc" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
