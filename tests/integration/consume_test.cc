@@ -462,6 +462,9 @@ TEST(ConsumeTest, TheEventsOfAConsumerKilledMidBatchGoToAnotherStreamAfterTheVis
     dies.Cancel();
     EXPECT_EQ(dies.WaitForEnd().error_code(), grpc::StatusCode::CANCELLED);
   }
+  // The client ends its side of a cancelled call at once, the server later; a
+  // stream the server still holds would take the redeliveries for "dies".
+  ASSERT_TRUE(HubHolds(server, 0, 0)) << "the server let the killed stream go";
   ConsumeStream survivor(server.stub(), StartOf("g", "survivor"));
   ASSERT_TRUE(HubHolds(server, 0, 1));
   EXPECT_EQ(GetGroup(server, "g").group().pending(), 10u) << "closing the stream kept the leases";
@@ -487,6 +490,7 @@ TEST(ConsumeTest, AConsumerThatReconnectsWithTheSameNameKeepsItsLeases) {
     first.CloseWrites();
     EXPECT_TRUE(first.WaitForEnd().ok());
   }
+  ASSERT_TRUE(HubHolds(server, 0, 0)) << "the server let the first stream go";
   ConsumeStream again(server.stub(), StartOf("g", "worker-7"));
   ASSERT_TRUE(HubHolds(server, 0, 1));
   again.Ack(held);
