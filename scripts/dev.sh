@@ -150,10 +150,13 @@ run_tests() {
   # g++, the compiler plain cmake and `dev.sh run` build with, runs every
   # test, among them those that run in this build alone: the image, chart and
   # other-language tests and the benchmarks' smoke tests. Line tables (-g1)
-  # are all the stack traces of a failure need.
+  # are all the stack traces of a failure need. The g++ and TSan builds are
+  # unity builds (CMAKE_UNITY_BUILD: a target's files compiled a few at a
+  # time, as one), which take about 40 % less time; the ASan+UBSan build compiles
+  # each file on its own, as plain cmake does, so a missing #include shows.
   stage "g++ build"
   build "$root/build/gcc" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON
   stage "g++ build, every test"
   ctest --test-dir "$root/build/gcc" --output-on-failure -j "$jobs"
 
@@ -177,7 +180,8 @@ run_tests() {
   pattern="^($(IFS='|' && echo "${labels[*]}"))\$"
   stage "clang TSan build"
   build "$root/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-    -DLAPSE_SANITIZE=thread -DLAPSE_BUILD_BENCHMARKS=OFF -- "${labels[@]/#/tests-}"
+    -DLAPSE_SANITIZE=thread -DLAPSE_BUILD_BENCHMARKS=OFF -DCMAKE_UNITY_BUILD=ON \
+    -- "${labels[@]/#/tests-}"
   stage "clang TSan build: the ${labels[*]} tests"
   TSAN_OPTIONS="suppressions=$root/scripts/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
     ctest --test-dir "$root/build/tsan" --output-on-failure -j "$jobs" -L "$pattern"
