@@ -150,10 +150,13 @@ run_tests() {
   # g++, the compiler plain cmake and `dev.sh run` build with, runs every
   # test, among them those that run in this build alone: the image, chart and
   # other-language tests and the benchmarks' smoke tests. Line tables (-g1)
-  # are all the stack traces of a failure need.
+  # are all the stack traces of a failure need. The g++ and TSan builds are
+  # unity builds (CMAKE_UNITY_BUILD: a target's files compiled a few at a
+  # time, as one), which take about 40 % less time; the ASan+UBSan build compiles
+  # each file on its own, as plain cmake does, so a missing #include shows.
   stage "g++ build"
   build "$root/build/gcc" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON
   stage "g++ build, every test"
   ctest --test-dir "$root/build/gcc" --output-on-failure -j "$jobs"
 
@@ -171,15 +174,18 @@ run_tests() {
   # what that hides and why. lapse's own locks are lapse::Mutex, which TSan
   # sees. Full debug information: the suppressions name functions by their
   # qualified names (absl::*Status::Unref), which line tables alone do not
-  # give frames inlined from headers.
+  # give frames inlined from headers. It builds the test binaries of the
+  # labels it runs, and no others (CMakeLists.txt's lapse_test_binary).
+  local labels=(engine service integration client) pattern
+  pattern="^($(IFS='|' && echo "${labels[*]}"))\$"
   stage "clang TSan build"
   build "$root/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-    -DLAPSE_SANITIZE=thread -DLAPSE_BUILD_BENCHMARKS=OFF
-  stage "clang TSan build: engine, service, integration and client tests"
+    -DLAPSE_SANITIZE=thread -DLAPSE_BUILD_BENCHMARKS=OFF -DCMAKE_UNITY_BUILD=ON \
+    -- "${labels[@]/#/tests-}"
+  stage "clang TSan build: the ${labels[*]} tests"
   TSAN_OPTIONS="suppressions=$root/scripts/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
-    ctest --test-dir "$root/build/tsan" --output-on-failure -j "$jobs" \
-    -L '^(engine|service|integration|client)$'
-  stage done
+    ctest --test-dir "$root/build/tsan" --output-on-failure -j "$jobs" -L "$pattern"
+  stage "done"
 }
 
 run_server() {

@@ -214,6 +214,12 @@ void PutTtl(v1::LapseService::Stub& stub, const std::string& collection,
   EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
+absl::Time TimeOf(const google::protobuf::Timestamp& timestamp) {
+  absl::StatusOr<absl::Time> time = TimeFromProto(timestamp, "timestamp");
+  EXPECT_TRUE(time.ok()) << time.status();
+  return time.value_or(absl::InfinitePast());
+}
+
 void CreateGroup(v1::LapseService::Stub& stub, const std::string& name, absl::Duration visibility) {
   v1::CreateConsumerGroupRequest request;
   request.set_name(name);

@@ -38,6 +38,9 @@ namespace lapse::testing {
 // The fake clock's start: a round second, so deadlines are easy to read.
 inline absl::Time StartTime() { return absl::FromUnixSeconds(1'700'000'000); }
 
+// The time a response gave; fails the test on a malformed Timestamp.
+absl::Time TimeOf(const google::protobuf::Timestamp& timestamp);
+
 // Options with small, test-friendly defaults (heartbeats effectively off).
 ServerOptions TestOptions();
 
@@ -146,10 +149,13 @@ void ExpireNow(v1::LapseService::Stub& stub, const std::string& collection,
 // the sockets of a loopback connection hold.
 void ExpireLargeValues(v1::LapseService::Stub& stub, absl::Time now);
 
+// The visibility timeout of the groups CreateGroup creates by default.
+constexpr absl::Duration kGroupVisibility = absl::Seconds(30);
+
 // Creates consumer group `name` over every event with `visibility` and room
 // for 1000 unacknowledged events per consumer; expects OK.
 void CreateGroup(v1::LapseService::Stub& stub, const std::string& name,
-                 absl::Duration visibility = absl::Seconds(30));
+                 absl::Duration visibility = kGroupVisibility);
 
 // Puts `n` members "order-0", "order-1", ... into "orders" with a TTL of 1 s,
 // 1000 per request; returns their keys.

@@ -299,13 +299,16 @@ run_lapsed() {
 # Redis cannot bind port 0 and report the port it got, and lapse-redis-bench
 # speaks TCP only, so Redis gets a random port below the kernel's ephemeral
 # range (where client sockets and port-0 servers live); if another process
-# holds it, Redis fails to bind and start_redis tries another.
+# holds it, Redis fails to bind and start_redis tries another. A single
+# server's port is at least 25000; Redis Cluster nodes, here (cluster.sh) and
+# in the tests (testing/redis_cluster.cc), take ports in [10000, 15000) and
+# bus ports (port + 10000) in [20000, 25000). So compare_smoke runs beside the
+# tests that kill a node and restart it on its port.
 redis_ports_end="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
-(( redis_ports_end > 20000 )) || redis_ports_end=32768
-# A caller may narrow the range with redis_port_low / redis_port_high (the
-# cluster's nodes need room for their bus ports, port + 10000).
+(( redis_ports_end > 26000 )) || redis_ports_end=32768
+# A caller may narrow the range with redis_port_low / redis_port_high.
 redis_port_candidate() {
-  local low=${redis_port_low:-20000} high=${redis_port_high:-$redis_ports_end}
+  local low=${redis_port_low:-25000} high=${redis_port_high:-$redis_ports_end}
   echo $((low + RANDOM % (high - low)))
 }
 

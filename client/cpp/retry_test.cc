@@ -118,9 +118,13 @@ TEST(RetryTest, RetriesStopAtTheCallDeadline) {
   EXPECT_THAT(client.GetCollection("c", call).status().code(),
               AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded));
   const absl::Duration elapsed = absl::Now() - start;
-  // Delays are 10..20ms, and no delay may end past the deadline.
   EXPECT_LT(elapsed, absl::Milliseconds(200) + absl::Seconds(1));
-  EXPECT_GE(server.service().calls("GetCollection"), 2);
+  // Delays are 10..20ms, and no delay may end past the deadline: at most 20
+  // delays. How many attempts fit before the deadline depends on how long the
+  // first took (under TSan it once took most of the 200 ms), so there is no
+  // lower bound here; IdempotentCallsAreRetriedOnUnavailableUntilTheySucceed
+  // shows that retries happen.
+  EXPECT_GE(server.service().calls("GetCollection"), 1);
   EXPECT_LE(server.service().calls("GetCollection"), 21);
 }
 

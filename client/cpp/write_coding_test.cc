@@ -17,7 +17,8 @@
 namespace lapse::client::internal {
 namespace {
 
-const absl::Time kTime = absl::FromUnixSeconds(1'700'000'000) + absl::Nanoseconds(123'456'789);
+const absl::Time kExpireTime =
+    absl::FromUnixSeconds(1'700'000'000) + absl::Nanoseconds(123'456'789);
 
 // What protobuf serializes for the operations PutMembersRequestToProto
 // builds.
@@ -38,7 +39,7 @@ std::vector<Expiration> Expirations() {
           Expiration::Ttl(absl::Hours(24 * 365 * 100) + absl::Nanoseconds(999'999'999)),
           Expiration::At(absl::UnixEpoch()),
           Expiration::At(absl::UnixEpoch() - absl::Milliseconds(1500)),
-          Expiration::At(kTime),
+          Expiration::At(kExpireTime),
           Expiration::At(absl::FromUnixSeconds(253'402'300'799))};
 }
 
@@ -146,7 +147,7 @@ std::vector<std::string> LapsedAnswers() {
   std::vector<std::string> out;
   v1::StreamWritesResponse shared_ttl;
   for (int i = 0; i < 3; ++i) {
-    TimeToProto(kTime + absl::Milliseconds(i),
+    TimeToProto(kExpireTime + absl::Milliseconds(i),
                 shared_ttl.add_results()->mutable_put_members()->mutable_default_expire_time());
   }
   out.push_back(shared_ttl.SerializeAsString());
@@ -157,7 +158,7 @@ std::vector<std::string> LapsedAnswers() {
   v1::PutMemberResult* created = put->add_results();
   created->set_key("k1");
   created->set_outcome(v1::PUT_OUTCOME_CREATED);
-  TimeToProto(kTime, created->mutable_expire_time());
+  TimeToProto(kExpireTime, created->mutable_expire_time());
   v1::PutMemberResult* replaced = put->add_results();
   replaced->set_key("k2");
   replaced->set_outcome(v1::PUT_OUTCOME_REPLACED);
@@ -165,7 +166,7 @@ std::vector<std::string> LapsedAnswers() {
   skipped->set_key(std::string(130, 's'));
   skipped->set_outcome(v1::PUT_OUTCOME_SKIPPED);
   TimeToProto(absl::UnixEpoch() - absl::Milliseconds(1500), skipped->mutable_expire_time());
-  TimeToProto(kTime, put->mutable_default_expire_time());
+  TimeToProto(kExpireTime, put->mutable_default_expire_time());
   out.push_back(per_member.SerializeAsString());
 
   v1::StreamWritesResponse errors;

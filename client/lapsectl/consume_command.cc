@@ -34,7 +34,7 @@ constexpr uint64_t kMaxInFlight = 100;
 
 volatile std::sig_atomic_t g_stop = 0;
 
-void OnStopSignal(int) { g_stop = 1; }
+void StopConsuming(int) { g_stop = 1; }
 
 int RunConsume(const Invocation& in) {
   const ParsedArgs& args = in.args;
@@ -53,7 +53,7 @@ int RunConsume(const Invocation& in) {
   const bool values = args.Has("values");
 
   struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
+  action.sa_handler = StopConsuming;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);

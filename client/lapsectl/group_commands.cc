@@ -110,7 +110,7 @@ absl::StatusOr<uint32_t> CountFlag(const ParsedArgs& args, absl::string_view fla
   return static_cast<uint32_t>(*n);
 }
 
-int RunCreate(const Invocation& in) {
+int RunGroupCreate(const Invocation& in) {
   constexpr char kCommand[] = "group create";
   const ParsedArgs& args = in.args;
   client::ConsumerGroupOptions options;
@@ -137,7 +137,7 @@ int RunCreate(const Invocation& in) {
   return PrintGroup(in.NewClient()->CreateConsumerGroup(options), kCommand, in.json);
 }
 
-Command CreateCommand() {
+Command GroupCreateCommand() {
   std::vector<FlagSpec> flags = {
       {"collections", "A,B", "Only these collections"},
       {"prefix", "PREFIX", "Only collections starting with PREFIX"},
@@ -151,10 +151,10 @@ Command CreateCommand() {
            "Without --from or --oldest the group receives only events that expire from now "
            "on.\nExit status 2 when the name is taken (ALREADY_EXISTS).\n",
            std::move(flags), 1, 1},
-          &RunCreate};
+          &RunGroupCreate};
 }
 
-int RunList(const Invocation& in) {
+int RunGroupList(const Invocation& in) {
   absl::StatusOr<Paging> paging = PagingFlags(in.args);
   if (!paging.ok()) return UsageError("group ls", paging.status().message());
   client::ListConsumerGroupsOptions options;
@@ -167,7 +167,7 @@ int RunList(const Invocation& in) {
       [&](const ConsumerGroupInfo& group) { AddGroupRow(group, answer); }, answer);
 }
 
-Command ListCommand() {
+Command GroupListCommand() {
   return {{"group ls",
            "",
            "List consumer groups (ListConsumerGroups)",
@@ -175,10 +175,10 @@ Command ListCommand() {
            {{"limit", "N", "Stop after N groups"}, {"page-size", "N", "Groups per call"}},
            0,
            0},
-          &RunList};
+          &RunGroupList};
 }
 
-int RunInfo(const Invocation& in) {
+int RunGroupInfo(const Invocation& in) {
   constexpr char kCommand[] = "group info";
   absl::StatusOr<uint32_t> leases = CountFlag(in.args, "leases");
   if (!leases.ok()) return UsageError(kCommand, leases.status().message());
@@ -215,7 +215,7 @@ int RunInfo(const Invocation& in) {
   return kOk;
 }
 
-Command InfoCommand() {
+Command GroupInfoCommand() {
   return {{"group info",
            "NAME",
            "Show a consumer group: counts, consumers, leases (GetConsumerGroup)",
@@ -225,14 +225,14 @@ Command InfoCommand() {
            {{"leases", "N", "Also list up to N leases (at most 1000)"}},
            1,
            1},
-          &RunInfo};
+          &RunGroupInfo};
 }
 
-int RunRemove(const Invocation& in) {
+int RunGroupRemove(const Invocation& in) {
   return PrintGroup(in.NewClient()->DeleteConsumerGroup(in.positional()[0]), "group rm", in.json);
 }
 
-Command RemoveCommand() {
+Command GroupRemoveCommand() {
   return {{"group rm",
            "NAME",
            "Delete a consumer group, with its leases and dead letters (DeleteConsumerGroup)",
@@ -240,10 +240,10 @@ Command RemoveCommand() {
            {},
            1,
            1},
-          &RunRemove};
+          &RunGroupRemove};
 }
 
-int RunReset(const Invocation& in) {
+int RunGroupReset(const Invocation& in) {
   constexpr char kCommand[] = "group reset";
   client::StartPosition start;
   uint64_t after_sequence = 0;
@@ -254,20 +254,21 @@ int RunReset(const Invocation& in) {
                     kCommand, in.json);
 }
 
-Command ResetCommand() {
+Command GroupResetCommand() {
   return {{"group reset", "NAME",
            "Move a consumer group's position; its pending events are dropped "
            "(ResetConsumerGroup)",
            "Without --from or --oldest the group continues with new events only.\n"
            "Exit status 1 when the group does not exist.\n",
            StartFlagSpecs(), 1, 1},
-          &RunReset};
+          &RunGroupReset};
 }
 
 }  // namespace
 
 std::vector<Command> GroupCommands() {
-  return {CreateCommand(), ListCommand(), InfoCommand(), RemoveCommand(), ResetCommand()};
+  return {GroupCreateCommand(), GroupListCommand(), GroupInfoCommand(), GroupRemoveCommand(),
+          GroupResetCommand()};
 }
 
 }  // namespace lapse::cli

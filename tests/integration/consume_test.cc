@@ -27,7 +27,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kVisibility = absl::Seconds(30);
 constexpr int kFailedPrecondition = static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION);
 
 v1::ConsumeRequest StartOf(const std::string& group, const std::string& consumer,
@@ -254,7 +253,9 @@ bool HubHolds(TestServer& server, size_t polls, size_t streams) {
 
 // Moves the clock past the visibility timeout and lets the lease expirer see
 // it.
-void ExpireLeases(TestServer& server) { server.ExpireLeasesAfter(kVisibility + absl::Seconds(1)); }
+void ExpireLeases(TestServer& server) {
+  server.ExpireLeasesAfter(kGroupVisibility + absl::Seconds(1));
+}
 
 // Expires `n` events and waits until a watcher has seen them.
 void ExpireEvents(TestServer& server, int n) {
@@ -300,7 +301,7 @@ TEST(LongPollTest, AWaitingPollAnswersEmptyWhenItsWaitEnds) {
 
 TEST(LongPollTest, ALeaseExpiringWakesAWaitingPollOfAnotherConsumer) {
   TestServer server;
-  CreateGroup(server.stub(), "g", kVisibility);
+  CreateGroup(server.stub(), "g", kGroupVisibility);
   ExpireEvents(server, 1);
   WaitingPoll first(server.stub(), "g", "dies", absl::Seconds(60));
   ASSERT_TRUE(first.Wait().ok());

@@ -17,8 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kVisibility = absl::Seconds(30);
-
 v1::PollResponse Poll(v1::LapseService::Stub& stub, const std::string& group,
                       const std::string& consumer, uint32_t max_events) {
   v1::PollRequest request;
@@ -113,7 +111,7 @@ TEST(ConsumerGroupsTest, TheEventsOfAConsumerThatDiedGoToTheOthersAfterTheVisibi
   Ack(server.stub(), "g", "survivor", alive);
   EXPECT_EQ(Poll(server.stub(), "g", "survivor", 100).deliveries_size(), 0);
 
-  server.clock().Advance(kVisibility);
+  server.clock().Advance(kGroupVisibility);
   v1::PollResponse redelivered = Poll(server.stub(), "g", "survivor", 100);
   ASSERT_EQ(redelivered.deliveries_size(), 10);
   for (int i = 0; i < 10; ++i) {
@@ -145,7 +143,7 @@ TEST(ConsumerGroupsTest, AConsumerThatReconnectsBetweenCallsKeepsItsLeases) {
   const v1::AckResponse acked = Ack(*second, "g", "worker-7", polled);
   ASSERT_EQ(acked.results_size(), 3);
   for (const v1::LeaseResult& r : acked.results()) EXPECT_EQ(r.code(), 0) << r.message();
-  server.clock().Advance(kVisibility);
+  server.clock().Advance(kGroupVisibility);
   EXPECT_EQ(Poll(*second, "g", "worker-7", 10).deliveries_size(), 0);
 }
 

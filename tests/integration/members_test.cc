@@ -14,8 +14,6 @@ namespace {
 
 using ::testing::ElementsAre;
 
-absl::Time Time(const google::protobuf::Timestamp& ts) { return *TimeFromProto(ts, "test"); }
-
 google::protobuf::Duration Millis(int64_t ms) {
   google::protobuf::Duration d;
   d.set_seconds(ms / 1000);
@@ -89,9 +87,9 @@ TEST_F(MembersTest, PutReportsOutcomesAndRoundsDeadlinesUpToTheMillisecond) {
   ASSERT_EQ(response.results_size(), 3);
   EXPECT_EQ(response.results(0).key(), "ttl");
   EXPECT_EQ(response.results(0).outcome(), v1::PUT_OUTCOME_CREATED);
-  EXPECT_EQ(Time(response.results(0).expire_time()), StartTime() + absl::Milliseconds(1501));
+  EXPECT_EQ(TimeOf(response.results(0).expire_time()), StartTime() + absl::Milliseconds(1501));
   EXPECT_EQ(response.results(1).key(), "at");
-  EXPECT_EQ(Time(response.results(1).expire_time()), StartTime() + absl::Milliseconds(10'001));
+  EXPECT_EQ(TimeOf(response.results(1).expire_time()), StartTime() + absl::Milliseconds(10'001));
   EXPECT_EQ(response.results(2).outcome(), v1::PUT_OUTCOME_CREATED);
   EXPECT_FALSE(response.results(2).has_expire_time());
 
@@ -112,10 +110,11 @@ TEST_F(MembersTest, PutReportsOutcomesAndRoundsDeadlinesUpToTheMillisecond) {
   v1::PutMembersResponse again_response;
   ASSERT_TRUE(Put(again, &again_response).ok());
   EXPECT_EQ(again_response.results(0).outcome(), v1::PUT_OUTCOME_SKIPPED);
-  EXPECT_EQ(Time(again_response.results(0).expire_time()), StartTime() + absl::Milliseconds(1501));
+  EXPECT_EQ(TimeOf(again_response.results(0).expire_time()),
+            StartTime() + absl::Milliseconds(1501));
   EXPECT_EQ(again_response.results(1).outcome(), v1::PUT_OUTCOME_SKIPPED);
   EXPECT_EQ(again_response.results(2).outcome(), v1::PUT_OUTCOME_REPLACED);
-  EXPECT_EQ(Time(again_response.results(2).expire_time()),
+  EXPECT_EQ(TimeOf(again_response.results(2).expire_time()),
             StartTime() + absl::Milliseconds(10'001));
 }
 
@@ -137,17 +136,17 @@ TEST_F(MembersTest, PutWithADefaultTtlAndOmittedCreatedResultsListsOnlyWhatWasNo
   v1::PutMembersResponse response;
   ASSERT_TRUE(Put(request, &response).ok());
   EXPECT_EQ(response.created_count(), 3u);
-  EXPECT_EQ(Time(response.default_expire_time()), StartTime() + absl::Milliseconds(1500));
+  EXPECT_EQ(TimeOf(response.default_expire_time()), StartTime() + absl::Milliseconds(1500));
   ASSERT_EQ(response.results_size(), 1);
   EXPECT_EQ(response.results(0).key(), "old");
   EXPECT_EQ(response.results(0).outcome(), v1::PUT_OUTCOME_REPLACED);
-  EXPECT_EQ(Time(response.results(0).expire_time()), StartTime() + absl::Milliseconds(1500));
+  EXPECT_EQ(TimeOf(response.results(0).expire_time()), StartTime() + absl::Milliseconds(1500));
 
   const v1::GetMembersResponse got =
       Get(KeysRequest<v1::GetMembersRequest>("orders", {"new1", "new2", "own"}));
-  EXPECT_EQ(Time(got.results(0).member().expire_time()), StartTime() + absl::Milliseconds(1500));
-  EXPECT_EQ(Time(got.results(1).member().expire_time()), StartTime() + absl::Milliseconds(1500));
-  EXPECT_EQ(Time(got.results(2).member().expire_time()), StartTime() + absl::Milliseconds(9000));
+  EXPECT_EQ(TimeOf(got.results(0).member().expire_time()), StartTime() + absl::Milliseconds(1500));
+  EXPECT_EQ(TimeOf(got.results(1).member().expire_time()), StartTime() + absl::Milliseconds(1500));
+  EXPECT_EQ(TimeOf(got.results(2).member().expire_time()), StartTime() + absl::Milliseconds(9000));
 }
 
 TEST_F(MembersTest, PutWithoutTheNewFieldsStillAnswersEveryMember) {
@@ -236,7 +235,7 @@ TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
   EXPECT_TRUE(plain.results(0).found());
   EXPECT_EQ(plain.results(0).member().key(), "s1");
   EXPECT_EQ(plain.results(0).member().value(), "v:s1");
-  EXPECT_EQ(Time(plain.results(0).member().expire_time()), StartTime() + absl::Seconds(5));
+  EXPECT_EQ(TimeOf(plain.results(0).member().expire_time()), StartTime() + absl::Seconds(5));
   EXPECT_FALSE(plain.results(1).found());
   EXPECT_EQ(plain.results(1).member().key(), "nope");
   EXPECT_FALSE(plain.results(1).member().has_expire_time());
@@ -244,7 +243,7 @@ TEST_F(MembersTest, GetReturnsOneResultPerKeyAndSlidesDeadlines) {
   server_.clock().Advance(absl::Seconds(4));
   *request.mutable_refresh_ttl() = Millis(30'000);
   v1::GetMembersResponse refreshed = Get(request);
-  EXPECT_EQ(Time(refreshed.results(0).member().expire_time()), StartTime() + absl::Seconds(34));
+  EXPECT_EQ(TimeOf(refreshed.results(0).member().expire_time()), StartTime() + absl::Seconds(34));
 
   // The old deadline has passed; the refreshed one holds.
   server_.clock().Advance(absl::Seconds(10));
@@ -290,7 +289,7 @@ TEST_F(MembersTest, ExpireReportsEveryOutcome) {
   v1::ExpireMembersResponse later =
       expire({"timed", "forever", "missing"}, v1::EXPIRE_CONDITION_IF_LATER, false);
   EXPECT_EQ(later.results(0).outcome(), v1::EXPIRE_OUTCOME_UPDATED);
-  EXPECT_EQ(Time(later.results(0).expire_time()), StartTime() + absl::Seconds(120));
+  EXPECT_EQ(TimeOf(later.results(0).expire_time()), StartTime() + absl::Seconds(120));
   // A persistent member expires infinitely late: nothing is later.
   EXPECT_EQ(later.results(1).outcome(), v1::EXPIRE_OUTCOME_CONDITION_NOT_MET);
   EXPECT_FALSE(later.results(1).has_expire_time());
@@ -447,7 +446,7 @@ TEST(ResponseBoundsTest, GetMembersWhoseAnswerWouldNotFitIsResourceExhaustedAndR
   ASSERT_TRUE(Call(server.stub(), &v1::LapseService::Stub::GetMembers, three, &response).ok());
   ASSERT_EQ(response.results_size(), 3);
   for (const v1::GetMemberResult& result : response.results()) {
-    EXPECT_EQ(Time(result.member().expire_time()), StartTime() + absl::Seconds(60))
+    EXPECT_EQ(TimeOf(result.member().expire_time()), StartTime() + absl::Seconds(60))
         << "the refused refresh moved no deadline";
   }
 }

@@ -14,7 +14,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/engine/event_source.h"
-#include "server/service/proto_convert.h"
 #include "testing/test_server.h"
 
 namespace lapse::testing {
@@ -22,8 +21,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-absl::Time Time(const google::protobuf::Timestamp& ts) { return *TimeFromProto(ts, "test"); }
 
 std::vector<std::string> Keys(const std::vector<v1::ExpiryEvent>& events) {
   std::vector<std::string> keys;
@@ -82,8 +79,8 @@ TEST(WatchTest, DeliversExpiredMembersWithTheirValues) {
     keys.insert(event.key());
     EXPECT_EQ(event.collection(), "orders");
     EXPECT_EQ(event.value(), "v:" + event.key());
-    EXPECT_EQ(Time(event.expire_time()), StartTime() + absl::Seconds(1));
-    EXPECT_EQ(Time(event.expired_at()), StartTime() + absl::Seconds(2));
+    EXPECT_EQ(TimeOf(event.expire_time()), StartTime() + absl::Seconds(1));
+    EXPECT_EQ(TimeOf(event.expired_at()), StartTime() + absl::Seconds(2));
   }
   EXPECT_THAT(keys, ElementsAre("a", "b"));
   EXPECT_EQ(watcher.responses().back().examined_sequence(), events.back().sequence());
@@ -166,7 +163,7 @@ TEST(WatchTest, AThousandsStrongBurstArrivesWholeAndResumesFromMidBlock) {
     for (const v1::ExpiryEvent& event : events) {
       ASSERT_EQ(event.value(), "v:" + event.key());
       ASSERT_EQ(event.collection(), "burst");
-      ASSERT_EQ(Time(event.expire_time()), StartTime() + absl::Seconds(1));
+      ASSERT_EQ(TimeOf(event.expire_time()), StartTime() + absl::Seconds(1));
     }
     middle = events[1500].sequence();
   }
