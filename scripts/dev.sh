@@ -152,8 +152,9 @@ run_tests() {
   # other-language tests and the benchmarks' smoke tests. Line tables (-g1)
   # are all the stack traces of a failure need. The g++ and TSan builds are
   # unity builds (CMAKE_UNITY_BUILD: a target's files compiled a few at a
-  # time, as one), which take about 40 % less time; the ASan+UBSan build compiles
-  # each file on its own, as plain cmake does, so a missing #include shows.
+  # time, as one), which take about 40 % less time; the ASan+UBSan build
+  # compiles each file on its own, as plain cmake does, so a missing #include
+  # shows.
   stage "g++ build"
   build "$root/build/gcc" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON
